@@ -1,0 +1,40 @@
+// Command api is retryd's HTTP API: it accepts requests, serves their
+// records, and (with -dev) runs a whole retryd in one process on an embedded
+// in-memory Redis.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/retryd/retryd/internal/app"
+	"github.com/retryd/retryd/internal/config"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "retryd api:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	dev := fs.Bool("dev", false, "zero-setup local mode: embedded in-memory Redis, in-process worker, private destinations allowed; nothing persists")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	log := app.NewLogger(stdout, cfg.LogLevel)
+	return app.RunAPI(ctx, cfg, app.Options{Dev: *dev}, log)
+}

@@ -1,0 +1,152 @@
+package handlers
+
+import (
+	"strings"
+	"time"
+
+	"github.com/retryd/retryd/internal/record"
+)
+
+// timeLayout is RFC 3339 in UTC with milliseconds.
+const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+func timePtr(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(timeLayout)
+	return &s
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func intPtr(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+// Document is the API's view of a request (GET /requests/{id}).
+type Document struct {
+	ID              string             `json:"id"`
+	URL             string             `json:"url"`
+	Method          string             `json:"method"`
+	Headers         map[string]string  `json:"headers"`
+	Status          record.Status      `json:"status"`
+	AttemptCount    int                `json:"attemptCount"`
+	MaxRetries      int                `json:"maxRetries"`
+	BackoffMs       int64              `json:"backoffMs"`
+	MaxBackoffMs    int64              `json:"maxBackoffMs"`
+	TimeoutMs       int64              `json:"timeoutMs"`
+	NextRetryAt     *string            `json:"nextRetryAt"`
+	LastError       *string            `json:"lastError"`
+	LastStatusCode  *int               `json:"lastStatusCode"`
+	FailureClass    *string            `json:"failureClass"`
+	Result          *string            `json:"result"`
+	ResultTruncated bool               `json:"resultTruncated"`
+	IdempotencyKey  *string            `json:"idempotencyKey"`
+	RedriveCount    int                `json:"redriveCount"`
+	CreatedAt       *string            `json:"createdAt"`
+	UpdatedAt       *string            `json:"updatedAt"`
+	CompletedAt     *string            `json:"completedAt"`
+	CallbackURL     *string            `json:"callbackUrl"`
+	Callback        any                `json:"callback"`
+	Attempts        *[]AttemptDocument `json:"attempts,omitempty"`
+	Redrives        []any              `json:"redrives"`
+}
+
+// AttemptDocument is one attempt in a Document.
+type AttemptDocument struct {
+	N            int     `json:"n"`
+	StartedAt    *string `json:"startedAt"`
+	DurationMs   *int64  `json:"durationMs"`
+	StatusCode   *int    `json:"statusCode"`
+	Outcome      string  `json:"outcome"`
+	FailureClass *string `json:"failureClass"`
+	Error        *string `json:"error"`
+	ResponseBody *string `json:"responseBody"`
+}
+
+// NewDocument renders r. Attempts are included when withAttempts is set
+// (the single-request view); lists leave them out to stay small.
+func NewDocument(r *record.Request, withAttempts bool) Document {
+	d := Document{
+		ID:              r.ID,
+		URL:             r.URL,
+		Method:          r.Method,
+		Headers:         Redact(r.Headers),
+		Status:          r.Status,
+		AttemptCount:    r.AttemptCount,
+		MaxRetries:      r.MaxRetries,
+		BackoffMs:       r.BackoffMs,
+		MaxBackoffMs:    r.MaxBackoffMs,
+		TimeoutMs:       r.TimeoutMs,
+		LastError:       strPtr(r.LastError),
+		LastStatusCode:  intPtr(r.LastStatusCode),
+		FailureClass:    strPtr(r.FailureClass),
+		ResultTruncated: r.ResultTruncated,
+		IdempotencyKey:  strPtr(r.IdempotencyKey),
+		RedriveCount:    r.RedriveCount,
+		CreatedAt:       timePtr(r.CreatedAt),
+		UpdatedAt:       timePtr(r.UpdatedAt),
+		CompletedAt:     timePtr(r.CompletedAt),
+		CallbackURL:     strPtr(r.CallbackURL),
+		Redrives:        []any{},
+	}
+	if !r.Status.Terminal() {
+		d.NextRetryAt = timePtr(r.NextAttemptAt)
+	}
+	if r.HasResult {
+		res := r.Result
+		d.Result = &res
+	}
+	if withAttempts {
+		attempts := make([]AttemptDocument, 0, len(r.Attempts))
+		for _, a := range r.Attempts {
+			attempts = append(attempts, AttemptDocument{
+				N:            a.N,
+				StartedAt:    timePtr(a.StartedAt),
+				DurationMs:   a.DurationMs,
+				StatusCode:   intPtr(a.StatusCode),
+				Outcome:      a.Outcome,
+				FailureClass: strPtr(a.FailureClass),
+				Error:        strPtr(a.Error),
+				ResponseBody: a.ResponseBody,
+			})
+		}
+		d.Attempts = &attempts
+	}
+	return d
+}
+
+// Redacted is what a secret header's value is replaced with.
+const Redacted = "[REDACTED]"
+
+// IsSecretHeader reports whether a header's value must never be shown:
+// credentials by name, and anything named like a token, secret or key.
+func IsSecretHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "cookie", "proxy-authorization", "set-cookie":
+		return true
+	}
+	return strings.Contains(n, "token") || strings.Contains(n, "secret") || strings.Contains(n, "key")
+}
+
+// Redact returns a copy of h with secret values replaced by Redacted.
+func Redact(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		if IsSecretHeader(k) {
+			v = Redacted
+		}
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+// Package handlers is retryd's HTTP API: gin handlers for submitting,
+// reading, listing and canceling requests, and the health probes. Handlers
+// depend on small interfaces declared here, not on Redis or asynq.
+package handlers
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/submit"
+)
+
+// Code is an API error code.
+type Code string
+
+// The API error codes.
+const (
+	CodeInvalid            Code = "invalid_request"
+	CodeUnauthorized       Code = "unauthorized"
+	CodeNotFound           Code = "not_found"
+	CodeConflict           Code = "conflict"
+	CodeTooLarge           Code = "payload_too_large"
+	CodeUnsupportedMedia   Code = "unsupported_media_type"
+	CodeBlockedDestination Code = "blocked_destination"
+	CodeRateLimited        Code = "rate_limited"
+	CodeUnavailable        Code = "unavailable"
+	CodeInternal           Code = "internal"
+)
+
+// status is the one place API error codes become HTTP statuses.
+func (c Code) status() int {
+	switch c {
+	case CodeInvalid:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeUnsupportedMedia:
+		return http.StatusUnsupportedMediaType
+	case CodeBlockedDestination:
+		return http.StatusUnprocessableEntity
+	case CodeRateLimited:
+		return http.StatusTooManyRequests
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Error is an error the API answers with.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Errorf builds an API error.
+func Errorf(code Code, field, message string) *Error {
+	return &Error{Code: code, Message: message, Field: field}
+}
+
+// Abort answers err in the API's error shape and stops the handler chain.
+// Errors that are not API errors are mapped from the store's sentinels;
+// anything unknown is logged and answered as a bare 500.
+func Abort(c *gin.Context, log *slog.Logger, err error) {
+	var apiErr *Error
+	var subErr *submit.Error
+	switch {
+	case errors.As(err, &apiErr):
+	case errors.As(err, &subErr):
+		apiErr = Errorf(CodeInvalid, subErr.Field, subErr.Message)
+	case errors.Is(err, record.ErrNotFound):
+		apiErr = Errorf(CodeNotFound, "", "no request with this id")
+	case errors.Is(err, record.ErrConflict):
+		apiErr = Errorf(CodeConflict, "", err.Error())
+	case errors.Is(err, record.ErrUnavailable):
+		log.Error("redis unavailable", "err", err, "path", c.FullPath())
+		apiErr = Errorf(CodeUnavailable, "", "storage is unavailable; nothing was stored, retry later")
+		c.Header("Retry-After", "1")
+	default:
+		log.Error("internal error", "err", err, "path", c.FullPath())
+		apiErr = Errorf(CodeInternal, "", "internal error")
+	}
+	c.AbortWithStatusJSON(apiErr.Code.status(), gin.H{"error": apiErr})
+}

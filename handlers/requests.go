@@ -1,0 +1,273 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/submit"
+)
+
+// Store is the record store as the API uses it.
+type Store interface {
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
+	Remove(ctx context.Context, id, idemKey string) error
+	Get(ctx context.Context, id string) (*record.Request, error)
+	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
+	Cancel(ctx context.Context, id string, now time.Time) error
+	Ping(ctx context.Context) error
+}
+
+// Queue hands requests to the workers.
+type Queue interface {
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+	// Delete removes a request's task, best effort (it may be running).
+	Delete(ctx context.Context, id string) error
+}
+
+// Destinations checks a destination host against the safety rules.
+type Destinations interface {
+	CheckHost(ctx context.Context, host string) error
+}
+
+// API holds the dependencies of the request handlers.
+type API struct {
+	Store        Store
+	Queue        Queue
+	Destinations Destinations
+	Log          *slog.Logger
+	Now          func() time.Time
+}
+
+// Routes registers the request routes on r.
+func (a *API) Routes(r gin.IRouter) {
+	r.POST("/requests", a.submit)
+	r.POST("/request", a.submit) // the path older clients use
+	r.GET("/requests", a.list)
+	r.GET("/requests/:id", a.get)
+	r.DELETE("/requests/:id", a.cancel)
+}
+
+// Health registers /healthz and /readyz; they never need an API key.
+func (a *API) Health(r gin.IRouter) {
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.Store.Ping(ctx); err != nil {
+			Abort(c, a.Log, err)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+}
+
+func (a *API) submit(c *gin.Context) {
+	if ct := c.GetHeader("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			Abort(c, a.Log, Errorf(CodeUnsupportedMedia, "", "Content-Type must be application/json"))
+			return
+		}
+	}
+	idemKey := c.GetHeader("Idempotency-Key")
+	if err := submit.ValidIdempotencyKey(idemKey); err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	if c.Request.ContentLength > submit.MaxBytes {
+		Abort(c, a.Log, tooLarge())
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, submit.MaxBytes+1))
+	if err != nil {
+		Abort(c, a.Log, Errorf(CodeInvalid, "", "could not read the request body"))
+		return
+	}
+	if len(body) > submit.MaxBytes {
+		Abort(c, a.Log, tooLarge())
+		return
+	}
+	now := a.Now()
+	r, err := submit.Parse(body, now)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	ctx := c.Request.Context()
+	if err := a.Destinations.CheckHost(ctx, r.Host); err != nil {
+		Abort(c, a.Log, blocked("url", err))
+		return
+	}
+	if r.CallbackURL != "" {
+		if err := a.checkURLHost(ctx, r.CallbackURL); err != nil {
+			Abort(c, a.Log, blocked("callbackUrl", err))
+			return
+		}
+	}
+	r.ID = ids.New(now)
+	r.IdempotencyKey = idemKey
+	replay, err := a.Store.Create(ctx, r, idemKey, body)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	if replay != nil {
+		a.replay(c, replay)
+		return
+	}
+	if err := a.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+		// Never answer 202 for a request the workers will not see: take
+		// the record back and answer 503.
+		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.ID, idemKey); rmErr != nil {
+			a.Log.Error("could not remove a request whose enqueue failed; the sweeper will deliver it",
+				"requestId", r.ID, "err", rmErr)
+		}
+		Abort(c, a.Log, errors.Join(record.ErrUnavailable, err))
+		return
+	}
+	a.Log.Info("request accepted", "requestId", r.ID, "method", r.Method, "host", r.Host,
+		"nextAttemptAt", r.NextAttemptAt.UTC().Format(timeLayout))
+	c.Header("Location", "/requests/"+r.ID)
+	c.JSON(http.StatusAccepted, gin.H{"id": r.ID, "status": record.Pending})
+}
+
+func (a *API) replay(c *gin.Context, replay *record.Replay) {
+	if !replay.SameBody {
+		Abort(c, a.Log, Errorf(CodeConflict, "Idempotency-Key",
+			"Idempotency-Key was already used with a different body"))
+		return
+	}
+	prev, err := a.Store.Get(c.Request.Context(), replay.ID)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	c.Header("Idempotent-Replayed", "true")
+	c.Header("Location", "/requests/"+prev.ID)
+	c.JSON(http.StatusOK, gin.H{"id": prev.ID, "status": prev.Status})
+}
+
+// checkURLHost checks the host of an already validated URL.
+func (a *API) checkURLHost(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	return a.Destinations.CheckHost(ctx, u.Hostname())
+}
+
+func (a *API) get(c *gin.Context) {
+	id := c.Param("id")
+	if !ids.Valid(id) {
+		Abort(c, a.Log, record.ErrNotFound)
+		return
+	}
+	r, err := a.Store.Get(c.Request.Context(), id)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, NewDocument(r, true))
+}
+
+// List limits.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+func (a *API) list(c *gin.Context) {
+	status := record.Status(c.Query("status"))
+	if status != "" && !status.Valid() {
+		names := make([]string, len(record.Statuses))
+		for i, s := range record.Statuses {
+			names[i] = string(s)
+		}
+		Abort(c, a.Log, Errorf(CodeInvalid, "status", "status must be one of "+strings.Join(names, ", ")))
+		return
+	}
+	limit, cursor, err := pageParams(c)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	page, err := a.Store.List(c.Request.Context(), status, cursor, limit)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	writePage(c, page)
+}
+
+func pageParams(c *gin.Context) (limit int, cursor string, err error) {
+	limit = DefaultListLimit
+	if v, ok := c.GetQuery("limit"); ok {
+		n, convErr := strconv.Atoi(v)
+		if convErr != nil || n < 1 || n > MaxListLimit {
+			return 0, "", Errorf(CodeInvalid, "limit", "limit must be an integer between 1 and 500")
+		}
+		limit = n
+	}
+	cursor = c.Query("cursor")
+	if cursor != "" && !ids.Valid(cursor) {
+		return 0, "", Errorf(CodeInvalid, "cursor", "cursor is not one this API returned")
+	}
+	return limit, cursor, nil
+}
+
+func writePage(c *gin.Context, page *record.Page) {
+	data := make([]Document, len(page.Requests))
+	for i, r := range page.Requests {
+		data[i] = NewDocument(r, false)
+	}
+	c.JSON(http.StatusOK, gin.H{"data": data, "nextCursor": strPtr(page.NextCursor)})
+}
+
+func (a *API) cancel(c *gin.Context) {
+	id := c.Param("id")
+	if !ids.Valid(id) {
+		Abort(c, a.Log, record.ErrNotFound)
+		return
+	}
+	ctx := c.Request.Context()
+	if err := a.Store.Cancel(ctx, id, a.Now()); err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	// The record is canceled, which alone stops every further attempt;
+	// deleting the task only saves the worker a wasted hand-over.
+	if err := a.Queue.Delete(ctx, id); err != nil {
+		a.Log.Debug("could not delete the task of a canceled request", "requestId", id, "err", err)
+	}
+	r, err := a.Store.Get(ctx, id)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	a.Log.Info("request canceled", "requestId", id)
+	c.JSON(http.StatusOK, NewDocument(r, true))
+}
+
+func tooLarge() *Error {
+	return Errorf(CodeTooLarge, "", "submission is larger than 256 KiB")
+}
+
+func blocked(field string, err error) error {
+	if errors.Is(err, retry.ErrBlocked) {
+		return Errorf(CodeBlockedDestination, field, err.Error())
+	}
+	return err
+}

@@ -1,0 +1,243 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
+	"github.com/hibiken/asynq"
+
+	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/tasks"
+)
+
+// Worker polling intervals. asynq polls for pending tasks rather than
+// blocking on Redis; these make a new request start within ~15 ms and move
+// due retries every 50 ms, at ~100 cheap Redis calls per idle second.
+const (
+	TaskCheckInterval        = 10 * time.Millisecond
+	DelayedTaskCheckInterval = 50 * time.Millisecond
+)
+
+// Bounds on shutdown.
+const (
+	// WorkerShutdownTimeout is how long in-flight attempts may run on after
+	// SIGTERM before their tasks are handed back to the queue.
+	WorkerShutdownTimeout = 10 * time.Second
+	// APIShutdownTimeout is how long the API drains in-flight requests.
+	APIShutdownTimeout = 10 * time.Second
+)
+
+// NewLogger returns the programs' logger: JSON unless w is a terminal.
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(w, opts))
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// Options are the command-line switches of cmd/api.
+type Options struct {
+	// Dev runs the API with an in-process worker on an embedded,
+	// in-memory Redis, with private destinations allowed.
+	Dev bool
+	// Listener, when set, is used instead of listening on cfg.Port (tests
+	// pass one bound to port 0).
+	Listener net.Listener
+}
+
+// RunAPI serves the API until ctx ends, then drains in-flight requests.
+func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger) error {
+	if opts.Dev {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.Start(); err != nil {
+			return fmt.Errorf("start embedded redis: %w", err)
+		}
+		defer mr.Close()
+		// Without a clock, miniredis never expires keys (retention,
+		// the idempotency window).
+		mr.ClockTTL(true)
+		cfg.RedisURL = "redis://" + mr.Addr()
+		cfg.RedisSentinelAddrs, cfg.RedisClusterAddrs = nil, nil
+		cfg.AllowPrivateTargets = true
+		log.Warn("DEV MODE: embedded in-memory Redis and an in-process worker; NOTHING PERSISTS, private destinations are allowed")
+	}
+	log.Info("retryd api starting", "config", cfg.String())
+	if len(cfg.APIKeys) == 0 {
+		log.Warn("API_KEYS is not set: the API accepts requests from anyone who can reach it")
+	}
+
+	rdb, _, err := redisConn(cfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workerDone := make(chan error, 1)
+	if opts.Dev {
+		go func() { workerDone <- RunWorker(ctx, cfg, log) }()
+	} else {
+		close(workerDone)
+	}
+
+	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
+	api := &handlers.API{
+		Store:        record.NewStore(rdb, cfg.Retention),
+		Queue:        &tasks.Enqueuer{Client: client, Inspector: inspector},
+		Destinations: guard,
+		Log:          log,
+		Now:          time.Now,
+	}
+	engine := NewEngine(api, log)
+
+	ln := opts.Listener
+	if ln == nil {
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))
+		if err != nil {
+			return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           engine,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("retryd api listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("retryd api shutting down: draining in-flight requests")
+	sctx, scancel := context.WithTimeout(context.Background(), APIShutdownTimeout)
+	defer scancel()
+	err = srv.Shutdown(sctx)
+	cancel()
+	if werr := <-workerDone; werr != nil {
+		err = errors.Join(err, werr)
+	}
+	return err
+}
+
+// NewEngine builds the gin engine of the API.
+func NewEngine(api *handlers.API, log *slog.Logger) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
+		handlers.Abort(c, log, fmt.Errorf("panic: %v", v))
+	}))
+	e.HandleMethodNotAllowed = true
+	e.NoRoute(func(c *gin.Context) {
+		handlers.Abort(c, log, handlers.Errorf(handlers.CodeNotFound, "", "no such route: "+c.Request.Method+" "+c.Request.URL.Path))
+	})
+	e.NoMethod(func(c *gin.Context) {
+		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": handlers.Errorf("method_not_allowed", "", "method not allowed on "+c.Request.URL.Path)})
+	})
+	api.Health(e)
+	api.Routes(e)
+	return e
+}
+
+// RunWorker runs an asynq server performing deliveries until ctx ends, then
+// shuts it down: no new tasks are fetched, in-flight attempts get
+// WorkerShutdownTimeout to finish, and the rest go back to the queue.
+func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	log.Info("retryd worker starting", "config", cfg.String())
+	rdb, _, err := redisConn(cfg)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
+	h := &tasks.Handler{
+		Store:  record.NewStore(rdb, cfg.Retention),
+		Client: guard.Client(),
+		Log:    log,
+		Now:    time.Now,
+		Rand:   rand.Float64,
+	}
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Concurrency:              cfg.WorkerConcurrency,
+		Queues:                   map[string]int{tasks.Queue: 1},
+		TaskCheckInterval:        TaskCheckInterval,
+		DelayedTaskCheckInterval: DelayedTaskCheckInterval,
+		RetryDelayFunc:           retry.DelayFunc(time.Now),
+		IsFailure:                retry.IsFailure,
+		ShutdownTimeout:          WorkerShutdownTimeout,
+		Logger:                   asynqLogger{log.With("component", "asynq")},
+		LogLevel:                 asynq.WarnLevel,
+	})
+	mux := asynq.NewServeMux()
+	mux.Handle(tasks.TypeDeliver, h)
+	if err := srv.Start(mux); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+
+	var metrics *http.Server
+	if cfg.MetricsAddr != "" {
+		metrics = &http.Server{Addr: cfg.MetricsAddr, Handler: workerMux(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := metrics.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("worker metrics listener failed", "addr", cfg.MetricsAddr, "err", err)
+			}
+		}()
+	}
+	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queue", tasks.Queue)
+	<-ctx.Done()
+	log.Info("retryd worker shutting down: finishing in-flight attempts", "bound", WorkerShutdownTimeout)
+	srv.Shutdown()
+	if metrics != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = metrics.Shutdown(sctx)
+	}
+	return nil
+}
+
+func workerMux() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	return m
+}
+
+// asynqLogger routes asynq's own logging into slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) msg(args []any) string { return strings.TrimSpace(fmt.Sprintln(args...)) }
+func (a asynqLogger) Debug(args ...any)     { a.l.Debug(a.msg(args)) }
+func (a asynqLogger) Info(args ...any)      { a.l.Info(a.msg(args)) }
+func (a asynqLogger) Warn(args ...any)      { a.l.Warn(a.msg(args)) }
+func (a asynqLogger) Error(args ...any)     { a.l.Error(a.msg(args)) }
+func (a asynqLogger) Fatal(args ...any)     { a.l.Error(a.msg(args)); os.Exit(1) }

@@ -1,0 +1,197 @@
+// Package config turns retryd's environment variables into one typed,
+// validated Config. Programs read the environment once, here, and pass the
+// result down; nothing else looks at os.Getenv.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the effective configuration of an API or worker process.
+type Config struct {
+	RedisURL              string
+	RedisSentinelAddrs    []string
+	RedisSentinelMaster   string
+	RedisClusterAddrs     []string
+	Port                  int
+	WorkerConcurrency     int
+	APIKeys               []string
+	AllowPrivateTargets   bool
+	AllowedCIDRs          []netip.Prefix
+	RedriveLimit          int
+	Retention             time.Duration
+	RateLimitRPS          int
+	LogLevel              string
+	MetricsAddr           string
+	CallbackSigningSecret string
+}
+
+// Names lists every environment variable Load reads. Tests use it to check
+// that deployment files only set variables that exist.
+var Names = []string{
+	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
+	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
+	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
+	"CALLBACK_SIGNING_SECRET",
+}
+
+// Defaults.
+const (
+	DefaultRedisURL          = "redis://127.0.0.1:6379/0"
+	DefaultPort              = 3000
+	DefaultWorkerConcurrency = 50
+	DefaultRedriveLimit      = 3
+	DefaultRetention         = 30 * 24 * time.Hour
+	DefaultLogLevel          = "info"
+)
+
+// Load reads the configuration through getenv (os.Getenv in programs, a map
+// in tests) and validates it. The error lists every invalid variable.
+func Load(getenv func(string) string) (Config, error) {
+	c := Config{
+		RedisURL:            DefaultRedisURL,
+		Port:                DefaultPort,
+		WorkerConcurrency:   DefaultWorkerConcurrency,
+		RedriveLimit:        DefaultRedriveLimit,
+		Retention:           DefaultRetention,
+		LogLevel:            DefaultLogLevel,
+		RedisSentinelMaster: strings.TrimSpace(getenv("REDIS_SENTINEL_MASTER")),
+		MetricsAddr:         strings.TrimSpace(getenv("METRICS_ADDR")),
+	}
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{name}, args...)...))
+	}
+	if v := strings.TrimSpace(getenv("REDIS_URL")); v != "" {
+		if !strings.HasPrefix(v, "redis://") && !strings.HasPrefix(v, "rediss://") {
+			bad("REDIS_URL", "must start with redis:// or rediss://, got %q", v)
+		}
+		c.RedisURL = v
+	}
+	c.RedisSentinelAddrs = list(getenv("REDIS_SENTINEL_ADDRS"))
+	c.RedisClusterAddrs = list(getenv("REDIS_CLUSTER_ADDRS"))
+	if len(c.RedisSentinelAddrs) > 0 && c.RedisSentinelMaster == "" {
+		bad("REDIS_SENTINEL_MASTER", "must be set when REDIS_SENTINEL_ADDRS is set")
+	}
+	if len(c.RedisSentinelAddrs) > 0 && len(c.RedisClusterAddrs) > 0 {
+		bad("REDIS_CLUSTER_ADDRS", "cannot be combined with REDIS_SENTINEL_ADDRS")
+	}
+	intVar := func(name string, dst *int, lo, hi int) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			bad(name, "must be an integer between %d and %d, got %q", lo, hi, v)
+			return
+		}
+		*dst = n
+	}
+	intVar("PORT", &c.Port, 1, 65535)
+	intVar("WORKER_CONCURRENCY", &c.WorkerConcurrency, 1, 10000)
+	intVar("REDRIVE_LIMIT", &c.RedriveLimit, 0, 1000)
+	intVar("RATE_LIMIT_RPS", &c.RateLimitRPS, 0, 1000000)
+	for _, k := range list(getenv("API_KEYS")) {
+		c.APIKeys = append(c.APIKeys, k)
+	}
+	if v := strings.TrimSpace(getenv("ALLOW_PRIVATE_TARGETS")); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("ALLOW_PRIVATE_TARGETS", "must be true or false, got %q", v)
+		}
+		c.AllowPrivateTargets = b
+	}
+	for _, s := range list(getenv("ALLOWED_CIDRS")) {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			bad("ALLOWED_CIDRS", "%q is not a CIDR prefix like 10.0.0.0/8", s)
+			continue
+		}
+		c.AllowedCIDRs = append(c.AllowedCIDRs, p.Masked())
+	}
+	if v := strings.TrimSpace(getenv("RETENTION")); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil || d < time.Minute {
+			bad("RETENTION", "must be a duration of at least 1m such as 30d or 720h, got %q", v)
+		} else {
+			c.Retention = d
+		}
+	}
+	if v := strings.ToLower(strings.TrimSpace(getenv("LOG_LEVEL"))); v != "" {
+		switch v {
+		case "debug", "info", "warn", "error":
+			c.LogLevel = v
+		default:
+			bad("LOG_LEVEL", "must be one of debug, info, warn, error, got %q", v)
+		}
+	}
+	c.CallbackSigningSecret = getenv("CALLBACK_SIGNING_SECRET")
+	return c, errors.Join(errs...)
+}
+
+// ParseDuration accepts Go durations ("720h", "90m") and whole days ("30d").
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("invalid day count %q", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
+
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// String renders the configuration for the start-up log line, with secrets
+// (API keys, the signing secret, a password in the Redis URL) masked.
+func (c Config) String() string {
+	cidrs := make([]string, len(c.AllowedCIDRs))
+	for i, p := range c.AllowedCIDRs {
+		cidrs[i] = p.String()
+	}
+	keys := "unset"
+	if len(c.APIKeys) > 0 {
+		keys = fmt.Sprintf("%d key(s) ****", len(c.APIKeys))
+	}
+	secret := "unset"
+	if c.CallbackSigningSecret != "" {
+		secret = "****"
+	}
+	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
+		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
+		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s",
+		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
+		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
+		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret)
+}
+
+// MaskURL hides the password of a redis:// URL.
+func MaskURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return u
+	}
+	userinfo, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return u
+	}
+	if user, _, hasPass := strings.Cut(userinfo, ":"); hasPass {
+		return scheme + "://" + user + ":****@" + host
+	}
+	return u
+}

@@ -1,0 +1,202 @@
+// Package egress decides which destinations retryd may call and builds the
+// HTTP client that calls them. Addresses are checked twice: when a request is
+// submitted (so the client gets a 422) and again at dial time, on the address
+// actually connected to, so a DNS answer that changes in between (DNS
+// rebinding) cannot reach a private network.
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/retryd/retryd/internal/retry"
+)
+
+// blocked lists the ranges refused unless opted in. IPv4-mapped IPv6
+// addresses are unmapped before the check, so ::ffff:127.0.0.1 is covered.
+var blocked = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),      // "this network", includes 0.0.0.0
+	netip.MustParsePrefix("10.0.0.0/8"),     // RFC 1918
+	netip.MustParsePrefix("100.64.0.0/10"),  // RFC 6598 carrier-grade NAT
+	netip.MustParsePrefix("127.0.0.0/8"),    // loopback
+	netip.MustParsePrefix("169.254.0.0/16"), // link-local, cloud metadata
+	netip.MustParsePrefix("172.16.0.0/12"),  // RFC 1918
+	netip.MustParsePrefix("192.168.0.0/16"), // RFC 1918
+	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
+	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, includes broadcast
+	netip.MustParsePrefix("::/128"),         // unspecified
+	netip.MustParsePrefix("::1/128"),        // loopback
+	netip.MustParsePrefix("fc00::/7"),       // unique-local
+	netip.MustParsePrefix("fe80::/10"),      // link-local
+	netip.MustParsePrefix("ff00::/8"),       // multicast
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64 can embed any IPv4 address
+	netip.MustParsePrefix("2002::/16"),      // 6to4 can embed any IPv4 address
+}
+
+// Guard holds the destination safety rules.
+type Guard struct {
+	AllowPrivate bool
+	Allowed      []netip.Prefix
+	// Resolver looks host names up; nil means net.DefaultResolver. Tests
+	// inject one to play DNS rebinding.
+	Resolver interface {
+		LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+	}
+}
+
+// AddrAllowed reports whether retryd may connect to addr.
+func (g *Guard) AddrAllowed(addr netip.Addr) bool {
+	if g.AllowPrivate {
+		return true
+	}
+	addr = addr.Unmap()
+	for _, p := range g.Allowed {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	for _, p := range blocked {
+		if p.Contains(addr) {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckHost resolves host and refuses it if any address it resolves to is
+// blocked. A host that does not resolve is not refused here: DNS may be
+// down only for now, and the attempt will classify the failure.
+func (g *Guard) CheckHost(ctx context.Context, host string) error {
+	if g.AllowPrivate {
+		return nil
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		if !g.AddrAllowed(addr) {
+			return fmt.Errorf("%w: %s is a private or reserved address", retry.ErrBlocked, addr)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if !g.AddrAllowed(a) {
+			return fmt.Errorf("%w: %s resolves to %s, a private or reserved address", retry.ErrBlocked, host, a.Unmap())
+		}
+	}
+	return nil
+}
+
+func (g *Guard) resolver() interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+} {
+	if g.Resolver != nil {
+		return g.Resolver
+	}
+	return net.DefaultResolver
+}
+
+// control is the net.Dialer Control hook: it sees the address the socket is
+// about to connect to, after every DNS lookup.
+func (g *Guard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot parse dial address %q", retry.ErrBlocked, address)
+	}
+	if !g.AddrAllowed(ap.Addr()) {
+		return fmt.Errorf("%w: %s is a private or reserved address", retry.ErrBlocked, ap.Addr().Unmap())
+	}
+	return nil
+}
+
+// Client returns the HTTP client for destinations: no proxy from the
+// environment, redirects returned rather than followed, every connection
+// checked by the guard, and connection reuse tuned for many calls to few
+// hosts.
+func (g *Guard) Client() *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
+	dial := dialer.DialContext
+	if g.Resolver != nil {
+		// With an injected resolver, look the name up ourselves and dial
+		// the answer; the Control hook still checks the final address.
+		dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+			host, port, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			if _, perr := netip.ParseAddr(host); perr != nil {
+				addrs, err := g.Resolver.LookupNetIP(ctx, "ip", host)
+				if err != nil {
+					return nil, err
+				}
+				if len(addrs) == 0 {
+					return nil, fmt.Errorf("no address for %s", host)
+				}
+				host = addrs[0].String()
+			}
+			return dialer.DialContext(ctx, network, net.JoinHostPort(host, port))
+		}
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           dial,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// ValidateURL checks that raw is an absolute http or https URL with a host.
+// It returns a message fit for a 400 answer.
+func ValidateURL(raw string) (*url.URL, error) {
+	if len(raw) > 2048 {
+		return nil, errors.New("must be at most 2048 characters")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("must be an absolute http or https URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errors.New("must be an absolute http or https URL")
+	}
+	if u.Hostname() == "" {
+		return nil, errors.New("must have a host")
+	}
+	if u.User != nil {
+		return nil, errors.New("must not carry user:password; send an Authorization header instead")
+	}
+	return u, nil
+}
+
+// ReadCapped reads at most limit bytes of r and reports whether more was
+// there. The rest is drained (up to a bound) so the connection can be reused.
+func ReadCapped(r io.Reader, limit int) (data []byte, truncated bool, err error) {
+	data, err = io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if len(data) > limit {
+		data, truncated = data[:limit], true
+		_, _ = io.Copy(io.Discard, io.LimitReader(r, 1<<20))
+	}
+	return data, truncated, err
+}

@@ -1,0 +1,50 @@
+// Package ids makes request ids: opaque to clients, but sortable by creation
+// time as plain strings, so Redis can list "newest first" by lexical order.
+package ids
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+)
+
+// alphabet is Crockford's base32 in lower case; its characters are in ASCII
+// order, so lexical order of ids equals numeric order of their timestamps.
+const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+
+// Len is the length of every id.
+const Len = 20
+
+// New returns a 20-character id: 10 characters of Unix milliseconds followed by
+// 10 characters (50 bits) of randomness.
+func New(now time.Time) string {
+	var b [Len]byte
+	ms := uint64(now.UnixMilli())
+	for i := 9; i >= 0; i-- {
+		b[i] = alphabet[ms&31]
+		ms >>= 5
+	}
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails on supported platforms.
+	x := binary.BigEndian.Uint64(r[:])
+	for i := Len - 1; i >= 10; i-- {
+		b[i] = alphabet[x&31]
+		x >>= 5
+	}
+	return string(b[:])
+}
+
+// Valid reports whether s has the shape of an id. It keeps arbitrary strings
+// out of Redis key names.
+func Valid(s string) bool {
+	if len(s) != Len {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z') || c == 'i' || c == 'l' || c == 'o' || c == 'u' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,31 @@
+package ids
+
+import (
+	"testing"
+	"time"
+)
+
+func TestNewIsSortableByTimeAndValid(t *testing.T) {
+	t.Parallel()
+	base := time.UnixMilli(1_700_000_000_000)
+	prev := ""
+	for i := 0; i < 1000; i++ {
+		id := New(base.Add(time.Duration(i) * time.Millisecond))
+		if !Valid(id) {
+			t.Fatalf("New made %q, which Valid rejects", id)
+		}
+		if id <= prev {
+			t.Fatalf("id %q made later sorts before %q", id, prev)
+		}
+		prev = id
+	}
+}
+
+func TestValidRejectsOtherStrings(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "short", "0123456789abcdefghjkX", "0123456789abcdefghji", "../../../../etc/pass", "0123456789ABCDEFGHJK"} {
+		if Valid(s) {
+			t.Errorf("Valid(%q) = true, want false", s)
+		}
+	}
+}

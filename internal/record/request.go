@@ -1,0 +1,202 @@
+// Package record is retryd's own state in Redis: one hash per request, a list
+// of its attempts, and sorted-set indexes by status. These records, not
+// asynq's task state, are the source of truth the API reads and the worker
+// updates. All Redis I/O for them lives in this package; every key carries
+// the {retryd} hash tag so multi-key scripts stay in one Redis Cluster slot.
+package record
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Status is a request's lifecycle state.
+type Status string
+
+// The statuses, as shown in the API.
+const (
+	Pending   Status = "pending"
+	Retrying  Status = "retrying"
+	Completed Status = "completed"
+	Failed    Status = "failed"
+	Canceled  Status = "canceled"
+)
+
+// Statuses lists every status, in lifecycle order.
+var Statuses = []Status{Pending, Retrying, Completed, Failed, Canceled}
+
+// Terminal reports whether no attempt will follow in this status.
+func (s Status) Terminal() bool { return s == Completed || s == Failed || s == Canceled }
+
+// Valid reports whether s is one of Statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Request is one submitted request and its delivery state.
+type Request struct {
+	ID             string
+	URL            string
+	Host           string // the URL's hostname, for DLQ filtering
+	Method         string
+	Headers        map[string]string
+	Body           string
+	MaxRetries     int
+	BackoffMs      int64
+	MaxBackoffMs   int64
+	TimeoutMs      int64
+	CallbackURL    string
+	IdempotencyKey string
+
+	Status          Status
+	AttemptCount    int // every attempt in the request's life, interrupted ones too
+	BudgetUsed      int // finished attempts since submission or the last redrive
+	NextAttemptAt   time.Time
+	LastError       string
+	LastStatusCode  int
+	FailureClass    string
+	Result          string
+	HasResult       bool
+	ResultTruncated bool
+	RedriveCount    int
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	CompletedAt     time.Time
+
+	Attempts []Attempt
+}
+
+// Attempt is one recorded attempt.
+type Attempt struct {
+	N            int       `json:"n"`
+	StartedAt    time.Time `json:"-"`
+	StartedAtMs  int64     `json:"startedAtMs"`
+	DurationMs   *int64    `json:"durationMs,omitempty"`
+	StatusCode   int       `json:"statusCode,omitempty"`
+	Outcome      string    `json:"outcome"`
+	FailureClass string    `json:"failureClass,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	ResponseBody *string   `json:"responseBody,omitempty"`
+}
+
+// Hash field names. Short names keep per-request memory low; they are an
+// internal format, translated to the API's names by the handlers.
+const (
+	fURL            = "url"
+	fHost           = "host"
+	fMethod         = "method"
+	fHeaders        = "headers"
+	fBody           = "body"
+	fMaxRetries     = "maxRetries"
+	fBackoff        = "backoffMs"
+	fMaxBackoff     = "maxBackoffMs"
+	fTimeout        = "timeoutMs"
+	fCallbackURL    = "callbackUrl"
+	fIdemKey        = "idemKey"
+	fStatus         = "status"
+	fAttemptCount   = "attemptCount"
+	fBudgetUsed     = "budgetUsed"
+	fNextAttemptAt  = "nextAttemptAt"
+	fLastError      = "lastError"
+	fLastStatusCode = "lastStatusCode"
+	fFailureClass   = "failureClass"
+	fResult         = "result"
+	fResultTrunc    = "resultTruncated"
+	fRedriveCount   = "redriveCount"
+	fCreatedAt      = "createdAt"
+	fUpdatedAt      = "updatedAt"
+	fCompletedAt    = "completedAt"
+	fInflightN      = "inflightN"
+	fInflightAt     = "inflightAt"
+)
+
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+func fromMs(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// fields encodes a new request as HSET arguments.
+func (r *Request) fields() []any {
+	headers, _ := json.Marshal(r.Headers)
+	f := []any{
+		fURL, r.URL, fHost, r.Host, fMethod, r.Method, fHeaders, string(headers),
+		fMaxRetries, r.MaxRetries, fBackoff, r.BackoffMs, fMaxBackoff, r.MaxBackoffMs, fTimeout, r.TimeoutMs,
+		fStatus, string(r.Status), fAttemptCount, 0, fBudgetUsed, 0, fRedriveCount, 0,
+		fNextAttemptAt, ms(r.NextAttemptAt), fCreatedAt, ms(r.CreatedAt), fUpdatedAt, ms(r.CreatedAt),
+	}
+	if r.Body != "" {
+		f = append(f, fBody, r.Body)
+	}
+	if r.CallbackURL != "" {
+		f = append(f, fCallbackURL, r.CallbackURL)
+	}
+	if r.IdempotencyKey != "" {
+		f = append(f, fIdemKey, r.IdempotencyKey)
+	}
+	return f
+}
+
+// decode fills a Request from HGETALL output.
+func decode(id string, h map[string]string) *Request {
+	r := &Request{
+		ID:              id,
+		URL:             h[fURL],
+		Host:            h[fHost],
+		Method:          h[fMethod],
+		Body:            h[fBody],
+		MaxRetries:      atoi(h[fMaxRetries]),
+		BackoffMs:       int64(atoi(h[fBackoff])),
+		MaxBackoffMs:    int64(atoi(h[fMaxBackoff])),
+		TimeoutMs:       int64(atoi(h[fTimeout])),
+		CallbackURL:     h[fCallbackURL],
+		IdempotencyKey:  h[fIdemKey],
+		Status:          Status(h[fStatus]),
+		AttemptCount:    atoi(h[fAttemptCount]),
+		BudgetUsed:      atoi(h[fBudgetUsed]),
+		NextAttemptAt:   fromMs(h[fNextAttemptAt]),
+		LastError:       h[fLastError],
+		LastStatusCode:  atoi(h[fLastStatusCode]),
+		FailureClass:    h[fFailureClass],
+		Result:          h[fResult],
+		ResultTruncated: h[fResultTrunc] == "1",
+		RedriveCount:    atoi(h[fRedriveCount]),
+		CreatedAt:       fromMs(h[fCreatedAt]),
+		UpdatedAt:       fromMs(h[fUpdatedAt]),
+		CompletedAt:     fromMs(h[fCompletedAt]),
+	}
+	_, r.HasResult = h[fResult]
+	_ = json.Unmarshal([]byte(h[fHeaders]), &r.Headers)
+	if r.Headers == nil {
+		r.Headers = map[string]string{}
+	}
+	return r
+}
+
+func decodeAttempts(raw []string) []Attempt {
+	out := make([]Attempt, 0, len(raw))
+	for _, s := range raw {
+		var a Attempt
+		if json.Unmarshal([]byte(s), &a) != nil {
+			continue
+		}
+		a.StartedAt = time.UnixMilli(a.StartedAtMs).UTC()
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,417 @@
+package record
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors the store returns; callers match them with errors.Is.
+var (
+	ErrNotFound = errors.New("request not found")
+	// ErrConflict: the request is not in a state that allows the change.
+	ErrConflict = errors.New("request state conflict")
+	// ErrUnavailable: Redis could not be reached or did not answer.
+	ErrUnavailable = errors.New("redis unavailable")
+)
+
+// IdempotencyWindow is how long a submission's Idempotency-Key is remembered.
+const IdempotencyWindow = 24 * time.Hour
+
+// Key builders. The {retryd} hash tag keeps every key in one cluster slot.
+func keyReq(id string) string      { return "{retryd}:req:" + id }
+func keyAttempts(id string) string { return "{retryd}:att:" + id }
+func keyIndex(s Status) string     { return "{retryd}:idx:" + string(s) }
+func keyIdem(key string) string    { return "{retryd}:idem:" + hashHex(key) }
+
+const keyAll = "{retryd}:idx:all"
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// statusKeys are the index keys in Statuses order; scripts that move a
+// request between indexes get all of them.
+func statusKeys() []string {
+	k := make([]string, len(Statuses))
+	for i, s := range Statuses {
+		k[i] = keyIndex(s)
+	}
+	return k
+}
+
+// Store reads and writes request records.
+type Store struct {
+	rdb       redis.UniversalClient
+	retention time.Duration
+}
+
+// NewStore returns a Store over rdb; finished records expire after retention.
+func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
+	return &Store{rdb: rdb, retention: retention}
+}
+
+// wrap turns connectivity failures into ErrUnavailable. Errors Redis itself
+// answered (a script bug, a wrong type) are left as they are: they are bugs,
+// not outages.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return wrap(s.rdb.Ping(ctx).Err())
+}
+
+// createScript stores a new request and its index entries, and claims the
+// idempotency key, all at once.
+//
+// KEYS[1] request hash, KEYS[2] all-index, KEYS[3] pending index,
+// KEYS[4] idempotency key (unused when ARGV[2] is "").
+// ARGV[1] id, ARGV[2] idempotency value "id bodyhash" or "", ARGV[3] its TTL
+// in ms, ARGV[4..] HSET field/value pairs.
+// Returns nil when stored, or the existing idempotency value when the key
+// was claimed before (nothing is written then).
+var createScript = redis.NewScript(`
+if ARGV[2] ~= "" then
+  local prev = redis.call("GET", KEYS[4])
+  if prev then return prev end
+  redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])
+end
+redis.call("HSET", KEYS[1], unpack(ARGV, 4))
+redis.call("ZADD", KEYS[2], 0, ARGV[1])
+redis.call("ZADD", KEYS[3], 0, ARGV[1])
+return false
+`)
+
+// Replay describes an earlier submission with the same Idempotency-Key.
+type Replay struct {
+	ID       string
+	SameBody bool
+}
+
+// Create stores r as pending. When idemKey is not empty and an earlier
+// submission claimed it within IdempotencyWindow, nothing is stored and the
+// earlier submission is returned.
+func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []byte) (*Replay, error) {
+	idemVal := ""
+	if idemKey != "" {
+		idemVal = r.ID + " " + hashHex(string(body))
+	}
+	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey)}
+	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds()}, r.fields()...)
+	prev, err := createScript.Run(ctx, s.rdb, keys, args...).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrap(err)
+	}
+	id, bodyHash, _ := cutSpace(prev)
+	return &Replay{ID: id, SameBody: idemVal != "" && bodyHash == hashHex(string(body))}, nil
+}
+
+func cutSpace(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// Remove deletes a request that was never handed to the queue (its enqueue
+// failed), with its index entries and idempotency claim, so a 503 answer
+// leaves nothing behind.
+func (s *Store) Remove(ctx context.Context, id, idemKey string) error {
+	pipe := s.rdb.TxPipeline()
+	pipe.Del(ctx, keyReq(id), keyAttempts(id))
+	pipe.ZRem(ctx, keyAll, id)
+	for _, st := range Statuses {
+		pipe.ZRem(ctx, keyIndex(st), id)
+	}
+	if idemKey != "" {
+		pipe.Del(ctx, keyIdem(idemKey))
+	}
+	_, err := pipe.Exec(ctx)
+	return wrap(err)
+}
+
+// Get returns the request with its attempts.
+func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
+	pipe := s.rdb.Pipeline()
+	h := pipe.HGetAll(ctx, keyReq(id))
+	att := pipe.LRange(ctx, keyAttempts(id), 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, wrap(err)
+	}
+	if len(h.Val()) == 0 {
+		return nil, ErrNotFound
+	}
+	r := decode(id, h.Val())
+	r.Attempts = decodeAttempts(att.Val())
+	return r, nil
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Requests   []*Request
+	NextCursor string // empty on the last page
+}
+
+// List returns requests newest first, optionally of one status, starting
+// after cursor (an id from a previous page's NextCursor). Attempts are not
+// loaded.
+func (s *Store) List(ctx context.Context, status Status, cursor string, limit int) (*Page, error) {
+	key := keyAll
+	if status != "" {
+		key = keyIndex(status)
+	}
+	start := "+"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+		Key: key, Start: start, Stop: "-", ByLex: true, Rev: true, Count: int64(limit) + 1,
+	}).Result()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	page := &Page{Requests: []*Request{}}
+	if len(ids) > limit {
+		ids = ids[:limit]
+		page.NextCursor = ids[limit-1]
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, keyReq(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && len(ids) > 0 {
+		return nil, wrap(err)
+	}
+	var gone []any
+	for i, id := range ids {
+		h := cmds[i].Val()
+		if len(h) == 0 {
+			// The record expired after its retention; its index entry is
+			// cleaned up lazily, here.
+			gone = append(gone, id)
+			continue
+		}
+		r := decode(id, h)
+		if status != "" && r.Status != status {
+			continue // moved between the two reads
+		}
+		page.Requests = append(page.Requests, r)
+	}
+	if len(gone) > 0 {
+		s.rdb.ZRem(ctx, key, gone...)
+	}
+	return page, nil
+}
+
+// cancelScript moves a pending or retrying request to canceled.
+//
+// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3..7] status indexes in
+// Statuses order. ARGV[1] id, ARGV[2] now (ms), ARGV[3] retention (ms).
+// Returns "missing", the current status when it cannot be canceled, or "ok".
+var cancelScript = redis.NewScript(`
+local st = redis.call("HGET", KEYS[1], "status")
+if not st then return "missing" end
+if st ~= "pending" and st ~= "retrying" then return st end
+redis.call("ZREM", KEYS[3], ARGV[1])
+redis.call("ZREM", KEYS[4], ARGV[1])
+redis.call("ZADD", KEYS[7], 0, ARGV[1])
+redis.call("HSET", KEYS[1], "status", "canceled", "updatedAt", ARGV[2], "completedAt", ARGV[2])
+redis.call("HDEL", KEYS[1], "nextAttemptAt")
+redis.call("PEXPIRE", KEYS[1], ARGV[3])
+redis.call("PEXPIRE", KEYS[2], ARGV[3])
+return "ok"
+`)
+
+// Cancel moves a pending or retrying request to canceled. It returns
+// ErrNotFound, or ErrConflict when the request already finished.
+func (s *Store) Cancel(ctx context.Context, id string, now time.Time) error {
+	keys := append([]string{keyReq(id), keyAttempts(id)}, statusKeys()...)
+	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds()).Text()
+	if err != nil {
+		return wrap(err)
+	}
+	switch res {
+	case "ok":
+		return nil
+	case "missing":
+		return ErrNotFound
+	default:
+		return fmt.Errorf("%w: request is %s", ErrConflict, res)
+	}
+}
+
+// BeginState says whether an attempt may start.
+type BeginState int
+
+// The answers of Begin.
+const (
+	// Started: the attempt is recorded as in flight; perform it.
+	Started BeginState = iota
+	// NotDue: the next attempt is due later (Due); do nothing yet.
+	NotDue
+	// Finished: the request is terminal (Status); no attempt.
+	Finished
+	// Missing: no such record (expired or never stored).
+	Missing
+)
+
+// Begin is Store.Begin's answer.
+type Begin struct {
+	State   BeginState
+	Due     time.Time
+	Status  Status
+	N       int      // the attempt's number, when Started
+	Request *Request // the record as of the start, when Started
+}
+
+// beginScript starts an attempt: it records an attempt left in flight by a
+// crashed worker as "interrupted" (it does not count against the budget),
+// numbers the new attempt and marks it in flight, and returns the record.
+//
+// KEYS[1] request hash, KEYS[2] attempts list. ARGV[1] now (ms), ARGV[2] the
+// error text of an interrupted attempt.
+// Returns {"missing"}, {status} when terminal, {"notdue", dueMs}, or
+// {"ok", n, HGETALL...}.
+var beginScript = redis.NewScript(`
+local st = redis.call("HGET", KEYS[1], "status")
+if not st then return {"missing"} end
+if st ~= "pending" and st ~= "retrying" then return {st} end
+local due = tonumber(redis.call("HGET", KEYS[1], "nextAttemptAt") or "0")
+if due > tonumber(ARGV[1]) then return {"notdue", tostring(due)} end
+local inN = redis.call("HGET", KEYS[1], "inflightN")
+if inN then
+  local at = redis.call("HGET", KEYS[1], "inflightAt")
+  redis.call("RPUSH", KEYS[2], cjson.encode({n = tonumber(inN), startedAtMs = tonumber(at), outcome = "interrupted", error = ARGV[2]}))
+end
+local n = redis.call("HINCRBY", KEYS[1], "attemptCount", 1)
+redis.call("HSET", KEYS[1], "inflightN", n, "inflightAt", ARGV[1], "updatedAt", ARGV[1])
+return {"ok", tostring(n), redis.call("HGETALL", KEYS[1])}
+`)
+
+// InterruptedError is the error recorded on an attempt cut short by a crash.
+const InterruptedError = "worker stopped during the attempt; attempt repeated"
+
+// Begin starts an attempt of request id at now, if it is due.
+func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
+	res, err := beginScript.Run(ctx, s.rdb, []string{keyReq(id), keyAttempts(id)}, now.UnixMilli(), InterruptedError).Slice()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	head, _ := res[0].(string)
+	switch head {
+	case "missing":
+		return &Begin{State: Missing}, nil
+	case "notdue":
+		dueMs, _ := strconv.ParseInt(res[1].(string), 10, 64)
+		return &Begin{State: NotDue, Due: time.UnixMilli(dueMs)}, nil
+	case "ok":
+		n, _ := strconv.Atoi(res[1].(string))
+		flat, _ := res[2].([]any)
+		h := make(map[string]string, len(flat)/2)
+		for i := 0; i+1 < len(flat); i += 2 {
+			k, _ := flat[i].(string)
+			v, _ := flat[i+1].(string)
+			h[k] = v
+		}
+		return &Begin{State: Started, N: n, Request: decode(id, h)}, nil
+	default:
+		return &Begin{State: Finished, Status: Status(head)}, nil
+	}
+}
+
+// Outcome is the result of a finished attempt and the state it leads to.
+type Outcome struct {
+	Attempt         Attempt
+	Status          Status    // the request's next status
+	NextAttemptAt   time.Time // when Status is Retrying
+	Result          *string   // the response body, when Status is Completed
+	ResultTruncated bool
+}
+
+// finishScript records a finished attempt and moves the request to its next
+// status. An attempt whose in-flight mark is gone (a later run already
+// recorded it as interrupted) is dropped; a request canceled meanwhile keeps
+// its status and only gains the attempt.
+//
+// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3..7] status indexes in
+// Statuses order. ARGV[1] id, ARGV[2] attempt n, ARGV[3] attempt JSON,
+// ARGV[4] next status, ARGV[5] now (ms), ARGV[6] retention (ms),
+// ARGV[7..] HSET field/value pairs for the next state.
+// Returns "stale", "canceled" or "ok".
+var finishScript = redis.NewScript(`
+if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
+redis.call("RPUSH", KEYS[2], ARGV[3])
+redis.call("HDEL", KEYS[1], "inflightN", "inflightAt")
+redis.call("HINCRBY", KEYS[1], "budgetUsed", 1)
+local st = redis.call("HGET", KEYS[1], "status")
+if st == "canceled" then return "canceled" end
+local idx = {pending = KEYS[3], retrying = KEYS[4], completed = KEYS[5], failed = KEYS[6], canceled = KEYS[7]}
+if st ~= ARGV[4] then
+  redis.call("ZREM", idx[st], ARGV[1])
+  redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
+end
+redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 7))
+if ARGV[4] ~= "pending" and ARGV[4] ~= "retrying" then
+  redis.call("HDEL", KEYS[1], "nextAttemptAt")
+  redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
+  redis.call("PEXPIRE", KEYS[1], ARGV[6])
+  redis.call("PEXPIRE", KEYS[2], ARGV[6])
+end
+return "ok"
+`)
+
+// Finish records attempt o.Attempt of request id and applies o. It returns
+// false when the attempt was stale (another run took the request over).
+func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (bool, error) {
+	a := o.Attempt
+	a.StartedAtMs = a.StartedAt.UnixMilli()
+	aj, err := json.Marshal(a)
+	if err != nil {
+		return false, err
+	}
+	code := ""
+	if a.StatusCode != 0 {
+		code = strconv.Itoa(a.StatusCode)
+	}
+	fields := []any{fLastError, a.Error, fLastStatusCode, code, fFailureClass, a.FailureClass}
+	if o.Status == Retrying {
+		fields = append(fields, fNextAttemptAt, ms(o.NextAttemptAt))
+	}
+	if o.Result != nil {
+		trunc := "0"
+		if o.ResultTruncated {
+			trunc = "1"
+		}
+		fields = append(fields, fResult, *o.Result, fResultTrunc, trunc)
+	}
+	keys := append([]string{keyReq(id), keyAttempts(id)}, statusKeys()...)
+	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds()}, fields...)
+	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
+	if err != nil {
+		return false, wrap(err)
+	}
+	return res != "stale", nil
+}

@@ -1,0 +1,65 @@
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// Lead is how long before an attempt's exact due time retryd asks asynq to
+// hand the task over. asynq keeps due times in whole seconds and moves due
+// tasks on a polling interval, so it can be up to a second early or a poll
+// late; asking a second early and waiting out the rest in the handler makes
+// the attempt start on time and never early.
+const Lead = 1100 * time.Millisecond
+
+// DueError asks for the task to come back at Due. It is returned by the
+// handler after a retryable failure (the next attempt's exact due time) and
+// when a task arrived too early to wait out.
+type DueError struct {
+	Due time.Time
+	Err error
+}
+
+func (e *DueError) Error() string {
+	return fmt.Sprintf("next attempt due at %s: %v", e.Due.UTC().Format(time.RFC3339Nano), e.Err)
+}
+
+func (e *DueError) Unwrap() error { return e.Err }
+
+// At wraps err with the time the task must run again.
+func At(due time.Time, err error) error { return &DueError{Due: due, Err: err} }
+
+// ErrNotDue is wrapped in a DueError when a task was handed over before its
+// due time. It is not a failure: IsFailure says so, and asynq's retry
+// counter does not move.
+var ErrNotDue = errors.New("not due yet")
+
+// ErrInfrastructure marks failures of retryd itself (its Redis record could
+// not be read or written): nothing was learned about the destination, so the
+// attempt budget is untouched and asynq retries the task soon.
+var ErrInfrastructure = errors.New("retryd infrastructure error")
+
+// DelayFunc is asynq's RetryDelayFunc for retryd tasks: a DueError's due
+// time minus Lead; for anything else (retryd's own trouble, a crash found by
+// asynq's recoverer) a short capped backoff, since the record still decides
+// the real schedule.
+func DelayFunc(now func() time.Time) asynq.RetryDelayFunc {
+	return func(n int, err error, _ *asynq.Task) time.Duration {
+		var due *DueError
+		if errors.As(err, &due) {
+			return max(0, due.Due.Sub(now())-Lead)
+		}
+		p := Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
+		return p.Delay(n+1, rand.Float64())
+	}
+}
+
+// IsFailure is asynq's IsFailure: only a task that arrived early is not a
+// failure.
+func IsFailure(err error) bool {
+	return err != nil && !errors.Is(err, ErrNotDue)
+}

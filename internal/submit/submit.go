@@ -1,0 +1,287 @@
+// Package submit decodes and validates a submission (the body of
+// POST /requests) into a new request record. Every rule of the API's field
+// table lives here, and every rejection names the field at fault.
+package submit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/record"
+)
+
+// Bounds and defaults of the submission fields.
+const (
+	MaxBytes          = 256 << 10
+	MaxURLLen         = 2048
+	MaxHeaders        = 64
+	MaxHeaderBytes    = 16 << 10
+	DefaultMaxRetries = 5
+	MaxMaxRetries     = 25
+	DefaultBackoffMs  = 1000
+	MinBackoffMs      = 100
+	MaxBackoffMs      = 3_600_000
+	DefaultMaxBackoff = 3_600_000
+	MaxMaxBackoffMs   = 7 * 24 * 3_600_000
+	DefaultTimeoutMs  = 30_000
+	MinTimeoutMs      = 100
+	MaxTimeoutMs      = 900_000
+	MaxDelay          = 365 * 24 * time.Hour
+	MaxIdemKeyLen     = 255
+)
+
+// Methods are the accepted HTTP methods.
+var Methods = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"}
+
+// Error is a rejected submission: which field, and why. Field is empty when
+// the body as a whole is wrong (not JSON, not an object).
+type Error struct {
+	Field   string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+func fieldErr(field, format string, args ...any) *Error {
+	return &Error{Field: field, Message: field + " " + fmt.Sprintf(format, args...)}
+}
+
+// fields is a submission split into its raw members, so every member is
+// decoded on its own and a type error names exactly that member.
+type fields map[string]json.RawMessage
+
+func (f fields) raw(name string) (json.RawMessage, bool) {
+	raw, ok := f[name]
+	if !ok || string(raw) == "null" {
+		return nil, false
+	}
+	return raw, true
+}
+
+func (f fields) str(name string) (*string, error) {
+	raw, ok := f.raw(name)
+	if !ok {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return nil, fieldErr(name, "must be a string")
+	}
+	return &s, nil
+}
+
+// integer reads an integer member; 2.5, "5" and 1e99 are refused rather
+// than silently converted.
+func (f fields) integer(name string, def, lo, hi int64) (int64, bool, error) {
+	raw, ok := f.raw(name)
+	if !ok {
+		return def, false, nil
+	}
+	var n json.Number
+	if raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
+		return 0, false, fieldErr(name, "must be an integer between %d and %d", lo, hi)
+	}
+	v, err := n.Int64()
+	if err != nil {
+		return 0, false, fieldErr(name, "must be an integer between %d and %d", lo, hi)
+	}
+	if v < lo || v > hi {
+		return 0, false, fieldErr(name, "must be between %d and %d, got %d", lo, hi, v)
+	}
+	return v, true, nil
+}
+
+// Parse decodes body into a new pending request created at now. It does
+// not assign an id and does not check destination safety (that needs DNS;
+// the caller does it). Unknown members are ignored, as most JSON APIs do,
+// so older and newer clients keep working.
+func Parse(body []byte, now time.Time) (*record.Request, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, &Error{Message: "request body is empty; send a JSON object"}
+	}
+	var f fields
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&f); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, &Error{Message: "request body must be a JSON object"}
+		}
+		return nil, &Error{Message: "request body is not valid JSON: " + err.Error()}
+	}
+	if f == nil {
+		return nil, &Error{Message: "request body must be a JSON object"}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &Error{Message: "request body must hold exactly one JSON object"}
+	}
+	return parseFields(f, now)
+}
+
+func parseFields(f fields, now time.Time) (*record.Request, error) {
+	r := &record.Request{Status: record.Pending, CreatedAt: now, NextAttemptAt: now, Headers: map[string]string{}}
+	rawURL, err := f.str("url")
+	if err != nil {
+		return nil, err
+	}
+	if rawURL == nil || *rawURL == "" {
+		return nil, fieldErr("url", "is required")
+	}
+	u, err := egress.ValidateURL(*rawURL)
+	if err != nil {
+		return nil, fieldErr("url", "%s", err)
+	}
+	r.URL, r.Host = *rawURL, u.Hostname()
+
+	r.Method = "GET"
+	method, err := f.str("method")
+	if err != nil {
+		return nil, err
+	}
+	if method != nil && *method != "" {
+		m := strings.ToUpper(*method)
+		if !contains(Methods, m) {
+			return nil, fieldErr("method", "must be one of %s", strings.Join(Methods, ", "))
+		}
+		r.Method = m
+	}
+	if raw, ok := f.raw("headers"); ok {
+		var h map[string]string
+		if json.Unmarshal(raw, &h) != nil {
+			return nil, fieldErr("headers", "must be an object of string values")
+		}
+		if err := checkHeaders(h); err != nil {
+			return nil, err
+		}
+		for k, v := range h {
+			r.Headers[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	body, err := f.str("body")
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		r.Body = *body
+	}
+
+	maxRetries, _, err := f.integer("maxRetries", DefaultMaxRetries, 0, MaxMaxRetries)
+	if err != nil {
+		return nil, err
+	}
+	r.MaxRetries = int(maxRetries)
+	if r.BackoffMs, _, err = f.integer("backoffMs", DefaultBackoffMs, MinBackoffMs, MaxBackoffMs); err != nil {
+		return nil, err
+	}
+	if r.MaxBackoffMs, _, err = f.integer("maxBackoffMs", DefaultMaxBackoff, MinBackoffMs, MaxMaxBackoffMs); err != nil {
+		return nil, err
+	}
+	if r.MaxBackoffMs < r.BackoffMs {
+		return nil, fieldErr("maxBackoffMs", "must be at least backoffMs (%d)", r.BackoffMs)
+	}
+	if r.TimeoutMs, _, err = f.integer("timeoutMs", DefaultTimeoutMs, MinTimeoutMs, MaxTimeoutMs); err != nil {
+		return nil, err
+	}
+
+	delay, hasDelay, err := f.integer("delayMs", 0, 0, MaxDelay.Milliseconds())
+	if err != nil {
+		return nil, err
+	}
+	notBefore, err := f.str("notBefore")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case hasDelay && notBefore != nil:
+		return nil, fieldErr("notBefore", "cannot be combined with delayMs; send one of them")
+	case hasDelay:
+		r.NextAttemptAt = now.Add(time.Duration(delay) * time.Millisecond)
+	case notBefore != nil:
+		t, err := time.Parse(time.RFC3339Nano, *notBefore)
+		if err != nil {
+			return nil, fieldErr("notBefore", "must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+		}
+		if t.After(now.Add(MaxDelay)) {
+			return nil, fieldErr("notBefore", "must be at most 365 days ahead")
+		}
+		// A time in the past means "as soon as possible", as in Cloud Tasks.
+		if t.After(now) {
+			r.NextAttemptAt = t
+		}
+	}
+
+	callback, err := f.str("callbackUrl")
+	if err != nil {
+		return nil, err
+	}
+	if callback != nil && *callback != "" {
+		if _, err := egress.ValidateURL(*callback); err != nil {
+			return nil, fieldErr("callbackUrl", "%s", err)
+		}
+		r.CallbackURL = *callback
+	}
+	return r, nil
+}
+
+// hopByHop are the headers a client may not set: they describe one
+// connection, not the request, and Host/Content-Length are retryd's to set.
+var hopByHop = []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade", "Host", "Content-Length"}
+
+func checkHeaders(h map[string]string) error {
+	if len(h) > MaxHeaders {
+		return fieldErr("headers", "must have at most %d entries, got %d", MaxHeaders, len(h))
+	}
+	total := 0
+	seen := make(map[string]bool, len(h))
+	for k, v := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fieldErr("headers", "has an invalid header name %q", k)
+		}
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return fieldErr("headers", "header %q has an invalid value (control characters are not allowed)", k)
+		}
+		ck := http.CanonicalHeaderKey(k)
+		if seen[ck] {
+			return fieldErr("headers", "names %q twice (header names are case-insensitive)", ck)
+		}
+		seen[ck] = true
+		if contains(hopByHop, ck) || strings.HasPrefix(ck, "Proxy-") {
+			return fieldErr("headers", "must not set %q: hop-by-hop headers, Host and Content-Length are set by retryd", ck)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxHeaderBytes {
+		return fieldErr("headers", "must total at most %d bytes, got %d", MaxHeaderBytes, total)
+	}
+	return nil
+}
+
+// ValidIdempotencyKey checks an Idempotency-Key header value.
+func ValidIdempotencyKey(k string) error {
+	if len(k) > MaxIdemKeyLen {
+		return &Error{Field: "Idempotency-Key", Message: fmt.Sprintf("Idempotency-Key must be at most %d characters", MaxIdemKeyLen)}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

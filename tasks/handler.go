@@ -1,0 +1,187 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/retry"
+)
+
+// Response capture limits.
+const (
+	// ResultLimit bounds the stored body of a successful response.
+	ResultLimit = 64 << 10
+	// AttemptBodyLimit bounds the response body kept on each attempt.
+	AttemptBodyLimit = 1 << 10
+)
+
+// Store is the part of the record store the handler needs.
+type Store interface {
+	Begin(ctx context.Context, id string, now time.Time) (*record.Begin, error)
+	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (bool, error)
+}
+
+// Handler performs one attempt of a request per task run.
+type Handler struct {
+	Store  Store
+	Client *http.Client
+	Log    *slog.Logger
+	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
+	Now  func() time.Time
+	Rand func() float64
+}
+
+// ProcessTask implements asynq.Handler.
+func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
+	id := string(t.Payload())
+	var b *record.Begin
+	for {
+		var err error
+		b, err = h.Store.Begin(ctx, id, h.Now())
+		if err != nil {
+			return fmt.Errorf("%w: begin attempt of %s: %w", retry.ErrInfrastructure, id, err)
+		}
+		if b.State != record.NotDue {
+			break
+		}
+		// asynq hands tasks over early on purpose (retry.Lead); wait out
+		// the remainder so the attempt starts on time, never early.
+		wait := b.Due.Sub(h.Now())
+		if wait > maxWait {
+			return retry.At(b.Due, retry.ErrNotDue)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%w: %w", retry.ErrInfrastructure, ctx.Err())
+		case <-timer.C:
+		}
+	}
+	switch b.State {
+	case record.Missing:
+		h.Log.Warn("task for unknown request dropped", "requestId", id)
+		return nil
+	case record.Finished:
+		return nil
+	}
+	return h.attempt(ctx, b.Request, b.N)
+}
+
+func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
+	start := h.Now()
+	resp, body, truncated, callErr := h.call(ctx, r, n)
+	end := h.Now()
+	res := retry.Classify(resp, callErr, end)
+
+	dur := end.Sub(start).Milliseconds()
+	a := record.Attempt{N: n, StartedAt: start, DurationMs: &dur, Outcome: string(res.Kind), FailureClass: string(res.Class)}
+	if resp != nil {
+		a.StatusCode = resp.StatusCode
+		kept := body
+		if len(kept) > AttemptBodyLimit {
+			kept = kept[:AttemptBodyLimit]
+		}
+		s := string(kept)
+		a.ResponseBody = &s
+	}
+	switch {
+	case callErr != nil:
+		a.Error = callErr.Error()
+	case res.Kind != retry.Success:
+		a.Error = fmt.Sprintf("destination answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+
+	o := record.Outcome{Attempt: a}
+	var next error
+	switch res.Kind {
+	case retry.Success:
+		o.Status = record.Completed
+		s := string(body)
+		o.Result, o.ResultTruncated = &s, truncated
+	case retry.Permanent:
+		o.Status = record.Failed
+		next = fmt.Errorf("permanent failure (%s): %s: %w", res.Class, a.Error, asynq.SkipRetry)
+	default:
+		failures := r.BudgetUsed + 1 // finished attempts in this run, this one included
+		if failures >= r.MaxRetries+1 {
+			o.Status = record.Failed
+			next = fmt.Errorf("retry budget spent after %d attempts (%s): %s: %w", failures, res.Class, a.Error, asynq.SkipRetry)
+			break
+		}
+		p := retry.Policy{Base: time.Duration(r.BackoffMs) * time.Millisecond, Max: time.Duration(r.MaxBackoffMs) * time.Millisecond}
+		delay := p.Delay(failures, h.Rand())
+		if res.HasRetryAfter {
+			delay = min(res.RetryAfter, p.Max)
+		}
+		o.Status = record.Retrying
+		o.NextAttemptAt = end.Add(delay)
+		next = retry.At(o.NextAttemptAt, errors.New(a.Error))
+	}
+
+	// The record write must happen even if the task's context is ending
+	// (shutdown): the attempt already reached the destination.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	fresh, err := h.Store.Finish(wctx, r.ID, o, h.Now())
+	if err != nil {
+		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, n, r.ID, err)
+	}
+	h.Log.Info("attempt",
+		"requestId", r.ID, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,
+		"failureClass", a.FailureClass, "durationMs", dur, "status", o.Status, "stale", !fresh)
+	if !fresh {
+		return nil
+	}
+	return next
+}
+
+// call performs the HTTP request of attempt n under its own deadline.
+func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *http.Response, body []byte, truncated bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
+	defer cancel()
+	var reqBody io.Reader // a nil interface, not a nil *strings.Reader, when there is no body
+	if r.Body != "" {
+		reqBody = strings.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, reqBody)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("%w: build request: %w", retry.ErrInvalid, err)
+	}
+	for k, v := range r.Headers {
+		req.Header.Set(k, v)
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "retryd/1")
+	}
+	key := r.IdempotencyKey
+	if key == "" {
+		key = r.ID
+	}
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Retryd-Request-Id", r.ID)
+	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
+	resp, err = h.Client.Do(req)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer resp.Body.Close()
+	body, truncated, err = egress.ReadCapped(resp.Body, ResultLimit)
+	if err != nil {
+		// The status line arrived; a body cut short is still a failed
+		// attempt, classified by the read error (timeout or network).
+		return nil, nil, false, fmt.Errorf("read response body: %w", err)
+	}
+	return resp, body, truncated, nil
+}

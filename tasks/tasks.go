@@ -1,0 +1,82 @@
+// Package tasks defines retryd's asynq task — one delivery of one request —
+// how it is enqueued, and the handler that performs one attempt.
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/retryd/retryd/internal/retry"
+)
+
+// TypeDeliver is the asynq task type of a delivery. Its payload is the
+// request id; everything else is read from retryd's record.
+const TypeDeliver = "retryd:deliver"
+
+// Queue is the asynq queue retryd uses.
+const Queue = "retryd"
+
+// maxAsynqRetry keeps asynq from ever deciding a request is exhausted: the
+// record's budget decides, and the handler ends the task itself (SkipRetry).
+const maxAsynqRetry = 1 << 20
+
+// maxWait bounds how long a handler waits out an early hand-over before it
+// gives the task back to the queue instead.
+const maxWait = 3 * time.Second
+
+// NewDeliver returns the delivery task of request id.
+func NewDeliver(id string) *asynq.Task {
+	return asynq.NewTask(TypeDeliver, []byte(id))
+}
+
+// Enqueuer hands requests to asynq.
+type Enqueuer struct {
+	Client    *asynq.Client
+	Inspector *asynq.Inspector
+}
+
+// Enqueue schedules the delivery of request id for due. The task is handed
+// to a worker retry.Lead before due; the handler waits out the rest. A task
+// of that id that already exists is not an error.
+func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error {
+	opts := []asynq.Option{
+		asynq.TaskID(id),
+		asynq.Queue(Queue),
+		asynq.MaxRetry(maxAsynqRetry),
+		asynq.Timeout(TaskTimeout(attemptTimeout)),
+	}
+	if at := due.Add(-retry.Lead); at.After(time.Now()) {
+		opts = append(opts, asynq.ProcessAt(at))
+	}
+	_, err := e.Client.EnqueueContext(ctx, NewDeliver(id), opts...)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", id, err)
+	}
+	return nil
+}
+
+// TaskTimeout is the asynq deadline of one task run: the attempt's own
+// deadline (enforced by the handler, to the millisecond) plus the early
+// hand-over wait and room to write the record, rounded up to whole seconds
+// because asynq stores it in seconds.
+func TaskTimeout(attempt time.Duration) time.Duration {
+	d := attempt + maxWait + retry.Lead + 10*time.Second
+	return d.Truncate(time.Second) + time.Second
+}
+
+// Delete removes the task of request id from the queue. A task that is not
+// there (already done) is not an error; a running one cannot be deleted.
+func (e *Enqueuer) Delete(ctx context.Context, id string) error {
+	err := e.Inspector.DeleteTask(Queue, id)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return nil
+	}
+	return err
+}
