@@ -1,0 +1,69 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RedisURL != DefaultRedisURL || c.Port != 3000 || c.RedriveLimit != 3 || c.Retention != 30*24*time.Hour ||
+		c.RateLimitRPS != 0 || c.AllowPrivateTargets || len(c.APIKeys) != 0 {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+func TestLoadReadsEveryVariable(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{
+		"REDIS_URL": "rediss://:pw@redis:6380/2", "PORT": "8080", "WORKER_CONCURRENCY": "7",
+		"API_KEYS": "a, b", "ALLOW_PRIVATE_TARGETS": "true", "ALLOWED_CIDRS": "10.1.0.0/16,fd00::/8",
+		"REDRIVE_LIMIT": "5", "RETENTION": "7d", "RATE_LIMIT_RPS": "100", "LOG_LEVEL": "DEBUG",
+		"METRICS_ADDR": ":9090", "CALLBACK_SIGNING_SECRET": "shh",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 8080 || c.WorkerConcurrency != 7 || len(c.APIKeys) != 2 || c.APIKeys[1] != "b" || !c.AllowPrivateTargets ||
+		len(c.AllowedCIDRs) != 2 || c.RedriveLimit != 5 || c.Retention != 7*24*time.Hour || c.RateLimitRPS != 100 ||
+		c.LogLevel != "debug" || c.MetricsAddr != ":9090" || c.CallbackSigningSecret != "shh" {
+		t.Errorf("got %+v", c)
+	}
+	s := c.String()
+	for _, secret := range []string{"pw", "shh", "a,", " b"} {
+		if strings.Contains(s, secret) {
+			t.Errorf("String() leaks %q: %s", secret, s)
+		}
+	}
+}
+
+func TestLoadRejectsWithExactMessages(t *testing.T) {
+	t.Parallel()
+	_, err := Load(env(map[string]string{
+		"PORT": "x", "REDIS_URL": "http://x", "RETENTION": "soon", "ALLOWED_CIDRS": "10.0.0.1",
+		"ALLOW_PRIVATE_TARGETS": "maybe", "LOG_LEVEL": "loud", "REDIS_SENTINEL_ADDRS": "a:1",
+	}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`PORT: must be an integer between 1 and 65535, got "x"`,
+		`REDIS_URL: must start with redis:// or rediss://, got "http://x"`,
+		`RETENTION: must be a duration of at least 1m such as 30d or 720h, got "soon"`,
+		`ALLOWED_CIDRS: "10.0.0.1" is not a CIDR prefix like 10.0.0.0/8`,
+		`ALLOW_PRIVATE_TARGETS: must be true or false, got "maybe"`,
+		`LOG_LEVEL: must be one of debug, info, warn, error, got "loud"`,
+		`REDIS_SENTINEL_MASTER: must be set when REDIS_SENTINEL_ADDRS is set`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+func TestRawScheduleDoublesThenCaps(t *testing.T) {
+	t.Parallel()
+	p := Policy{Base: time.Second, Max: 10 * time.Second}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	for i, w := range want {
+		if got := p.Raw(i + 1); got != w {
+			t.Errorf("Raw(%d) = %v, want %v", i+1, got, w)
+		}
+	}
+	// Very large n must not overflow into a negative or tiny delay.
+	for _, n := range []int{30, 63, 64, 100, 1 << 20} {
+		if got := p.Raw(n); got != p.Max {
+			t.Errorf("Raw(%d) = %v, want the cap %v", n, got, p.Max)
+		}
+	}
+	big := Policy{Base: time.Hour, Max: 7 * 24 * time.Hour}
+	if got := big.Raw(25); got != big.Max {
+		t.Errorf("Raw(25) with 1h base = %v, want cap %v", got, big.Max)
+	}
+}
+
+func TestDelayJitterStaysWithinBounds(t *testing.T) {
+	t.Parallel()
+	p := Policy{Base: 1000 * time.Millisecond, Max: time.Hour}
+	for n := 1; n <= 12; n++ {
+		raw := p.Raw(n)
+		lo, hi := time.Duration(float64(raw)*JitterMin), time.Duration(float64(raw)*JitterMax)
+		if got := p.Delay(n, 0); got != lo {
+			t.Errorf("Delay(%d, u=0) = %v, want %v", n, got, lo)
+		}
+		if got := p.Delay(n, 1); got != hi {
+			t.Errorf("Delay(%d, u=1) = %v, want %v", n, got, hi)
+		}
+		for i := 0; i < 2000; i++ {
+			got := p.Next(n, 0, false)
+			if got < lo || got > hi {
+				t.Fatalf("Next(%d) = %v, outside [%v, %v]", n, got, lo, hi)
+			}
+		}
+	}
+}
+
+func TestNextHonorsRetryAfterCappedWithoutJitter(t *testing.T) {
+	t.Parallel()
+	p := Policy{Base: time.Second, Max: 30 * time.Second}
+	if got := p.Next(1, 7*time.Second, true); got != 7*time.Second {
+		t.Errorf("Retry-After 7s: got %v, want exactly 7s", got)
+	}
+	if got := p.Next(1, time.Hour, true); got != 30*time.Second {
+		t.Errorf("Retry-After 1h: got %v, want the cap 30s", got)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cases := []struct {
+		in     string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"0", 0, true},
+		{"5", 5 * time.Second, true},
+		{" 120 ", 120 * time.Second, true},
+		{"-3", 0, false},
+		{"", 0, false},
+		{"soon", 0, false},
+		{"1.5", 0, false},
+		{"99999999999999999", 365 * 24 * time.Hour, true},
+		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second, true},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0, true},
+		{"Mon, 32 Jan 2026 00:00:00 GMT", 0, false},
+	}
+	for _, c := range cases {
+		got, ok := ParseRetryAfter(c.in, now)
+		if got != c.want || ok != c.wantOK {
+			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", c.in, got, ok, c.want, c.wantOK)
+		}
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestClassifyEveryRowOfTheContract(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	resp := func(code int, retryAfter string) *http.Response {
+		h := http.Header{}
+		if retryAfter != "" {
+			h.Set("Retry-After", retryAfter)
+		}
+		return &http.Response{StatusCode: code, Header: h}
+	}
+	cases := []struct {
+		name      string
+		resp      *http.Response
+		err       error
+		kind      Kind
+		class     FailureClass
+		retryWait time.Duration
+	}{
+		{"200", resp(200, ""), nil, Success, "", 0},
+		{"201", resp(201, ""), nil, Success, "", 0},
+		{"204", resp(204, ""), nil, Success, "", 0},
+		{"299", resp(299, ""), nil, Success, "", 0},
+		{"301 not followed", resp(301, ""), nil, Permanent, Redirect, 0},
+		{"302", resp(302, ""), nil, Permanent, Redirect, 0},
+		{"304", resp(304, ""), nil, Permanent, Redirect, 0},
+		{"400", resp(400, ""), nil, Permanent, ClientError, 0},
+		{"401", resp(401, ""), nil, Permanent, ClientError, 0},
+		{"403", resp(403, ""), nil, Permanent, ClientError, 0},
+		{"404", resp(404, ""), nil, Permanent, ClientError, 0},
+		{"409", resp(409, ""), nil, Permanent, ClientError, 0},
+		{"410", resp(410, ""), nil, Permanent, ClientError, 0},
+		{"422", resp(422, ""), nil, Permanent, ClientError, 0},
+		{"408 retryable", resp(408, ""), nil, Retryable, Timeout, 0},
+		{"425 retryable", resp(425, ""), nil, Retryable, RateLimited, 0},
+		{"429", resp(429, ""), nil, Retryable, RateLimited, 0},
+		{"429 Retry-After", resp(429, "3"), nil, Retryable, RateLimited, 3 * time.Second},
+		{"500", resp(500, ""), nil, Retryable, ServerError, 0},
+		{"502", resp(502, ""), nil, Retryable, ServerError, 0},
+		{"503 Retry-After", resp(503, "2"), nil, Retryable, ServerError, 2 * time.Second},
+		{"504", resp(504, ""), nil, Retryable, ServerError, 0},
+		{"599", resp(599, ""), nil, Retryable, ServerError, 0},
+		{"deadline", nil, fmt.Errorf("Get: %w", context.DeadlineExceeded), Retryable, Timeout, 0},
+		{"net timeout", nil, &net.OpError{Op: "read", Err: timeoutErr{}}, Retryable, Timeout, 0},
+		{"refused", nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, Retryable, Network, 0},
+		{"dns", nil, &net.DNSError{Err: "no such host", Name: "nope.invalid", IsNotFound: true}, Retryable, Network, 0},
+		{"tls", nil, errors.New("tls: failed to verify certificate"), Retryable, Network, 0},
+		{"blocked", nil, fmt.Errorf("dial: %w", ErrBlocked), Permanent, BlockedDestination, 0},
+		{"invalid", nil, fmt.Errorf("build: %w", ErrInvalid), Permanent, ClientError, 0},
+	}
+	for _, c := range cases {
+		got := Classify(c.resp, c.err, now)
+		if got.Kind != c.kind || got.Class != c.class || got.RetryAfter != c.retryWait {
+			t.Errorf("%s: Classify = %+v; want kind %s class %q retryAfter %v", c.name, got, c.kind, c.class, c.retryWait)
+		}
+	}
+}
+
+func TestDelayFuncAsksForTheTaskOneLeadEarly(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := DelayFunc(func() time.Time { return now })
+	task := asynq.NewTask("x", nil)
+	if got := f(0, At(now.Add(10*time.Second), errors.New("503")), task); got != 10*time.Second-Lead {
+		t.Errorf("due in 10s: delay %v, want %v", got, 10*time.Second-Lead)
+	}
+	if got := f(0, At(now.Add(200*time.Millisecond), errors.New("503")), task); got != 0 {
+		t.Errorf("due in 200ms: delay %v, want 0 (handler waits the rest)", got)
+	}
+	if got := f(3, errors.New("redis down"), task); got <= 0 || got > 36*time.Second {
+		t.Errorf("infrastructure error: delay %v, want a short positive backoff", got)
+	}
+	if IsFailure(At(now, ErrNotDue)) {
+		t.Error("IsFailure(not due) = true, want false")
+	}
+	if !IsFailure(At(now, errors.New("503"))) {
+		t.Error("IsFailure(503) = false, want true")
+	}
+}

@@ -1,0 +1,269 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/submit"
+)
+
+type testBundle struct {
+	store *record.Store
+	dest  *httptest.Server
+	mu    sync.Mutex
+	hits  []*http.Request
+	reply func(n int, w http.ResponseWriter)
+}
+
+func (b *testBundle) hitCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.hits)
+}
+
+func setup(t *testing.T, reply func(n int, w http.ResponseWriter)) (*Handler, *testBundle) {
+	t.Helper()
+	srv := redistest.Start(t)
+	b := &testBundle{store: record.NewStore(srv.Client(), time.Hour), reply: reply}
+	b.dest = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		b.mu.Lock()
+		b.hits = append(b.hits, r)
+		n := len(b.hits)
+		b.mu.Unlock()
+		b.reply(n, w)
+	}))
+	t.Cleanup(b.dest.Close)
+	h := &Handler{
+		Store:  b.store,
+		Client: (&egress.Guard{AllowPrivate: true}).Client(),
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:    time.Now,
+		Rand:   func() float64 { return 0.5 },
+	}
+	return h, b
+}
+
+func (b *testBundle) submit(t *testing.T, body string) *record.Request {
+	t.Helper()
+	now := time.Now()
+	r, err := submit.Parse([]byte(body), now)
+	if err != nil {
+		t.Fatalf("parse %s: %v", body, err)
+	}
+	r.ID = ids.New(now)
+	if _, err := b.store.Create(context.Background(), r, "", nil); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return r
+}
+
+func (b *testBundle) get(t *testing.T, id string) *record.Request {
+	t.Helper()
+	r, err := b.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return r
+}
+
+func TestSuccessCompletesWithResultAndHeaders(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(201); _, _ = io.WriteString(w, "created") })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`/x","method":"POST","body":"hello","headers":{"X-Custom":"1"}}`)
+	if err := h.ProcessTask(context.Background(), NewDeliver(r.ID)); err != nil {
+		t.Fatalf("ProcessTask: %v", err)
+	}
+	got := b.get(t, r.ID)
+	if got.Status != record.Completed || got.AttemptCount != 1 || got.Result != "created" || got.LastStatusCode != 201 || got.CompletedAt.IsZero() {
+		t.Errorf("record after success: %+v", got)
+	}
+	if len(got.Attempts) != 1 || got.Attempts[0].Outcome != "success" || got.Attempts[0].StatusCode != 201 {
+		t.Errorf("attempts: %+v", got.Attempts)
+	}
+	hit := b.hits[0]
+	if hit.Method != "POST" || hit.Header.Get("X-Custom") != "1" || hit.Header.Get("Idempotency-Key") != r.ID ||
+		hit.Header.Get("Retryd-Request-Id") != r.ID || hit.Header.Get("Retryd-Attempt") != "1" {
+		t.Errorf("destination saw %s %v", hit.Method, hit.Header)
+	}
+}
+
+func TestPermanentFailureSkipsRetry(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{400, 404, 410, 301} {
+		h, b := setup(t, func(_ int, w http.ResponseWriter) { w.Header().Set("Location", "/elsewhere"); w.WriteHeader(code) })
+		r := b.submit(t, `{"url":"`+b.dest.URL+`"}`)
+		err := h.ProcessTask(context.Background(), NewDeliver(r.ID))
+		if !errors.Is(err, asynq.SkipRetry) {
+			t.Errorf("%d: err %v, want SkipRetry", code, err)
+		}
+		got := b.get(t, r.ID)
+		want := string(retry.ClientError)
+		if code == 301 {
+			want = string(retry.Redirect)
+		}
+		if got.Status != record.Failed || got.FailureClass != want || got.AttemptCount != 1 || got.Attempts[0].Outcome != "permanent" {
+			t.Errorf("%d: record %+v", code, got)
+		}
+	}
+}
+
+func TestRetryableFailureSchedulesTheNextAttempt(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(503) })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`","backoffMs":2000,"maxRetries":2}`)
+	before := time.Now()
+	err := h.ProcessTask(context.Background(), NewDeliver(r.ID))
+	var due *retry.DueError
+	if !errors.As(err, &due) {
+		t.Fatalf("err %v, want a DueError", err)
+	}
+	got := b.get(t, r.ID)
+	// Rand is fixed at 0.5: jitter factor 1.0, so the delay is exactly 2s.
+	if got.Status != record.Retrying || got.FailureClass != "server_error" || !got.NextAttemptAt.Equal(due.Due.Truncate(time.Millisecond)) {
+		t.Errorf("record %+v, due %v", got, due.Due)
+	}
+	if d := due.Due.Sub(before); d < 2*time.Second || d > 2500*time.Millisecond {
+		t.Errorf("next attempt in %v, want 2s after the attempt", d)
+	}
+}
+
+func TestRetryAfterReplacesBackoff(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.Header().Set("Retry-After", "7"); w.WriteHeader(429) })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`","backoffMs":100,"maxBackoffMs":5000}`)
+	start := time.Now()
+	err := h.ProcessTask(context.Background(), NewDeliver(r.ID))
+	var due *retry.DueError
+	if !errors.As(err, &due) {
+		t.Fatalf("err %v, want a DueError", err)
+	}
+	// Retry-After 7s is capped at maxBackoffMs 5s, without jitter.
+	if d := due.Due.Sub(start); d < 5*time.Second || d > 5200*time.Millisecond {
+		t.Errorf("next attempt in %v, want 5s (Retry-After capped)", d)
+	}
+	if got := b.get(t, r.ID); got.FailureClass != "rate_limited" {
+		t.Errorf("failure class %q", got.FailureClass)
+	}
+}
+
+func TestBudgetSpentFails(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(500) })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`","backoffMs":100,"maxRetries":1}`)
+	ctx := context.Background()
+	if err := h.ProcessTask(ctx, NewDeliver(r.ID)); !errors.As(err, new(*retry.DueError)) {
+		t.Fatalf("first attempt: %v, want a retry", err)
+	}
+	// The second hand-over comes before the due time: the handler waits it out.
+	start := time.Now()
+	if err := h.ProcessTask(ctx, NewDeliver(r.ID)); !errors.Is(err, asynq.SkipRetry) {
+		t.Fatalf("second attempt: %v, want SkipRetry", err)
+	}
+	got := b.get(t, r.ID)
+	if got.Status != record.Failed || got.AttemptCount != 2 || b.hitCount() != 2 {
+		t.Errorf("record %+v, hits %d", got, b.hitCount())
+	}
+	if !got.Attempts[1].StartedAt.After(got.Attempts[0].StartedAt.Add(79*time.Millisecond)) || time.Since(start) > 2*time.Second {
+		t.Errorf("second attempt at %v, first at %v: not waited out", got.Attempts[1].StartedAt, got.Attempts[0].StartedAt)
+	}
+	// A further hand-over of a finished request does nothing.
+	if err := h.ProcessTask(ctx, NewDeliver(r.ID)); err != nil || b.hitCount() != 2 {
+		t.Errorf("hand-over after failure: err %v, hits %d", err, b.hitCount())
+	}
+}
+
+func TestTimeoutBelowOneSecondIsEnforced(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { time.Sleep(400 * time.Millisecond); w.WriteHeader(200) })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`","timeoutMs":150,"maxRetries":0}`)
+	start := time.Now()
+	err := h.ProcessTask(context.Background(), NewDeliver(r.ID))
+	if !errors.Is(err, asynq.SkipRetry) {
+		t.Fatalf("err %v, want SkipRetry (budget 1 attempt)", err)
+	}
+	if el := time.Since(start); el > 350*time.Millisecond {
+		t.Errorf("attempt took %v, want it cut at 150ms", el)
+	}
+	got := b.get(t, r.ID)
+	if got.FailureClass != "timeout" || got.Attempts[0].Outcome != "retryable" {
+		t.Errorf("record %+v", got)
+	}
+}
+
+func TestNetworkErrorIsRetryable(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) {})
+	dead := httptest.NewServer(http.NotFoundHandler())
+	url := dead.URL
+	dead.Close()
+	r := b.submit(t, `{"url":"`+url+`","backoffMs":100}`)
+	err := h.ProcessTask(context.Background(), NewDeliver(r.ID))
+	if !errors.As(err, new(*retry.DueError)) {
+		t.Fatalf("err %v, want a retry", err)
+	}
+	if got := b.get(t, r.ID); got.FailureClass != "network" || got.Status != record.Retrying {
+		t.Errorf("record %+v", got)
+	}
+}
+
+func TestCanceledRequestIsNotAttempted(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(200) })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`"}`)
+	if err := b.store.Cancel(context.Background(), r.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ProcessTask(context.Background(), NewDeliver(r.ID)); err != nil {
+		t.Fatalf("err %v", err)
+	}
+	if b.hitCount() != 0 {
+		t.Errorf("destination hit %d times after cancel", b.hitCount())
+	}
+}
+
+func TestFarFutureHandOverIsGivenBack(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(200) })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`","delayMs":60000}`)
+	err := h.ProcessTask(context.Background(), NewDeliver(r.ID))
+	var due *retry.DueError
+	if !errors.As(err, &due) || !errors.Is(err, retry.ErrNotDue) || retry.IsFailure(err) {
+		t.Fatalf("err %v, want a not-due DueError that is not a failure", err)
+	}
+	if b.hitCount() != 0 || b.get(t, r.ID).AttemptCount != 0 {
+		t.Error("an attempt was made before its due time")
+	}
+}
+
+func TestCrashedAttemptIsRecordedInterruptedAndFree(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(200) })
+	r := b.submit(t, `{"url":"`+b.dest.URL+`","maxRetries":0}`)
+	// A worker begins attempt 1 and dies before recording it.
+	if _, err := b.store.Begin(context.Background(), r.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ProcessTask(context.Background(), NewDeliver(r.ID)); err != nil {
+		t.Fatalf("err %v", err)
+	}
+	got := b.get(t, r.ID)
+	if got.Status != record.Completed || got.AttemptCount != 2 || len(got.Attempts) != 2 ||
+		got.Attempts[0].Outcome != "interrupted" || got.Attempts[1].Outcome != "success" || got.Attempts[1].N != 2 {
+		t.Errorf("record %+v attempts %+v", got, got.Attempts)
+	}
+}
