@@ -8,6 +8,7 @@ require (
 	github.com/hibiken/asynq v0.26.0
 	github.com/redis/go-redis/v9 v9.23.0
 	golang.org/x/net v0.51.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

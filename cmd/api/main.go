@@ -28,12 +28,16 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	dev := fs.Bool("dev", false, "zero-setup local mode: embedded in-memory Redis, in-process worker, private destinations allowed; nothing persists")
+	healthcheck := fs.Bool("healthcheck", false, "ask the API on PORT for /healthz and exit 0 if it answers 200 (container health checks)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	if *healthcheck {
+		return app.Healthcheck(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.Port))
 	}
 	log := app.NewLogger(stdout, cfg.LogLevel)
 	return app.RunAPI(ctx, cfg, app.Options{Dev: *dev}, log)

@@ -4,10 +4,12 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/retryd/retryd/internal/app"
@@ -17,16 +19,31 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "retryd worker:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	healthcheck := fs.Bool("healthcheck", false, "ask the worker's METRICS_ADDR for /healthz and exit 0 if it answers 200 (container health checks)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	cfg, err := config.Load(getenv)
 	if err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	if *healthcheck {
+		if cfg.MetricsAddr == "" {
+			return fmt.Errorf("-healthcheck needs METRICS_ADDR: without it the worker listens on nothing")
+		}
+		addr := cfg.MetricsAddr
+		if strings.HasPrefix(addr, ":") {
+			addr = "127.0.0.1" + addr
+		}
+		return app.Healthcheck(ctx, "http://"+addr+"/healthz")
 	}
 	return app.RunWorker(ctx, cfg, app.NewLogger(stdout, cfg.LogLevel))
 }

@@ -241,3 +241,24 @@ func (a asynqLogger) Info(args ...any)      { a.l.Info(a.msg(args)) }
 func (a asynqLogger) Warn(args ...any)      { a.l.Warn(a.msg(args)) }
 func (a asynqLogger) Error(args ...any)     { a.l.Error(a.msg(args)) }
 func (a asynqLogger) Fatal(args ...any)     { a.l.Error(a.msg(args)); os.Exit(1) }
+
+// Healthcheck asks a local /healthz and reports whether it answered 200.
+// The images have no shell or curl; compose and Kubernetes run the program
+// itself with -healthcheck.
+func Healthcheck(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+	}
+	return nil
+}

@@ -97,9 +97,7 @@ func Load(getenv func(string) string) (Config, error) {
 	intVar("WORKER_CONCURRENCY", &c.WorkerConcurrency, 1, 10000)
 	intVar("REDRIVE_LIMIT", &c.RedriveLimit, 0, 1000)
 	intVar("RATE_LIMIT_RPS", &c.RateLimitRPS, 0, 1000000)
-	for _, k := range list(getenv("API_KEYS")) {
-		c.APIKeys = append(c.APIKeys, k)
-	}
+	c.APIKeys = list(getenv("API_KEYS"))
 	if v := strings.TrimSpace(getenv("ALLOW_PRIVATE_TARGETS")); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
