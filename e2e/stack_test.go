@@ -55,7 +55,11 @@ type proc struct {
 
 func startProc(t testing.TB, name, path string, env []string, args ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
+	dir := os.Getenv("E2E_LOG_DIR") // keep the programs' logs for a look afterwards
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	logPath := filepath.Join(dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

@@ -61,6 +61,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if wait > maxWait {
 			return retry.At(b.Due, retry.ErrNotDue)
 		}
+		h.Log.Debug("waiting out early hand-over", "requestId", id, "waitMs", wait.Milliseconds())
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -140,7 +141,8 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	}
 	h.Log.Info("attempt",
 		"requestId", r.ID, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,
-		"failureClass", a.FailureClass, "durationMs", dur, "status", o.Status, "stale", !fresh)
+		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", start.Sub(r.NextAttemptAt).Milliseconds(),
+		"status", o.Status, "stale", !fresh)
 	if !fresh {
 		return nil
 	}
