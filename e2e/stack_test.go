@@ -106,6 +106,7 @@ type stack struct {
 	redis   *redistest.Server
 	api     string // base URL
 	env     []string
+	apiProc *proc
 	workers []*proc
 }
 
@@ -119,19 +120,26 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startStack starts a private redis-server, the API and n workers.
+// startStack starts a private redis-server, the API and n workers, all
+// allowing private destinations (the fake destination is on loopback).
 func startStack(t testing.TB, workers int, extraEnv ...string) *stack {
+	t.Helper()
+	env := append([]string{"ALLOW_PRIVATE_TARGETS=true"}, extraEnv...)
+	return startStackWith(t, workers, env, env)
+}
+
+// startStackWith starts redis, the API with apiEnv and n workers with
+// workerEnv (on top of the Redis URL, port and quiet defaults).
+func startStackWith(t testing.TB, workers int, apiEnv, workerEnv []string) *stack {
 	t.Helper()
 	r := redistest.StartServer(t, redistest.Options{})
 	port := freePort(t)
-	env := append([]string{
-		"REDIS_URL=" + r.URL, fmt.Sprintf("PORT=%d", port), "ALLOW_PRIVATE_TARGETS=true", "LOG_LEVEL=info",
-		"API_KEYS=", "WORKER_CONCURRENCY=20",
-	}, extraEnv...)
-	s := &stack{redis: r, api: fmt.Sprintf("http://127.0.0.1:%d", port), env: env}
-	startProc(t, "api", bin.api, env)
+	base := []string{"REDIS_URL=" + r.URL, fmt.Sprintf("PORT=%d", port), "LOG_LEVEL=info", "API_KEYS=",
+		"ALLOW_PRIVATE_TARGETS=false", "WORKER_CONCURRENCY=20"}
+	s := &stack{redis: r, api: fmt.Sprintf("http://127.0.0.1:%d", port), env: append(base, apiEnv...)}
+	s.apiProc = startProc(t, "api", bin.api, s.env)
 	for i := 0; i < workers; i++ {
-		s.workers = append(s.workers, startProc(t, fmt.Sprintf("worker%d", i+1), bin.worker, env))
+		s.workers = append(s.workers, startProc(t, fmt.Sprintf("worker%d", i+1), bin.worker, append(base, workerEnv...)))
 	}
 	waitFor(t, 20*time.Second, "API /healthz", func() bool {
 		resp, err := http.Get(s.api + "/healthz")

@@ -40,7 +40,7 @@ func setup(t *testing.T, guard *egress.Guard) (*httptest.Server, *testBundle) {
 		Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:          time.Now,
 	}
-	ts := httptest.NewServer(app.NewEngine(api, api.Log))
+	ts := httptest.NewServer(app.NewEngine(api, app.Access{}, api.Log))
 	t.Cleanup(ts.Close)
 	return ts, &testBundle{redis: srv, inspector: asynq.NewInspectorFromRedisClient(rdb)}
 }

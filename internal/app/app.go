@@ -15,6 +15,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/handlers"
@@ -111,7 +112,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		Log:          log,
 		Now:          time.Now,
 	}
-	engine := NewEngine(api, log)
+	engine := NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log)
 
 	ln := opts.Listener
 	if ln == nil {
@@ -147,10 +148,21 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	return err
 }
 
+// Access is the API's access control: keys and the rate limit.
+type Access struct {
+	Keys         []string
+	RateLimitRPS int
+	// Limiter counts requests for the rate limit; needed when RateLimitRPS > 0.
+	Limiter *redis_rate.Limiter
+}
+
 // NewEngine builds the gin engine of the API.
-func NewEngine(api *handlers.API, log *slog.Logger) *gin.Engine {
+func NewEngine(api *handlers.API, access Access, log *slog.Logger) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
+	// ClientIP (the rate-limit key without API keys) must be the peer
+	// address, not a client-supplied X-Forwarded-For.
+	_ = e.SetTrustedProxies(nil)
 	e.Use(gin.CustomRecovery(func(c *gin.Context, v any) {
 		handlers.Abort(c, log, fmt.Errorf("panic: %v", v))
 	}))
@@ -162,7 +174,11 @@ func NewEngine(api *handlers.API, log *slog.Logger) *gin.Engine {
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": handlers.Errorf("method_not_allowed", "", "method not allowed on "+c.Request.URL.Path)})
 	})
 	api.Health(e)
-	api.Routes(e)
+	guarded := e.Group("/", handlers.Auth(access.Keys, log))
+	if access.RateLimitRPS > 0 {
+		guarded.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))
+	}
+	api.Routes(guarded)
 	return e
 }
 

@@ -1,0 +1,103 @@
+package handlers
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/go-redis/redis_rate/v10"
+)
+
+// keyDigestCtx is where Auth leaves the caller's key digest for RateLimit.
+const keyDigestCtx = "retryd.keyDigest"
+
+// Auth requires one of keys as "Authorization: Bearer <key>", or as the
+// password of basic auth (so a browser can log in to the dashboard). With no
+// keys configured it lets everything through.
+func Auth(keys []string, log *slog.Logger) gin.HandlerFunc {
+	digests := make([][32]byte, len(keys))
+	for i, k := range keys {
+		digests[i] = sha256.Sum256([]byte(k))
+	}
+	return func(c *gin.Context) {
+		if len(digests) == 0 {
+			return
+		}
+		presented, ok := credential(c.Request)
+		if ok {
+			// Comparing fixed-size digests in constant time, and every key
+			// every time, leaks neither a key's bytes nor its length nor
+			// which key matched.
+			d := sha256.Sum256([]byte(presented))
+			match := 0
+			for i := range digests {
+				match |= subtle.ConstantTimeCompare(d[:], digests[i][:])
+			}
+			if match == 1 {
+				c.Set(keyDigestCtx, hex.EncodeToString(d[:8]))
+				return
+			}
+		}
+		if strings.HasPrefix(c.Request.URL.Path, "/monitoring") {
+			c.Header("WWW-Authenticate", `Basic realm="retryd", charset="UTF-8"`)
+		} else {
+			c.Header("WWW-Authenticate", `Bearer realm="retryd"`)
+		}
+		msg := "missing API key: send Authorization: Bearer <key>"
+		if ok {
+			msg = "wrong API key"
+		}
+		Abort(c, log, Errorf(CodeUnauthorized, "", msg))
+	}
+}
+
+func credential(r *http.Request) (string, bool) {
+	if _, pass, ok := r.BasicAuth(); ok {
+		return pass, true
+	}
+	h := r.Header.Get("Authorization")
+	scheme, token, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// RateLimit allows rps requests per second per API key (per client IP when
+// no keys are configured), counted in Redis so the limit holds across API
+// replicas. Over it: 429 with Retry-After. If Redis cannot be asked, the
+// request goes through (the handler itself will then answer 503 if it needs
+// Redis): the limiter must not turn a Redis blip into a second outage.
+func RateLimit(limiter *redis_rate.Limiter, rps int, log *slog.Logger) gin.HandlerFunc {
+	limit := redis_rate.PerSecond(rps)
+	return func(c *gin.Context) {
+		if rps <= 0 {
+			return
+		}
+		key := "ip:" + c.ClientIP()
+		if d, ok := c.Get(keyDigestCtx); ok {
+			key = "key:" + d.(string)
+		}
+		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+		defer cancel()
+		res, err := limiter.Allow(ctx, "{retryd}:"+key, limit)
+		if err != nil {
+			log.Warn("rate limiter unavailable; request let through", "err", err)
+			return
+		}
+		if res.Allowed > 0 {
+			return
+		}
+		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(max(res.RetryAfter.Seconds(), 1)))))
+		Abort(c, log, Errorf(CodeRateLimited, "", "rate limit of "+strconv.Itoa(rps)+" requests per second exceeded"))
+	}
+}
