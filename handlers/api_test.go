@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/record"
@@ -221,7 +222,7 @@ func TestSecretHeadersAreRedacted(t *testing.T) {
 		}
 	}
 	h := doc.body["headers"].(map[string]any)
-	if h["X-Plain"] != "visible" || h["Authorization"] != handlers.Redacted {
+	if h["X-Plain"] != "visible" || h["Authorization"] != apidoc.Redacted {
 		t.Errorf("headers %v", h)
 	}
 }

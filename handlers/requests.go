@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
@@ -139,7 +140,7 @@ func (a *API) submit(c *gin.Context) {
 		return
 	}
 	a.Log.Info("request accepted", "requestId", r.ID, "method", r.Method, "host", r.Host,
-		"nextAttemptAt", r.NextAttemptAt.UTC().Format(timeLayout))
+		"nextAttemptAt", r.NextAttemptAt.UTC().Format(apidoc.TimeLayout))
 	c.Header("Location", "/requests/"+r.ID)
 	c.JSON(http.StatusAccepted, gin.H{"id": r.ID, "status": record.Pending})
 }
@@ -180,7 +181,7 @@ func (a *API) get(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	c.JSON(http.StatusOK, NewDocument(r, true))
+	c.JSON(http.StatusOK, apidoc.NewDocument(r, true))
 }
 
 // List limits.
@@ -229,11 +230,11 @@ func pageParams(c *gin.Context) (limit int, cursor string, err error) {
 }
 
 func writePage(c *gin.Context, page *record.Page) {
-	data := make([]Document, len(page.Requests))
+	data := make([]apidoc.Document, len(page.Requests))
 	for i, r := range page.Requests {
-		data[i] = NewDocument(r, false)
+		data[i] = apidoc.NewDocument(r, false)
 	}
-	c.JSON(http.StatusOK, gin.H{"data": data, "nextCursor": strPtr(page.NextCursor)})
+	c.JSON(http.StatusOK, gin.H{"data": data, "nextCursor": nullable(page.NextCursor)})
 }
 
 func (a *API) cancel(c *gin.Context) {
@@ -258,7 +259,7 @@ func (a *API) cancel(c *gin.Context) {
 		return
 	}
 	a.Log.Info("request canceled", "requestId", id)
-	c.JSON(http.StatusOK, NewDocument(r, true))
+	c.JSON(http.StatusOK, apidoc.NewDocument(r, true))
 }
 
 func tooLarge() *Error {
@@ -270,4 +271,12 @@ func blocked(field string, err error) error {
 		return Errorf(CodeBlockedDestination, field, err.Error())
 	}
 	return err
+}
+
+// nullable is s, or JSON null when s is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

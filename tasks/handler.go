@@ -29,14 +29,27 @@ const (
 // Store is the part of the record store the handler needs.
 type Store interface {
 	Begin(ctx context.Context, id string, now time.Time) (*record.Begin, error)
-	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (bool, error)
+	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishResult, error)
+	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
+
+// Callbacks schedules outcome callbacks.
+type Callbacks interface {
+	EnqueueCallback(ctx context.Context, id string) error
+}
+
+// DashboardActor is the actor of a redrive started by running a task again
+// from the asynqmon dashboard.
+const DashboardActor = "dashboard"
 
 // Handler performs one attempt of a request per task run.
 type Handler struct {
-	Store  Store
-	Client *http.Client
-	Log    *slog.Logger
+	Store     Store
+	Callbacks Callbacks
+	Client    *http.Client
+	Log       *slog.Logger
+	// RedriveLimit bounds redrives started from the dashboard too.
+	RedriveLimit int
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -75,9 +88,33 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		h.Log.Warn("task for unknown request dropped", "requestId", id)
 		return nil
 	case record.Finished:
+		if run, ok := asynq.GetRetryCount(ctx); ok && b.Status == record.Failed && b.FailedRun == run {
+			return h.dashboardRedrive(ctx, t, id)
+		}
 		return nil
 	}
 	return h.attempt(ctx, b.Request, b.N)
+}
+
+// dashboardRedrive handles a failed request's archived task being run again
+// from the dashboard: the same task run count that failed the request comes
+// back, which no crash recovery produces (asynq counts a lease-expired run
+// as a failure). It is audited as a redrive like one through the API.
+func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string) error {
+	_, err := h.Store.Redrive(ctx, id, record.RedriveInput{
+		Actor: DashboardActor, Reason: "task run again from the asynqmon dashboard", Limit: h.RedriveLimit, Now: h.Now(),
+	})
+	switch {
+	case errors.Is(err, record.ErrRedriveLimit):
+		h.Log.Warn("dashboard redrive refused: redrive limit reached", "requestId", id)
+		return fmt.Errorf("redrive from the dashboard refused: %w: %w", err, asynq.SkipRetry)
+	case errors.Is(err, record.ErrNotFailed):
+		return nil // someone else redrove it first
+	case err != nil:
+		return fmt.Errorf("%w: dashboard redrive of %s: %w", retry.ErrInfrastructure, id, err)
+	}
+	h.Log.Info("request redriven", "requestId", id, "actor", DashboardActor)
+	return h.ProcessTask(ctx, t)
 }
 
 func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
@@ -104,7 +141,11 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 		a.Error = fmt.Sprintf("destination answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 
-	o := record.Outcome{Attempt: a}
+	run, ok := asynq.GetRetryCount(ctx)
+	if !ok {
+		run = -1
+	}
+	o := record.Outcome{Attempt: a, Run: run}
 	var next error
 	switch res.Kind {
 	case retry.Success:
@@ -135,16 +176,23 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	// (shutdown): the attempt already reached the destination.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	fresh, err := h.Store.Finish(wctx, r.ID, o, h.Now())
+	fin, err := h.Store.Finish(wctx, r.ID, o, h.Now())
 	if err != nil {
 		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, n, r.ID, err)
 	}
 	h.Log.Info("attempt",
 		"requestId", r.ID, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,
 		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", start.Sub(r.NextAttemptAt).Milliseconds(),
-		"status", o.Status, "stale", !fresh)
-	if !fresh {
+		"status", o.Status, "stale", fin == record.Stale)
+	switch fin {
+	case record.Stale, record.CanceledMeanwhile:
 		return nil
+	case record.RecordedCallback:
+		if err := h.Callbacks.EnqueueCallback(wctx, r.ID); err != nil {
+			// The record says the callback is pending; the sweeper
+			// re-enqueues callbacks left pending without a task.
+			h.Log.Error("could not enqueue the outcome callback", "requestId", r.ID, "err", err)
+		}
 	}
 	return next
 }

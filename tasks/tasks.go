@@ -80,3 +80,14 @@ func (e *Enqueuer) Delete(ctx context.Context, id string) error {
 	}
 	return err
 }
+
+// Requeue replaces request id's task with a fresh one due now: the archived
+// task of a failed request is deleted (asynq's RunTask would keep its retry
+// counter) and a new one enqueued. A task still active is left to finish;
+// the record decides what it does.
+func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.Duration) error {
+	if err := e.Delete(ctx, id); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+		return fmt.Errorf("delete task of %s: %w", id, err)
+	}
+	return e.Enqueue(ctx, id, time.Now(), attemptTimeout)
+}

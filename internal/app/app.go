@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hibiken/asynq"
+	"github.com/hibiken/asynqmon"
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/config"
@@ -87,7 +88,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		log.Warn("API_KEYS is not set: the API accepts requests from anyone who can reach it")
 	}
 
-	rdb, _, err := redisConn(cfg)
+	rdb, connOpt, err := redisConn(cfg)
 	if err != nil {
 		return err
 	}
@@ -105,14 +106,14 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	}
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
-	api := &handlers.API{
-		Store:        record.NewStore(rdb, cfg.Retention),
-		Queue:        &tasks.Enqueuer{Client: client, Inspector: inspector},
-		Destinations: guard,
-		Log:          log,
-		Now:          time.Now,
-	}
-	engine := NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log)
+	store := record.NewStore(rdb, cfg.Retention)
+	queue := &tasks.Enqueuer{Client: client, Inspector: inspector}
+	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now}
+	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: connOpt})
+	defer dashboard.Close()
+	engine := NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
+		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api},
+		MountDashboard(dashboard))
 
 	ln := opts.Listener
 	if ln == nil {
@@ -156,8 +157,30 @@ type Access struct {
 	Limiter *redis_rate.Limiter
 }
 
-// NewEngine builds the gin engine of the API.
-func NewEngine(api *handlers.API, access Access, log *slog.Logger) *gin.Engine {
+// DashboardPath is where the asynqmon dashboard is mounted.
+const DashboardPath = "/monitoring"
+
+// Router registers more routes behind the API's access control.
+type Router interface{ Routes(gin.IRouter) }
+
+// RouterFunc adapts a function to Router.
+type RouterFunc func(gin.IRouter)
+
+// Routes implements Router.
+func (f RouterFunc) Routes(r gin.IRouter) { f(r) }
+
+// MountDashboard serves h (asynqmon) under DashboardPath.
+func MountDashboard(h http.Handler) Router {
+	return RouterFunc(func(r gin.IRouter) {
+		// asynqmon serves the full path itself (no prefix stripping).
+		r.Any(DashboardPath, gin.WrapH(h))
+		r.Any(DashboardPath+"/*any", gin.WrapH(h))
+	})
+}
+
+// NewEngine builds the gin engine of the API: the probes, then everything
+// else behind the API keys and the rate limit.
+func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Router) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	// ClientIP (the rate-limit key without API keys) must be the peer
@@ -179,6 +202,9 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger) *gin.Engine {
 		guarded.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))
 	}
 	api.Routes(guarded)
+	for _, r := range more {
+		r.Routes(guarded)
+	}
 	return e
 }
 
@@ -194,13 +220,18 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer rdb.Close()
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
+	store := record.NewStore(rdb, cfg.Retention)
+	client := guard.Client()
 	h := &tasks.Handler{
-		Store:  record.NewStore(rdb, cfg.Retention),
-		Client: guard.Client(),
-		Log:    log,
-		Now:    time.Now,
-		Rand:   rand.Float64,
+		Store:        store,
+		Callbacks:    &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)},
+		Client:       client,
+		Log:          log,
+		Now:          time.Now,
+		Rand:         rand.Float64,
+		RedriveLimit: cfg.RedriveLimit,
 	}
+	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.WorkerConcurrency,
 		Queues:                   map[string]int{tasks.Queue: 1},
@@ -214,6 +245,7 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	})
 	mux := asynq.NewServeMux()
 	mux.Handle(tasks.TypeDeliver, h)
+	mux.Handle(tasks.TypeCallback, cb)
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}

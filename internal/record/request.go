@@ -65,11 +65,38 @@ type Request struct {
 	HasResult       bool
 	ResultTruncated bool
 	RedriveCount    int
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	CompletedAt     time.Time
+	// FailedRun is asynq's retry count of the task run that ended the
+	// request as failed (-1 when unknown); a later run of the same task with
+	// the same count is a run started from the dashboard.
+	FailedRun   int
+	Callback    *Callback // nil without callbackUrl
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt time.Time
 
 	Attempts []Attempt
+	Redrives []Redrive
+}
+
+// Callback is the delivery state of a request's outcome callback.
+type Callback struct {
+	Status         string // waiting (request not finished), pending, delivered, failed
+	Attempts       int
+	LastStatusCode int
+	LastError      string
+	UpdatedAt      time.Time
+}
+
+// Redrive is one audited redrive of a failed request.
+type Redrive struct {
+	N                    int       `json:"n"`
+	AtMs                 int64     `json:"atMs"`
+	At                   time.Time `json:"-"`
+	Actor                string    `json:"actor"`
+	Reason               string    `json:"reason"`
+	PreviousFailureClass string    `json:"previousFailureClass"`
+	PreviousAttemptCount int       `json:"previousAttemptCount"`
+	Outcome              *string   `json:"outcome"`
 }
 
 // Attempt is one recorded attempt.
@@ -85,8 +112,7 @@ type Attempt struct {
 	ResponseBody *string   `json:"responseBody,omitempty"`
 }
 
-// Hash field names. Short names keep per-request memory low; they are an
-// internal format, translated to the API's names by the handlers.
+// Hash field names: an internal format, rendered for the API by apidoc.
 const (
 	fURL            = "url"
 	fHost           = "host"
@@ -114,6 +140,13 @@ const (
 	fCompletedAt    = "completedAt"
 	fInflightN      = "inflightN"
 	fInflightAt     = "inflightAt"
+	fRedriveOpen    = "redriveOpen"
+	fFailedRun      = "failedRun"
+	fCbStatus       = "cbStatus"
+	fCbAttempts     = "cbAttempts"
+	fCbLastCode     = "cbLastStatusCode"
+	fCbLastError    = "cbLastError"
+	fCbUpdatedAt    = "cbUpdatedAt"
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -181,6 +214,22 @@ func decode(id string, h map[string]string) *Request {
 		CompletedAt:     fromMs(h[fCompletedAt]),
 	}
 	_, r.HasResult = h[fResult]
+	r.FailedRun = -1
+	if v, ok := h[fFailedRun]; ok {
+		r.FailedRun = atoi(v)
+	}
+	if r.CallbackURL != "" {
+		r.Callback = &Callback{
+			Status:         h[fCbStatus],
+			Attempts:       atoi(h[fCbAttempts]),
+			LastStatusCode: atoi(h[fCbLastCode]),
+			LastError:      h[fCbLastError],
+			UpdatedAt:      fromMs(h[fCbUpdatedAt]),
+		}
+		if r.Callback.Status == "" {
+			r.Callback.Status = "waiting"
+		}
+	}
 	_ = json.Unmarshal([]byte(h[fHeaders]), &r.Headers)
 	if r.Headers == nil {
 		r.Headers = map[string]string{}
@@ -197,6 +246,19 @@ func decodeAttempts(raw []string) []Attempt {
 		}
 		a.StartedAt = time.UnixMilli(a.StartedAtMs).UTC()
 		out = append(out, a)
+	}
+	return out
+}
+
+func decodeRedrives(raw []string) []Redrive {
+	out := make([]Redrive, 0, len(raw))
+	for _, s := range raw {
+		var r Redrive
+		if json.Unmarshal([]byte(s), &r) != nil {
+			continue
+		}
+		r.At = time.UnixMilli(r.AtMs).UTC()
+		out = append(out, r)
 	}
 	return out
 }

@@ -26,10 +26,12 @@ var (
 const IdempotencyWindow = 24 * time.Hour
 
 // Key builders. The {retryd} hash tag keeps every key in one cluster slot.
-func keyReq(id string) string      { return "{retryd}:req:" + id }
-func keyAttempts(id string) string { return "{retryd}:att:" + id }
-func keyIndex(s Status) string     { return "{retryd}:idx:" + string(s) }
-func keyIdem(key string) string    { return "{retryd}:idem:" + hashHex(key) }
+func keyReq(id string) string          { return "{retryd}:req:" + id }
+func keyAttempts(id string) string     { return "{retryd}:att:" + id }
+func keyIndex(s Status) string         { return "{retryd}:idx:" + string(s) }
+func keyIdem(key string) string        { return "{retryd}:idem:" + hashHex(key) }
+func keyRedrives(id string) string     { return "{retryd}:rdr:" + id }
+func keyRedriveIdem(key string) string { return "{retryd}:idem-redrive:" + hashHex(key) }
 
 const keyAll = "{retryd}:idx:all"
 
@@ -140,7 +142,7 @@ func cutSpace(s string) (string, string, bool) {
 // leaves nothing behind.
 func (s *Store) Remove(ctx context.Context, id, idemKey string) error {
 	pipe := s.rdb.TxPipeline()
-	pipe.Del(ctx, keyReq(id), keyAttempts(id))
+	pipe.Del(ctx, keyReq(id), keyAttempts(id), keyRedrives(id))
 	pipe.ZRem(ctx, keyAll, id)
 	for _, st := range Statuses {
 		pipe.ZRem(ctx, keyIndex(st), id)
@@ -157,6 +159,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 	pipe := s.rdb.Pipeline()
 	h := pipe.HGetAll(ctx, keyReq(id))
 	att := pipe.LRange(ctx, keyAttempts(id), 0, -1)
+	rdr := pipe.LRange(ctx, keyRedrives(id), 0, -1)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, wrap(err)
 	}
@@ -165,6 +168,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 	}
 	r := decode(id, h.Val())
 	r.Attempts = decodeAttempts(att.Val())
+	r.Redrives = decodeRedrives(rdr.Val())
 	return r, nil
 }
 
@@ -228,27 +232,40 @@ func (s *Store) List(ctx context.Context, status Status, cursor string, limit in
 
 // cancelScript moves a pending or retrying request to canceled.
 //
-// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3..7] status indexes in
-// Statuses order. ARGV[1] id, ARGV[2] now (ms), ARGV[3] retention (ms).
+// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
+// KEYS[4..8] status indexes in Statuses order. ARGV[1] id, ARGV[2] now
+// (ms), ARGV[3] retention (ms).
 // Returns "missing", the current status when it cannot be canceled, or "ok".
 var cancelScript = redis.NewScript(`
 local st = redis.call("HGET", KEYS[1], "status")
 if not st then return "missing" end
 if st ~= "pending" and st ~= "retrying" then return st end
-redis.call("ZREM", KEYS[3], ARGV[1])
 redis.call("ZREM", KEYS[4], ARGV[1])
-redis.call("ZADD", KEYS[7], 0, ARGV[1])
+redis.call("ZREM", KEYS[5], ARGV[1])
+redis.call("ZADD", KEYS[8], 0, ARGV[1])
 redis.call("HSET", KEYS[1], "status", "canceled", "updatedAt", ARGV[2], "completedAt", ARGV[2])
 redis.call("HDEL", KEYS[1], "nextAttemptAt")
-redis.call("PEXPIRE", KEYS[1], ARGV[3])
-redis.call("PEXPIRE", KEYS[2], ARGV[3])
+` + closeRedriveLua + `
+for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[3]) end
 return "ok"
 `)
+
+// closeRedriveLua fills the outcome of an open redrive with the request's
+// new terminal status (the status is in the hash already). It expects the
+// request hash in KEYS[1] and the redrives list in KEYS[3].
+const closeRedriveLua = `
+if redis.call("HGET", KEYS[1], "redriveOpen") then
+  local e = cjson.decode(redis.call("LINDEX", KEYS[3], -1))
+  e.outcome = redis.call("HGET", KEYS[1], "status")
+  redis.call("LSET", KEYS[3], -1, cjson.encode(e))
+  redis.call("HDEL", KEYS[1], "redriveOpen")
+end
+`
 
 // Cancel moves a pending or retrying request to canceled. It returns
 // ErrNotFound, or ErrConflict when the request already finished.
 func (s *Store) Cancel(ctx context.Context, id string, now time.Time) error {
-	keys := append([]string{keyReq(id), keyAttempts(id)}, statusKeys()...)
+	keys := append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...)
 	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds()).Text()
 	if err != nil {
 		return wrap(err)
@@ -280,11 +297,14 @@ const (
 
 // Begin is Store.Begin's answer.
 type Begin struct {
-	State   BeginState
-	Due     time.Time
-	Status  Status
-	N       int      // the attempt's number, when Started
-	Request *Request // the record as of the start, when Started
+	State  BeginState
+	Due    time.Time
+	Status Status
+	N      int // the attempt's number, when Started
+	// FailedRun is the asynq retry count of the run that failed the
+	// request, when Finished as failed (-1 when unknown).
+	FailedRun int
+	Request   *Request // the record as of the start, when Started
 }
 
 // beginScript starts an attempt: it records an attempt left in flight by a
@@ -293,12 +313,12 @@ type Begin struct {
 //
 // KEYS[1] request hash, KEYS[2] attempts list. ARGV[1] now (ms), ARGV[2] the
 // error text of an interrupted attempt.
-// Returns {"missing"}, {status} when terminal, {"notdue", dueMs}, or
+// Returns {"missing"}, {status, failedRun} when terminal, {"notdue", dueMs}, or
 // {"ok", n, HGETALL...}.
 var beginScript = redis.NewScript(`
 local st = redis.call("HGET", KEYS[1], "status")
 if not st then return {"missing"} end
-if st ~= "pending" and st ~= "retrying" then return {st} end
+if st ~= "pending" and st ~= "retrying" then return {st, redis.call("HGET", KEYS[1], "failedRun") or "-1"} end
 local due = tonumber(redis.call("HGET", KEYS[1], "nextAttemptAt") or "0")
 if due > tonumber(ARGV[1]) then return {"notdue", tostring(due)} end
 local inN = redis.call("HGET", KEYS[1], "inflightN")
@@ -338,7 +358,8 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 		}
 		return &Begin{State: Started, N: n, Request: decode(id, h)}, nil
 	default:
-		return &Begin{State: Finished, Status: Status(head)}, nil
+		failedRun, _ := strconv.Atoi(res[1].(string))
+		return &Begin{State: Finished, Status: Status(head), FailedRun: failedRun}, nil
 	}
 }
 
@@ -349,18 +370,38 @@ type Outcome struct {
 	NextAttemptAt   time.Time // when Status is Retrying
 	Result          *string   // the response body, when Status is Completed
 	ResultTruncated bool
+	// Run is asynq's retry count of the task run (-1 when unknown),
+	// remembered when the request fails.
+	Run int
 }
+
+// FinishResult says what Finish did.
+type FinishResult int
+
+// The answers of Finish.
+const (
+	// Recorded: the attempt and the new status are stored.
+	Recorded FinishResult = iota
+	// RecordedCallback: as Recorded, and the request's outcome callback is
+	// now due.
+	RecordedCallback
+	// Stale: another run took the request over; nothing was stored.
+	Stale
+	// CanceledMeanwhile: the attempt is stored, the request stays canceled.
+	CanceledMeanwhile
+)
 
 // finishScript records a finished attempt and moves the request to its next
 // status. An attempt whose in-flight mark is gone (a later run already
 // recorded it as interrupted) is dropped; a request canceled meanwhile keeps
-// its status and only gains the attempt.
+// its status and only gains the attempt. On a terminal status it fills the
+// outcome of an open redrive, starts retention, and marks the callback due.
 //
-// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3..7] status indexes in
-// Statuses order. ARGV[1] id, ARGV[2] attempt n, ARGV[3] attempt JSON,
-// ARGV[4] next status, ARGV[5] now (ms), ARGV[6] retention (ms),
-// ARGV[7..] HSET field/value pairs for the next state.
-// Returns "stale", "canceled" or "ok".
+// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
+// KEYS[4..8] status indexes in Statuses order. ARGV[1] id, ARGV[2] attempt
+// n, ARGV[3] attempt JSON, ARGV[4] next status, ARGV[5] now (ms), ARGV[6]
+// retention (ms), ARGV[7..] HSET field/value pairs for the next state.
+// Returns "stale", "canceled", "callback" or "ok".
 var finishScript = redis.NewScript(`
 if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
 redis.call("RPUSH", KEYS[2], ARGV[3])
@@ -368,29 +409,31 @@ redis.call("HDEL", KEYS[1], "inflightN", "inflightAt")
 redis.call("HINCRBY", KEYS[1], "budgetUsed", 1)
 local st = redis.call("HGET", KEYS[1], "status")
 if st == "canceled" then return "canceled" end
-local idx = {pending = KEYS[3], retrying = KEYS[4], completed = KEYS[5], failed = KEYS[6], canceled = KEYS[7]}
+local idx = {pending = KEYS[4], retrying = KEYS[5], completed = KEYS[6], failed = KEYS[7], canceled = KEYS[8]}
 if st ~= ARGV[4] then
   redis.call("ZREM", idx[st], ARGV[1])
   redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
 end
 redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 7))
-if ARGV[4] ~= "pending" and ARGV[4] ~= "retrying" then
-  redis.call("HDEL", KEYS[1], "nextAttemptAt")
-  redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
-  redis.call("PEXPIRE", KEYS[1], ARGV[6])
-  redis.call("PEXPIRE", KEYS[2], ARGV[6])
+if ARGV[4] == "pending" or ARGV[4] == "retrying" then return "ok" end
+redis.call("HDEL", KEYS[1], "nextAttemptAt")
+redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
+` + closeRedriveLua + `
+for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
+if redis.call("HEXISTS", KEYS[1], "callbackUrl") == 1 then
+  redis.call("HSET", KEYS[1], "cbStatus", "pending")
+  return "callback"
 end
 return "ok"
 `)
 
-// Finish records attempt o.Attempt of request id and applies o. It returns
-// false when the attempt was stale (another run took the request over).
-func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (bool, error) {
+// Finish records attempt o.Attempt of request id and applies o.
+func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (FinishResult, error) {
 	a := o.Attempt
 	a.StartedAtMs = a.StartedAt.UnixMilli()
 	aj, err := json.Marshal(a)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	code := ""
 	if a.StatusCode != 0 {
@@ -407,11 +450,23 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 		}
 		fields = append(fields, fResult, *o.Result, fResultTrunc, trunc)
 	}
-	keys := append([]string{keyReq(id), keyAttempts(id)}, statusKeys()...)
+	if o.Status == Failed {
+		fields = append(fields, fFailedRun, o.Run)
+	}
+	keys := append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...)
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds()}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
-		return false, wrap(err)
+		return 0, wrap(err)
 	}
-	return res != "stale", nil
+	switch res {
+	case "stale":
+		return Stale, nil
+	case "canceled":
+		return CanceledMeanwhile, nil
+	case "callback":
+		return RecordedCallback, nil
+	default:
+		return Recorded, nil
+	}
 }

@@ -22,6 +22,9 @@ const Lead = 1100 * time.Millisecond
 type DueError struct {
 	Due time.Time
 	Err error
+	// WaitsOut says the handler itself waits from the hand-over to Due, so
+	// asynq may hand the task over Lead early.
+	WaitsOut bool
 }
 
 func (e *DueError) Error() string {
@@ -30,8 +33,13 @@ func (e *DueError) Error() string {
 
 func (e *DueError) Unwrap() error { return e.Err }
 
-// At wraps err with the time the task must run again.
-func At(due time.Time, err error) error { return &DueError{Due: due, Err: err} }
+// At wraps err with the time the task must run again; the handler waits
+// out an early hand-over itself.
+func At(due time.Time, err error) error { return &DueError{Due: due, Err: err, WaitsOut: true} }
+
+// NotBefore wraps err with the earliest time the task may run again, for
+// handlers that do not wait (asynq's whole-second precision is enough).
+func NotBefore(due time.Time, err error) error { return &DueError{Due: due, Err: err} }
 
 // ErrNotDue is wrapped in a DueError when a task was handed over before its
 // due time. It is not a failure: IsFailure says so, and asynq's retry
@@ -44,14 +52,18 @@ var ErrNotDue = errors.New("not due yet")
 var ErrInfrastructure = errors.New("retryd infrastructure error")
 
 // DelayFunc is asynq's RetryDelayFunc for retryd tasks: a DueError's due
-// time minus Lead; for anything else (retryd's own trouble, a crash found by
+// time (minus Lead when the handler waits out the rest); for anything else (retryd's own trouble, a crash found by
 // asynq's recoverer) a short capped backoff, since the record still decides
 // the real schedule.
 func DelayFunc(now func() time.Time) asynq.RetryDelayFunc {
 	return func(n int, err error, _ *asynq.Task) time.Duration {
 		var due *DueError
 		if errors.As(err, &due) {
-			return max(0, due.Due.Sub(now())-Lead)
+			if due.WaitsOut {
+				return max(0, due.Due.Sub(now())-Lead)
+			}
+			// asynq truncates to whole seconds; round up so it is not early.
+			return max(0, due.Due.Sub(now())+time.Second)
 		}
 		p := Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
 		return p.Delay(n+1, rand.Float64())

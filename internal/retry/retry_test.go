@@ -167,6 +167,9 @@ func TestDelayFuncAsksForTheTaskOneLeadEarly(t *testing.T) {
 	if got := f(0, At(now.Add(200*time.Millisecond), errors.New("503")), task); got != 0 {
 		t.Errorf("due in 200ms: delay %v, want 0 (handler waits the rest)", got)
 	}
+	if got := f(0, NotBefore(now.Add(3*time.Second), errors.New("500")), task); got != 4*time.Second {
+		t.Errorf("NotBefore in 3s: delay %v, want 4s (rounded up past asynq's whole seconds)", got)
+	}
 	if got := f(3, errors.New("redis down"), task); got <= 0 || got > 36*time.Second {
 		t.Errorf("infrastructure error: delay %v, want a short positive backoff", got)
 	}

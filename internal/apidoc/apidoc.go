@@ -1,4 +1,6 @@
-package handlers
+// Package apidoc renders retryd's records as the API's JSON documents, with
+// secret headers redacted. The API answers with them and callbacks send them.
+package apidoc
 
 import (
 	"strings"
@@ -8,13 +10,13 @@ import (
 )
 
 // timeLayout is RFC 3339 in UTC with milliseconds.
-const timeLayout = "2006-01-02T15:04:05.000Z07:00"
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 func timePtr(t time.Time) *string {
 	if t.IsZero() {
 		return nil
 	}
-	s := t.UTC().Format(timeLayout)
+	s := t.UTC().Format(TimeLayout)
 	return &s
 }
 
@@ -56,9 +58,30 @@ type Document struct {
 	UpdatedAt       *string            `json:"updatedAt"`
 	CompletedAt     *string            `json:"completedAt"`
 	CallbackURL     *string            `json:"callbackUrl"`
-	Callback        any                `json:"callback"`
+	Callback        *CallbackDocument  `json:"callback"`
 	Attempts        *[]AttemptDocument `json:"attempts,omitempty"`
-	Redrives        []any              `json:"redrives"`
+	Redrives        []RedriveDocument  `json:"redrives"`
+}
+
+// CallbackDocument is the state of a request's outcome callback.
+type CallbackDocument struct {
+	URL            string  `json:"url"`
+	Status         string  `json:"status"`
+	Attempts       int     `json:"attempts"`
+	LastStatusCode *int    `json:"lastStatusCode"`
+	LastError      *string `json:"lastError"`
+	UpdatedAt      *string `json:"updatedAt"`
+}
+
+// RedriveDocument is one audited redrive.
+type RedriveDocument struct {
+	N                    int     `json:"n"`
+	At                   *string `json:"at"`
+	Actor                string  `json:"actor"`
+	Reason               string  `json:"reason"`
+	PreviousFailureClass *string `json:"previousFailureClass"`
+	PreviousAttemptCount int     `json:"previousAttemptCount"`
+	Outcome              *string `json:"outcome"`
 }
 
 // AttemptDocument is one attempt in a Document.
@@ -97,7 +120,20 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		UpdatedAt:       timePtr(r.UpdatedAt),
 		CompletedAt:     timePtr(r.CompletedAt),
 		CallbackURL:     strPtr(r.CallbackURL),
-		Redrives:        []any{},
+		Redrives:        make([]RedriveDocument, 0, len(r.Redrives)),
+	}
+	for _, rd := range r.Redrives {
+		d.Redrives = append(d.Redrives, RedriveDocument{
+			N: rd.N, At: timePtr(rd.At), Actor: rd.Actor, Reason: rd.Reason,
+			PreviousFailureClass: strPtr(rd.PreviousFailureClass), PreviousAttemptCount: rd.PreviousAttemptCount,
+			Outcome: rd.Outcome,
+		})
+	}
+	if cb := r.Callback; cb != nil {
+		d.Callback = &CallbackDocument{
+			URL: r.CallbackURL, Status: cb.Status, Attempts: cb.Attempts, LastStatusCode: intPtr(cb.LastStatusCode),
+			LastError: strPtr(cb.LastError), UpdatedAt: timePtr(cb.UpdatedAt),
+		}
 	}
 	if !r.Status.Terminal() {
 		d.NextRetryAt = timePtr(r.NextAttemptAt)

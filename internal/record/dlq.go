@@ -1,0 +1,180 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redrive refusals; both wrap ErrConflict.
+var (
+	ErrNotFailed    = fmt.Errorf("%w: only a failed request can be redriven", ErrConflict)
+	ErrRedriveLimit = fmt.Errorf("%w: redrive limit reached", ErrConflict)
+	// ErrKeyReused: the redrive's Idempotency-Key was used for another request.
+	ErrKeyReused = fmt.Errorf("%w: Idempotency-Key was already used to redrive another request", ErrConflict)
+)
+
+// RedriveInput is who redrives, why, and under which limit.
+type RedriveInput struct {
+	Actor   string
+	Reason  string
+	Limit   int
+	IdemKey string // optional: a repeated call with it redrives once
+	Now     time.Time
+}
+
+// RedriveResult is what Redrive did.
+type RedriveResult struct {
+	N        int  // the redrive's number
+	Replayed bool // an earlier call with the same Idempotency-Key did it
+}
+
+// redriveScript puts a failed request back to pending with a fresh budget
+// and appends the audit entry. Attempt numbering continues.
+//
+// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
+// KEYS[4] pending index, KEYS[5] failed index, KEYS[6] the redrive's
+// idempotency key. ARGV[1] id, ARGV[2] now (ms), ARGV[3] redrive limit,
+// ARGV[4] actor, ARGV[5] reason, ARGV[6] idempotency TTL (ms), ARGV[7] "1"
+// when an idempotency key was given.
+// Returns {"replay", id}, {"missing"}, {"notfailed", status},
+// {"limit", count} or {"ok", n}.
+var redriveScript = redis.NewScript(`
+if ARGV[7] == "1" then
+  local prev = redis.call("GET", KEYS[6])
+  if prev then return {"replay", prev} end
+end
+local st = redis.call("HGET", KEYS[1], "status")
+if not st then return {"missing"} end
+if st ~= "failed" then return {"notfailed", st} end
+local rc = tonumber(redis.call("HGET", KEYS[1], "redriveCount") or "0")
+if rc >= tonumber(ARGV[3]) then return {"limit", tostring(rc)} end
+local n = rc + 1
+redis.call("RPUSH", KEYS[3], cjson.encode({
+  n = n, atMs = tonumber(ARGV[2]), actor = ARGV[4], reason = ARGV[5],
+  previousFailureClass = redis.call("HGET", KEYS[1], "failureClass") or "",
+  previousAttemptCount = tonumber(redis.call("HGET", KEYS[1], "attemptCount") or "0")}))
+redis.call("HSET", KEYS[1], "status", "pending", "redriveCount", n, "redriveOpen", n, "budgetUsed", 0,
+  "nextAttemptAt", ARGV[2], "updatedAt", ARGV[2])
+redis.call("HDEL", KEYS[1], "completedAt", "failedRun", "lastError", "failureClass", "lastStatusCode", "cbStatus")
+redis.call("ZREM", KEYS[5], ARGV[1])
+redis.call("ZADD", KEYS[4], 0, ARGV[1])
+for i = 1, 3 do redis.call("PERSIST", KEYS[i]) end
+if ARGV[7] == "1" then redis.call("SET", KEYS[6], ARGV[1], "PX", ARGV[6]) end
+return {"ok", tostring(n)}
+`)
+
+// Redrive puts failed request id back to pending with a fresh retry budget
+// and an audit entry. It returns ErrNotFound, ErrNotFailed, ErrRedriveLimit
+// or ErrKeyReused.
+func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*RedriveResult, error) {
+	flag := "0"
+	if in.IdemKey != "" {
+		flag = "1"
+	}
+	keys := []string{keyReq(id), keyAttempts(id), keyRedrives(id), keyIndex(Pending), keyIndex(Failed), keyRedriveIdem(in.IdemKey)}
+	res, err := redriveScript.Run(ctx, s.rdb, keys, id, in.Now.UnixMilli(), in.Limit, in.Actor, in.Reason,
+		IdempotencyWindow.Milliseconds(), flag).StringSlice()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	switch res[0] {
+	case "replay":
+		if res[1] != id {
+			return nil, ErrKeyReused
+		}
+		return &RedriveResult{Replayed: true}, nil
+	case "missing":
+		return nil, ErrNotFound
+	case "notfailed":
+		return nil, fmt.Errorf("%w (it is %s)", ErrNotFailed, res[1])
+	case "limit":
+		return nil, fmt.Errorf("%w (redriven %s times)", ErrRedriveLimit, res[1])
+	default:
+		n, _ := strconv.Atoi(res[1])
+		return &RedriveResult{N: n}, nil
+	}
+}
+
+// DLQFilter selects failed requests.
+type DLQFilter struct {
+	FailureClass string
+	Host         string
+}
+
+func (f DLQFilter) match(r *Request) bool {
+	return (f.FailureClass == "" || r.FailureClass == f.FailureClass) && (f.Host == "" || r.Host == f.Host)
+}
+
+// maxScan bounds how many failed entries one page examines when filters
+// skip most of them; the page then ends early with a cursor to go on.
+const maxScan = 5000
+
+// ListFailed returns failed requests matching f, newest first, after cursor.
+// It reads retryd's own records, so nothing asynq trims from its archive is
+// ever missing here.
+func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limit int) (*Page, error) {
+	page := &Page{Requests: []*Request{}}
+	start := "+"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	scanned := 0
+	batch := int64(max(limit*2, 100))
+	for {
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
+			Key: keyIndex(Failed), Start: start, Stop: "-", ByLex: true, Rev: true, Count: batch,
+		}).Result()
+		if err != nil {
+			return nil, wrap(err)
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = pipe.HGetAll(ctx, keyReq(id))
+		}
+		if len(ids) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return nil, wrap(err)
+			}
+		}
+		for i, id := range ids {
+			scanned++
+			h := cmds[i].Val()
+			if len(h) > 0 {
+				if r := decode(id, h); r.Status == Failed && f.match(r) {
+					page.Requests = append(page.Requests, r)
+				}
+			}
+			if len(page.Requests) == limit || scanned >= maxScan {
+				if i < len(ids)-1 || int64(len(ids)) == batch {
+					page.NextCursor = id
+				}
+				return page, nil
+			}
+		}
+		if int64(len(ids)) < batch {
+			return page, nil
+		}
+		start = "(" + ids[len(ids)-1]
+	}
+}
+
+// CallbackAttempt records one delivery attempt of request id's callback.
+// status is pending (will be retried), delivered or failed.
+func (s *Store) CallbackAttempt(ctx context.Context, id, status string, code int, errText string, now time.Time) (attempts int, err error) {
+	pipe := s.rdb.TxPipeline()
+	n := pipe.HIncrBy(ctx, keyReq(id), fCbAttempts, 1)
+	codeText := ""
+	if code != 0 {
+		codeText = strconv.Itoa(code)
+	}
+	pipe.HSet(ctx, keyReq(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, errText, fCbUpdatedAt, now.UnixMilli())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, wrap(err)
+	}
+	return int(n.Val()), nil
+}
