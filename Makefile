@@ -8,16 +8,20 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 run:
 	$(GO) run ./cmd/api -dev
 
-## deps: make sure what the tests start is installed (redis-server)
+## deps: make sure what the tests start is installed (redis-server, chromium)
 deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	{ command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; } || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing redis-server with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	    echo "installing$$missing with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
 	  else \
-	    echo "redis-server is missing. Install it: 'sudo apt-get install -y redis-server' (Debian/Ubuntu) or 'brew install redis' (macOS)."; \
+	    echo "missing:$$missing. Install with: sudo apt-get install -y$$missing"; \
 	    exit 1; \
-	  fi; }
+	  fi; \
+	fi
 
 ## test: vet, then every test with the race detector (tests start their own redis-server)
 test: deps
