@@ -103,11 +103,41 @@ func (p *proc) stop(grace time.Duration) {
 
 // stack is redis + api + workers.
 type stack struct {
-	redis   *redistest.Server
-	api     string // base URL
-	env     []string
-	apiProc *proc
-	workers []*proc
+	redis     *redistest.Server
+	api       string // base URL
+	env       []string
+	workerEnv []string
+	apiProc   *proc
+	workers   []*proc
+}
+
+// startWorker starts one more worker, with extra environment on top of the
+// stack's worker environment.
+func (s *stack) startWorker(t testing.TB, extraEnv ...string) *proc {
+	t.Helper()
+	p := startProc(t, fmt.Sprintf("worker%d", len(s.workers)+1), bin.worker, append(append([]string{}, s.workerEnv...), extraEnv...))
+	s.workers = append(s.workers, p)
+	return p
+}
+
+// restartAPI stops the API (if it still runs) and starts it again.
+func (s *stack) restartAPI(t testing.TB) {
+	t.Helper()
+	s.apiProc.stop(5 * time.Second)
+	s.apiProc = startProc(t, "api-restarted", bin.api, s.env)
+	s.waitHealthy(t)
+}
+
+func (s *stack) waitHealthy(t testing.TB) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "API /healthz", func() bool {
+		resp, err := http.Get(s.api + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 func freePort(t testing.TB) int {
@@ -132,23 +162,29 @@ func startStack(t testing.TB, workers int, extraEnv ...string) *stack {
 // workerEnv (on top of the Redis URL, port and quiet defaults).
 func startStackWith(t testing.TB, workers int, apiEnv, workerEnv []string) *stack {
 	t.Helper()
-	r := redistest.StartServer(t, redistest.Options{})
+	return startStackFull(t, redistest.StartServer(t, redistest.Options{}), workers, apiEnv, workerEnv)
+}
+
+// startStackOn starts the API and n workers on an existing Redis, allowing
+// private destinations.
+func startStackOn(t testing.TB, r *redistest.Server, workers int, extraEnv ...string) *stack {
+	t.Helper()
+	env := append([]string{"ALLOW_PRIVATE_TARGETS=true"}, extraEnv...)
+	return startStackFull(t, r, workers, env, env)
+}
+
+func startStackFull(t testing.TB, r *redistest.Server, workers int, apiEnv, workerEnv []string) *stack {
+	t.Helper()
 	port := freePort(t)
 	base := []string{"REDIS_URL=" + r.URL, fmt.Sprintf("PORT=%d", port), "LOG_LEVEL=info", "API_KEYS=",
 		"ALLOW_PRIVATE_TARGETS=false", "WORKER_CONCURRENCY=20"}
-	s := &stack{redis: r, api: fmt.Sprintf("http://127.0.0.1:%d", port), env: append(base, apiEnv...)}
+	s := &stack{redis: r, api: fmt.Sprintf("http://127.0.0.1:%d", port), env: append(base, apiEnv...),
+		workerEnv: append(append([]string{}, base...), workerEnv...)}
 	s.apiProc = startProc(t, "api", bin.api, s.env)
 	for i := 0; i < workers; i++ {
-		s.workers = append(s.workers, startProc(t, fmt.Sprintf("worker%d", i+1), bin.worker, append(base, workerEnv...)))
+		s.startWorker(t)
 	}
-	waitFor(t, 20*time.Second, "API /healthz", func() bool {
-		resp, err := http.Get(s.api + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	s.waitHealthy(t)
 	return s
 }
 
@@ -280,4 +316,12 @@ func (d *destination) calls(path string) []hit {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]hit(nil), d.hits[path]...)
+}
+
+// newServer starts a destination with a handler of the test's own and
+// returns its URL.
+func newServer(t testing.TB, h http.HandlerFunc) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/internal/apidoc"
+	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
@@ -39,6 +40,8 @@ type DLQ struct {
 	Queue        Requeuer
 	RedriveLimit int
 	API          *API // for logging and the clock
+	// Faults are crash-test fault points; nil in production.
+	Faults *faultpoint.Points
 }
 
 // Routes registers the dead-letter routes.
@@ -157,6 +160,7 @@ func (d *DLQ) redriveOne(ctx context.Context, id string, b *redriveBody, idemKey
 	if err != nil || res.Replayed {
 		return res, err
 	}
+	d.Faults.Hit(faultpoint.MidRedrive)
 	r, err := d.Store.Get(ctx, id)
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 )
@@ -50,6 +51,11 @@ type Handler struct {
 	Log       *slog.Logger
 	// RedriveLimit bounds redrives started from the dashboard too.
 	RedriveLimit int
+	// Stopping ends when the worker is shutting down and in-flight calls
+	// must give up; nil means never.
+	Stopping context.Context
+	// Faults are the crash-test fault points (nil in production).
+	Faults *faultpoint.Points
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -114,13 +120,23 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 		return fmt.Errorf("%w: dashboard redrive of %s: %w", retry.ErrInfrastructure, id, err)
 	}
 	h.Log.Info("request redriven", "requestId", id, "actor", DashboardActor)
+	h.Faults.Hit(faultpoint.MidRedrive)
 	return h.ProcessTask(ctx, t)
 }
 
 func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
+	h.Faults.Hit(faultpoint.BeforeCall)
 	start := h.Now()
 	resp, body, truncated, callErr := h.call(ctx, r, n)
 	end := h.Now()
+	if callErr != nil && h.Stopping != nil && h.Stopping.Err() != nil {
+		// The worker is shutting down and cut the call short. Leave the
+		// attempt marked in flight: the next run records it as
+		// interrupted (it does not count against the budget) and repeats it.
+		h.Log.Info("attempt interrupted by shutdown", "requestId", r.ID, "attempt", n)
+		return retry.At(end, ErrShutdown)
+	}
+	h.Faults.Hit(faultpoint.AfterCall)
 	res := retry.Classify(resp, callErr, end)
 
 	dur := end.Sub(start).Milliseconds()
@@ -184,6 +200,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 		"requestId", r.ID, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,
 		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", start.Sub(r.NextAttemptAt).Milliseconds(),
 		"status", o.Status, "stale", fin == record.Stale)
+	h.Faults.Hit(faultpoint.AfterRecord)
 	switch fin {
 	case record.Stale, record.CanceledMeanwhile:
 		return nil
@@ -197,10 +214,18 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	return next
 }
 
-// call performs the HTTP request of attempt n under its own deadline.
+// ErrShutdown is the reason of an attempt the worker's shutdown cut short.
+var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
+
+// call performs the HTTP request of attempt n under its own deadline, and
+// gives up when the worker must stop.
 func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *http.Response, body []byte, truncated bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
 	defer cancel()
+	if h.Stopping != nil {
+		stop := context.AfterFunc(h.Stopping, cancel)
+		defer stop()
+	}
 	var reqBody io.Reader // a nil interface, not a nil *strings.Reader, when there is no body
 	if r.Body != "" {
 		reqBody = strings.NewReader(r.Body)

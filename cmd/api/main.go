@@ -14,6 +14,7 @@ import (
 
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/faultpoint"
 )
 
 func main() {
@@ -40,5 +41,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return app.Healthcheck(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.Port))
 	}
 	log := app.NewLogger(stdout, cfg.LogLevel)
-	return app.RunAPI(ctx, cfg, app.Options{Dev: *dev}, log)
+	return app.RunAPI(ctx, cfg, app.Options{Dev: *dev, Faults: faultpoint.FromEnv(getenv)}, log)
 }

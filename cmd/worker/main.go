@@ -14,6 +14,7 @@ import (
 
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/faultpoint"
 )
 
 func main() {
@@ -45,5 +46,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return app.Healthcheck(ctx, "http://"+addr+"/healthz")
 	}
-	return app.RunWorker(ctx, cfg, app.NewLogger(stdout, cfg.LogLevel))
+	return app.RunWorker(ctx, cfg, app.WorkerOptions{Faults: faultpoint.FromEnv(getenv)}, app.NewLogger(stdout, cfg.LogLevel))
 }

@@ -22,8 +22,10 @@ import (
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/sweeper"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -37,9 +39,15 @@ const (
 
 // Bounds on shutdown.
 const (
-	// WorkerShutdownTimeout is how long in-flight attempts may run on after
-	// SIGTERM before their tasks are handed back to the queue.
+	// DrainBound is how long in-flight attempts may run on after SIGTERM;
+	// then their calls are cut and recorded as interrupted.
+	DrainBound = 8 * time.Second
+	// WorkerShutdownTimeout is asynq's bound, after which it hands
+	// unfinished tasks back to the queue; above DrainBound so that the
+	// handlers end on their own first.
 	WorkerShutdownTimeout = 10 * time.Second
+	// SweepGrace keeps the sweeper off records changed this recently.
+	SweepGrace = 5 * time.Second
 	// APIShutdownTimeout is how long the API drains in-flight requests.
 	APIShutdownTimeout = 10 * time.Second
 )
@@ -65,6 +73,8 @@ type Options struct {
 	// Listener, when set, is used instead of listening on cfg.Port (tests
 	// pass one bound to port 0).
 	Listener net.Listener
+	// Faults are crash-test fault points; nil in production.
+	Faults *faultpoint.Points
 }
 
 // RunAPI serves the API until ctx ends, then drains in-flight requests.
@@ -100,7 +110,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	defer cancel()
 	workerDone := make(chan error, 1)
 	if opts.Dev {
-		go func() { workerDone <- RunWorker(ctx, cfg, log) }()
+		go func() { workerDone <- RunWorker(ctx, cfg, WorkerOptions{}, log) }()
 	} else {
 		close(workerDone)
 	}
@@ -112,7 +122,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: connOpt})
 	defer dashboard.Close()
 	engine := NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
-		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api},
+		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: opts.Faults},
 		MountDashboard(dashboard))
 
 	ln := opts.Listener
@@ -208,10 +218,17 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Route
 	return e
 }
 
-// RunWorker runs an asynq server performing deliveries until ctx ends, then
-// shuts it down: no new tasks are fetched, in-flight attempts get
-// WorkerShutdownTimeout to finish, and the rest go back to the queue.
-func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// WorkerOptions are a worker's test hooks.
+type WorkerOptions struct {
+	// Faults are crash-test fault points; nil in production.
+	Faults *faultpoint.Points
+}
+
+// RunWorker runs an asynq server performing deliveries, and the sweeper,
+// until ctx ends. Then it stops fetching, lets in-flight attempts run for
+// DrainBound, cuts the rest short (their attempts are recorded as
+// interrupted and repeated by another worker) and exits.
+func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *slog.Logger) error {
 	log.Info("retryd worker starting", "config", cfg.String())
 	rdb, _, err := redisConn(cfg)
 	if err != nil {
@@ -231,6 +248,9 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Rand:         rand.Float64,
 		RedriveLimit: cfg.RedriveLimit,
 	}
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
+	h.Stopping, h.Faults = stopping, opts.Faults
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.WorkerConcurrency,
@@ -259,9 +279,25 @@ func RunWorker(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			}
 		}()
 	}
+	host, _ := os.Hostname()
+	sw := &sweeper.Sweeper{
+		RDB: rdb, Store: store, Queue: &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)},
+		Log: log.With("component", "sweeper"), Interval: cfg.SweepInterval, Grace: SweepGrace,
+		Owner: fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano()),
+	}
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	sweepDone := make(chan struct{})
+	go func() { defer close(sweepDone); sw.Run(sweepCtx) }()
+
 	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queue", tasks.Queue)
 	<-ctx.Done()
-	log.Info("retryd worker shutting down: finishing in-flight attempts", "bound", WorkerShutdownTimeout)
+	log.Info("retryd worker shutting down: in-flight attempts may finish", "bound", DrainBound)
+	stopSweep()
+	<-sweepDone
+	// asynq's Shutdown waits up to WorkerShutdownTimeout without canceling
+	// handlers; cut in-flight calls at DrainBound so they end first.
+	drain := time.AfterFunc(DrainBound, stop)
+	defer drain.Stop()
 	srv.Shutdown()
 	if metrics != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -29,6 +29,9 @@ type Config struct {
 	LogLevel              string
 	MetricsAddr           string
 	CallbackSigningSecret string
+	// SweepInterval is how often a worker's sweeper reconciles records
+	// with asynq (SWEEP_INTERVAL, default 10s).
+	SweepInterval time.Duration
 }
 
 // Names lists every environment variable Load reads. Tests use it to check
@@ -37,7 +40,7 @@ var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
-	"CALLBACK_SIGNING_SECRET",
+	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL",
 }
 
 // Defaults.
@@ -48,6 +51,7 @@ const (
 	DefaultRedriveLimit      = 3
 	DefaultRetention         = 30 * 24 * time.Hour
 	DefaultLogLevel          = "info"
+	DefaultSweepInterval     = 10 * time.Second
 )
 
 // Load reads the configuration through getenv (os.Getenv in programs, a map
@@ -60,6 +64,7 @@ func Load(getenv func(string) string) (Config, error) {
 		RedriveLimit:        DefaultRedriveLimit,
 		Retention:           DefaultRetention,
 		LogLevel:            DefaultLogLevel,
+		SweepInterval:       DefaultSweepInterval,
 		RedisSentinelMaster: strings.TrimSpace(getenv("REDIS_SENTINEL_MASTER")),
 		MetricsAddr:         strings.TrimSpace(getenv("METRICS_ADDR")),
 	}
@@ -129,6 +134,14 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("LOG_LEVEL", "must be one of debug, info, warn, error, got %q", v)
 		}
 	}
+	if v := strings.TrimSpace(getenv("SWEEP_INTERVAL")); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond {
+			bad("SWEEP_INTERVAL", "must be a duration of at least 100ms such as 10s, got %q", v)
+		} else {
+			c.SweepInterval = d
+		}
+	}
 	c.CallbackSigningSecret = getenv("CALLBACK_SIGNING_SECRET")
 	return c, errors.Join(errs...)
 }
@@ -172,10 +185,10 @@ func (c Config) String() string {
 	}
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
-		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s",
+		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
-		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret)
+		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval)
 }
 
 // MaskURL hides the password of a redis:// URL.

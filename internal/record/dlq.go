@@ -173,6 +173,9 @@ func (s *Store) CallbackAttempt(ctx context.Context, id, status string, code int
 		codeText = strconv.Itoa(code)
 	}
 	pipe.HSet(ctx, keyReq(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, errText, fCbUpdatedAt, now.UnixMilli())
+	if status != "pending" {
+		pipe.ZRem(ctx, keyCallbackDue, id)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, wrap(err)
 	}

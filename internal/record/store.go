@@ -35,6 +35,10 @@ func keyRedriveIdem(key string) string { return "{retryd}:idem-redrive:" + hashH
 
 const keyAll = "{retryd}:idx:all"
 
+// keyCallbackDue indexes requests whose callback is due but not finished,
+// so the sweeper can find callbacks whose task went missing.
+const keyCallbackDue = "{retryd}:idx:callback-due"
+
 func hashHex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
@@ -398,8 +402,8 @@ const (
 // outcome of an open redrive, starts retention, and marks the callback due.
 //
 // KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
-// KEYS[4..8] status indexes in Statuses order. ARGV[1] id, ARGV[2] attempt
-// n, ARGV[3] attempt JSON, ARGV[4] next status, ARGV[5] now (ms), ARGV[6]
+// KEYS[4..8] status indexes in Statuses order, KEYS[9] the callback-due
+// index. ARGV[1] id, ARGV[2] attempt n, ARGV[3] attempt JSON, ARGV[4] next status, ARGV[5] now (ms), ARGV[6]
 // retention (ms), ARGV[7..] HSET field/value pairs for the next state.
 // Returns "stale", "canceled", "callback" or "ok".
 var finishScript = redis.NewScript(`
@@ -422,6 +426,7 @@ redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
 for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
 if redis.call("HEXISTS", KEYS[1], "callbackUrl") == 1 then
   redis.call("HSET", KEYS[1], "cbStatus", "pending")
+  redis.call("ZADD", KEYS[9], 0, ARGV[1])
   return "callback"
 end
 return "ok"
@@ -453,7 +458,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if o.Status == Failed {
 		fields = append(fields, fFailedRun, o.Run)
 	}
-	keys := append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...)
+	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue)
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds()}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {

@@ -1,0 +1,89 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Unfinished is what the sweeper needs of a pending or retrying request.
+type Unfinished struct {
+	ID            string
+	Status        Status
+	NextAttemptAt time.Time
+	UpdatedAt     time.Time
+	TimeoutMs     int64
+}
+
+// Unfinished returns up to n pending or retrying requests of one status,
+// in id order after cursor, and the cursor of the next batch ("" at the
+// end). Index entries whose record is gone or finished are skipped.
+func (s *Store) Unfinished(ctx context.Context, status Status, cursor string, n int) ([]Unfinished, string, error) {
+	start := "-"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keyIndex(status), Start: start, Stop: "+", ByLex: true, Count: int64(n)}).Result()
+	if err != nil || len(ids) == 0 {
+		return nil, "", wrap(err)
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, keyReq(id), fStatus, fNextAttemptAt, fUpdatedAt, fTimeout)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, "", wrap(err)
+	}
+	out := make([]Unfinished, 0, len(ids))
+	for i, id := range ids {
+		v := cmds[i].Val()
+		st, _ := v[0].(string)
+		if st != string(Pending) && st != string(Retrying) {
+			continue
+		}
+		next, _ := v[1].(string)
+		upd, _ := v[2].(string)
+		timeout, _ := v[3].(string)
+		out = append(out, Unfinished{ID: id, Status: Status(st), NextAttemptAt: fromMs(next), UpdatedAt: fromMs(upd), TimeoutMs: int64(atoi(timeout))})
+	}
+	next := ""
+	if len(ids) == n {
+		next = ids[len(ids)-1]
+	}
+	return out, next, nil
+}
+
+// CallbacksDue returns up to n ids whose callback is due and not finished,
+// dropping index entries of records that expired.
+func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
+	ids, err := s.rdb.ZRange(ctx, keyCallbackDue, 0, int64(n)-1).Result()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGet(ctx, keyReq(id), fCbStatus)
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, wrap(err)
+		}
+	}
+	var due []string
+	var gone []any
+	for i, id := range ids {
+		if cmds[i].Val() == "pending" {
+			due = append(due, id)
+		} else {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) > 0 {
+		s.rdb.ZRem(ctx, keyCallbackDue, gone...)
+	}
+	return due, nil
+}

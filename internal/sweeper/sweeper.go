@@ -1,0 +1,239 @@
+// Package sweeper reconciles retryd's records with asynq's task state. The
+// records are the source of truth; asynq can lose or strand a task (a crash
+// between writing a record and enqueueing, a worker killed mid-attempt whose
+// task stays "active", a task archived while its record says pending, Redis
+// eviction). The sweeper finds every pending or retrying request whose task
+// is missing, archived, or active without a live lease, and hands it back
+// to the workers; and every due callback whose task is missing. One sweeper
+// runs at a time across all workers, under a Redis lock.
+package sweeper
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/tasks"
+)
+
+// Store is the part of the record store the sweeper reads.
+type Store interface {
+	Unfinished(ctx context.Context, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
+	CallbacksDue(ctx context.Context, n int) ([]string, error)
+}
+
+// Queue hands tasks back to asynq.
+type Queue interface {
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+	Requeue(ctx context.Context, id string, attemptTimeout time.Duration) error
+	EnqueueCallback(ctx context.Context, id string) error
+}
+
+// Stats counts what one sweep did.
+type Stats struct {
+	Checked      int // unfinished requests looked at
+	Missing      int // had no task: enqueued
+	Archived     int // task archived while the record is unfinished: requeued
+	Stranded     int // task active without a live lease: put back to pending
+	CallbackLost int // due callback without a task: enqueued
+}
+
+func (s Stats) changed() bool { return s.Missing+s.Archived+s.Stranded+s.CallbackLost > 0 }
+
+// Sweeper is the reconciler.
+type Sweeper struct {
+	RDB      redis.UniversalClient // for the lock and asynq's task state
+	Store    Store
+	Queue    Queue
+	Log      *slog.Logger
+	Interval time.Duration
+	// Grace skips records changed this recently: the API or a worker is
+	// probably between writing the record and enqueueing.
+	Grace time.Duration
+	Owner string // unique per process, for the lock
+	// OnSweep, when set, receives every sweep's counts (metrics).
+	OnSweep func(Stats)
+}
+
+const lockKey = "{retryd}:sweeper:lock"
+
+// lockTTL bounds how long a crashed sweeper holds the lock.
+const lockTTL = 2 * time.Minute
+
+// Run sweeps every Interval until ctx ends.
+func (s *Sweeper) Run(ctx context.Context) {
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, ran, err := s.SweepOnce(ctx)
+		switch {
+		case err != nil:
+			s.Log.Warn("sweep failed", "err", err)
+		case ran && st.changed():
+			s.Log.Warn("sweeper repaired requests", "checked", st.Checked, "missing", st.Missing,
+				"archived", st.Archived, "stranded", st.Stranded, "callbacks", st.CallbackLost)
+		}
+		if ran && s.OnSweep != nil {
+			s.OnSweep(st)
+		}
+	}
+}
+
+// releaseScript deletes the lock only if this owner holds it.
+//
+// KEYS[1] the lock. ARGV[1] the owner.
+var releaseScript = redis.NewScript(`
+if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end
+return 0
+`)
+
+// SweepOnce runs one sweep if no other process is sweeping. ran says
+// whether this process held the lock.
+func (s *Sweeper) SweepOnce(ctx context.Context) (st Stats, ran bool, err error) {
+	ok, err := s.RDB.SetNX(ctx, lockKey, s.Owner, lockTTL).Result()
+	if err != nil || !ok {
+		return st, false, err
+	}
+	defer releaseScript.Run(context.WithoutCancel(ctx), s.RDB, []string{lockKey}, s.Owner)
+	st, err = s.sweep(ctx)
+	return st, true, err
+}
+
+// leaseAndState reads asynq's state of a task: its hash's state field and
+// its lease expiry (Unix seconds; 0 without a lease). These are asynq's
+// internal keys (internal/base in asynq v0.26); the queue's hash tag is
+// {retryd} like retryd's own keys, so both live in one cluster slot.
+func leaseAndState(ctx context.Context, rdb redis.UniversalClient, ids []string) ([]string, []float64, error) {
+	pipe := rdb.Pipeline()
+	states := make([]*redis.StringCmd, len(ids))
+	leases := make([]*redis.FloatCmd, len(ids))
+	for i, id := range ids {
+		states[i] = pipe.HGet(ctx, taskKey(id), "state")
+		leases[i] = pipe.ZScore(ctx, leaseKey, id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, nil, err
+	}
+	st := make([]string, len(ids))
+	ls := make([]float64, len(ids))
+	for i := range ids {
+		st[i] = states[i].Val()
+		ls[i] = leases[i].Val()
+	}
+	return st, ls, nil
+}
+
+func taskKey(id string) string { return "asynq:{" + tasks.Queue + "}:t:" + id }
+
+var leaseKey = "asynq:{" + tasks.Queue + "}:lease"
+
+// requeueStrandedScript moves an active task whose lease is gone or expired
+// back to pending, as asynq's own recoverer would a minute or more later.
+//
+// KEYS[1] active list, KEYS[2] lease set, KEYS[3] pending list, KEYS[4] the
+// task hash. ARGV[1] task id, ARGV[2] now (Unix seconds).
+// Returns 1 when moved, 0 when the task is not stranded (anymore).
+var requeueStrandedScript = redis.NewScript(`
+if redis.call("HGET", KEYS[4], "state") ~= "active" then return 0 end
+local lease = redis.call("ZSCORE", KEYS[2], ARGV[1])
+if lease and tonumber(lease) >= tonumber(ARGV[2]) then return 0 end
+redis.call("LREM", KEYS[1], 0, ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("RPUSH", KEYS[3], ARGV[1])
+redis.call("HSET", KEYS[4], "state", "pending")
+return 1
+`)
+
+func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
+	var st Stats
+	now := time.Now()
+	for _, status := range []record.Status{record.Pending, record.Retrying} {
+		cursor := ""
+		for {
+			batch, next, err := s.Store.Unfinished(ctx, status, cursor, 500)
+			if err != nil {
+				return st, err
+			}
+			if err := s.repair(ctx, batch, now, &st); err != nil {
+				return st, err
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	due, err := s.Store.CallbacksDue(ctx, 1000)
+	if err != nil {
+		return st, err
+	}
+	for _, id := range due {
+		n, err := s.RDB.Exists(ctx, taskKey("callback:"+id)).Result()
+		if err != nil {
+			return st, err
+		}
+		if n == 0 {
+			if err := s.Queue.EnqueueCallback(ctx, id); err != nil {
+				return st, fmt.Errorf("enqueue callback of %s: %w", id, err)
+			}
+			st.CallbackLost++
+		}
+	}
+	return st, nil
+}
+
+func (s *Sweeper) repair(ctx context.Context, batch []record.Unfinished, now time.Time, st *Stats) error {
+	ids := make([]string, len(batch))
+	for i, u := range batch {
+		ids[i] = u.ID
+	}
+	states, leases, err := leaseAndState(ctx, s.RDB, ids)
+	if err != nil {
+		return err
+	}
+	for i, u := range batch {
+		st.Checked++
+		if now.Sub(u.UpdatedAt) < s.Grace {
+			continue
+		}
+		timeout := time.Duration(u.TimeoutMs) * time.Millisecond
+		switch states[i] {
+		case "":
+			if err := s.Queue.Enqueue(ctx, u.ID, u.NextAttemptAt, timeout); err != nil {
+				return fmt.Errorf("enqueue %s: %w", u.ID, err)
+			}
+			st.Missing++
+			s.Log.Warn("sweeper: request had no task; enqueued", "requestId", u.ID)
+		case "archived":
+			if err := s.Queue.Requeue(ctx, u.ID, timeout); err != nil {
+				return fmt.Errorf("requeue %s: %w", u.ID, err)
+			}
+			st.Archived++
+			s.Log.Warn("sweeper: unfinished request's task was archived; requeued", "requestId", u.ID)
+		case "active":
+			if leases[i] >= float64(now.Unix()) {
+				continue
+			}
+			q := "asynq:{" + tasks.Queue + "}:"
+			moved, err := requeueStrandedScript.Run(ctx, s.RDB,
+				[]string{q + "active", leaseKey, q + "pending", taskKey(u.ID)}, u.ID, now.Unix()).Int()
+			if err != nil {
+				return fmt.Errorf("requeue stranded %s: %w", u.ID, err)
+			}
+			if moved == 1 {
+				st.Stranded++
+				s.Log.Warn("sweeper: task was active without a live lease (worker gone); back to pending", "requestId", u.ID)
+			}
+		}
+	}
+	return nil
+}
