@@ -2,7 +2,7 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: run test deps bench lint fuzz
+.PHONY: run test deps bench lint fuzz chaos
 
 ## run: the whole service in one process (embedded Redis, in-process worker)
 run:
@@ -31,6 +31,10 @@ test: deps
 ## bench: timing and throughput figures against real processes
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 3 -timeout 30m ./e2e/
+
+## chaos: soak run with real processes, killed workers and a killed Redis (CHAOS_REQUESTS=10000)
+chaos: deps
+	CHAOS_REQUESTS=$${CHAOS_REQUESTS:-10000} $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./e2e/ | grep -E '^(CHAOS|---|ok|FAIL)'
 
 ## fuzz: fuzz the submission decoder/validator (FUZZTIME=1m)
 fuzz:
