@@ -16,6 +16,7 @@ import (
 
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/submit"
@@ -50,6 +51,8 @@ type API struct {
 	Destinations Destinations
 	Log          *slog.Logger
 	Now          func() time.Time
+	// Metrics counts submissions; nil for none.
+	Metrics *metrics.Metrics
 }
 
 // Routes registers the request routes on r.
@@ -76,6 +79,7 @@ func (a *API) Health(r gin.IRouter) {
 }
 
 func (a *API) submit(c *gin.Context) {
+	defer func() { a.Metrics.Submission(submissionResult(c.Writer.Status())) }()
 	if ct := c.GetHeader("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -279,4 +283,17 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+func submissionResult(status int) string {
+	switch {
+	case status == http.StatusAccepted:
+		return "accepted"
+	case status == http.StatusOK:
+		return "replayed"
+	case status == http.StatusServiceUnavailable:
+		return "unavailable"
+	default:
+		return "rejected"
+	}
 }

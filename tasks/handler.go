@@ -109,6 +109,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string) error {
 	_, err := h.Store.Redrive(ctx, id, record.RedriveInput{
 		Actor: DashboardActor, Reason: "task run again from the asynqmon dashboard", Limit: h.RedriveLimit, Now: h.Now(),
+		FromDashboard: true,
 	})
 	switch {
 	case errors.Is(err, record.ErrRedriveLimit):
@@ -161,7 +162,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	if !ok {
 		run = -1
 	}
-	o := record.Outcome{Attempt: a, Run: run}
+	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt)}
 	var next error
 	switch res.Kind {
 	case retry.Success:

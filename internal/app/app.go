@@ -18,11 +18,13 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/hibiken/asynq"
 	"github.com/hibiken/asynqmon"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
+	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/sweeper"
@@ -118,12 +120,14 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	store := record.NewStore(rdb, cfg.Retention)
 	queue := &tasks.Enqueuer{Client: client, Inspector: inspector}
-	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now}
+	m := metrics.New(store, inspector)
+	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m}
 	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: connOpt})
 	defer dashboard.Close()
 	engine := NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
 		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: opts.Faults},
-		MountDashboard(dashboard))
+		MountDashboard(dashboard),
+		RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) }))
 
 	ln := opts.Listener
 	if ln == nil {
@@ -238,19 +242,22 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	store := record.NewStore(rdb, cfg.Retention)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
 	client := guard.Client()
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
 	h := &tasks.Handler{
 		Store:        store,
-		Callbacks:    &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)},
+		Callbacks:    queue,
 		Client:       client,
 		Log:          log,
 		Now:          time.Now,
 		Rand:         rand.Float64,
 		RedriveLimit: cfg.RedriveLimit,
+		Stopping:     stopping,
+		Faults:       opts.Faults,
 	}
-	stopping, stop := context.WithCancel(context.Background())
-	defer stop()
-	h.Stopping, h.Faults = stopping, opts.Faults
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.WorkerConcurrency,
@@ -269,22 +276,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-
-	var metrics *http.Server
-	if cfg.MetricsAddr != "" {
-		metrics = &http.Server{Addr: cfg.MetricsAddr, Handler: workerMux(), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := metrics.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("worker metrics listener failed", "addr", cfg.MetricsAddr, "err", err)
-			}
-		}()
-	}
-	host, _ := os.Hostname()
-	sw := &sweeper.Sweeper{
-		RDB: rdb, Store: store, Queue: &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)},
-		Log: log.With("component", "sweeper"), Interval: cfg.SweepInterval, Grace: SweepGrace,
-		Owner: fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano()),
-	}
+	stopMetrics := serveWorkerMetrics(cfg.MetricsAddr, metrics.New(store, inspector), log)
+	defer stopMetrics()
+	sw := newSweeper(cfg, rdb, store, queue, log)
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweepDone := make(chan struct{})
 	go func() { defer close(sweepDone); sw.Run(sweepCtx) }()
@@ -299,16 +293,49 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	drain := time.AfterFunc(DrainBound, stop)
 	defer drain.Stop()
 	srv.Shutdown()
-	if metrics != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = metrics.Shutdown(sctx)
-	}
 	return nil
 }
 
-func workerMux() http.Handler {
+// serveWorkerMetrics serves /metrics and /healthz on addr (nothing when
+// addr is empty) and returns the function that stops it.
+func serveWorkerMetrics(addr string, reg *metrics.Metrics, log *slog.Logger) (stop func()) {
+	if addr == "" {
+		return func() {}
+	}
+	srv := &http.Server{Addr: addr, Handler: workerMux(reg), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("worker metrics listener failed", "addr", addr, "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+}
+
+// newSweeper builds the worker's sweeper; its repairs are counted in the
+// cluster-wide stats.
+func newSweeper(cfg config.Config, rdb redis.UniversalClient, store *record.Store, queue *tasks.Enqueuer, log *slog.Logger) *sweeper.Sweeper {
+	host, _ := os.Hostname()
+	return &sweeper.Sweeper{
+		RDB: rdb, Store: store, Queue: queue,
+		Log: log.With("component", "sweeper"), Interval: cfg.SweepInterval, Grace: SweepGrace,
+		Owner: fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano()),
+		OnSweep: func(st sweeper.Stats) {
+			for kind, n := range map[string]int{"missing": st.Missing, "archived": st.Archived, "stranded": st.Stranded, "callback": st.CallbackLost} {
+				if n > 0 {
+					_ = store.Count(context.Background(), "sweep", kind, int64(n))
+				}
+			}
+		},
+	}
+}
+
+func workerMux(reg *metrics.Metrics) http.Handler {
 	m := http.NewServeMux()
+	m.Handle("GET /metrics", reg.Handler())
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)

@@ -24,6 +24,8 @@ type RedriveInput struct {
 	Limit   int
 	IdemKey string // optional: a repeated call with it redrives once
 	Now     time.Time
+	// FromDashboard marks a run started from asynqmon (for the stats).
+	FromDashboard bool
 }
 
 // RedriveResult is what Redrive did.
@@ -37,9 +39,10 @@ type RedriveResult struct {
 //
 // KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
 // KEYS[4] pending index, KEYS[5] failed index, KEYS[6] the redrive's
-// idempotency key. ARGV[1] id, ARGV[2] now (ms), ARGV[3] redrive limit,
-// ARGV[4] actor, ARGV[5] reason, ARGV[6] idempotency TTL (ms), ARGV[7] "1"
-// when an idempotency key was given.
+// idempotency key, KEYS[7] the stats hash. ARGV[1] id, ARGV[2] now (ms),
+// ARGV[3] redrive limit, ARGV[4] actor, ARGV[5] reason, ARGV[6] idempotency
+// TTL (ms), ARGV[7] "1" when an idempotency key was given, ARGV[8] the
+// redrive's source for the stats (api or dashboard).
 // Returns {"replay", id}, {"missing"}, {"notfailed", status},
 // {"limit", count} or {"ok", n}.
 var redriveScript = redis.NewScript(`
@@ -64,6 +67,7 @@ redis.call("ZREM", KEYS[5], ARGV[1])
 redis.call("ZADD", KEYS[4], 0, ARGV[1])
 for i = 1, 3 do redis.call("PERSIST", KEYS[i]) end
 if ARGV[7] == "1" then redis.call("SET", KEYS[6], ARGV[1], "PX", ARGV[6]) end
+redis.call("HINCRBY", KEYS[7], "rdr|" .. ARGV[8], 1)
 return {"ok", tostring(n)}
 `)
 
@@ -75,9 +79,13 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 	if in.IdemKey != "" {
 		flag = "1"
 	}
-	keys := []string{keyReq(id), keyAttempts(id), keyRedrives(id), keyIndex(Pending), keyIndex(Failed), keyRedriveIdem(in.IdemKey)}
+	source := "api"
+	if in.FromDashboard {
+		source = "dashboard"
+	}
+	keys := []string{keyReq(id), keyAttempts(id), keyRedrives(id), keyIndex(Pending), keyIndex(Failed), keyRedriveIdem(in.IdemKey), keyStats}
 	res, err := redriveScript.Run(ctx, s.rdb, keys, id, in.Now.UnixMilli(), in.Limit, in.Actor, in.Reason,
-		IdempotencyWindow.Milliseconds(), flag).StringSlice()
+		IdempotencyWindow.Milliseconds(), flag, source).StringSlice()
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -173,6 +181,7 @@ func (s *Store) CallbackAttempt(ctx context.Context, id, status string, code int
 		codeText = strconv.Itoa(code)
 	}
 	pipe.HSet(ctx, keyReq(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, errText, fCbUpdatedAt, now.UnixMilli())
+	pipe.HIncrBy(ctx, keyStats, "cb|"+status, 1)
 	if status != "pending" {
 		pipe.ZRem(ctx, keyCallbackDue, id)
 	}

@@ -315,8 +315,8 @@ type Begin struct {
 // crashed worker as "interrupted" (it does not count against the budget),
 // numbers the new attempt and marks it in flight, and returns the record.
 //
-// KEYS[1] request hash, KEYS[2] attempts list. ARGV[1] now (ms), ARGV[2] the
-// error text of an interrupted attempt.
+// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] the stats hash.
+// ARGV[1] now (ms), ARGV[2] the error text of an interrupted attempt.
 // Returns {"missing"}, {status, failedRun} when terminal, {"notdue", dueMs}, or
 // {"ok", n, HGETALL...}.
 var beginScript = redis.NewScript(`
@@ -329,6 +329,7 @@ local inN = redis.call("HGET", KEYS[1], "inflightN")
 if inN then
   local at = redis.call("HGET", KEYS[1], "inflightAt")
   redis.call("RPUSH", KEYS[2], cjson.encode({n = tonumber(inN), startedAtMs = tonumber(at), outcome = "interrupted", error = ARGV[2]}))
+  redis.call("HINCRBY", KEYS[3], "att|interrupted|", 1)
 end
 local n = redis.call("HINCRBY", KEYS[1], "attemptCount", 1)
 redis.call("HSET", KEYS[1], "inflightN", n, "inflightAt", ARGV[1], "updatedAt", ARGV[1])
@@ -340,7 +341,7 @@ const InterruptedError = "worker stopped during the attempt; attempt repeated"
 
 // Begin starts an attempt of request id at now, if it is due.
 func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
-	res, err := beginScript.Run(ctx, s.rdb, []string{keyReq(id), keyAttempts(id)}, now.UnixMilli(), InterruptedError).Slice()
+	res, err := beginScript.Run(ctx, s.rdb, []string{keyReq(id), keyAttempts(id), keyStats}, now.UnixMilli(), InterruptedError).Slice()
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -370,9 +371,10 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 // Outcome is the result of a finished attempt and the state it leads to.
 type Outcome struct {
 	Attempt         Attempt
-	Status          Status    // the request's next status
-	NextAttemptAt   time.Time // when Status is Retrying
-	Result          *string   // the response body, when Status is Completed
+	Lateness        time.Duration // how long after its due time the attempt started
+	Status          Status        // the request's next status
+	NextAttemptAt   time.Time     // when Status is Retrying
+	Result          *string       // the response body, when Status is Completed
 	ResultTruncated bool
 	// Run is asynq's retry count of the task run (-1 when unknown),
 	// remembered when the request fails.
@@ -403,11 +405,20 @@ const (
 //
 // KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
 // KEYS[4..8] status indexes in Statuses order, KEYS[9] the callback-due
-// index. ARGV[1] id, ARGV[2] attempt n, ARGV[3] attempt JSON, ARGV[4] next status, ARGV[5] now (ms), ARGV[6]
-// retention (ms), ARGV[7..] HSET field/value pairs for the next state.
+// index, KEYS[10] the stats hash. ARGV[1] id, ARGV[2] attempt n, ARGV[3]
+// attempt JSON, ARGV[4] next status, ARGV[5] now (ms), ARGV[6] retention
+// (ms), ARGV[7] the attempt's stats fields "counter,durBucket,lateBucket",
+// ARGV[8] duration (ms), ARGV[9] lateness (ms), ARGV[10..] HSET field/value
+// pairs for the next state.
 // Returns "stale", "canceled", "callback" or "ok".
 var finishScript = redis.NewScript(`
 if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
+local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
+redis.call("HINCRBY", KEYS[10], c, 1)
+redis.call("HINCRBY", KEYS[10], d, 1)
+redis.call("HINCRBY", KEYS[10], "dur_sum_ms", ARGV[8])
+redis.call("HINCRBY", KEYS[10], l, 1)
+redis.call("HINCRBY", KEYS[10], "late_sum_ms", ARGV[9])
 redis.call("RPUSH", KEYS[2], ARGV[3])
 redis.call("HDEL", KEYS[1], "inflightN", "inflightAt")
 redis.call("HINCRBY", KEYS[1], "budgetUsed", 1)
@@ -418,7 +429,7 @@ if st ~= ARGV[4] then
   redis.call("ZREM", idx[st], ARGV[1])
   redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
 end
-redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 7))
+redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 10))
 if ARGV[4] == "pending" or ARGV[4] == "retrying" then return "ok" end
 redis.call("HDEL", KEYS[1], "nextAttemptAt")
 redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
@@ -458,8 +469,16 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if o.Status == Failed {
 		fields = append(fields, fFailedRun, o.Run)
 	}
-	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue)
-	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds()}, fields...)
+	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue, keyStats)
+	var durMs int64
+	if a.DurationMs != nil {
+		durMs = *a.DurationMs
+	}
+	late := max(o.Lateness, 0)
+	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
+		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
+	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds(),
+		stats, durMs, late.Milliseconds()}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)

@@ -1,0 +1,152 @@
+// Package metrics serves retryd's Prometheus metrics. Each program builds
+// one Metrics on its own registry (no global state). Two kinds of series:
+//
+//   - cluster-wide counters, kept in Redis by the scripts that record the
+//     events (attempts, their duration and lateness, redrives, callbacks,
+//     sweeper repairs) plus asynq's queue metrics and index sizes: every
+//     process reports the same totals (aggregate with max, not sum);
+//   - per-process series: submissions answered by this API process, and
+//     Go/process metrics.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+	asynqmetrics "github.com/hibiken/asynq/x/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retryd/retryd/internal/record"
+)
+
+// Source is what the cluster-wide series are read from.
+type Source interface {
+	Stats(ctx context.Context) (map[string]int64, error)
+	StatusCount(ctx context.Context, status record.Status) (int64, error)
+}
+
+// Metrics is one process's registry.
+type Metrics struct {
+	Registry    *prometheus.Registry
+	Submissions *prometheus.CounterVec // result: accepted, replayed, rejected, unavailable
+}
+
+// New builds the registry: per-process series, and the cluster-wide ones
+// read from src and asynq's inspector at scrape time.
+func New(src Source, inspector *asynq.Inspector) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		Submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retryd_submissions_total", Help: "Submissions answered by this API process, by result.",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.Submissions, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if src != nil {
+		reg.MustRegister(&cluster{src: src})
+	}
+	if inspector != nil {
+		reg.MustRegister(asynqmetrics.NewQueueMetricsCollector(inspector))
+	}
+	return m
+}
+
+// Handler serves the registry in Prometheus format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Submission counts one answered submission; nil-safe.
+func (m *Metrics) Submission(result string) {
+	if m != nil {
+		m.Submissions.WithLabelValues(result).Inc()
+	}
+}
+
+var (
+	descAttempts = prometheus.NewDesc("retryd_attempts_total",
+		"Delivery attempts by outcome and failure class (cluster-wide).", []string{"outcome", "failure_class"}, nil)
+	descDuration = prometheus.NewDesc("retryd_attempt_duration_seconds",
+		"Duration of delivery attempts (cluster-wide).", nil, nil)
+	descLateness = prometheus.NewDesc("retryd_attempt_lateness_seconds",
+		"How long after its due time an attempt started (cluster-wide).", nil, nil)
+	descRedrives = prometheus.NewDesc("retryd_redrives_total",
+		"Redrives of failed requests by source, api or dashboard (cluster-wide).", []string{"source"}, nil)
+	descCallbacks = prometheus.NewDesc("retryd_callback_attempts_total",
+		"Outcome callback attempts by resulting state (cluster-wide).", []string{"status"}, nil)
+	descSweeper = prometheus.NewDesc("retryd_sweeper_repairs_total",
+		"Requests the sweeper handed back to the workers, by kind (cluster-wide).", []string{"kind"}, nil)
+	descRequests = prometheus.NewDesc("retryd_requests",
+		"Requests by status (retained records).", []string{"status"}, nil)
+	descDLQ = prometheus.NewDesc("retryd_dlq_size", "Failed requests in the dead-letter queue.", nil, nil)
+)
+
+// cluster reads the Redis counters at scrape time.
+type cluster struct{ src Source }
+
+func (c *cluster) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAttempts, descDuration, descLateness, descRedrives, descCallbacks, descSweeper, descRequests, descDLQ} {
+		ch <- d
+	}
+}
+
+func (c *cluster) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	stats, err := c.src.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descAttempts, err)
+		return
+	}
+	keys := make([]string, 0, len(stats))
+	for k := range stats {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts := strings.Split(k, "|")
+		v := float64(stats[k])
+		switch {
+		case parts[0] == "att" && len(parts) == 3:
+			ch <- prometheus.MustNewConstMetric(descAttempts, prometheus.CounterValue, v, parts[1], parts[2])
+		case parts[0] == "rdr" && len(parts) == 2:
+			ch <- prometheus.MustNewConstMetric(descRedrives, prometheus.CounterValue, v, parts[1])
+		case parts[0] == "cb" && len(parts) == 2:
+			ch <- prometheus.MustNewConstMetric(descCallbacks, prometheus.CounterValue, v, parts[1])
+		case parts[0] == "sweep" && len(parts) == 2:
+			ch <- prometheus.MustNewConstMetric(descSweeper, prometheus.CounterValue, v, parts[1])
+		}
+	}
+	ch <- histogram(descDuration, stats, "dur", record.DurationBuckets)
+	ch <- histogram(descLateness, stats, "late", record.LatenessBuckets)
+	for _, st := range record.Statuses {
+		n, err := c.src.StatusCount(ctx, st)
+		if err != nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.GaugeValue, float64(n), string(st))
+		if st == record.Failed {
+			ch <- prometheus.MustNewConstMetric(descDLQ, prometheus.GaugeValue, float64(n))
+		}
+	}
+}
+
+// histogram builds a cumulative histogram from per-bucket counts
+// "<prefix>|<i>" and the sum "<prefix>_sum_ms".
+func histogram(desc *prometheus.Desc, stats map[string]int64, prefix string, bounds []float64) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(bounds))
+	var cum uint64
+	for i, b := range bounds {
+		cum += uint64(stats[prefix+"|"+strconv.Itoa(i)])
+		buckets[b] = cum
+	}
+	count := cum + uint64(stats[prefix+"|"+strconv.Itoa(len(bounds))])
+	return prometheus.MustNewConstHistogram(desc, count, float64(stats[prefix+"_sum_ms"])/1000, buckets)
+}

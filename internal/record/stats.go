@@ -1,0 +1,59 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// keyStats is a hash of cluster-wide counters, bumped by the scripts that
+// record the counted events (no extra round trip) and read by the API's
+// /metrics, so every API replica reports what all workers did.
+//
+// Fields: "att|<outcome>|<failureClass>", "dur|<bucket>", "dur_sum_ms",
+// "late|<bucket>", "late_sum_ms", "rdr|<source>", "sweep|<kind>",
+// "cb|<status>". Buckets index DurationBuckets / LatenessBuckets; the last
+// index is +Inf.
+const keyStats = "{retryd}:stats"
+
+// Histogram bucket upper bounds, in seconds.
+var (
+	DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	LatenessBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+)
+
+func bucket(bounds []float64, seconds float64) int {
+	for i, b := range bounds {
+		if seconds <= b {
+			return i
+		}
+	}
+	return len(bounds)
+}
+
+// Stats returns the cluster-wide counters.
+func (s *Store) Stats(ctx context.Context) (map[string]int64, error) {
+	h, err := s.rdb.HGetAll(ctx, keyStats).Result()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make(map[string]int64, len(h))
+	for k, v := range h {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		out[k] = n
+	}
+	return out, nil
+}
+
+// Count adds n to a cluster-wide counter (kind "sweep" or "cb" with a
+// name); for events that are not recorded by a script already.
+func (s *Store) Count(ctx context.Context, kind, name string, n int64) error {
+	return wrap(s.rdb.HIncrBy(ctx, keyStats, fmt.Sprintf("%s|%s", kind, name), n).Err())
+}
+
+// StatusCount is the number of requests indexed under status (the DLQ size
+// for Failed).
+func (s *Store) StatusCount(ctx context.Context, status Status) (int64, error) {
+	n, err := s.rdb.ZCard(ctx, keyIndex(status)).Result()
+	return n, wrap(err)
+}

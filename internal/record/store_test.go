@@ -1,0 +1,42 @@
+package record
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+func newRequest(id string, now time.Time) *Request {
+	return &Request{ID: id, URL: "https://e.com", Host: "e.com", Method: "GET", Headers: map[string]string{},
+		MaxRetries: 1, BackoffMs: 100, MaxBackoffMs: 1000, TimeoutMs: 1000, Status: Pending, CreatedAt: now, NextAttemptAt: now}
+}
+
+func TestFinishCountsClusterStats(t *testing.T) {
+	t.Parallel()
+	s := NewStore(redistest.Start(t).Client(), time.Hour)
+	ctx := context.Background()
+	now := time.Now()
+	id := "01m8mhyychtfy2pdj6g7"
+	if _, err := s.Create(ctx, newRequest(id, now), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Begin(ctx, id, now)
+	if err != nil || b.State != Started {
+		t.Fatalf("begin: %+v %v", b, err)
+	}
+	dur := int64(7)
+	res, err := s.Finish(ctx, id, Outcome{Attempt: Attempt{N: b.N, StartedAt: now, DurationMs: &dur, Outcome: "success"},
+		Status: Completed, Lateness: 3 * time.Millisecond}, now)
+	if err != nil || res != Recorded {
+		t.Fatalf("finish: %v %v", res, err)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st["att|success|"] != 1 || st["dur_sum_ms"] != 7 || st["late_sum_ms"] != 3 || st["dur|1"] != 1 || st["late|2"] != 1 {
+		t.Errorf("stats %v", st)
+	}
+}
