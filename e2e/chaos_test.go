@@ -121,7 +121,7 @@ func TestChaos(t *testing.T) {
 	close(stop)
 	<-chaosDone
 
-	counts := map[string]int{}
+	var counts map[string]int
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		counts = map[string]int{}
