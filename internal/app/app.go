@@ -25,6 +25,7 @@ import (
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/metrics"
+	"github.com/retryd/retryd/internal/openapi"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/sweeper"
@@ -105,8 +106,8 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		return err
 	}
 	defer rdb.Close()
-	client := asynq.NewClientFromRedisClient(rdb)
-	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	engine, closeEngine := APIEngine(cfg, rdb, connOpt, opts.Faults, log)
+	defer closeEngine()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -116,18 +117,6 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	} else {
 		close(workerDone)
 	}
-
-	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
-	store := record.NewStore(rdb, cfg.Retention)
-	queue := &tasks.Enqueuer{Client: client, Inspector: inspector}
-	m := metrics.New(store, inspector)
-	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m}
-	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: connOpt})
-	defer dashboard.Close()
-	engine := NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
-		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: opts.Faults},
-		MountDashboard(dashboard),
-		RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) }))
 
 	ln := opts.Listener
 	if ln == nil {
@@ -161,6 +150,27 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		err = errors.Join(err, werr)
 	}
 	return err
+}
+
+// APIEngine wires the whole API over one Redis: requests, DLQ, dashboard,
+// metrics and the OpenAPI document, behind the access rules of cfg. close
+// releases the dashboard's own Redis connection.
+func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.RedisConnOpt, faults *faultpoint.Points, log *slog.Logger) (engine *gin.Engine, close func()) {
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
+	store := record.NewStore(rdb, cfg.Retention)
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
+	m := metrics.New(store, inspector)
+	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m}
+	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: connOpt})
+	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
+		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},
+		MountDashboard(dashboard),
+		RouterFunc(func(r gin.IRouter) {
+			r.GET("/metrics", gin.WrapH(m.Handler()))
+			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })
+		}))
+	return engine, func() { _ = dashboard.Close() }
 }
 
 // Access is the API's access control: keys and the rate limit.
