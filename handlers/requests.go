@@ -125,6 +125,13 @@ func (a *API) submit(c *gin.Context) {
 	r.ID = ids.New(now)
 	r.IdempotencyKey = idemKey
 	replay, err := a.Store.Create(ctx, r, idemKey, body)
+	if errors.Is(err, record.ErrNotReplicated) {
+		// Too few replicas confirmed it: answer 503 and take it back, so
+		// a retried submission does not deliver twice.
+		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.ID, idemKey); rmErr != nil {
+			a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", rmErr)
+		}
+	}
 	if err != nil {
 		Abort(c, a.Log, err)
 		return

@@ -159,6 +159,9 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	store := record.NewStore(rdb, cfg.Retention)
+	if cfg.RedisWaitReplicas > 0 {
+		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
+	}
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
 	m := metrics.New(store, inspector)
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m}

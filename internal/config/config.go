@@ -29,6 +29,10 @@ type Config struct {
 	LogLevel              string
 	MetricsAddr           string
 	CallbackSigningSecret string
+	// RedisWaitReplicas makes the API confirm a submission only once this
+	// many replicas hold it (REDIS_WAIT_REPLICAS, default 0; use 1 or more
+	// with Sentinel so a failover cannot lose an accepted request).
+	RedisWaitReplicas int
 	// SweepInterval is how often a worker's sweeper reconciles records
 	// with asynq (SWEEP_INTERVAL, default 10s).
 	SweepInterval time.Duration
@@ -40,7 +44,7 @@ var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
-	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL",
+	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS",
 }
 
 // Defaults.
@@ -102,6 +106,10 @@ func Load(getenv func(string) string) (Config, error) {
 	intVar("WORKER_CONCURRENCY", &c.WorkerConcurrency, 1, 10000)
 	intVar("REDRIVE_LIMIT", &c.RedriveLimit, 0, 1000)
 	intVar("RATE_LIMIT_RPS", &c.RateLimitRPS, 0, 1000000)
+	intVar("REDIS_WAIT_REPLICAS", &c.RedisWaitReplicas, 0, 16)
+	if c.RedisWaitReplicas > 0 && len(c.RedisClusterAddrs) > 0 {
+		bad("REDIS_WAIT_REPLICAS", "is not supported with REDIS_CLUSTER_ADDRS")
+	}
 	c.APIKeys = list(getenv("API_KEYS"))
 	if v := strings.TrimSpace(getenv("ALLOW_PRIVATE_TARGETS")); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -185,10 +193,10 @@ func (c Config) String() string {
 	}
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
-		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s",
+		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
-		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval)
+		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas)
 }
 
 // MaskURL hides the password of a redis:// URL.

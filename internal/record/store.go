@@ -58,7 +58,23 @@ func statusKeys() []string {
 type Store struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
+	// replicas > 0 makes Create wait until that many replicas hold the new
+	// record (Redis WAIT) before it reports success.
+	replicas    int
+	replicaWait time.Duration
 }
+
+// RequireReplicas makes Create confirm a new request only once n replicas
+// acknowledged it (waiting at most wait), so a failover cannot lose a
+// request that got a 202. Its asynq task needs no such wait: the sweeper
+// re-creates a task that a failover lost.
+func (s *Store) RequireReplicas(n int, wait time.Duration) {
+	s.replicas, s.replicaWait = n, wait
+}
+
+// ErrNotReplicated: the record was written but too few replicas confirmed
+// it in time; it wraps ErrUnavailable (the API answers 503).
+var ErrNotReplicated = fmt.Errorf("%w: too few replicas confirmed the write", ErrUnavailable)
 
 // NewStore returns a Store over rdb; finished records expire after retention.
 func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
@@ -121,7 +137,13 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	}
 	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey)}
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds()}, r.fields()...)
-	prev, err := createScript.Run(ctx, s.rdb, keys, args...).Text()
+	var prev string
+	var err error
+	if s.replicas > 0 {
+		prev, err = s.createReplicated(ctx, keys, args)
+	} else {
+		prev, err = createScript.Run(ctx, s.rdb, keys, args...).Text()
+	}
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -130,6 +152,21 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	}
 	id, bodyHash, _ := cutSpace(prev)
 	return &Replay{ID: id, SameBody: idemVal != "" && bodyHash == hashHex(string(body))}, nil
+}
+
+// createReplicated runs createScript and WAIT on one connection (WAIT
+// covers the writes of its own connection).
+func (s *Store) createReplicated(ctx context.Context, keys []string, args []any) (string, error) {
+	pipe := s.rdb.Pipeline()
+	create := createScript.Eval(ctx, pipe, keys, args...)
+	wait := pipe.Do(ctx, "WAIT", s.replicas, s.replicaWait.Milliseconds())
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return "", err
+	}
+	if n, _ := wait.Int(); n < s.replicas {
+		return "", ErrNotReplicated
+	}
+	return create.Text()
 }
 
 func cutSpace(s string) (string, string, bool) {

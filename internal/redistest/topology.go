@@ -1,0 +1,131 @@
+package redistest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// StartCluster starts a Redis Cluster of n masters (no replicas) and
+// returns their addresses.
+func StartCluster(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		dir := t.TempDir()
+		s := &Server{Dir: dir, t: t}
+		s.args = []string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "2000", "--logfile", filepath.Join(dir, "redis.log")}
+		bin, err := exec.LookPath("redis-server")
+		if err != nil {
+			t.Fatal(InstallHint)
+		}
+		if err := s.launch(bin, freePort(t)); err != nil {
+			t.Fatalf("start cluster node: %v", err)
+		}
+		t.Cleanup(s.Kill)
+		addrs[i] = s.Addr
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", strings.Split(addrs[0], ":")[1], "cluster", "info").Output()
+		if strings.Contains(string(out), "cluster_state:ok") {
+			return addrs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not ok after 20s: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Sentinel is a master, a replica and one sentinel watching them.
+type Sentinel struct {
+	Master, Replica *Server
+	SentinelAddr    string
+	MasterName      string
+}
+
+// StartSentinel starts a persistent master (AOF, fsync always), a replica
+// of it, and a sentinel that fails over after one second of silence.
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	master := StartServer(t, Options{Persistent: true})
+	replica := startWith(t, Options{Persistent: true}, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	waitOnline(t, master)
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := filepath.Join(dir, "sentinel.conf")
+	content := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor retryd 127.0.0.1 %d 1\n"+
+		"sentinel down-after-milliseconds retryd 1000\nsentinel failover-timeout retryd 5000\n"+
+		"sentinel parallel-syncs retryd 1\n", port, dir, master.Port)
+	if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel")
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sentinel: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-p", strconv.Itoa(port), "sentinel", "replicas", "retryd").Output()
+		if strings.Contains(string(out), strconv.Itoa(replica.Port)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sentinel does not see the replica after 20s: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return &Sentinel{Master: master, Replica: replica, SentinelAddr: addr, MasterName: "retryd"}
+}
+
+func startWith(t testing.TB, o Options, extra ...string) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(InstallHint)
+	}
+	s := &Server{Dir: t.TempDir(), t: t}
+	s.args = []string{"--bind", "127.0.0.1", "--dir", s.Dir, "--save", "", "--maxmemory-policy", "noeviction",
+		"--logfile", filepath.Join(s.Dir, "redis.log")}
+	if o.Persistent {
+		s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	s.args = append(s.args, extra...)
+	if err := s.launch(bin, freePort(t)); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// waitOnline waits until the master reports a replica whose link is up.
+func waitOnline(t testing.TB, master *Server) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _ := exec.Command("redis-cli", "-p", strconv.Itoa(master.Port), "info", "replication").Output()
+		if strings.Contains(string(out), "state=online") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica not online after 30s: %s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
