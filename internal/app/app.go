@@ -28,6 +28,7 @@ import (
 	"github.com/retryd/retryd/internal/openapi"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/sweeper"
 	"github.com/retryd/retryd/tasks"
 )
@@ -49,6 +50,8 @@ const (
 	// unfinished tasks back to the queue; above DrainBound so that the
 	// handlers end on their own first.
 	WorkerShutdownTimeout = 10 * time.Second
+	// SchedulerInterval is how often each worker looks for due schedules.
+	SchedulerInterval = 100 * time.Millisecond
 	// SweepGrace keeps the sweeper off records changed this recently.
 	SweepGrace = 5 * time.Second
 	// APIShutdownTimeout is how long the API drains in-flight requests.
@@ -168,6 +171,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: connOpt})
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
 		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},
+		&handlers.Schedules{Store: store, API: api},
 		MountDashboard(dashboard),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/metrics", gin.WrapH(m.Handler()))
@@ -292,15 +296,20 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	stopMetrics := serveWorkerMetrics(cfg.MetricsAddr, metrics.New(store, inspector), log)
 	defer stopMetrics()
 	sw := newSweeper(cfg, rdb, store, queue, log)
+	sched := &scheduler.Scheduler{Store: store, Queue: queue, Log: log.With("component", "scheduler"),
+		Interval: SchedulerInterval, Now: time.Now}
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweepDone := make(chan struct{})
 	go func() { defer close(sweepDone); sw.Run(sweepCtx) }()
+	schedDone := make(chan struct{})
+	go func() { defer close(schedDone); sched.Run(sweepCtx) }()
 
 	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queue", tasks.Queue)
 	<-ctx.Done()
 	log.Info("retryd worker shutting down: in-flight attempts may finish", "bound", DrainBound)
 	stopSweep()
 	<-sweepDone
+	<-schedDone
 	// asynq's Shutdown waits up to WorkerShutdownTimeout without canceling
 	// handlers; cut in-flight calls at DrainBound so they end first.
 	drain := time.AfterFunc(DrainBound, stop)

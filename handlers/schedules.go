@@ -1,0 +1,261 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/internal/apidoc"
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/scheduler"
+	"github.com/retryd/retryd/internal/submit"
+)
+
+// ScheduleStore is the record store as the schedule routes use it.
+type ScheduleStore interface {
+	CreateSchedule(ctx context.Context, sc *record.Schedule) error
+	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
+	ListSchedules(ctx context.Context, cursor string, limit int) ([]*record.Schedule, string, error)
+	DeleteSchedule(ctx context.Context, id string) error
+	SetPaused(ctx context.Context, id string, paused bool, next time.Time) error
+}
+
+// Schedules serves recurring requests.
+type Schedules struct {
+	Store ScheduleStore
+	API   *API // destination checks, logging, the clock
+}
+
+// Routes registers the schedule routes.
+func (s *Schedules) Routes(r gin.IRouter) {
+	r.POST("/schedules", s.create)
+	r.GET("/schedules", s.list)
+	r.GET("/schedules/:id", s.get)
+	r.DELETE("/schedules/:id", s.delete)
+	r.POST("/schedules/:id/pause", s.pause)
+	r.POST("/schedules/:id/resume", s.resume)
+}
+
+// ScheduleDocument is the API's view of a schedule.
+type ScheduleDocument struct {
+	ID            string         `json:"id"`
+	Cron          string         `json:"cron"`
+	Timezone      string         `json:"timezone"`
+	CatchUp       string         `json:"catchUp"`
+	Paused        bool           `json:"paused"`
+	Request       map[string]any `json:"request"`
+	NextFireTimes []string       `json:"nextFireTimes"`
+	LastFires     []FireDocument `json:"lastFires"`
+	CreatedAt     *string        `json:"createdAt"`
+}
+
+// FireDocument is one tick and the request it made.
+type FireDocument struct {
+	FireTime  string `json:"fireTime"`
+	RequestID string `json:"requestId"`
+}
+
+func (s *Schedules) document(sc *record.Schedule) ScheduleDocument {
+	d := ScheduleDocument{ID: sc.ID, Cron: sc.Cron, Timezone: sc.Timezone, CatchUp: sc.CatchUp, Paused: sc.Paused,
+		NextFireTimes: []string{}, LastFires: []FireDocument{}}
+	if sc.Timezone == "" {
+		d.Timezone = "UTC"
+	}
+	_ = json.Unmarshal(sc.Request, &d.Request)
+	if h, ok := d.Request["headers"].(map[string]any); ok {
+		for k := range h {
+			if apidoc.IsSecretHeader(k) {
+				h[k] = apidoc.Redacted
+			}
+		}
+	}
+	if t := sc.CreatedAt; !t.IsZero() {
+		v := t.UTC().Format(apidoc.TimeLayout)
+		d.CreatedAt = &v
+	}
+	if spec, err := scheduler.Parse(sc.Cron, sc.Timezone); err == nil && !sc.Paused {
+		t := sc.NextFireAt
+		for i := 0; i < 5 && !t.IsZero(); i++ {
+			d.NextFireTimes = append(d.NextFireTimes, t.UTC().Format(apidoc.TimeLayout))
+			t = spec.Next(t)
+		}
+	}
+	for _, f := range sc.Fires {
+		d.LastFires = append(d.LastFires, FireDocument{FireTime: f.FireTime.UTC().Format(apidoc.TimeLayout), RequestID: f.RequestID})
+	}
+	return d
+}
+
+func (s *Schedules) create(c *gin.Context) {
+	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, submit.MaxBytes+1))
+	if err != nil || len(raw) > submit.MaxBytes {
+		Abort(c, s.API.Log, tooLarge())
+		return
+	}
+	var body struct {
+		Cron     string          `json:"cron"`
+		Timezone string          `json:"timezone"`
+		Request  json.RawMessage `json:"request"`
+		CatchUp  string          `json:"catchUp"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		Abort(c, s.API.Log, Errorf(CodeInvalid, "", "body must be a JSON object like {\"cron\": \"*/5 * * * *\", \"request\": {\"url\": \"https://…\"}}"))
+		return
+	}
+	if strings.TrimSpace(body.Cron) == "" {
+		Abort(c, s.API.Log, Errorf(CodeInvalid, "cron", "cron is required: 5 fields (\"*/5 * * * *\") or a descriptor (\"@hourly\", \"@every 30s\")"))
+		return
+	}
+	spec, err := scheduler.Parse(body.Cron, body.Timezone)
+	if err != nil {
+		field := "cron"
+		if strings.Contains(err.Error(), "time zone") && !strings.Contains(err.Error(), "timezone field") {
+			field = "timezone"
+		}
+		Abort(c, s.API.Log, Errorf(CodeInvalid, field, field+" is invalid: "+err.Error()))
+		return
+	}
+	switch body.CatchUp {
+	case "":
+		body.CatchUp = scheduler.CatchUpNone
+	case scheduler.CatchUpNone, scheduler.CatchUpLast:
+	default:
+		Abort(c, s.API.Log, Errorf(CodeInvalid, "catchUp", `catchUp must be "none" or "last"`))
+		return
+	}
+	if len(body.Request) == 0 {
+		Abort(c, s.API.Log, Errorf(CodeInvalid, "request", "request is required: the request each tick makes, as for POST /requests"))
+		return
+	}
+	now := s.API.Now()
+	r, err := submit.Parse(body.Request, now)
+	if err != nil {
+		var se *submit.Error
+		if errors.As(err, &se) {
+			field := "request"
+			if se.Field != "" {
+				field += "." + se.Field
+			}
+			Abort(c, s.API.Log, Errorf(CodeInvalid, field, "request: "+se.Message))
+			return
+		}
+		Abort(c, s.API.Log, err)
+		return
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(body.Request, &fields)
+	for _, f := range []string{"delayMs", "notBefore"} {
+		if _, ok := fields[f]; ok {
+			Abort(c, s.API.Log, Errorf(CodeInvalid, "request."+f, "request."+f+" is not allowed in a schedule: each tick is the request's time"))
+			return
+		}
+	}
+	if err := s.API.Destinations.CheckHost(c.Request.Context(), r.Host); err != nil {
+		Abort(c, s.API.Log, blocked("request.url", err))
+		return
+	}
+	if r.CallbackURL != "" {
+		if err := s.API.checkURLHost(c.Request.Context(), r.CallbackURL); err != nil {
+			Abort(c, s.API.Log, blocked("request.callbackUrl", err))
+			return
+		}
+	}
+	tz := body.Timezone
+	sc := &record.Schedule{ID: ids.New(now), Cron: body.Cron, Timezone: tz, CatchUp: body.CatchUp, Request: body.Request,
+		NextFireAt: spec.Next(now), CreatedAt: now}
+	if err := s.Store.CreateSchedule(c.Request.Context(), sc); err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	s.API.Log.Info("schedule created", "scheduleId", sc.ID, "cron", sc.Cron, "timezone", tz)
+	c.Header("Location", "/schedules/"+sc.ID)
+	c.JSON(http.StatusCreated, s.document(sc))
+}
+
+func (s *Schedules) list(c *gin.Context) {
+	limit, cursor, err := pageParams(c)
+	if err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	scs, next, err := s.Store.ListSchedules(c.Request.Context(), cursor, limit)
+	if err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	data := make([]ScheduleDocument, len(scs))
+	for i, sc := range scs {
+		data[i] = s.document(sc)
+	}
+	c.JSON(http.StatusOK, gin.H{"data": data, "nextCursor": nullable(next)})
+}
+
+func (s *Schedules) load(c *gin.Context) (*record.Schedule, bool) {
+	id := c.Param("id")
+	if !ids.Valid(id) {
+		Abort(c, s.API.Log, Errorf(CodeNotFound, "", "no schedule with this id"))
+		return nil, false
+	}
+	sc, err := s.Store.GetSchedule(c.Request.Context(), id)
+	if err != nil {
+		if errors.Is(err, record.ErrNotFound) {
+			err = Errorf(CodeNotFound, "", "no schedule with this id")
+		}
+		Abort(c, s.API.Log, err)
+		return nil, false
+	}
+	return sc, true
+}
+
+func (s *Schedules) get(c *gin.Context) {
+	if sc, ok := s.load(c); ok {
+		c.JSON(http.StatusOK, s.document(sc))
+	}
+}
+
+func (s *Schedules) delete(c *gin.Context) {
+	sc, ok := s.load(c)
+	if !ok {
+		return
+	}
+	if err := s.Store.DeleteSchedule(c.Request.Context(), sc.ID); err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	s.API.Log.Info("schedule deleted", "scheduleId", sc.ID)
+	c.JSON(http.StatusOK, s.document(sc))
+}
+
+func (s *Schedules) pause(c *gin.Context)  { s.setPaused(c, true) }
+func (s *Schedules) resume(c *gin.Context) { s.setPaused(c, false) }
+
+func (s *Schedules) setPaused(c *gin.Context, paused bool) {
+	sc, ok := s.load(c)
+	if !ok {
+		return
+	}
+	spec, err := scheduler.Parse(sc.Cron, sc.Timezone)
+	if err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	// Resuming starts from the next tick after now: a paused schedule
+	// does not replay what it missed.
+	if err := s.Store.SetPaused(c.Request.Context(), sc.ID, paused, spec.Next(s.API.Now())); err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	sc, err = s.Store.GetSchedule(c.Request.Context(), sc.ID)
+	if err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, s.document(sc))
+}

@@ -1,0 +1,195 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Schedule is a recurring request: at every tick of Cron a new request is
+// made from Request (the submission's JSON).
+type Schedule struct {
+	ID         string
+	Cron       string
+	Timezone   string
+	CatchUp    string // none or last
+	Request    []byte
+	Paused     bool
+	NextFireAt time.Time
+	CreatedAt  time.Time
+	Fires      []Fire // newest first
+}
+
+// Fire is one tick that produced a request.
+type Fire struct {
+	FireTime  time.Time `json:"-"`
+	FireMs    int64     `json:"fireMs"`
+	RequestID string    `json:"requestId"`
+}
+
+// MaxFires is how many fires a schedule remembers.
+const MaxFires = 100
+
+func keySchedule(id string) string      { return "{retryd}:sch:" + id }
+func keyScheduleFires(id string) string { return "{retryd}:sch-fires:" + id }
+
+const (
+	keySchedules   = "{retryd}:idx:schedules"
+	keyScheduleDue = "{retryd}:sch-due" // score: next fire time (ms)
+)
+
+// CreateSchedule stores a new schedule and makes it due at NextFireAt.
+func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) error {
+	pipe := s.rdb.TxPipeline()
+	pipe.HSet(ctx, keySchedule(sc.ID), "cron", sc.Cron, "timezone", sc.Timezone, "catchUp", sc.CatchUp,
+		"request", string(sc.Request), "paused", "0", "nextFireAt", sc.NextFireAt.UnixMilli(), "createdAt", sc.CreatedAt.UnixMilli())
+	pipe.ZAdd(ctx, keySchedules, redis.Z{Member: sc.ID})
+	pipe.ZAdd(ctx, keyScheduleDue, redis.Z{Score: float64(sc.NextFireAt.UnixMilli()), Member: sc.ID})
+	_, err := pipe.Exec(ctx)
+	return wrap(err)
+}
+
+// GetSchedule returns a schedule with its recent fires.
+func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
+	pipe := s.rdb.Pipeline()
+	h := pipe.HGetAll(ctx, keySchedule(id))
+	fires := pipe.LRange(ctx, keyScheduleFires(id), 0, MaxFires-1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, wrap(err)
+	}
+	if len(h.Val()) == 0 {
+		return nil, ErrNotFound
+	}
+	return decodeSchedule(id, h.Val(), fires.Val()), nil
+}
+
+func decodeSchedule(id string, h map[string]string, fires []string) *Schedule {
+	sc := &Schedule{
+		ID: id, Cron: h["cron"], Timezone: h["timezone"], CatchUp: h["catchUp"], Request: []byte(h["request"]),
+		Paused: h["paused"] == "1", NextFireAt: fromMs(h["nextFireAt"]), CreatedAt: fromMs(h["createdAt"]),
+		Fires: []Fire{},
+	}
+	for _, f := range fires {
+		var fire Fire
+		if json.Unmarshal([]byte(f), &fire) == nil {
+			fire.FireTime = time.UnixMilli(fire.FireMs).UTC()
+			sc.Fires = append(sc.Fires, fire)
+		}
+	}
+	return sc
+}
+
+// ListSchedules returns schedules newest first after cursor.
+func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]*Schedule, string, error) {
+	start := "+"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keySchedules, Start: start, Stop: "-", ByLex: true, Rev: true, Count: int64(limit) + 1}).Result()
+	if err != nil {
+		return nil, "", wrap(err)
+	}
+	next := ""
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = ids[limit-1]
+	}
+	out := []*Schedule{}
+	for _, id := range ids {
+		sc, err := s.GetSchedule(ctx, id)
+		if err != nil {
+			continue
+		}
+		out = append(out, sc)
+	}
+	return out, next, nil
+}
+
+// DeleteSchedule removes a schedule; requests it already made stay.
+func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
+	pipe := s.rdb.TxPipeline()
+	del := pipe.Del(ctx, keySchedule(id), keyScheduleFires(id))
+	pipe.ZRem(ctx, keySchedules, id)
+	pipe.ZRem(ctx, keyScheduleDue, id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return wrap(err)
+	}
+	if del.Val() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// pauseScript pauses or resumes a schedule.
+//
+// KEYS[1] schedule hash, KEYS[2] due set. ARGV[1] id, ARGV[2] "1" to pause
+// or "0" to resume, ARGV[3] the next fire time (ms) when resuming.
+// Returns 0 when the schedule does not exist.
+var pauseScript = redis.NewScript(`
+if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
+redis.call("HSET", KEYS[1], "paused", ARGV[2])
+if ARGV[2] == "1" then
+  redis.call("ZREM", KEYS[2], ARGV[1])
+else
+  redis.call("HSET", KEYS[1], "nextFireAt", ARGV[3])
+  redis.call("ZADD", KEYS[2], ARGV[3], ARGV[1])
+end
+return 1
+`)
+
+// SetPaused pauses a schedule, or resumes it from next (a paused schedule
+// does not replay the ticks it missed).
+func (s *Store) SetPaused(ctx context.Context, id string, paused bool, next time.Time) error {
+	flag := "0"
+	if paused {
+		flag = "1"
+	}
+	n, err := pauseScript.Run(ctx, s.rdb, []string{keySchedule(id), keyScheduleDue}, id, flag, next.UnixMilli()).Int()
+	if err != nil {
+		return wrap(err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// DueSchedules returns up to n ids of schedules due at now.
+func (s *Store) DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error) {
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keyScheduleDue, Start: "-inf",
+		Stop: strconv.FormatInt(now.UnixMilli(), 10), ByScore: true, Count: int64(n)}).Result()
+	return ids, wrap(err)
+}
+
+// advanceScript moves a schedule from the tick it was due at to the next
+// one and remembers the fires, only if no other replica did it first.
+//
+// KEYS[1] schedule hash, KEYS[2] due set, KEYS[3] fires list. ARGV[1] id,
+// ARGV[2] the due tick (ms) this replica processed, ARGV[3] the next tick
+// (ms), ARGV[4] max fires kept, ARGV[5..] fire JSON entries, oldest first.
+// Returns 1 when advanced, 0 when another replica advanced it (or it was
+// paused or deleted meanwhile).
+var advanceScript = redis.NewScript(`
+if redis.call("HGET", KEYS[1], "nextFireAt") ~= ARGV[2] or redis.call("HGET", KEYS[1], "paused") ~= "0" then return 0 end
+redis.call("HSET", KEYS[1], "nextFireAt", ARGV[3])
+redis.call("ZADD", KEYS[2], ARGV[3], ARGV[1])
+for i = 5, #ARGV do redis.call("LPUSH", KEYS[3], ARGV[i]) end
+redis.call("LTRIM", KEYS[3], 0, tonumber(ARGV[4]) - 1)
+return 1
+`)
+
+// AdvanceSchedule moves schedule id from tick from to tick next, recording
+// fires. It returns false when another replica advanced it first.
+func (s *Store) AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []Fire) (bool, error) {
+	args := []any{id, from.UnixMilli(), next.UnixMilli(), MaxFires}
+	for _, f := range fires {
+		f.FireMs = f.FireTime.UnixMilli()
+		b, _ := json.Marshal(f)
+		args = append(args, string(b))
+	}
+	n, err := advanceScript.Run(ctx, s.rdb, []string{keySchedule(id), keyScheduleDue, keyScheduleFires(id)}, args...).Int()
+	return n == 1, wrap(err)
+}

@@ -1,0 +1,178 @@
+// Package scheduler turns schedules into requests. Every worker runs one;
+// there is no leader. Each tick becomes an ordinary request created with the
+// Idempotency-Key "schedule:{id}:{fireTime}", which retryd's submission
+// stores atomically, so however many replicas process the same tick — or
+// one dies halfway and another takes over — the tick makes exactly one
+// request. The schedule then moves to its next tick with a compare-and-set.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/submit"
+)
+
+// MissedAfter is how late a tick may be processed and still fire. A tick
+// older than that was missed (the schedulers were down): it fires only
+// under catchUp "last", and then only the latest missed tick.
+const MissedAfter = 2 * time.Second
+
+// Catch-up policies.
+const (
+	CatchUpNone = "none"
+	CatchUpLast = "last"
+)
+
+// Parse parses a cron spec (5 fields or a descriptor such as @hourly or
+// @every 10s) in timezone (IANA name; empty means UTC).
+func Parse(spec, timezone string) (cron.Schedule, error) {
+	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
+		return nil, errors.New("set the time zone in the timezone field, not in the cron expression")
+	}
+	if timezone == "" {
+		timezone = "UTC"
+	}
+	if _, err := time.LoadLocation(timezone); err != nil {
+		return nil, fmt.Errorf("unknown time zone %q", timezone)
+	}
+	return cron.ParseStandard("CRON_TZ=" + timezone + " " + spec)
+}
+
+// Store is what the scheduler needs of the record store.
+type Store interface {
+	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error)
+	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
+	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
+}
+
+// Queue hands new requests to the workers.
+type Queue interface {
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+}
+
+// Scheduler fires due schedules.
+type Scheduler struct {
+	Store    Store
+	Queue    Queue
+	Log      *slog.Logger
+	Interval time.Duration
+	Now      func() time.Time
+}
+
+// Run fires due schedules every Interval until ctx ends.
+func (s *Scheduler) Run(ctx context.Context) {
+	t := time.NewTicker(s.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.Tick(ctx); err != nil {
+			s.Log.Warn("scheduler tick failed", "err", err)
+		}
+	}
+}
+
+// Tick fires every schedule due now.
+func (s *Scheduler) Tick(ctx context.Context) error {
+	now := s.Now()
+	due, err := s.Store.DueSchedules(ctx, now, 100)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range due {
+		if err := s.fire(ctx, id, now); err != nil {
+			errs = append(errs, fmt.Errorf("schedule %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// IdempotencyKey is the key of the request a schedule makes at fireTime.
+func IdempotencyKey(scheduleID string, fireTime time.Time) string {
+	return "schedule:" + scheduleID + ":" + fireTime.UTC().Format(time.RFC3339)
+}
+
+func (s *Scheduler) fire(ctx context.Context, id string, now time.Time) error {
+	sc, err := s.Store.GetSchedule(ctx, id)
+	if errors.Is(err, record.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sc.Paused || sc.NextFireAt.After(now) {
+		return nil
+	}
+	spec, err := Parse(sc.Cron, sc.Timezone)
+	if err != nil {
+		return err
+	}
+	var recent, missed []time.Time
+	for t := sc.NextFireAt; !t.After(now); t = spec.Next(t) {
+		if now.Sub(t) <= MissedAfter {
+			recent = append(recent, t)
+		} else {
+			missed = append(missed, t)
+		}
+		if len(recent)+len(missed) > 100000 {
+			break // a schedule idle for ages; the rest is missed anyway
+		}
+	}
+	toFire := recent
+	if sc.CatchUp == CatchUpLast && len(recent) == 0 && len(missed) > 0 {
+		toFire = []time.Time{missed[len(missed)-1]}
+	}
+	fires := make([]record.Fire, 0, len(toFire))
+	for _, t := range toFire {
+		reqID, err := s.makeRequest(ctx, sc, t, now)
+		if err != nil {
+			return err
+		}
+		fires = append(fires, record.Fire{FireTime: t, RequestID: reqID})
+	}
+	if len(missed) > 0 && len(toFire) == 0 {
+		s.Log.Info("schedule missed ticks while no scheduler ran", "scheduleId", id, "missed", len(missed), "catchUp", sc.CatchUp)
+	}
+	_, err = s.Store.AdvanceSchedule(ctx, id, sc.NextFireAt, spec.Next(now), fires)
+	return err
+}
+
+// makeRequest creates the request of one tick (or finds the one another
+// replica created) and returns its id.
+func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now time.Time) (string, error) {
+	r, err := submit.Parse(sc.Request, now)
+	if err != nil {
+		return "", fmt.Errorf("stored request no longer valid: %w", err)
+	}
+	r.ID = ids.New(now)
+	key := IdempotencyKey(sc.ID, t)
+	r.IdempotencyKey = key
+	replay, err := s.Store.Create(ctx, r, key, sc.Request)
+	if err != nil {
+		return "", err
+	}
+	if replay != nil {
+		return replay.ID, nil
+	}
+	// A crash before this enqueue leaves a pending record without a task;
+	// the sweeper enqueues it.
+	if err := s.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+		s.Log.Warn("scheduled request not enqueued now; the sweeper will", "requestId", r.ID, "err", err)
+	}
+	s.Log.Info("schedule fired", "scheduleId", sc.ID, "fireTime", t.UTC().Format(time.RFC3339), "requestId", r.ID)
+	return r.ID, nil
+}
