@@ -28,9 +28,10 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-## bench: timing and throughput figures against real processes
+## bench: every figure of docs/benchmarks.md (BENCH_N=20000, BENCH_ROUNDS=3; BENCH_BULLMQ=0 skips the Node peer)
 bench: deps
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 3 -timeout 30m ./e2e/
+	@command -v node >/dev/null 2>&1 || { echo "node is missing (needed for the BullMQ peer): apt-get install -y nodejs npm, or run with BENCH_BULLMQ=0"; exit 1; }
+	$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./e2e/ | grep -vE '^(goos|goarch|pkg|cpu):' 
 
 ## chaos: soak run with real processes, killed workers and a killed Redis (CHAOS_REQUESTS=10000)
 chaos: deps

@@ -1,0 +1,461 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// benchConfig sizes one benchmark run.
+type benchConfig struct {
+	N      int  // requests per throughput figure
+	Rounds int  // runs per figure; medians are reported
+	Rate   int  // submissions per second for the latency figure
+	BullMQ bool // run the BullMQ peer (needs node and npm)
+}
+
+// BenchmarkSuite is `make bench`: every figure of docs/benchmarks.md in one
+// run, each measured Rounds times and reported as the median. Size it with
+// BENCH_N (default 20000) and BENCH_ROUNDS (default 3).
+func BenchmarkSuite(b *testing.B) {
+	cfg := benchConfig{N: envInt("BENCH_N", 20000), Rounds: envInt("BENCH_ROUNDS", 3), Rate: 1000, BullMQ: os.Getenv("BENCH_BULLMQ") != "0"}
+	for i := 0; i < b.N; i++ {
+		runBench(b, cfg)
+	}
+}
+
+// TestBenchSmoke keeps the benchmark working: a tiny run of the Go figures
+// (the BullMQ peer runs in `make bench`). It asserts no timing.
+func TestBenchSmoke(t *testing.T) {
+	t.Parallel()
+	res := runBench(t, benchConfig{N: 200, Rounds: 1, Rate: 200})
+	for _, k := range []string{"ceiling_asynq", "retryd_end_to_end", "submit_answer_p99", "first_attempt_p99", "retry_late_p99", "redis_bytes_per_request"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("the benchmark did not produce %s", k)
+		}
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// sink is the destination of every figure: 200 to a POST, body read.
+type sink struct {
+	*httptest.Server
+	hits    atomic.Int64
+	mu      sync.Mutex
+	arrived map[string][]time.Time // by Retryd-Request-Id or Idempotency-Key
+	track   atomic.Bool
+	failOne atomic.Bool // fail the first call of each request
+}
+
+func newSink(t testing.TB) *sink {
+	s := &sink{arrived: map[string][]time.Time{}}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.hits.Add(1)
+		if s.track.Load() {
+			id := r.Header.Get("Retryd-Request-Id")
+			s.mu.Lock()
+			s.arrived[id] = append(s.arrived[id], now)
+			first := len(s.arrived[id]) == 1
+			s.mu.Unlock()
+			if first && s.failOne.Load() {
+				w.WriteHeader(500)
+				return
+			}
+		}
+		w.WriteHeader(200)
+	}))
+	s.Config.SetKeepAlivesEnabled(true)
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *sink) reset(track, failOne bool) {
+	s.mu.Lock()
+	s.arrived = map[string][]time.Time{}
+	s.mu.Unlock()
+	s.hits.Store(0)
+	s.track.Store(track)
+	s.failOne.Store(failOne)
+}
+
+func (s *sink) arrival(id string, k int) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.arrived[id]) <= k {
+		return time.Time{}, false
+	}
+	return s.arrived[id][k], true
+}
+
+var payload = strings.Repeat("x", 1024)
+
+// tunedClient is the HTTP client a careful Go team would use.
+func tunedClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		Proxy: nil, DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second,
+	}}
+}
+
+func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
+	dest := newSink(t)
+	samples := map[string][]float64{}
+	add := func(k string, v float64) { samples[k] = append(samples[k], v) }
+
+	for round := 0; round < cfg.Rounds; round++ {
+		add("ceiling_asynq", benchCeiling(t, dest, cfg.N))
+
+		r := redistest.StartServer(t, redistest.Options{})
+		s := startStackOn(t, r, 2, "WORKER_CONCURRENCY=200")
+		tp, fp := benchRetryd(t, s, dest, cfg.N)
+		add("retryd_end_to_end", tp)
+		add("redis_commands_per_request", fp.commands)
+		add("redis_bytes_per_request", fp.bytes)
+		add("worker_rss_mib", fp.rssMiB)
+
+		sub, first := benchLatency(t, s, dest, cfg.Rate)
+		add("submit_answer_p50", pct(sub, 50))
+		add("submit_answer_p99", pct(sub, 99))
+		add("first_attempt_p50", pct(first, 50))
+		add("first_attempt_p99", pct(first, 99))
+
+		late := benchRetries(t, s, dest, min(50, cfg.N))
+		add("retry_late_p50", pct(late, 50))
+		add("retry_late_p99", pct(late, 99))
+		add("retry_late_max", pct(late, 100))
+		early := 0.0
+		for _, l := range late {
+			if l < 0 {
+				early++
+			}
+		}
+		add("retry_early", early)
+
+		if cfg.BullMQ {
+			for _, mode := range []string{"fetch", "undici"} {
+				add("bullmq_"+mode, benchBullMQ(t, r, dest, cfg.N, mode))
+			}
+		}
+	}
+
+	med := map[string]float64{}
+	for k, v := range samples {
+		med[k] = pct(v, 50)
+	}
+	med["ratio_to_ceiling"] = med["retryd_end_to_end"] / med["ceiling_asynq"]
+	med["redis_bytes_per_request_excl_payload"] = med["redis_bytes_per_request"] - float64(len(payload))
+	if cfg.BullMQ {
+		med["ratio_to_bullmq_fetch"] = med["retryd_end_to_end"] / med["bullmq_fetch"]
+		med["ratio_to_bullmq_undici"] = med["retryd_end_to_end"] / med["bullmq_undici"]
+	}
+	units := map[string]string{
+		"ceiling_asynq": "tasks/s", "retryd_end_to_end": "req/s", "bullmq_fetch": "jobs/s", "bullmq_undici": "jobs/s",
+		"ratio_to_ceiling": "x", "ratio_to_bullmq_fetch": "x", "ratio_to_bullmq_undici": "x",
+		"submit_answer_p50": "ms", "submit_answer_p99": "ms", "first_attempt_p50": "ms", "first_attempt_p99": "ms",
+		"retry_late_p50": "ms", "retry_late_p99": "ms", "retry_late_max": "ms", "retry_early": "count",
+		"redis_commands_per_request": "commands", "redis_bytes_per_request": "bytes", "worker_rss_mib": "MiB",
+		"redis_bytes_per_request_excl_payload": "bytes",
+	}
+	keys := make([]string, 0, len(med))
+	for k := range med {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var table strings.Builder
+	fmt.Fprintf(&table, "\n%-28s %12s  %s   (median of %d, N=%d)\n", "figure", "value", "unit", cfg.Rounds, cfg.N)
+	for _, k := range keys {
+		fmt.Printf("RESULT %s %.3f %s\n", k, med[k], units[k])
+		fmt.Fprintf(&table, "%-28s %12.2f  %s\n", k, med[k], units[k])
+	}
+	fmt.Print(table.String())
+	return med
+}
+
+// benchCeiling: raw asynq, two servers in one process, a handler doing the
+// same POST with a tuned client; N tasks enqueued first, then drained.
+func benchCeiling(t testing.TB, dest *sink, n int) float64 {
+	r := redistest.StartServer(t, redistest.Options{})
+	opt := asynq.RedisClientOpt{Addr: r.Addr}
+	client := asynq.NewClient(opt)
+	defer client.Close()
+	for i := 0; i < n; i++ {
+		if _, err := client.Enqueue(asynq.NewTask("post", []byte(payload)), asynq.Queue("bench")); err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+	}
+	dest.reset(false, false)
+	hc := tunedClient()
+	handler := asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		req, _ := http.NewRequestWithContext(ctx, "POST", dest.URL, bytes.NewReader(task.Payload()))
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil
+	})
+	start := time.Now()
+	var servers []*asynq.Server
+	for i := 0; i < 2; i++ {
+		srv := asynq.NewServer(opt, asynq.Config{Concurrency: 100, Queues: map[string]int{"bench": 1},
+			TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel})
+		if err := srv.Start(handler); err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, srv)
+	}
+	waitFor(t, 10*time.Minute, "ceiling drain", func() bool { return dest.hits.Load() >= int64(n) })
+	el := time.Since(start)
+	for _, s := range servers {
+		s.Shutdown()
+	}
+	return float64(n) / el.Seconds()
+}
+
+type footprint struct{ commands, bytes, rssMiB float64 }
+
+// benchRetryd: N requests through the real API from 32 concurrent clients,
+// completed by the real workers; submitted→completed throughput.
+func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint) {
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	usedBefore := usedMemory(t, rdb)
+	callsBefore := commandCalls(t, rdb)
+	dest.reset(false, false)
+	hc := tunedClient()
+	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}}`, dest.URL+"/bench", payload)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := 0; c < 32; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				resp, err := hc.Post(s.api+"/requests", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Errorf("submit: %v", err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 202 {
+					t.Errorf("submit answered %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, 10*time.Minute, "retryd drain", func() bool { return dest.hits.Load() >= int64(n) })
+	// Delivered is not yet recorded: wait for the records too.
+	waitFor(t, time.Minute, "records completed", func() bool {
+		c, _ := rdb.ZCard(ctx, "{retryd}:idx:completed").Result()
+		return c >= int64(n)
+	})
+	el := time.Since(start)
+	fp := footprint{
+		commands: float64(commandCalls(t, rdb)-callsBefore) / float64(n),
+		bytes:    float64(usedMemory(t, rdb)-usedBefore) / float64(n),
+	}
+	for _, w := range s.workers {
+		fp.rssMiB = max(fp.rssMiB, rssMiB(w.cmd.Process.Pid))
+	}
+	// Leave the next figures a clean Redis of completed records.
+	return float64(n) / el.Seconds(), fp
+}
+
+// benchLatency submits at a steady rate for 3 s from a pool of clients and
+// measures the answer time and submit → first attempt at the destination.
+func benchLatency(t testing.TB, s *stack, dest *sink, rate int) (submit, first []float64) {
+	dest.reset(true, false)
+	hc := tunedClient()
+	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q}`, dest.URL+"/lat", payload)
+	total := rate * 3
+	type sent struct {
+		id string
+		at time.Time
+		d  time.Duration
+	}
+	results := make([]sent, total)
+	jobs := make(chan int, total)
+	var wg sync.WaitGroup
+	for c := 0; c < 32; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				t0 := time.Now()
+				resp, err := hc.Post(s.api+"/requests", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Errorf("submit: %v", err)
+					continue
+				}
+				var a struct{ ID string }
+				_ = json.NewDecoder(resp.Body).Decode(&a)
+				resp.Body.Close()
+				results[i] = sent{a.ID, t0, time.Since(t0)}
+			}
+		}()
+	}
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	for i := 0; i < total; i++ {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	for _, r := range results {
+		if r.id == "" {
+			continue
+		}
+		submit = append(submit, ms(r.d))
+		waitFor(t, 30*time.Second, "latency attempt", func() bool { _, ok := dest.arrival(r.id, 0); return ok })
+		at, _ := dest.arrival(r.id, 0)
+		first = append(first, ms(at.Sub(r.at)))
+	}
+	return submit, first
+}
+
+// benchRetries: requests that fail once with backoffMs 1000; the retry's
+// arrival minus the exact nextRetryAt retryd scheduled (negative = early).
+func benchRetries(t testing.TB, s *stack, dest *sink, n int) []float64 {
+	dest.reset(true, true)
+	var late []float64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := s.submit(t, fmt.Sprintf(`{"url":%q,"backoffMs":1000,"maxRetries":3}`, dest.URL+"/retry"))
+			var due time.Time
+			waitFor(t, 10*time.Second, "nextRetryAt", func() bool {
+				doc := s.get(t, id)
+				next, _ := doc["nextRetryAt"].(string)
+				if doc["status"] != "retrying" || next == "" {
+					return false
+				}
+				due, _ = time.Parse(time.RFC3339Nano, next)
+				return true
+			})
+			waitFor(t, 10*time.Second, "retry", func() bool { _, ok := dest.arrival(id, 1); return ok })
+			at, _ := dest.arrival(id, 1)
+			mu.Lock()
+			late = append(late, ms(at.Sub(due)))
+			mu.Unlock()
+		}()
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	return late
+}
+
+// benchBullMQ runs the BullMQ peer on the same Redis and destination.
+func benchBullMQ(t testing.TB, r *redistest.Server, dest *sink, n int, mode string) float64 {
+	dir, _ := filepath.Abs("bullmq")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "bullmq")); err != nil {
+		cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--silent")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm install for the BullMQ peer (needs node and the npm registry): %v\n%s", err, out)
+		}
+	}
+	dest.reset(false, false)
+	cmd := exec.Command("node", "bench.js", strconv.Itoa(r.Port), dest.URL+"/bullmq", strconv.Itoa(n), mode, "100")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("BullMQ %s: %v\n%s", mode, err, out)
+	}
+	var res struct{ JobsPerSec float64 }
+	if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil {
+		t.Fatalf("BullMQ output %q: %v", out, err)
+	}
+	return res.JobsPerSec
+}
+
+func usedMemory(t testing.TB, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func commandCalls(t testing.TB, rdb *redis.Client) int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\r\n") {
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		// cmdstat_get:calls=1,usec=...
+		_, rest, _ := strings.Cut(line, ":")
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+func rssMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			kb, _ := strconv.ParseFloat(f[0], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
