@@ -150,7 +150,7 @@ func (a *API) submit(c *gin.Context) {
 		Abort(c, a.Log, errors.Join(record.ErrUnavailable, err))
 		return
 	}
-	a.Log.Info("request accepted", "requestId", r.ID, "method", r.Method, "host", r.Host,
+	a.Log.Debug("request accepted", "requestId", r.ID, "method", r.Method, "host", r.Host,
 		"nextAttemptAt", r.NextAttemptAt.UTC().Format(apidoc.TimeLayout))
 	c.Header("Location", "/requests/"+r.ID)
 	c.JSON(http.StatusAccepted, gin.H{"id": r.ID, "status": record.Pending})

@@ -39,7 +39,7 @@ type RedriveResult struct {
 //
 // KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
 // KEYS[4] pending index, KEYS[5] failed index, KEYS[6] the redrive's
-// idempotency key, KEYS[7] the stats hash. ARGV[1] id, ARGV[2] now (ms),
+// idempotency key, KEYS[7] the stats hash, KEYS[8] spec, KEYS[9] result. ARGV[1] id, ARGV[2] now (ms),
 // ARGV[3] redrive limit, ARGV[4] actor, ARGV[5] reason, ARGV[6] idempotency
 // TTL (ms), ARGV[7] "1" when an idempotency key was given, ARGV[8] the
 // redrive's source for the stats (api or dashboard).
@@ -65,7 +65,7 @@ redis.call("HSET", KEYS[1], "status", "pending", "redriveCount", n, "redriveOpen
 redis.call("HDEL", KEYS[1], "completedAt", "failedRun", "lastError", "failureClass", "lastStatusCode", "cbStatus")
 redis.call("ZREM", KEYS[5], ARGV[1])
 redis.call("ZADD", KEYS[4], 0, ARGV[1])
-for i = 1, 3 do redis.call("PERSIST", KEYS[i]) end
+for _, i in ipairs({1, 2, 3, 8, 9}) do redis.call("PERSIST", KEYS[i]) end
 if ARGV[7] == "1" then redis.call("SET", KEYS[6], ARGV[1], "PX", ARGV[6]) end
 redis.call("HINCRBY", KEYS[7], "rdr|" .. ARGV[8], 1)
 return {"ok", tostring(n)}
@@ -83,7 +83,7 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 	if in.FromDashboard {
 		source = "dashboard"
 	}
-	keys := []string{keyReq(id), keyAttempts(id), keyRedrives(id), keyIndex(Pending), keyIndex(Failed), keyRedriveIdem(in.IdemKey), keyStats}
+	keys := []string{keyReq(id), keyAttempts(id), keyRedrives(id), keyIndex(Pending), keyIndex(Failed), keyRedriveIdem(in.IdemKey), keyStats, keySpec(id), keyResult(id)}
 	res, err := redriveScript.Run(ctx, s.rdb, keys, id, in.Now.UnixMilli(), in.Limit, in.Actor, in.Reason,
 		IdempotencyWindow.Milliseconds(), flag, source).StringSlice()
 	if err != nil {
@@ -139,21 +139,15 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 		if err != nil {
 			return nil, wrap(err)
 		}
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.MapStringStringCmd, len(ids))
-		for i, id := range ids {
-			cmds[i] = pipe.HGetAll(ctx, keyReq(id))
-		}
-		if len(ids) > 0 {
-			if _, err := pipe.Exec(ctx); err != nil {
-				return nil, wrap(err)
-			}
+		hs, specs, err := s.loadMany(ctx, ids)
+		if err != nil {
+			return nil, err
 		}
 		for i, id := range ids {
 			scanned++
-			h := cmds[i].Val()
+			h := hs[i]
 			if len(h) > 0 {
-				if r := decode(id, h); r.Status == Failed && f.match(r) {
+				if r := decode(id, h, specs[i]); r.Status == Failed && f.match(r) {
 					page.Requests = append(page.Requests, r)
 				}
 			}
@@ -180,7 +174,7 @@ func (s *Store) CallbackAttempt(ctx context.Context, id, status string, code int
 	if code != 0 {
 		codeText = strconv.Itoa(code)
 	}
-	pipe.HSet(ctx, keyReq(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, errText, fCbUpdatedAt, now.UnixMilli())
+	pipe.HSet(ctx, keyReq(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, clip(errText), fCbUpdatedAt, now.UnixMilli())
 	pipe.HIncrBy(ctx, keyStats, "cb|"+status, 1)
 	if status != "pending" {
 		pipe.ZRem(ctx, keyCallbackDue, id)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Status is a request's lifecycle state.
@@ -113,18 +114,18 @@ type Attempt struct {
 }
 
 // Hash field names: an internal format, rendered for the API by apidoc.
+// Every value in the hash stays short (Redis keeps a hash whose values are
+// all under 64 bytes in the compact listpack encoding, several times
+// smaller than a hashtable): what a client sent lives in the spec key, a
+// response body in the result key, and lastError is clipped (each attempt
+// keeps its full error).
 const (
-	fURL            = "url"
 	fHost           = "host"
-	fMethod         = "method"
-	fHeaders        = "headers"
-	fBody           = "body"
 	fMaxRetries     = "maxRetries"
 	fBackoff        = "backoffMs"
 	fMaxBackoff     = "maxBackoffMs"
 	fTimeout        = "timeoutMs"
-	fCallbackURL    = "callbackUrl"
-	fIdemKey        = "idemKey"
+	fHasCallback    = "cb"
 	fStatus         = "status"
 	fAttemptCount   = "attemptCount"
 	fBudgetUsed     = "budgetUsed"
@@ -132,7 +133,7 @@ const (
 	fLastError      = "lastError"
 	fLastStatusCode = "lastStatusCode"
 	fFailureClass   = "failureClass"
-	fResult         = "result"
+	fHasResult      = "hasResult"
 	fResultTrunc    = "resultTruncated"
 	fRedriveCount   = "redriveCount"
 	fCreatedAt      = "createdAt"
@@ -164,41 +165,69 @@ func atoi(s string) int {
 	return n
 }
 
-// fields encodes a new request as HSET arguments.
+// spec is what the client sent: immutable, and stored as one JSON string
+// next to the hash.
+type spec struct {
+	URL            string            `json:"u"`
+	Method         string            `json:"m"`
+	Headers        map[string]string `json:"h,omitempty"`
+	Body           string            `json:"b,omitempty"`
+	IdempotencyKey string            `json:"k,omitempty"`
+	CallbackURL    string            `json:"c,omitempty"`
+}
+
+func (r *Request) spec() string {
+	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
+		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL})
+	return string(b)
+}
+
+// fields encodes a new request's hash as HSET arguments.
 func (r *Request) fields() []any {
-	headers, _ := json.Marshal(r.Headers)
 	f := []any{
-		fURL, r.URL, fHost, r.Host, fMethod, r.Method, fHeaders, string(headers),
+		fHost, clip(r.Host),
 		fMaxRetries, r.MaxRetries, fBackoff, r.BackoffMs, fMaxBackoff, r.MaxBackoffMs, fTimeout, r.TimeoutMs,
 		fStatus, string(r.Status), fAttemptCount, 0, fBudgetUsed, 0, fRedriveCount, 0,
 		fNextAttemptAt, ms(r.NextAttemptAt), fCreatedAt, ms(r.CreatedAt), fUpdatedAt, ms(r.CreatedAt),
 	}
-	if r.Body != "" {
-		f = append(f, fBody, r.Body)
-	}
 	if r.CallbackURL != "" {
-		f = append(f, fCallbackURL, r.CallbackURL)
-	}
-	if r.IdempotencyKey != "" {
-		f = append(f, fIdemKey, r.IdempotencyKey)
+		f = append(f, fHasCallback, "1")
 	}
 	return f
 }
 
-// decode fills a Request from HGETALL output.
-func decode(id string, h map[string]string) *Request {
+// clipLen keeps hash values under Redis's listpack value limit (64 bytes).
+const clipLen = 60
+
+// clip shortens s to clipLen bytes (on a rune boundary), marking the cut.
+func clip(s string) string {
+	if len(s) <= clipLen {
+		return s
+	}
+	cut := clipLen - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// decode fills a Request from HGETALL output and the spec JSON.
+func decode(id string, h map[string]string, specJSON string) *Request {
+	var sp spec
+	_ = json.Unmarshal([]byte(specJSON), &sp)
 	r := &Request{
 		ID:              id,
-		URL:             h[fURL],
+		URL:             sp.URL,
 		Host:            h[fHost],
-		Method:          h[fMethod],
-		Body:            h[fBody],
+		Method:          sp.Method,
+		Headers:         sp.Headers,
+		Body:            sp.Body,
 		MaxRetries:      atoi(h[fMaxRetries]),
 		BackoffMs:       int64(atoi(h[fBackoff])),
 		MaxBackoffMs:    int64(atoi(h[fMaxBackoff])),
 		TimeoutMs:       int64(atoi(h[fTimeout])),
-		CallbackURL:     h[fCallbackURL],
-		IdempotencyKey:  h[fIdemKey],
+		CallbackURL:     sp.CallbackURL,
+		IdempotencyKey:  sp.IdempotencyKey,
 		Status:          Status(h[fStatus]),
 		AttemptCount:    atoi(h[fAttemptCount]),
 		BudgetUsed:      atoi(h[fBudgetUsed]),
@@ -206,14 +235,13 @@ func decode(id string, h map[string]string) *Request {
 		LastError:       h[fLastError],
 		LastStatusCode:  atoi(h[fLastStatusCode]),
 		FailureClass:    h[fFailureClass],
-		Result:          h[fResult],
 		ResultTruncated: h[fResultTrunc] == "1",
 		RedriveCount:    atoi(h[fRedriveCount]),
 		CreatedAt:       fromMs(h[fCreatedAt]),
 		UpdatedAt:       fromMs(h[fUpdatedAt]),
 		CompletedAt:     fromMs(h[fCompletedAt]),
 	}
-	_, r.HasResult = h[fResult]
+	r.HasResult = h[fHasResult] == "1"
 	r.FailedRun = -1
 	if v, ok := h[fFailedRun]; ok {
 		r.FailedRun = atoi(v)
@@ -230,7 +258,6 @@ func decode(id string, h map[string]string) *Request {
 			r.Callback.Status = "waiting"
 		}
 	}
-	_ = json.Unmarshal([]byte(h[fHeaders]), &r.Headers)
 	if r.Headers == nil {
 		r.Headers = map[string]string{}
 	}

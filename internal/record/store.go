@@ -32,6 +32,8 @@ func keyIndex(s Status) string         { return "{retryd}:idx:" + string(s) }
 func keyIdem(key string) string        { return "{retryd}:idem:" + hashHex(key) }
 func keyRedrives(id string) string     { return "{retryd}:rdr:" + id }
 func keyRedriveIdem(key string) string { return "{retryd}:idem-redrive:" + hashHex(key) }
+func keySpec(id string) string         { return "{retryd}:spec:" + id }
+func keyResult(id string) string       { return "{retryd}:res:" + id }
 
 const keyAll = "{retryd}:idx:all"
 
@@ -104,9 +106,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // idempotency key, all at once.
 //
 // KEYS[1] request hash, KEYS[2] all-index, KEYS[3] pending index,
-// KEYS[4] idempotency key (unused when ARGV[2] is "").
+// KEYS[4] idempotency key (unused when ARGV[2] is ""), KEYS[5] spec key.
 // ARGV[1] id, ARGV[2] idempotency value "id bodyhash" or "", ARGV[3] its TTL
-// in ms, ARGV[4..] HSET field/value pairs.
+// in ms, ARGV[4] the spec JSON, ARGV[5..] HSET field/value pairs.
 // Returns nil when stored, or the existing idempotency value when the key
 // was claimed before (nothing is written then).
 var createScript = redis.NewScript(`
@@ -115,7 +117,8 @@ if ARGV[2] ~= "" then
   if prev then return prev end
   redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])
 end
-redis.call("HSET", KEYS[1], unpack(ARGV, 4))
+redis.call("SET", KEYS[5], ARGV[4])
+redis.call("HSET", KEYS[1], unpack(ARGV, 5))
 redis.call("ZADD", KEYS[2], 0, ARGV[1])
 redis.call("ZADD", KEYS[3], 0, ARGV[1])
 return false
@@ -135,8 +138,8 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	if idemKey != "" {
 		idemVal = r.ID + " " + hashHex(string(body))
 	}
-	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey)}
-	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds()}, r.fields()...)
+	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID)}
+	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec()}, r.fields()...)
 	var prev string
 	var err error
 	if s.replicas > 0 {
@@ -183,7 +186,7 @@ func cutSpace(s string) (string, string, bool) {
 // leaves nothing behind.
 func (s *Store) Remove(ctx context.Context, id, idemKey string) error {
 	pipe := s.rdb.TxPipeline()
-	pipe.Del(ctx, keyReq(id), keyAttempts(id), keyRedrives(id))
+	pipe.Del(ctx, keyReq(id), keyAttempts(id), keyRedrives(id), keySpec(id), keyResult(id))
 	pipe.ZRem(ctx, keyAll, id)
 	for _, st := range Statuses {
 		pipe.ZRem(ctx, keyIndex(st), id)
@@ -201,13 +204,16 @@ func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 	h := pipe.HGetAll(ctx, keyReq(id))
 	att := pipe.LRange(ctx, keyAttempts(id), 0, -1)
 	rdr := pipe.LRange(ctx, keyRedrives(id), 0, -1)
-	if _, err := pipe.Exec(ctx); err != nil {
+	sp := pipe.Get(ctx, keySpec(id))
+	res := pipe.Get(ctx, keyResult(id))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, wrap(err)
 	}
 	if len(h.Val()) == 0 {
 		return nil, ErrNotFound
 	}
-	r := decode(id, h.Val())
+	r := decode(id, h.Val(), sp.Val())
+	r.Result = res.Val()
 	r.Attempts = decodeAttempts(att.Val())
 	r.Redrives = decodeRedrives(rdr.Val())
 	return r, nil
@@ -242,24 +248,20 @@ func (s *Store) List(ctx context.Context, status Status, cursor string, limit in
 		ids = ids[:limit]
 		page.NextCursor = ids[limit-1]
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HGetAll(ctx, keyReq(id))
-	}
-	if _, err := pipe.Exec(ctx); err != nil && len(ids) > 0 {
-		return nil, wrap(err)
+	hs, specs, err := s.loadMany(ctx, ids)
+	if err != nil {
+		return nil, err
 	}
 	var gone []any
 	for i, id := range ids {
-		h := cmds[i].Val()
+		h := hs[i]
 		if len(h) == 0 {
 			// The record expired after its retention; its index entry is
 			// cleaned up lazily, here.
 			gone = append(gone, id)
 			continue
 		}
-		r := decode(id, h)
+		r := decode(id, h, specs[i])
 		if status != "" && r.Status != status {
 			continue // moved between the two reads
 		}
@@ -271,11 +273,34 @@ func (s *Store) List(ctx context.Context, status Status, cursor string, limit in
 	return page, nil
 }
 
+// loadMany reads the hashes and specs of ids in one round trip.
+func (s *Store) loadMany(ctx context.Context, ids []string) ([]map[string]string, []string, error) {
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	hcmds := make([]*redis.MapStringStringCmd, len(ids))
+	scmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		hcmds[i] = pipe.HGetAll(ctx, keyReq(id))
+		scmds[i] = pipe.Get(ctx, keySpec(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, wrap(err)
+	}
+	hs := make([]map[string]string, len(ids))
+	specs := make([]string, len(ids))
+	for i := range ids {
+		hs[i], specs[i] = hcmds[i].Val(), scmds[i].Val()
+	}
+	return hs, specs, nil
+}
+
 // cancelScript moves a pending or retrying request to canceled.
 //
 // KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
-// KEYS[4..8] status indexes in Statuses order. ARGV[1] id, ARGV[2] now
-// (ms), ARGV[3] retention (ms).
+// KEYS[4..8] status indexes in Statuses order, KEYS[9] spec, KEYS[10]
+// result. ARGV[1] id, ARGV[2] now (ms), ARGV[3] retention (ms).
 // Returns "missing", the current status when it cannot be canceled, or "ok".
 var cancelScript = redis.NewScript(`
 local st = redis.call("HGET", KEYS[1], "status")
@@ -287,7 +312,7 @@ redis.call("ZADD", KEYS[8], 0, ARGV[1])
 redis.call("HSET", KEYS[1], "status", "canceled", "updatedAt", ARGV[2], "completedAt", ARGV[2])
 redis.call("HDEL", KEYS[1], "nextAttemptAt")
 ` + closeRedriveLua + `
-for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[3]) end
+for _, i in ipairs({1, 2, 3, 9, 10}) do redis.call("PEXPIRE", KEYS[i], ARGV[3]) end
 return "ok"
 `)
 
@@ -306,7 +331,7 @@ end
 // Cancel moves a pending or retrying request to canceled. It returns
 // ErrNotFound, or ErrConflict when the request already finished.
 func (s *Store) Cancel(ctx context.Context, id string, now time.Time) error {
-	keys := append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...)
+	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keySpec(id), keyResult(id))
 	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds()).Text()
 	if err != nil {
 		return wrap(err)
@@ -352,10 +377,11 @@ type Begin struct {
 // crashed worker as "interrupted" (it does not count against the budget),
 // numbers the new attempt and marks it in flight, and returns the record.
 //
-// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] the stats hash.
-// ARGV[1] now (ms), ARGV[2] the error text of an interrupted attempt.
+// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] the stats hash,
+// KEYS[4] the spec. ARGV[1] now (ms), ARGV[2] the error text of an
+// interrupted attempt.
 // Returns {"missing"}, {status, failedRun} when terminal, {"notdue", dueMs}, or
-// {"ok", n, HGETALL...}.
+// {"ok", n, HGETALL..., spec}.
 var beginScript = redis.NewScript(`
 local st = redis.call("HGET", KEYS[1], "status")
 if not st then return {"missing"} end
@@ -370,7 +396,7 @@ if inN then
 end
 local n = redis.call("HINCRBY", KEYS[1], "attemptCount", 1)
 redis.call("HSET", KEYS[1], "inflightN", n, "inflightAt", ARGV[1], "updatedAt", ARGV[1])
-return {"ok", tostring(n), redis.call("HGETALL", KEYS[1])}
+return {"ok", tostring(n), redis.call("HGETALL", KEYS[1]), redis.call("GET", KEYS[4])}
 `)
 
 // InterruptedError is the error recorded on an attempt cut short by a crash.
@@ -378,7 +404,7 @@ const InterruptedError = "worker stopped during the attempt; attempt repeated"
 
 // Begin starts an attempt of request id at now, if it is due.
 func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
-	res, err := beginScript.Run(ctx, s.rdb, []string{keyReq(id), keyAttempts(id), keyStats}, now.UnixMilli(), InterruptedError).Slice()
+	res, err := beginScript.Run(ctx, s.rdb, []string{keyReq(id), keyAttempts(id), keyStats, keySpec(id)}, now.UnixMilli(), InterruptedError).Slice()
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -398,7 +424,8 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 			v, _ := flat[i+1].(string)
 			h[k] = v
 		}
-		return &Begin{State: Started, N: n, Request: decode(id, h)}, nil
+		sp, _ := res[3].(string)
+		return &Begin{State: Started, N: n, Request: decode(id, h, sp)}, nil
 	default:
 		failedRun, _ := strconv.Atoi(res[1].(string))
 		return &Begin{State: Finished, Status: Status(head), FailedRun: failedRun}, nil
@@ -442,11 +469,12 @@ const (
 //
 // KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
 // KEYS[4..8] status indexes in Statuses order, KEYS[9] the callback-due
-// index, KEYS[10] the stats hash. ARGV[1] id, ARGV[2] attempt n, ARGV[3]
-// attempt JSON, ARGV[4] next status, ARGV[5] now (ms), ARGV[6] retention
-// (ms), ARGV[7] the attempt's stats fields "counter,durBucket,lateBucket",
-// ARGV[8] duration (ms), ARGV[9] lateness (ms), ARGV[10..] HSET field/value
-// pairs for the next state.
+// index, KEYS[10] the stats hash, KEYS[11] spec, KEYS[12] result. ARGV[1]
+// id, ARGV[2] attempt n, ARGV[3] attempt JSON, ARGV[4] next status, ARGV[5]
+// now (ms), ARGV[6] retention (ms), ARGV[7] the attempt's stats fields
+// "counter,durBucket,lateBucket", ARGV[8] duration (ms), ARGV[9] lateness
+// (ms), ARGV[10] "1" when ARGV[11] is a response body to keep as the
+// result, ARGV[12..] HSET field/value pairs for the next state.
 // Returns "stale", "canceled", "callback" or "ok".
 var finishScript = redis.NewScript(`
 if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
@@ -466,13 +494,17 @@ if st ~= ARGV[4] then
   redis.call("ZREM", idx[st], ARGV[1])
   redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
 end
-redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 10))
+redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 12))
+if ARGV[10] == "1" then
+  redis.call("SET", KEYS[12], ARGV[11])
+  redis.call("HSET", KEYS[1], "hasResult", "1")
+end
 if ARGV[4] == "pending" or ARGV[4] == "retrying" then return "ok" end
 redis.call("HDEL", KEYS[1], "nextAttemptAt")
 redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
 ` + closeRedriveLua + `
-for i = 1, 3 do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
-if redis.call("HEXISTS", KEYS[1], "callbackUrl") == 1 then
+for _, i in ipairs({1, 2, 3, 11, 12}) do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
+if redis.call("HGET", KEYS[1], "cb") == "1" then
   redis.call("HSET", KEYS[1], "cbStatus", "pending")
   redis.call("ZADD", KEYS[9], 0, ARGV[1])
   return "callback"
@@ -492,21 +524,24 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if a.StatusCode != 0 {
 		code = strconv.Itoa(a.StatusCode)
 	}
-	fields := []any{fLastError, a.Error, fLastStatusCode, code, fFailureClass, a.FailureClass}
+	fields := []any{fLastError, clip(a.Error), fLastStatusCode, code, fFailureClass, a.FailureClass}
 	if o.Status == Retrying {
 		fields = append(fields, fNextAttemptAt, ms(o.NextAttemptAt))
 	}
+	hasResult, result := "0", ""
 	if o.Result != nil {
 		trunc := "0"
 		if o.ResultTruncated {
 			trunc = "1"
 		}
-		fields = append(fields, fResult, *o.Result, fResultTrunc, trunc)
+		hasResult, result = "1", *o.Result
+		fields = append(fields, fResultTrunc, trunc)
 	}
 	if o.Status == Failed {
 		fields = append(fields, fFailedRun, o.Run)
 	}
-	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue, keyStats)
+	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue, keyStats,
+		keySpec(id), keyResult(id))
 	var durMs int64
 	if a.DurationMs != nil {
 		durMs = *a.DurationMs
@@ -515,7 +550,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
 		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds(),
-		stats, durMs, late.Milliseconds()}, fields...)
+		stats, durMs, late.Milliseconds(), hasResult, result}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)
