@@ -144,7 +144,7 @@ func parseFields(f fields, now time.Time) (*record.Request, error) {
 	if err != nil {
 		return nil, fieldErr("url", "%s", err)
 	}
-	r.URL, r.Host = *rawURL, u.Hostname()
+	r.URL, r.Host = *rawURL, strings.ToLower(u.Hostname())
 
 	r.Method = "GET"
 	method, err := f.str("method")

@@ -22,6 +22,14 @@ func TestParseAppliesDefaults(t *testing.T) {
 	}
 }
 
+func TestParseHostIsLowercased(t *testing.T) {
+	t.Parallel()
+	r, err := Parse([]byte(`{"url":"https://API.Example.com:8443/x"}`), now)
+	if err != nil || r.Host != "api.example.com" {
+		t.Errorf("host %q, %v; want api.example.com (DLQ host filters match it)", r.Host, err)
+	}
+}
+
 func TestParseOlderClientShape(t *testing.T) {
 	t.Parallel()
 	r, err := Parse([]byte(`{"url":"https://api.example.com/sms","method":"post","body":"{\"to\":\"+1555\"}","maxRetries":3,"backoffMs":500}`), now)
