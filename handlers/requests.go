@@ -24,7 +24,7 @@ import (
 
 // Store is the record store as the API uses it.
 type Store interface {
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, task *record.NewTask) (*record.Replay, error)
 	Remove(ctx context.Context, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
@@ -34,7 +34,8 @@ type Store interface {
 
 // Queue hands requests to the workers.
 type Queue interface {
-	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+	// NewTask describes the task a new request is stored with.
+	NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.NewTask
 	// Delete removes a request's task, best effort (it may be running).
 	Delete(ctx context.Context, id string) error
 }
@@ -124,7 +125,10 @@ func (a *API) submit(c *gin.Context) {
 	}
 	r.ID = ids.New(now)
 	r.IdempotencyKey = idemKey
-	replay, err := a.Store.Create(ctx, r, idemKey, body)
+	// The record and its task are written by one script: a 202 means both
+	// are in Redis.
+	task := a.Queue.NewTask(r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond)
+	replay, err := a.Store.Create(ctx, r, idemKey, body, task)
 	if errors.Is(err, record.ErrNotReplicated) {
 		// Too few replicas confirmed it: answer 503 and take it back, so
 		// a retried submission does not deliver twice.
@@ -138,16 +142,6 @@ func (a *API) submit(c *gin.Context) {
 	}
 	if replay != nil {
 		a.replay(c, replay)
-		return
-	}
-	if err := a.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
-		// Never answer 202 for a request the workers will not see: take
-		// the record back and answer 503.
-		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.ID, idemKey); rmErr != nil {
-			a.Log.Error("could not remove a request whose enqueue failed; the sweeper will deliver it",
-				"requestId", r.ID, "err", rmErr)
-		}
-		Abort(c, a.Log, errors.Join(record.ErrUnavailable, err))
 		return
 	}
 	a.Log.Debug("request accepted", "requestId", r.ID, "method", r.Method, "host", r.Host,

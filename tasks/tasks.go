@@ -10,6 +10,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -90,4 +91,10 @@ func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.D
 		return fmt.Errorf("delete task of %s: %w", id, err)
 	}
 	return e.Enqueue(ctx, id, time.Now(), attemptTimeout)
+}
+
+// NewTask is tasks.NewTask as a method, for callers that take an Enqueuer
+// through an interface.
+func (e *Enqueuer) NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.NewTask {
+	return NewTask(id, due, attemptTimeout)
 }

@@ -52,12 +52,12 @@ type Store interface {
 	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error)
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, task *record.NewTask) (*record.Replay, error)
 }
 
-// Queue hands new requests to the workers.
+// Queue describes the task a new request is stored with.
 type Queue interface {
-	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+	NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.NewTask
 }
 
 // Scheduler fires due schedules.
@@ -161,17 +161,13 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	r.ID = ids.New(now)
 	key := IdempotencyKey(sc.ID, t)
 	r.IdempotencyKey = key
-	replay, err := s.Store.Create(ctx, r, key, sc.Request)
+	task := s.Queue.NewTask(r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond)
+	replay, err := s.Store.Create(ctx, r, key, sc.Request, task)
 	if err != nil {
 		return "", err
 	}
 	if replay != nil {
 		return replay.ID, nil
-	}
-	// A crash before this enqueue leaves a pending record without a task;
-	// the sweeper enqueues it.
-	if err := s.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
-		s.Log.Warn("scheduled request not enqueued now; the sweeper will", "requestId", r.ID, "err", err)
 	}
 	s.Log.Info("schedule fired", "scheduleId", sc.ID, "fireTime", t.UTC().Format(time.RFC3339), "requestId", r.ID)
 	return r.ID, nil

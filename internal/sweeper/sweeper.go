@@ -156,6 +156,11 @@ return 1
 func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	var st Stats
 	now := time.Now()
+	// The API writes asynq tasks itself; keep the queue registered with
+	// asynq (its dashboard lists queues from this set).
+	if err := s.RDB.SAdd(ctx, tasks.AllQueuesKey, tasks.Queue).Err(); err != nil {
+		return st, err
+	}
 	for _, status := range []record.Status{record.Pending, record.Retrying} {
 		cursor := ""
 		for {
