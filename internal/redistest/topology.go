@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +27,17 @@ func StartCluster(t testing.TB, n int) []string {
 		if err != nil {
 			t.Fatal(InstallHint)
 		}
-		if err := s.launch(bin, freePort(t)); err != nil {
-			t.Fatalf("start cluster node: %v", err)
+		// A cluster node also listens on its port + 10000 (the cluster
+		// bus); pick ports where both are free, and retry if another
+		// process takes one first.
+		for try := 0; ; try++ {
+			err := s.launch(bin, clusterPort(t))
+			if err == nil {
+				break
+			}
+			if try == 9 {
+				t.Fatalf("start cluster node: %v", err)
+			}
 		}
 		t.Cleanup(s.Kill)
 		addrs[i] = s.Addr
@@ -107,8 +117,14 @@ func startWith(t testing.TB, o Options, extra ...string) *Server {
 		s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always")
 	}
 	s.args = append(s.args, extra...)
-	if err := s.launch(bin, freePort(t)); err != nil {
-		t.Fatalf("start redis-server: %v", err)
+	for try := 0; ; try++ {
+		err := s.launch(bin, freePort(t))
+		if err == nil {
+			break
+		}
+		if try == 4 {
+			t.Fatalf("start redis-server: %v", err)
+		}
 	}
 	t.Cleanup(s.Kill)
 	return s
@@ -128,4 +144,23 @@ func waitOnline(t testing.TB, master *Server) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// clusterPort returns a free port whose cluster-bus port (+10000) is free too.
+func clusterPort(t testing.TB) int {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		p := freePort(t)
+		if p+10000 > 65535 {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+10000))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
+	}
+	t.Fatal("no free port pair for a cluster node")
+	return 0
 }
