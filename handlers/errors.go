@@ -1,6 +1,8 @@
-// Package handlers is retryd's HTTP API: gin handlers for submitting,
-// reading, listing and canceling requests, and the health probes. Handlers
-// depend on small interfaces declared here, not on Redis or asynq.
+// Package handlers is retryd's HTTP API: gin handlers for requests
+// (submit, read, list, cancel), the dead-letter queue and redrive,
+// schedules, the health probes, and the access middleware (API keys, rate
+// limit). Handlers depend on small interfaces declared here, not on Redis
+// or asynq.
 package handlers
 
 import (

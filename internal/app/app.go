@@ -76,9 +76,6 @@ type Options struct {
 	// Dev runs the API with an in-process worker on an embedded,
 	// in-memory Redis, with private destinations allowed.
 	Dev bool
-	// Listener, when set, is used instead of listening on cfg.Port (tests
-	// pass one bound to port 0).
-	Listener net.Listener
 	// Faults are crash-test fault points; nil in production.
 	Faults *faultpoint.Points
 }
@@ -121,12 +118,9 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		close(workerDone)
 	}
 
-	ln := opts.Listener
-	if ln == nil {
-		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))
-		if err != nil {
-			return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
-		}
+	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))
+	if err != nil {
+		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
 	}
 	srv := &http.Server{
 		Handler:           engine,
