@@ -1,4 +1,6 @@
 # retryd — the commands the README promises.
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
