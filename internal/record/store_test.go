@@ -40,3 +40,30 @@ func TestFinishCountsClusterStats(t *testing.T) {
 		t.Errorf("stats %v", st)
 	}
 }
+
+func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	s := NewStore(rdb, time.Hour)
+	ctx := context.Background()
+	now := time.Now()
+	var ids []string
+	for i := 0; i < 4; i++ {
+		id := "01m8mhyychtfy2pdj6g" + string(rune('a'+i))
+		ids = append(ids, id)
+		if _, err := s.Create(ctx, newRequest(id, now), "", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two records expired after their retention; their index entries stay.
+	rdb.Del(ctx, keyReq(ids[0]), keyReq(ids[2]))
+	n, err := s.TrimIndexes(ctx, 100)
+	if err != nil || n != 2 {
+		t.Fatalf("TrimIndexes removed %d, %v; want 2", n, err)
+	}
+	left, _ := rdb.ZRange(ctx, keyAll, 0, -1).Result()
+	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
+		t.Errorf("all-index after trim: %v", left)
+	}
+}

@@ -87,3 +87,42 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 	}
 	return due, nil
 }
+
+// TrimIndexes drops index entries whose record has expired after its
+// retention. Ids sort by creation time, so the oldest n entries of each
+// index are the candidates; a sweep every few seconds keeps the indexes
+// from growing with requests that no longer exist. It returns how many
+// entries it removed.
+func (s *Store) TrimIndexes(ctx context.Context, n int) (int, error) {
+	removed := 0
+	for _, key := range []string{keyAll, keyIndex(Completed), keyIndex(Failed), keyIndex(Canceled)} {
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "-", Stop: "+", ByLex: true, Count: int64(n)}).Result()
+		if err != nil {
+			return removed, wrap(err)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		pipe := s.rdb.Pipeline()
+		exists := make([]*redis.IntCmd, len(ids))
+		for i, id := range ids {
+			exists[i] = pipe.Exists(ctx, keyReq(id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return removed, wrap(err)
+		}
+		var gone []any
+		for i, id := range ids {
+			if exists[i].Val() == 0 {
+				gone = append(gone, id)
+			}
+		}
+		if len(gone) > 0 {
+			if err := s.rdb.ZRem(ctx, key, gone...).Err(); err != nil {
+				return removed, wrap(err)
+			}
+			removed += len(gone)
+		}
+	}
+	return removed, nil
+}

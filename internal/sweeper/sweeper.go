@@ -4,7 +4,8 @@
 // task stays "active", a task archived while its record says pending, Redis
 // eviction). The sweeper finds every pending or retrying request whose task
 // is missing, archived, or active without a live lease, and hands it back
-// to the workers; and every due callback whose task is missing. One sweeper
+// to the workers; every due callback whose task is missing; and it drops
+// index entries of records that expired after their retention. One sweeper
 // runs at a time across all workers, under a Redis lock.
 package sweeper
 
@@ -24,6 +25,7 @@ import (
 type Store interface {
 	Unfinished(ctx context.Context, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
+	TrimIndexes(ctx context.Context, n int) (int, error)
 }
 
 // Queue hands tasks back to asynq.
@@ -40,6 +42,7 @@ type Stats struct {
 	Archived     int // task archived while the record is unfinished: requeued
 	Stranded     int // task active without a live lease: put back to pending
 	CallbackLost int // due callback without a task: enqueued
+	Trimmed      int // index entries of expired records removed
 }
 
 func (s Stats) changed() bool { return s.Missing+s.Archived+s.Stranded+s.CallbackLost > 0 }
@@ -177,6 +180,11 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 			cursor = next
 		}
 	}
+	trimmed, err := s.Store.TrimIndexes(ctx, 500)
+	if err != nil {
+		return st, err
+	}
+	st.Trimmed = trimmed
 	due, err := s.Store.CallbacksDue(ctx, 1000)
 	if err != nil {
 		return st, err
