@@ -180,12 +180,8 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 			break
 		}
 		p := retry.Policy{Base: time.Duration(r.BackoffMs) * time.Millisecond, Max: time.Duration(r.MaxBackoffMs) * time.Millisecond}
-		delay := p.Delay(failures, h.Rand())
-		if res.HasRetryAfter {
-			delay = min(res.RetryAfter, p.Max)
-		}
 		o.Status = record.Retrying
-		o.NextAttemptAt = end.Add(delay)
+		o.NextAttemptAt = end.Add(p.Next(failures, h.Rand(), res))
 		next = retry.At(o.NextAttemptAt, errors.New(a.Error))
 	}
 

@@ -6,7 +6,6 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/retryd/retryd/internal/record"
-	"github.com/retryd/retryd/internal/retry"
 )
 
 // asynq's key layout and task encoding (asynq v0.26, internal/base and
@@ -56,8 +55,6 @@ func NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.New
 		Queue:        Queue,
 		RegistryKey:  AllQueuesKey,
 	}
-	if at := due.Add(-retry.Lead); at.After(time.Now()) {
-		t.ProcessAt = at
-	}
+	t.ProcessAt = handOverAt(due)
 	return t
 }

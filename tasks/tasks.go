@@ -50,7 +50,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 		asynq.MaxRetry(maxAsynqRetry),
 		asynq.Timeout(TaskTimeout(attemptTimeout)),
 	}
-	if at := due.Add(-retry.Lead); at.After(time.Now()) {
+	if at := handOverAt(due); !at.IsZero() {
 		opts = append(opts, asynq.ProcessAt(at))
 	}
 	_, err := e.Client.EnqueueContext(ctx, NewDeliver(id), opts...)
@@ -61,6 +61,16 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 		return fmt.Errorf("enqueue %s: %w", id, err)
 	}
 	return nil
+}
+
+// handOverAt is when asynq should hand over a task due at due: retry.Lead
+// early (the handler waits out the rest), or zero for "now" when that is
+// already past.
+func handOverAt(due time.Time) time.Time {
+	if at := due.Add(-retry.Lead); at.After(time.Now()) {
+		return at
+	}
+	return time.Time{}
 }
 
 // TaskTimeout is the asynq deadline of one task run: the attempt's own

@@ -6,7 +6,6 @@ package retry
 
 import (
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,13 +49,14 @@ func (p Policy) Delay(n int, u float64) time.Duration {
 	return time.Duration(float64(p.Raw(n)) * f)
 }
 
-// Next returns the wait before retry n, honoring a destination's Retry-After
-// (no jitter, capped at Max) when it gave one.
-func (p Policy) Next(n int, retryAfter time.Duration, hasRetryAfter bool) time.Duration {
-	if hasRetryAfter {
-		return min(retryAfter, p.Max)
+// Next returns the wait before retry n after an attempt classified as res:
+// the destination's Retry-After when it gave one (no jitter, capped at
+// Max), else the jittered backoff with u a sample of U(0,1).
+func (p Policy) Next(n int, u float64, res Result) time.Duration {
+	if res.HasRetryAfter {
+		return min(res.RetryAfter, p.Max)
 	}
-	return p.Delay(n, rand.Float64())
+	return p.Delay(n, u)
 }
 
 // ParseRetryAfter reads a Retry-After header value: delta seconds or an

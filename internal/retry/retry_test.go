@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"testing"
@@ -46,7 +47,7 @@ func TestDelayJitterStaysWithinBounds(t *testing.T) {
 			t.Errorf("Delay(%d, u=1) = %v, want %v", n, got, hi)
 		}
 		for i := 0; i < 2000; i++ {
-			got := p.Next(n, 0, false)
+			got := p.Next(n, rand.Float64(), Result{})
 			if got < lo || got > hi {
 				t.Fatalf("Next(%d) = %v, outside [%v, %v]", n, got, lo, hi)
 			}
@@ -57,10 +58,10 @@ func TestDelayJitterStaysWithinBounds(t *testing.T) {
 func TestNextHonorsRetryAfterCappedWithoutJitter(t *testing.T) {
 	t.Parallel()
 	p := Policy{Base: time.Second, Max: 30 * time.Second}
-	if got := p.Next(1, 7*time.Second, true); got != 7*time.Second {
+	if got := p.Next(1, 0.5, Result{RetryAfter: 7 * time.Second, HasRetryAfter: true}); got != 7*time.Second {
 		t.Errorf("Retry-After 7s: got %v, want exactly 7s", got)
 	}
-	if got := p.Next(1, time.Hour, true); got != 30*time.Second {
+	if got := p.Next(1, 0.5, Result{RetryAfter: time.Hour, HasRetryAfter: true}); got != 30*time.Second {
 		t.Errorf("Retry-After 1h: got %v, want the cap 30s", got)
 	}
 }
