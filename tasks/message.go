@@ -3,8 +3,10 @@ package tasks
 import (
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/retryd/retryd/internal/doorbell"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -17,7 +19,18 @@ const (
 	asynqPrefix = "asynq:{" + Queue + "}:"
 	// AllQueuesKey is asynq's registry of queues (the dashboard lists it).
 	AllQueuesKey = "asynq:queues"
+	// BellKey is the queue's doorbell list (see NewBell); its hash tag puts
+	// it in the queue's cluster slot.
+	BellKey = "{" + Queue + "}:bell"
 )
+
+// NewBell returns the doorbell of the queue, to add as a hook to the Redis
+// client asynq uses. A worker's bell waits up to wait on an empty dequeue;
+// wait 0 makes a bell that only rings (for processes that enqueue).
+func NewBell(rdb redis.UniversalClient, wait time.Duration) *doorbell.Bell {
+	return &doorbell.Bell{Key: BellKey, PendingKey: asynqPrefix + "pending", ActiveKey: asynqPrefix + "active",
+		Wait: wait, ErrorPause: 100 * time.Millisecond, Client: rdb}
+}
 
 // asynq's TaskMessage field numbers.
 const (
@@ -51,6 +64,7 @@ func NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.New
 		Key:          asynqPrefix + "t:" + id,
 		PendingKey:   asynqPrefix + "pending",
 		ScheduledKey: asynqPrefix + "scheduled",
+		BellKey:      BellKey,
 		Msg:          msg,
 		Queue:        Queue,
 		RegistryKey:  AllQueuesKey,

@@ -33,12 +33,17 @@ import (
 	"github.com/retryd/retryd/tasks"
 )
 
-// Worker polling intervals. asynq polls for pending tasks rather than
-// blocking on Redis; these make a new request start within ~15 ms and move
-// due retries every 50 ms, at ~100 cheap Redis calls per idle second.
+// Worker fetching. asynq polls for pending tasks; the doorbell (see
+// internal/doorbell) makes an empty dequeue wait up to BellWait for a new
+// task instead, so a new request starts within a round trip and an idle
+// worker makes a few Redis calls a second. TaskCheckInterval is asynq's
+// pause after a wait that ended empty. DelayedTaskCheckInterval is how
+// often due retries move to the pending list; retries are handed over
+// retry.Lead early, so it does not make them late.
 const (
-	TaskCheckInterval        = 10 * time.Millisecond
-	DelayedTaskCheckInterval = 50 * time.Millisecond
+	BellWait                 = time.Second
+	TaskCheckInterval        = 2 * time.Millisecond
+	DelayedTaskCheckInterval = 200 * time.Millisecond
 )
 
 // Bounds on shutdown.
@@ -106,6 +111,9 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		return err
 	}
 	defer rdb.Close()
+	// The API rings the workers' doorbell when it makes a task pending
+	// (redrive, the dashboard's "run"); it never waits on it.
+	rdb.AddHook(tasks.NewBell(rdb, 0))
 	engine, closeEngine := APIEngine(cfg, rdb, connOpt, opts.Faults, log)
 	defer closeEngine()
 
@@ -250,6 +258,8 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return err
 	}
 	defer rdb.Close()
+	bell := tasks.NewBell(rdb, BellWait)
+	rdb.AddHook(bell)
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	store := record.NewStore(rdb, cfg.Retention)
@@ -308,6 +318,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	stopSweep()
 	<-sweepDone
 	<-schedDone
+	bell.Stop()
 	// asynq's Shutdown waits up to WorkerShutdownTimeout without canceling
 	// handlers; cut in-flight calls at DrainBound so they end first.
 	drain := time.AfterFunc(DrainBound, stop)

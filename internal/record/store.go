@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/doorbell"
 )
 
 // Errors the store returns; callers match them with errors.Is.
@@ -115,7 +117,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // KEYS[1] request hash, KEYS[2] all-index, KEYS[3] pending index,
 // KEYS[4] idempotency key (unused when ARGV[2] is ""), KEYS[5] spec key,
 // KEYS[6] asynq task hash, KEYS[7] asynq pending list, KEYS[8] asynq
-// scheduled set. ARGV[1] id, ARGV[2] idempotency value "id bodyhash" or "",
+// scheduled set, KEYS[9] the queue's doorbell (rung when the task is
+// pending now). ARGV[1] id, ARGV[2] idempotency value "id bodyhash" or "",
 // ARGV[3] its TTL in ms, ARGV[4] the spec JSON, ARGV[5] "1" with a task,
 // ARGV[6] the task message, ARGV[7] its process-at time (Unix seconds, "0"
 // for now), ARGV[8] now (Unix ns), ARGV[9..] HSET field/value pairs.
@@ -131,6 +134,8 @@ if ARGV[5] == "1" and redis.call("EXISTS", KEYS[6]) == 0 then
   if ARGV[7] == "0" then
     redis.call("HSET", KEYS[6], "msg", ARGV[6], "state", "pending", "pending_since", ARGV[8])
     redis.call("LPUSH", KEYS[7], ARGV[1])
+    local bell = KEYS[9]
+    ` + doorbell.RingLua + `
   else
     redis.call("HSET", KEYS[6], "msg", ARGV[6], "state", "scheduled")
     redis.call("ZADD", KEYS[8], ARGV[7], ARGV[1])
@@ -154,6 +159,9 @@ type Replay struct {
 type NewTask struct {
 	ID                            string
 	Key, PendingKey, ScheduledKey string
+	// BellKey is the queue's doorbell list (see internal/doorbell), rung
+	// when the task is pending at once.
+	BellKey string
 	Msg                           []byte
 	ProcessAt                     time.Time // zero: pending now
 	// Queue must be a member of the set at RegistryKey for asynq to see
@@ -170,7 +178,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	if idemKey != "" {
 		idemVal = r.ID + " " + hashHex(string(body))
 	}
-	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID), "", "", ""}
+	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID), "", "", "", ""}
 	args := []any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(), "0", "", "0", "0"}
 	if task != nil && !s.queueRegistered.Load() {
 		if err := s.rdb.SAdd(ctx, task.RegistryKey, task.Queue).Err(); err != nil {
@@ -179,7 +187,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 		s.queueRegistered.Store(true)
 	}
 	if task != nil {
-		keys[5], keys[6], keys[7] = task.Key, task.PendingKey, task.ScheduledKey
+		keys[5], keys[6], keys[7], keys[8] = task.Key, task.PendingKey, task.ScheduledKey, task.BellKey
 		args[4], args[5] = "1", task.Msg
 		if !task.ProcessAt.IsZero() {
 			args[6] = task.ProcessAt.Unix()
@@ -187,7 +195,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 		args[7] = time.Now().UnixNano()
 	} else {
 		// Unused keys still name the request's slot.
-		keys[5], keys[6], keys[7] = keyReq(r.ID), keyReq(r.ID), keyReq(r.ID)
+		keys[5], keys[6], keys[7], keys[8] = keyReq(r.ID), keyReq(r.ID), keyReq(r.ID), keyReq(r.ID)
 	}
 	args = append(args, r.fields()...)
 	var prev string

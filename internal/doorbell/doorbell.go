@@ -1,0 +1,224 @@
+// Package doorbell wakes an idle worker as soon as a task becomes pending,
+// instead of at asynq's next poll.
+//
+// asynq's processor fetches by polling: when its dequeue script finds the
+// queue empty it sleeps TaskCheckInterval and tries again. Polling often
+// makes new requests start sooner but costs CPU on every idle worker;
+// polling rarely makes them wait. The doorbell turns the poll into a long
+// poll. A go-redis hook on the worker's client recognises asynq's dequeue
+// script; when it comes back empty, the hook blocks on BLPOP of the
+// doorbell list (for at most Wait) and runs the dequeue again when a token
+// arrives. asynq sees one slow, successful dequeue.
+//
+// Whoever makes a task pending rings. retryd's submission script pushes a
+// token itself (same round trip). For asynq's own scripts that fill the
+// pending list (forwarding due retries and scheduled tasks, enqueue, "run
+// now" from the dashboard, the sweeper's requeue) the hook rings after they
+// succeed. The list holds at most one token: a burst wakes one worker,
+// which keeps dequeuing without waiting until the queue is empty (asynq
+// fetches again at once after it got a task), and a second token is pushed
+// only once the first was taken. A token nobody needed costs one empty
+// dequeue.
+package doorbell
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Bell is a go-redis hook (add it with AddHook) for one asynq queue.
+type Bell struct {
+	// Key is the doorbell list; it must share the queue's cluster slot.
+	Key string
+	// PendingKey and ActiveKey are asynq's pending list and active list of
+	// the queue.
+	PendingKey, ActiveKey string
+	// Wait is the longest an empty dequeue blocks. 0 disables waiting
+	// (processes that only enqueue ring but never wait).
+	Wait time.Duration
+	// ErrorPause is how long a failed dequeue is held before asynq sees the
+	// error, so an outage does not turn asynq's fetch loop (which retries a
+	// failed dequeue at once) into a busy loop.
+	ErrorPause time.Duration
+	// Client runs BLPOP and the ring; normally the client the hook is on.
+	Client redis.UniversalClient
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+	stopKey  string
+	initOnce sync.Once
+}
+
+// ringScript pushes a token unless one is waiting already.
+var ringScript = redis.NewScript(`
+if redis.call("LLEN", KEYS[1]) == 0 then redis.call("RPUSH", KEYS[1], "1") end
+return 0`)
+
+// RingLua is the Lua fragment other scripts embed to ring: it expects the
+// doorbell list's key in the variable bell.
+const RingLua = `if redis.call("LLEN", bell) == 0 then redis.call("RPUSH", bell, "1") end`
+
+func (b *Bell) init() {
+	b.initOnce.Do(func() {
+		b.stopped = make(chan struct{})
+		// The stop key shares Key's hash tag, so one BLPOP can wait on both.
+		b.stopKey = b.Key + ":stop:" + strconv.FormatUint(rand.Uint64(), 36)
+	})
+}
+
+// Stop ends waiting, the wait in progress included: an empty dequeue
+// returns at once from now on, so the fetch loop can stop.
+func (b *Bell) Stop() {
+	b.init()
+	b.stopOnce.Do(func() {
+		close(b.stopped)
+		// Wake the wait in progress through this bell's own stop key.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		pipe := b.Client.Pipeline()
+		pipe.RPush(ctx, b.stopKey, "1")
+		pipe.PExpire(ctx, b.stopKey, 10*time.Second)
+		_, _ = pipe.Exec(ctx)
+	})
+}
+
+// Ring pushes a token unless one is waiting already.
+func (b *Bell) Ring(ctx context.Context) error {
+	return ringScript.Run(ctx, b.Client, []string{b.Key}).Err()
+}
+
+// DialHook is part of redis.Hook; the doorbell does not change dialing.
+func (b *Bell) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook is part of redis.Hook; asynq's dequeue and enqueue
+// scripts are not pipelined.
+func (b *Bell) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ProcessHook catches asynq's dequeue (to wait) and the asynq scripts that
+// make tasks pending (to ring).
+func (b *Bell) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	b.init()
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		kind := b.classify(cmd)
+		err := next(ctx, cmd)
+		switch {
+		case kind == dequeue && errors.Is(err, redis.Nil) && b.Wait > 0:
+			return b.longPoll(ctx, next, cmd)
+		case kind == dequeue && err != nil && !errors.Is(err, redis.Nil):
+			b.pause(b.ErrorPause)
+		case kind == fills && err == nil && movedAny(cmd):
+			// A failed ring only delays the task to the next poll.
+			_ = b.Ring(ctx)
+		}
+		return err
+	}
+}
+
+// longPoll waits for a token and dequeues again, until a task comes, Wait
+// passes or the bell is stopped; it returns the outcome of the last dequeue.
+func (b *Bell) longPoll(ctx context.Context, next redis.ProcessHook, cmd redis.Cmder) error {
+	deadline := time.Now().Add(b.Wait)
+	for {
+		left := time.Until(deadline)
+		if left < time.Millisecond || b.isStopped() {
+			return redis.Nil
+		}
+		// A token left over from before the empty dequeue wakes at once and
+		// costs one more dequeue; that is the price of not losing one.
+		// BLPop's own timeout is whole seconds; Redis takes fractions.
+		timeout := strconv.FormatFloat(left.Seconds(), 'f', 3, 64)
+		if err := b.Client.Do(ctx, "BLPOP", b.Key, b.stopKey, timeout).Err(); err != nil {
+			if !errors.Is(err, redis.Nil) {
+				b.pause(min(b.ErrorPause, left))
+			}
+			return redis.Nil
+		}
+		if err := next(ctx, cmd); !errors.Is(err, redis.Nil) {
+			return err
+		}
+	}
+}
+
+// movedAny: asynq's scripts answer how many tasks they moved (0 for none)
+// or a status; only a 0 means nothing became pending.
+func movedAny(cmd redis.Cmder) bool {
+	c, ok := cmd.(*redis.Cmd)
+	if !ok {
+		return true
+	}
+	n, isInt := c.Val().(int64)
+	return !isInt || n != 0
+}
+
+func (b *Bell) isStopped() bool {
+	select {
+	case <-b.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+func (b *Bell) pause(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-b.stopped:
+	}
+}
+
+type kind int
+
+const (
+	other kind = iota
+	dequeue
+	fills
+)
+
+// classify recognises scripts by the keys they name (asynq's script texts
+// are private to it): asynq's dequeue names the pending list first and the
+// active list third; a script of asynq's (its first key is asynq's) that
+// names the pending list otherwise may make a task pending. retryd's own
+// submission script names the pending list too but rings by itself.
+func (b *Bell) classify(cmd redis.Cmder) kind {
+	args := cmd.Args()
+	if len(args) < 4 {
+		return other
+	}
+	if name, _ := args[0].(string); name != "evalsha" && name != "eval" {
+		return other
+	}
+	n, ok := args[2].(int)
+	if !ok || n < 1 || len(args) < 3+n {
+		return other
+	}
+	keys := args[3 : 3+n]
+	first, _ := keys[0].(string)
+	if first == b.PendingKey && n == 4 {
+		if third, _ := keys[2].(string); third == b.ActiveKey {
+			return dequeue
+		}
+	}
+	if !strings.HasPrefix(first, "asynq:") {
+		return other
+	}
+	for _, k := range keys {
+		if s, _ := k.(string); s == b.PendingKey {
+			return fills
+		}
+	}
+	return other
+}
