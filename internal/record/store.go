@@ -161,9 +161,9 @@ type NewTask struct {
 	Key, PendingKey, ScheduledKey string
 	// BellKey is the queue's doorbell list (see internal/doorbell), rung
 	// when the task is pending at once.
-	BellKey string
-	Msg                           []byte
-	ProcessAt                     time.Time // zero: pending now
+	BellKey   string
+	Msg       []byte
+	ProcessAt time.Time // zero: pending now
 	// Queue must be a member of the set at RegistryKey for asynq to see
 	// the queue; Create adds it once per Store.
 	Queue, RegistryKey string
