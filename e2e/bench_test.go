@@ -135,7 +135,7 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("ceiling_asynq", benchCeiling(t, dest, cfg.N))
 
 		r := redistest.StartServer(t, redistest.Options{})
-		s := startStackOn(t, r, 2, "WORKER_CONCURRENCY=200")
+		s := startStackOn(t, r, envInt("BENCH_WORKERS", 2), "WORKER_CONCURRENCY=200")
 		tp, fp := benchRetryd(t, s, dest, cfg.N)
 		add("retryd_end_to_end", tp)
 		add("redis_commands_per_request", fp.commands)
@@ -257,6 +257,7 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}}`, dest.URL+"/bench", payload)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	cpu0 := stackCPU(s)
 	start := time.Now()
 	for c := 0; c < 32; c++ {
 		wg.Add(1)
@@ -285,6 +286,12 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 		return c >= int64(n)
 	})
 	el := time.Since(start)
+	if os.Getenv("BENCH_DEBUG") != "" {
+		cpu1 := stackCPU(s)
+		for k := range cpu1 {
+			fmt.Printf("CPU %s %.1f us/request\n", k, (cpu1[k]-cpu0[k])*1e6/float64(n))
+		}
+	}
 	fp := footprint{
 		commands: float64(commandCalls(t, rdb)-callsBefore) / float64(n),
 		bytes:    float64(usedMemory(t, rdb)-usedBefore) / float64(n),
@@ -458,4 +465,26 @@ func rssMiB(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// stackCPU is the CPU time (user+system, seconds) each process used so far.
+func stackCPU(s *stack) map[string]float64 {
+	out := map[string]float64{}
+	read := func(name string, pid int) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		u, _ := strconv.ParseFloat(f[11], 64)
+		k, _ := strconv.ParseFloat(f[12], 64)
+		out[name] += (u + k) / 100
+	}
+	read("api", s.apiProc.cmd.Process.Pid)
+	for _, w := range s.workers {
+		read("workers", w.cmd.Process.Pid)
+	}
+	read("redis", s.redis.Pid())
+	read("bench (clients+destination)", os.Getpid())
+	return out
 }

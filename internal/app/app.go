@@ -170,7 +170,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
 	m := metrics.New(store, inspector)
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m}
-	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: connOpt})
+	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt}})
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
 		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},
 		&handlers.Schedules{Store: store, API: api},
@@ -403,4 +403,15 @@ func Healthcheck(ctx context.Context, url string) error {
 		return fmt.Errorf("%s answered %d", url, resp.StatusCode)
 	}
 	return nil
+}
+
+// ringingConnOpt makes the Redis clients asynqmon opens ring the workers'
+// doorbell, so a task run from the dashboard starts at once.
+type ringingConnOpt struct{ asynq.RedisConnOpt }
+
+// MakeRedisClient implements asynq.RedisConnOpt.
+func (o ringingConnOpt) MakeRedisClient() any {
+	c := o.RedisConnOpt.MakeRedisClient().(redis.UniversalClient)
+	c.AddHook(tasks.NewBell(c, 0))
+	return c
 }

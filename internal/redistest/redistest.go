@@ -176,6 +176,14 @@ func (s *Server) Restart() {
 	}
 }
 
+// Pid is the server's process id (0 for a server from REDIS_URL).
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Client returns a go-redis client for the server, closed with the test.
 func (s *Server) Client() *redis.Client {
 	opt, err := redis.ParseURL(s.URL)
