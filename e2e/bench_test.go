@@ -141,6 +141,9 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("redis_commands_per_request", fp.commands)
 		add("redis_bytes_per_request", fp.bytes)
 		add("worker_rss_mib", fp.rssMiB)
+		for k, v := range fp.cpu {
+			add("cpu_per_request_"+k, v)
+		}
 
 		sub, first := benchLatency(t, s, dest, cfg.Rate)
 		add("submit_answer_p50", pct(sub, 50))
@@ -184,6 +187,8 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"retry_late_p50": "ms", "retry_late_p99": "ms", "retry_late_max": "ms", "retry_early": "count",
 		"redis_commands_per_request": "commands", "redis_bytes_per_request": "bytes", "worker_rss_mib": "MiB",
 		"redis_bytes_per_request_excl_payload": "bytes",
+		"cpu_per_request_api": "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
+		"cpu_per_request_loadgen_and_destination": "us",
 	}
 	keys := make([]string, 0, len(med))
 	for k := range med {
@@ -191,10 +196,10 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 	}
 	sort.Strings(keys)
 	var table strings.Builder
-	fmt.Fprintf(&table, "\n%-28s %12s  %s   (median of %d, N=%d)\n", "figure", "value", "unit", cfg.Rounds, cfg.N)
+	fmt.Fprintf(&table, "\n%-40s %12s  %s   (median of %d, N=%d)\n", "figure", "value", "unit", cfg.Rounds, cfg.N)
 	for _, k := range keys {
 		fmt.Printf("RESULT %s %.3f %s\n", k, med[k], units[k])
-		fmt.Fprintf(&table, "%-28s %12.2f  %s\n", k, med[k], units[k])
+		fmt.Fprintf(&table, "%-40s %12.2f  %s\n", k, med[k], units[k])
 	}
 	fmt.Print(table.String())
 	return med
@@ -242,7 +247,10 @@ func benchCeiling(t testing.TB, dest *sink, n int) float64 {
 	return float64(n) / el.Seconds()
 }
 
-type footprint struct{ commands, bytes, rssMiB float64 }
+type footprint struct {
+	commands, bytes, rssMiB float64
+	cpu                     map[string]float64 // µs of CPU per request, by process
+}
 
 // benchRetryd: N requests through the real API from 32 concurrent clients,
 // completed by the real workers; submitted→completed throughput.
@@ -286,13 +294,12 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 		return c >= int64(n)
 	})
 	el := time.Since(start)
-	if os.Getenv("BENCH_DEBUG") != "" {
-		cpu1 := stackCPU(s)
-		for k := range cpu1 {
-			fmt.Printf("CPU %s %.1f us/request\n", k, (cpu1[k]-cpu0[k])*1e6/float64(n))
-		}
+	cpu1 := stackCPU(s)
+	fp := footprint{cpu: map[string]float64{}}
+	for k := range cpu1 {
+		fp.cpu[k] = (cpu1[k] - cpu0[k]) * 1e6 / float64(n)
 	}
-	fp := footprint{
+	fp = footprint{cpu: fp.cpu,
 		commands: float64(commandCalls(t, rdb)-callsBefore) / float64(n),
 		bytes:    float64(usedMemory(t, rdb)-usedBefore) / float64(n),
 	}
@@ -485,6 +492,6 @@ func stackCPU(s *stack) map[string]float64 {
 		read("workers", w.cmd.Process.Pid)
 	}
 	read("redis", s.redis.Pid())
-	read("bench (clients+destination)", os.Getpid())
+	read("loadgen_and_destination", os.Getpid())
 	return out
 }

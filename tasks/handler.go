@@ -30,7 +30,7 @@ const (
 // Store is the part of the record store the handler needs.
 type Store interface {
 	Begin(ctx context.Context, id string, now time.Time) (*record.Begin, error)
-	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishResult, error)
+	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishReport, error)
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
 
@@ -56,6 +56,9 @@ type Handler struct {
 	Stopping context.Context
 	// Faults are the crash-test fault points (nil in production).
 	Faults *faultpoint.Points
+	// Done, when set, makes the record write of a completed delivery do
+	// asynq's "done" too (it must be a hook on asynq's Redis client).
+	Done *DoneByRecord
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -163,6 +166,9 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 		run = -1
 	}
 	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt)}
+	if h.Done != nil {
+		o.TaskDone = doneKeys(r.ID, end)
+	}
 	var next error
 	switch res.Kind {
 	case retry.Success:
@@ -189,9 +195,13 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	// (shutdown): the attempt already reached the destination.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	fin, err := h.Store.Finish(wctx, r.ID, o, h.Now())
+	rep, err := h.Store.Finish(wctx, r.ID, o, h.Now())
 	if err != nil {
 		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, n, r.ID, err)
+	}
+	fin := rep.Result
+	if rep.TaskDone {
+		h.Done.mark(o.TaskDone.TaskKey, end)
 	}
 	h.Log.Info("attempt",
 		"requestId", r.ID, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,

@@ -260,6 +260,8 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	defer rdb.Close()
 	bell := tasks.NewBell(rdb, BellWait)
 	rdb.AddHook(bell)
+	done := tasks.NewDoneByRecord()
+	rdb.AddHook(done)
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	store := record.NewStore(rdb, cfg.Retention)
@@ -278,6 +280,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		RedriveLimit: cfg.RedriveLimit,
 		Stopping:     stopping,
 		Faults:       opts.Faults,
+		Done:         done,
 	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would take more tasks

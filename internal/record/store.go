@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -501,6 +502,28 @@ type Outcome struct {
 	// Run is asynq's retry count of the task run (-1 when unknown),
 	// remembered when the request fails.
 	Run int
+	// TaskDone, when set and the request completes, makes Finish also do
+	// what asynq's "done" would for the task run, in the same script: one
+	// round trip less per delivery, and the record and the task change
+	// together.
+	TaskDone *TaskDone
+}
+
+// TaskDone names the asynq keys its "done" changes for one task run (see
+// tasks.DoneKeys, which knows asynq's layout): the run leaves the active
+// list and the lease set, the task is deleted, and the processed counters
+// count it.
+type TaskDone struct {
+	ActiveKey, LeaseKey, TaskKey, ProcessedDayKey, ProcessedKey string
+	// ProcessedDayExpireAt is when the day's counter expires (Unix seconds).
+	ProcessedDayExpireAt int64
+}
+
+// FinishReport says what Finish did.
+type FinishReport struct {
+	Result FinishResult
+	// TaskDone: the script also did asynq's "done" for the task run.
+	TaskDone bool
 }
 
 // FinishResult says what Finish did.
@@ -532,8 +555,13 @@ const (
 // now (ms), ARGV[6] retention (ms), ARGV[7] the attempt's stats fields
 // "counter,durBucket,lateBucket", ARGV[8] duration (ms), ARGV[9] lateness
 // (ms), ARGV[10] "1" when ARGV[11] is a response body to keep as the
-// result, ARGV[12..] HSET field/value pairs for the next state.
-// Returns "stale", "canceled", "callback" or "ok".
+// result, ARGV[12] the expiry of asynq's day counter when the script is to
+// do asynq's "done" on completion ("" otherwise), ARGV[13..] HSET
+// field/value pairs for the next state. KEYS[13..17] are asynq's active
+// list, lease set, task hash, and processed counters (day, total), or the
+// request hash when unused.
+// Returns "stale", "canceled", "callback" or "ok", the latter two followed
+// by "+done" when asynq's "done" was done too.
 var finishScript = redis.NewScript(`
 if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
 local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
@@ -552,7 +580,7 @@ if st ~= ARGV[4] then
   redis.call("ZREM", idx[st], ARGV[1])
   redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
 end
-redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 12))
+redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 13))
 if ARGV[10] == "1" then
   redis.call("SET", KEYS[12], ARGV[11])
   redis.call("HSET", KEYS[1], "hasResult", "1")
@@ -562,21 +590,29 @@ redis.call("HDEL", KEYS[1], "nextAttemptAt")
 redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
 ` + closeRedriveLua + `
 for _, i in ipairs({1, 2, 3, 11, 12}) do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
+local done = ""
+if ARGV[12] ~= "" and ARGV[4] == "completed" and redis.call("LREM", KEYS[13], 0, ARGV[1]) == 1 then
+  redis.call("ZREM", KEYS[14], ARGV[1])
+  redis.call("DEL", KEYS[15])
+  if redis.call("INCR", KEYS[16]) == 1 then redis.call("EXPIREAT", KEYS[16], ARGV[12]) end
+  redis.call("INCR", KEYS[17])
+  done = "+done"
+end
 if redis.call("HGET", KEYS[1], "cb") == "1" then
   redis.call("HSET", KEYS[1], "cbStatus", "pending")
   redis.call("ZADD", KEYS[9], 0, ARGV[1])
-  return "callback"
+  return "callback" .. done
 end
-return "ok"
+return "ok" .. done
 `)
 
 // Finish records attempt o.Attempt of request id and applies o.
-func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (FinishResult, error) {
+func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (FinishReport, error) {
 	a := o.Attempt
 	a.StartedAtMs = a.StartedAt.UnixMilli()
 	aj, err := json.Marshal(a)
 	if err != nil {
-		return 0, err
+		return FinishReport{}, err
 	}
 	code := ""
 	if a.StatusCode != 0 {
@@ -600,6 +636,14 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	}
 	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue, keyStats,
 		keySpec(id), keyResult(id))
+	doneAt := ""
+	if d := o.TaskDone; d != nil && o.Status == Completed {
+		keys = append(keys, d.ActiveKey, d.LeaseKey, d.TaskKey, d.ProcessedDayKey, d.ProcessedKey)
+		doneAt = strconv.FormatInt(d.ProcessedDayExpireAt, 10)
+	} else {
+		// Unused keys still name the request's slot.
+		keys = append(keys, keyReq(id), keyReq(id), keyReq(id), keyReq(id), keyReq(id))
+	}
 	var durMs int64
 	if a.DurationMs != nil {
 		durMs = *a.DurationMs
@@ -608,19 +652,22 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
 		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds(),
-		stats, durMs, late.Milliseconds(), hasResult, result}, fields...)
+		stats, durMs, late.Milliseconds(), hasResult, result, doneAt}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
-		return 0, wrap(err)
+		return FinishReport{}, wrap(err)
 	}
+	res, taskDone := strings.CutSuffix(res, "+done")
+	f := FinishReport{TaskDone: taskDone}
 	switch res {
 	case "stale":
-		return Stale, nil
+		f.Result = Stale
 	case "canceled":
-		return CanceledMeanwhile, nil
+		f.Result = CanceledMeanwhile
 	case "callback":
-		return RecordedCallback, nil
+		f.Result = RecordedCallback
 	default:
-		return Recorded, nil
+		f.Result = Recorded
 	}
+	return f, nil
 }

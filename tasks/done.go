@@ -1,0 +1,110 @@
+package tasks
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/record"
+)
+
+// asynqStatsTTL is how long asynq keeps a day's processed counter.
+const asynqStatsTTL = 90 * 24 * time.Hour
+
+// doneKeys names what asynq's "done" changes for request id's task run at
+// now (asynq v0.26's layout, as in NewTask).
+func doneKeys(id string, now time.Time) *record.TaskDone {
+	return &record.TaskDone{
+		ActiveKey:            asynqPrefix + "active",
+		LeaseKey:             asynqPrefix + "lease",
+		TaskKey:              asynqPrefix + "t:" + id,
+		ProcessedDayKey:      asynqPrefix + "processed:" + now.UTC().Format("2006-01-02"),
+		ProcessedKey:         asynqPrefix + "processed",
+		ProcessedDayExpireAt: now.Add(asynqStatsTTL).Unix(),
+	}
+}
+
+// DoneByRecord lets a completed delivery's record write also do asynq's
+// "done" for its task run, and answers asynq's own "done" call for that
+// run without a round trip. Add it as a hook to the client the worker's
+// asynq server uses, and give it to the Handler.
+type DoneByRecord struct {
+	mu   sync.Mutex
+	done map[string]time.Time // task key → when the record write did "done"
+}
+
+// NewDoneByRecord returns an empty DoneByRecord.
+func NewDoneByRecord() *DoneByRecord {
+	return &DoneByRecord{done: map[string]time.Time{}}
+}
+
+// doneForgetAfter bounds how long a mark waits for asynq's "done" call.
+// asynq skips the call for a run whose lease expired (its recoverer takes
+// over), so unclaimed marks are dropped after this.
+const doneForgetAfter = 5 * time.Minute
+
+func (d *DoneByRecord) mark(taskKey string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.done) >= 1024 {
+		for k, at := range d.done {
+			if now.Sub(at) > doneForgetAfter {
+				delete(d.done, k)
+			}
+		}
+	}
+	d.done[taskKey] = now
+}
+
+func (d *DoneByRecord) take(taskKey string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.done[taskKey]
+	delete(d.done, taskKey)
+	return ok
+}
+
+// DialHook is part of redis.Hook.
+func (d *DoneByRecord) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook is part of redis.Hook; asynq's "done" is not pipelined.
+func (d *DoneByRecord) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ProcessHook answers asynq's "done" script (recognised by its keys: the
+// queue's active list, then its lease set, then the task) for runs the
+// record write finished already, as the script would: "OK".
+func (d *DoneByRecord) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c, ok := cmd.(*redis.Cmd); ok {
+			if key := asynqDoneTaskKey(c.Args()); key != "" && d.take(key) {
+				c.SetVal("OK")
+				return nil
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// asynqDoneTaskKey returns the task key of an asynq "done" script call, or "".
+func asynqDoneTaskKey(args []any) string {
+	if len(args) < 8 {
+		return ""
+	}
+	if name, _ := args[0].(string); name != "evalsha" && name != "eval" {
+		return ""
+	}
+	if n, _ := args[2].(int); n != 5 {
+		return ""
+	}
+	active, _ := args[3].(string)
+	lease, _ := args[4].(string)
+	task, _ := args[5].(string)
+	if active != asynqPrefix+"active" || lease != asynqPrefix+"lease" {
+		return ""
+	}
+	return task
+}

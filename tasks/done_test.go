@@ -1,0 +1,128 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/submit"
+)
+
+// countDone counts asynq "done" calls that reach Redis.
+type countDone struct{ n atomic.Int64 }
+
+func (c *countDone) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countDone) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (c *countDone) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if asynqDoneTaskKey(cmd.Args()) != "" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestCompletionDoesAsynqsDoneInTheRecordWrite runs deliveries through a real
+// asynq server: a completed one leaves asynq exactly as asynq's own "done"
+// would (task gone, counted processed) without asynq's round trip; a
+// retried one still goes through asynq.
+func TestCompletionDoesAsynqsDoneInTheRecordWrite(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	done := NewDoneByRecord()
+	rdb.AddHook(done)
+	reached := &countDone{}
+	rdb.AddHook(reached) // inner: sees only what reaches Redis
+	store := record.NewStore(rdb, time.Hour)
+	var calls atomic.Int64
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(500) // the first attempt of the retried request
+		}
+	}))
+	defer dest.Close()
+	h := &Handler{Store: store, Client: (&egress.Guard{AllowPrivate: true}).Client(),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now, Rand: func() float64 { return 0 }, Done: done}
+	var warnings atomic.Int64
+	server := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{Queue: 1},
+		TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.WarnLevel, Logger: countingLogger{&warnings},
+		DelayedTaskCheckInterval: 100 * time.Millisecond, RetryDelayFunc: retry.DelayFunc(time.Now), IsFailure: retry.IsFailure})
+	mux := asynq.NewServeMux()
+	mux.Handle(TypeDeliver, h)
+	if err := server.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Shutdown()
+
+	create := func(body string) string {
+		now := time.Now()
+		r, err := submit.Parse([]byte(body), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID = ids.New(now)
+		if _, err := store.Create(context.Background(), r, "", nil, NewTask(r.ID, r.NextAttemptAt, time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	retried := create(`{"url":"` + dest.URL + `","backoffMs":100}`)
+	waitUntil(t, "the retried request to complete", func() bool {
+		r, err := store.Get(context.Background(), retried)
+		return err == nil && r.Status == record.Completed
+	})
+	completed := create(`{"url":"` + dest.URL + `"}`)
+	waitUntil(t, "the request to complete", func() bool {
+		r, err := store.Get(context.Background(), completed)
+		return err == nil && r.Status == record.Completed
+	})
+
+	insp := asynq.NewInspectorFromRedisClient(srv.Client())
+	for _, id := range []string{retried, completed} {
+		if _, err := insp.GetTaskInfo(Queue, id); !errors.Is(err, asynq.ErrTaskNotFound) {
+			t.Errorf("task %s after completion: %v, want it gone", id, err)
+		}
+	}
+	// Three runs: the retried request's failed one (asynq's retry counts
+	// it) and two completions (counted by the record writes).
+	waitUntil(t, "asynq to count the three runs processed", func() bool {
+		q, err := insp.GetQueueInfo(Queue)
+		return err == nil && q.Processed == 3 && q.ProcessedTotal == 3 && q.Failed == 1 && q.Active == 0
+	})
+	if n := reached.n.Load(); n != 0 {
+		t.Errorf("asynq's done reached Redis %d times, want 0", n)
+	}
+	if n := warnings.Load(); n != 0 {
+		t.Errorf("asynq logged %d warnings", n)
+	}
+	done.mu.Lock()
+	defer done.mu.Unlock()
+	if len(done.done) != 0 {
+		t.Errorf("marks left unclaimed: %v", done.done)
+	}
+}
+
+type countingLogger struct{ n *atomic.Int64 }
+
+func (l countingLogger) Debug(...any) {}
+func (l countingLogger) Info(...any)  {}
+func (l countingLogger) Warn(...any)  { l.n.Add(1) }
+func (l countingLogger) Error(...any) { l.n.Add(1) }
+func (l countingLogger) Fatal(...any) { l.n.Add(1) }
