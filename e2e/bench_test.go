@@ -187,7 +187,7 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"retry_late_p50": "ms", "retry_late_p99": "ms", "retry_late_max": "ms", "retry_early": "count",
 		"redis_commands_per_request": "commands", "redis_bytes_per_request": "bytes", "worker_rss_mib": "MiB",
 		"redis_bytes_per_request_excl_payload": "bytes",
-		"cpu_per_request_api": "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
+		"cpu_per_request_api":                  "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
 		"cpu_per_request_loadgen_and_destination": "us",
 	}
 	keys := make([]string, 0, len(med))
