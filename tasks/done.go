@@ -89,22 +89,12 @@ func (d *DoneByRecord) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// asynqDoneTaskKey returns the task key of an asynq "done" script call, or "".
+// asynqDoneTaskKey returns the task key of an asynq "done" script call for
+// the queue (keys active, lease, task, processed counters), or "".
 func asynqDoneTaskKey(args []any) string {
-	if len(args) < 8 {
+	keys, _ := asynqScriptCall(args, 5)
+	if keys == nil || keys[0] != asynqPrefix+"active" || keys[1] != asynqPrefix+"lease" {
 		return ""
 	}
-	if name, _ := args[0].(string); name != "evalsha" && name != "eval" {
-		return ""
-	}
-	if n, _ := args[2].(int); n != 5 {
-		return ""
-	}
-	active, _ := args[3].(string)
-	lease, _ := args[4].(string)
-	task, _ := args[5].(string)
-	if active != asynqPrefix+"active" || lease != asynqPrefix+"lease" {
-		return ""
-	}
-	return task
+	return keys[2]
 }

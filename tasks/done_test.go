@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,11 +39,35 @@ func (c *countDone) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// TestCompletionDoesAsynqsDoneInTheRecordWrite runs deliveries through a real
-// asynq server: a completed one leaves asynq exactly as asynq's own "done"
-// would (task gone, counted processed) without asynq's round trip; a
-// retried one still goes through asynq.
-func TestCompletionDoesAsynqsDoneInTheRecordWrite(t *testing.T) {
+// countBegins counts the handler's own Begin calls per request.
+type countBegins struct {
+	*record.Store
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countBegins) Begin(ctx context.Context, id string, now time.Time) (*record.Begin, error) {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[id]++
+	c.mu.Unlock()
+	return c.Store.Begin(ctx, id, now)
+}
+
+func (c *countBegins) n(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[id]
+}
+
+// TestFetchBeginsAndRecordWriteEndsTheTaskRun runs deliveries through a real
+// asynq server wired as the worker is: the fetch starts the attempt (the
+// handler does not ask Redis again), and a completion leaves asynq exactly
+// as asynq's own "done" would (task gone, counted processed) without
+// asynq's round trip; a retried request still goes through asynq's retry.
+func TestFetchBeginsAndRecordWriteEndsTheTaskRun(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
@@ -51,6 +76,9 @@ func TestCompletionDoesAsynqsDoneInTheRecordWrite(t *testing.T) {
 	reached := &countDone{}
 	rdb.AddHook(reached) // inner: sees only what reaches Redis
 	store := record.NewStore(rdb, time.Hour)
+	prefetch := &Prefetch{Store: store, Now: time.Now}
+	rdb.AddHook(prefetch)
+	counted := &countBegins{Store: store}
 	var calls atomic.Int64
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
@@ -58,7 +86,7 @@ func TestCompletionDoesAsynqsDoneInTheRecordWrite(t *testing.T) {
 		}
 	}))
 	defer dest.Close()
-	h := &Handler{Store: store, Client: (&egress.Guard{AllowPrivate: true}).Client(),
+	h := &Handler{Store: counted, Prefetched: prefetch, Client: (&egress.Guard{AllowPrivate: true}).Client(),
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now, Rand: func() float64 { return 0 }, Done: done}
 	var warnings atomic.Int64
 	server := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{Queue: 1},
@@ -108,6 +136,12 @@ func TestCompletionDoesAsynqsDoneInTheRecordWrite(t *testing.T) {
 	})
 	if n := reached.n.Load(); n != 0 {
 		t.Errorf("asynq's done reached Redis %d times, want 0", n)
+	}
+	if n := counted.n(completed); n != 0 {
+		t.Errorf("the handler asked Redis to begin the attempt %d times; the fetch began it", n)
+	}
+	if r, _ := store.Get(context.Background(), completed); len(r.Attempts) != 1 || r.Attempts[0].N != 1 {
+		t.Errorf("attempts %+v, want the one prefetched attempt", r.Attempts)
 	}
 	if n := warnings.Load(); n != 0 {
 		t.Errorf("asynq logged %d warnings", n)

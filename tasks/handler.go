@@ -59,6 +59,9 @@ type Handler struct {
 	// Done, when set, makes the record write of a completed delivery do
 	// asynq's "done" too (it must be a hook on asynq's Redis client).
 	Done *DoneByRecord
+	// Prefetched, when set, holds attempts the fetch started already (it
+	// must be a hook on asynq's Redis client).
+	Prefetched *Prefetch
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -67,12 +70,15 @@ type Handler struct {
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	id := string(t.Payload())
-	var b *record.Begin
+	// The fetch may have started the attempt already (Prefetch).
+	b := h.Prefetched.take(id)
 	for {
-		var err error
-		b, err = h.Store.Begin(ctx, id, h.Now())
-		if err != nil {
-			return fmt.Errorf("%w: begin attempt of %s: %w", retry.ErrInfrastructure, id, err)
+		if b == nil {
+			var err error
+			b, err = h.Store.Begin(ctx, id, h.Now())
+			if err != nil {
+				return fmt.Errorf("%w: begin attempt of %s: %w", retry.ErrInfrastructure, id, err)
+			}
 		}
 		if b.State != record.NotDue {
 			break
@@ -91,6 +97,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			return fmt.Errorf("%w: %w", retry.ErrInfrastructure, ctx.Err())
 		case <-timer.C:
 		}
+		b = nil
 	}
 	switch b.State {
 	case record.Missing:

@@ -258,13 +258,19 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return err
 	}
 	defer rdb.Close()
+	store := record.NewStore(rdb, cfg.Retention)
+	// Hooks on the client asynq uses, outermost first: the doorbell turns
+	// an empty fetch into a wait; the fetch starts the delivery's attempt
+	// (Prefetch); a completion's record write does asynq's done
+	// (DoneByRecord).
 	bell := tasks.NewBell(rdb, BellWait)
 	rdb.AddHook(bell)
 	done := tasks.NewDoneByRecord()
 	rdb.AddHook(done)
+	prefetch := &tasks.Prefetch{Store: store, Now: time.Now}
+	rdb.AddHook(prefetch)
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
-	store := record.NewStore(rdb, cfg.Retention)
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
 	client := guard.Client()
@@ -281,6 +287,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Stopping:     stopping,
 		Faults:       opts.Faults,
 		Done:         done,
+		Prefetched:   prefetch,
 	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would take more tasks

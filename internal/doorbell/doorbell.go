@@ -189,9 +189,10 @@ const (
 )
 
 // classify recognises scripts by the keys they name (asynq's script texts
-// are private to it): asynq's dequeue names the pending list first and the
-// active list third; a script of asynq's (its first key is asynq's) that
-// names the pending list otherwise may make a task pending. retryd's own
+// are private to it): asynq's dequeue names its four keys, the pending list
+// first and the active list third; other scripts that name the pending
+// list first take from it too; a script of asynq's (its first key is
+// asynq's) that names the pending list later may make a task pending. retryd's own
 // submission script names the pending list too but rings by itself.
 func (b *Bell) classify(cmd redis.Cmder) kind {
 	args := cmd.Args()
@@ -207,10 +208,12 @@ func (b *Bell) classify(cmd redis.Cmder) kind {
 	}
 	keys := args[3 : 3+n]
 	first, _ := keys[0].(string)
-	if first == b.PendingKey && n == 4 {
-		if third, _ := keys[2].(string); third == b.ActiveKey {
+	if first == b.PendingKey {
+		// Scripts that name the pending list first take from it.
+		if third, _ := keys[2].(string); n == 4 && third == b.ActiveKey {
 			return dequeue
 		}
+		return other
 	}
 	if !strings.HasPrefix(first, "asynq:") {
 		return other

@@ -432,31 +432,38 @@ type Begin struct {
 	Request   *Request // the record as of the start, when Started
 }
 
-// beginScript starts an attempt: it records an attempt left in flight by a
+// beginLua starts an attempt: it records an attempt left in flight by a
 // crashed worker as "interrupted" (it does not count against the budget),
 // numbers the new attempt and marks it in flight, and returns the record.
-//
-// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] the stats hash,
-// KEYS[4] the spec. ARGV[1] now (ms), ARGV[2] the error text of an
-// interrupted attempt.
+// It expects the locals kReq (request hash), kAtt (attempts list), kStats
+// (the stats hash), kSpec (the spec), now (ms) and ierr (the error text of
+// an interrupted attempt).
 // Returns {"missing"}, {status, failedRun} when terminal, {"notdue", dueMs}, or
 // {"ok", n, HGETALL..., spec}.
-var beginScript = redis.NewScript(`
-local st = redis.call("HGET", KEYS[1], "status")
+const beginLua = `
+local st = redis.call("HGET", kReq, "status")
 if not st then return {"missing"} end
-if st ~= "pending" and st ~= "retrying" then return {st, redis.call("HGET", KEYS[1], "failedRun") or "-1"} end
-local due = tonumber(redis.call("HGET", KEYS[1], "nextAttemptAt") or "0")
-if due > tonumber(ARGV[1]) then return {"notdue", tostring(due)} end
-local inN = redis.call("HGET", KEYS[1], "inflightN")
+if st ~= "pending" and st ~= "retrying" then return {st, redis.call("HGET", kReq, "failedRun") or "-1"} end
+local due = tonumber(redis.call("HGET", kReq, "nextAttemptAt") or "0")
+if due > tonumber(now) then return {"notdue", tostring(due)} end
+local inN = redis.call("HGET", kReq, "inflightN")
 if inN then
-  local at = redis.call("HGET", KEYS[1], "inflightAt")
-  redis.call("RPUSH", KEYS[2], cjson.encode({n = tonumber(inN), startedAtMs = tonumber(at), outcome = "interrupted", error = ARGV[2]}))
-  redis.call("HINCRBY", KEYS[3], "att|interrupted|", 1)
+  local at = redis.call("HGET", kReq, "inflightAt")
+  redis.call("RPUSH", kAtt, cjson.encode({n = tonumber(inN), startedAtMs = tonumber(at), outcome = "interrupted", error = ierr}))
+  redis.call("HINCRBY", kStats, "att|interrupted|", 1)
 end
-local n = redis.call("HINCRBY", KEYS[1], "attemptCount", 1)
-redis.call("HSET", KEYS[1], "inflightN", n, "inflightAt", ARGV[1], "updatedAt", ARGV[1])
-return {"ok", tostring(n), redis.call("HGETALL", KEYS[1]), redis.call("GET", KEYS[4])}
-`)
+local n = redis.call("HINCRBY", kReq, "attemptCount", 1)
+redis.call("HSET", kReq, "inflightN", n, "inflightAt", now, "updatedAt", now)
+return {"ok", tostring(n), redis.call("HGETALL", kReq), redis.call("GET", kSpec)}
+`
+
+// beginScript runs beginLua. KEYS[1] request hash, KEYS[2] attempts list,
+// KEYS[3] the stats hash, KEYS[4] the spec. ARGV[1] now (ms), ARGV[2] the
+// error text of an interrupted attempt.
+var beginScript = redis.NewScript(`
+local kReq, kAtt, kStats, kSpec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now, ierr = ARGV[1], ARGV[2]
+` + beginLua)
 
 // InterruptedError is the error recorded on an attempt cut short by a crash.
 const InterruptedError = "worker stopped during the attempt; attempt repeated"
@@ -467,13 +474,17 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 	if err != nil {
 		return nil, wrap(err)
 	}
+	return parseBegin(id, res), nil
+}
+
+func parseBegin(id string, res []any) *Begin {
 	head, _ := res[0].(string)
 	switch head {
 	case "missing":
-		return &Begin{State: Missing}, nil
+		return &Begin{State: Missing}
 	case "notdue":
 		dueMs, _ := strconv.ParseInt(res[1].(string), 10, 64)
-		return &Begin{State: NotDue, Due: time.UnixMilli(dueMs)}, nil
+		return &Begin{State: NotDue, Due: time.UnixMilli(dueMs)}
 	case "ok":
 		n, _ := strconv.Atoi(res[1].(string))
 		flat, _ := res[2].([]any)
@@ -484,11 +495,84 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 			h[k] = v
 		}
 		sp, _ := res[3].(string)
-		return &Begin{State: Started, N: n, Request: decode(id, h, sp)}, nil
+		return &Begin{State: Started, N: n, Request: decode(id, h, sp)}
 	default:
 		failedRun, _ := strconv.Atoi(res[1].(string))
-		return &Begin{State: Finished, Status: Status(head), FailedRun: failedRun}, nil
+		return &Begin{State: Finished, Status: Status(head), FailedRun: failedRun}
 	}
+}
+
+// DequeueKeys names what asynq's dequeue of one queue uses (tasks knows
+// asynq's layout).
+type DequeueKeys struct {
+	Pending, Paused, Active, Lease string
+	// TaskPrefix prefixes a task id to make its hash's key.
+	TaskPrefix string
+	// DeliverPrefix is how a delivery task's message starts; Begin runs
+	// only for those (their task id is the request id).
+	DeliverPrefix string
+}
+
+// dequeueBeginScript is asynq's dequeue (v0.26: pop a task unless the
+// queue is paused, mark it active, lease it) followed, for a delivery
+// task, by beginLua for its request: the worker fetches a task and starts
+// its attempt in one round trip. The request's keys are not declared; like
+// asynq's task hash they are in the queue's cluster slot.
+//
+// KEYS[1] pending list, KEYS[2] paused key, KEYS[3] active list, KEYS[4]
+// lease set, KEYS[5] the stats hash. ARGV[1] the lease's expiry (Unix
+// seconds), ARGV[2] the task key prefix, ARGV[3] the delivery message
+// prefix, ARGV[4] now (ms), ARGV[5] the interrupted error text.
+// Returns nil when there is no task, {msg, id} for a task that is not a
+// delivery, or {msg, id, begin's reply}.
+var dequeueBeginScript = redis.NewScript(`
+if redis.call("EXISTS", KEYS[2]) == 1 then return nil end
+local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
+if not id then return nil end
+local key = ARGV[2] .. id
+redis.call("HSET", key, "state", "active")
+redis.call("HDEL", key, "pending_since")
+redis.call("ZADD", KEYS[4], ARGV[1], id)
+local msg = redis.call("HGET", key, "msg")
+if not msg then return nil end
+if string.sub(msg, 1, #ARGV[3]) ~= ARGV[3] then return {msg, id} end
+local kReq, kAtt, kStats, kSpec = ` + strconv.Quote(keyReq("")) + ` .. id, ` + strconv.Quote(keyAttempts("")) + ` .. id, KEYS[5], ` + strconv.Quote(keySpec("")) + ` .. id
+local now, ierr = ARGV[4], ARGV[5]
+local function begin()
+` + beginLua + `
+end
+return {msg, id, begin()}
+`)
+
+// Dequeued is DequeueBegin's answer.
+type Dequeued struct {
+	Msg string // asynq's task message; "" when the queue had no task
+	ID  string // the task's id
+	// Begin is Begin's answer for a delivery task's request (nil for
+	// other tasks).
+	Begin *Begin
+}
+
+// DequeueBegin does asynq's dequeue with the given lease expiry (Unix
+// seconds) and, when the task is a delivery, Begin of its request at now.
+func (s *Store) DequeueBegin(ctx context.Context, k DequeueKeys, leaseExpiry int64, now time.Time) (Dequeued, error) {
+	res, err := dequeueBeginScript.Run(ctx, s.rdb, []string{k.Pending, k.Paused, k.Active, k.Lease, keyStats},
+		leaseExpiry, k.TaskPrefix, k.DeliverPrefix, now.UnixMilli(), InterruptedError).Slice()
+	if errors.Is(err, redis.Nil) {
+		return Dequeued{}, nil
+	}
+	if err != nil {
+		return Dequeued{}, wrap(err)
+	}
+	d := Dequeued{}
+	d.Msg, _ = res[0].(string)
+	d.ID, _ = res[1].(string)
+	if len(res) > 2 {
+		if b, ok := res[2].([]any); ok && len(b) > 0 {
+			d.Begin = parseBegin(d.ID, b)
+		}
+	}
+	return d, nil
 }
 
 // Outcome is the result of a finished attempt and the state it leads to.
