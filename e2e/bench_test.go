@@ -163,6 +163,8 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		}
 		add("retry_early", early)
 
+		add("idle_worker_cpu", benchIdle(s))
+
 		if cfg.BullMQ {
 			for _, mode := range []string{"fetch", "undici"} {
 				add("bullmq_"+mode, benchBullMQ(t, r, dest, cfg.N, mode))
@@ -188,7 +190,7 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"redis_commands_per_request": "commands", "redis_bytes_per_request": "bytes", "worker_rss_mib": "MiB",
 		"redis_bytes_per_request_excl_payload": "bytes",
 		"cpu_per_request_api":                  "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
-		"cpu_per_request_loadgen_and_destination": "us",
+		"cpu_per_request_loadgen_and_destination": "us", "idle_worker_cpu": "% of a core",
 	}
 	keys := make([]string, 0, len(med))
 	for k := range med {
@@ -474,24 +476,43 @@ func rssMiB(pid int) float64 {
 	return 0
 }
 
+// benchIdle is the CPU an idle worker uses (percent of one core, the mean
+// over the stack's workers), measured over 5 s once the queue is empty.
+func benchIdle(s *stack) float64 {
+	time.Sleep(time.Second) // let the last attempts' bookkeeping settle
+	before := map[int]float64{}
+	for _, w := range s.workers {
+		before[w.cmd.Process.Pid] = procCPU(w.cmd.Process.Pid)
+	}
+	const window = 5 * time.Second
+	time.Sleep(window)
+	var sum float64
+	for pid, b := range before {
+		sum += procCPU(pid) - b
+	}
+	return 100 * sum / float64(len(before)) / window.Seconds()
+}
+
+// procCPU is the CPU time (user+system, seconds) process pid used so far.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseFloat(f[11], 64)
+	k, _ := strconv.ParseFloat(f[12], 64)
+	return (u + k) / 100
+}
+
 // stackCPU is the CPU time (user+system, seconds) each process used so far.
 func stackCPU(s *stack) map[string]float64 {
 	out := map[string]float64{}
-	read := func(name string, pid int) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-		u, _ := strconv.ParseFloat(f[11], 64)
-		k, _ := strconv.ParseFloat(f[12], 64)
-		out[name] += (u + k) / 100
-	}
-	read("api", s.apiProc.cmd.Process.Pid)
+	out["api"] = procCPU(s.apiProc.cmd.Process.Pid)
 	for _, w := range s.workers {
-		read("workers", w.cmd.Process.Pid)
+		out["workers"] += procCPU(w.cmd.Process.Pid)
 	}
-	read("redis", s.redis.Pid())
-	read("loadgen_and_destination", os.Getpid())
+	out["redis"] = procCPU(s.redis.Pid())
+	out["loadgen_and_destination"] = procCPU(os.Getpid())
 	return out
 }
