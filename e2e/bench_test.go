@@ -38,7 +38,7 @@ type benchConfig struct {
 // run, each measured Rounds times and reported as the median. Size it with
 // BENCH_N (default 20000) and BENCH_ROUNDS (default 3).
 func BenchmarkSuite(b *testing.B) {
-	cfg := benchConfig{N: envInt("BENCH_N", 20000), Rounds: envInt("BENCH_ROUNDS", 3), Rate: 1000, BullMQ: os.Getenv("BENCH_BULLMQ") != "0"}
+	cfg := benchConfig{N: envInt("BENCH_N", 20000), Rounds: envInt("BENCH_ROUNDS", 3), Rate: envInt("BENCH_RATE", 1000), BullMQ: os.Getenv("BENCH_BULLMQ") != "0"}
 	for i := 0; i < b.N; i++ {
 		runBench(b, cfg)
 	}
