@@ -144,6 +144,9 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		for k, v := range fp.cpu {
 			add("cpu_per_request_"+k, v)
 		}
+		for k, v := range fp.switches {
+			add("switches_per_request_"+k, v)
+		}
 
 		sub, first := benchLatency(t, s, dest, cfg.Rate)
 		add("submit_answer_p50", pct(sub, 50))
@@ -191,6 +194,8 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"redis_bytes_per_request_excl_payload": "bytes",
 		"cpu_per_request_api":                  "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
 		"cpu_per_request_loadgen_and_destination": "us", "idle_worker_cpu": "% of a core",
+		"switches_per_request_api": "switches", "switches_per_request_workers": "switches",
+		"switches_per_request_redis": "switches", "switches_per_request_loadgen_and_destination": "switches",
 	}
 	keys := make([]string, 0, len(med))
 	for k := range med {
@@ -198,10 +203,10 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 	}
 	sort.Strings(keys)
 	var table strings.Builder
-	fmt.Fprintf(&table, "\n%-40s %12s  %s   (median of %d, N=%d)\n", "figure", "value", "unit", cfg.Rounds, cfg.N)
+	fmt.Fprintf(&table, "\n%-46s %12s  %s   (median of %d, N=%d)\n", "figure", "value", "unit", cfg.Rounds, cfg.N)
 	for _, k := range keys {
 		fmt.Printf("RESULT %s %.3f %s\n", k, med[k], units[k])
-		fmt.Fprintf(&table, "%-40s %12.2f  %s\n", k, med[k], units[k])
+		fmt.Fprintf(&table, "%-46s %12.2f  %s\n", k, med[k], units[k])
 	}
 	fmt.Print(table.String())
 	return med
@@ -252,6 +257,7 @@ func benchCeiling(t testing.TB, dest *sink, n int) float64 {
 type footprint struct {
 	commands, bytes, rssMiB float64
 	cpu                     map[string]float64 // µs of CPU per request, by process
+	switches                map[string]float64 // context switches per request, by process
 }
 
 // benchRetryd: N requests through the real API from 32 concurrent clients,
@@ -267,7 +273,7 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}}`, dest.URL+"/bench", payload)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	cpu0 := stackCPU(s)
+	cpu0, cs0 := stackCPU(s), stackSwitches(s)
 	start := time.Now()
 	for c := 0; c < 32; c++ {
 		wg.Add(1)
@@ -296,12 +302,13 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 		return c >= int64(n)
 	})
 	el := time.Since(start)
-	cpu1 := stackCPU(s)
-	fp := footprint{cpu: map[string]float64{}}
+	cpu1, cs1 := stackCPU(s), stackSwitches(s)
+	fp := footprint{cpu: map[string]float64{}, switches: map[string]float64{}}
 	for k := range cpu1 {
 		fp.cpu[k] = (cpu1[k] - cpu0[k]) * 1e6 / float64(n)
+		fp.switches[k] = (cs1[k] - cs0[k]) / float64(n)
 	}
-	fp = footprint{cpu: fp.cpu,
+	fp = footprint{cpu: fp.cpu, switches: fp.switches,
 		commands: float64(commandCalls(t, rdb)-callsBefore) / float64(n),
 		bytes:    float64(usedMemory(t, rdb)-usedBefore) / float64(n),
 	}
@@ -503,6 +510,34 @@ func procCPU(pid int) float64 {
 	u, _ := strconv.ParseFloat(f[11], 64)
 	k, _ := strconv.ParseFloat(f[12], 64)
 	return (u + k) / 100
+}
+
+// stackSwitches counts the context switches (voluntary and not, over all
+// threads) each process made so far.
+func stackSwitches(s *stack) map[string]float64 {
+	out := map[string]float64{}
+	read := func(name string, pid int) {
+		threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+		for _, path := range threads {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "voluntary_ctxt_switches") {
+					n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					out[name] += n
+				}
+			}
+		}
+	}
+	read("api", s.apiProc.cmd.Process.Pid)
+	for _, w := range s.workers {
+		read("workers", w.cmd.Process.Pid)
+	}
+	read("redis", s.redis.Pid())
+	read("loadgen_and_destination", os.Getpid())
+	return out
 }
 
 // stackCPU is the CPU time (user+system, seconds) each process used so far.
