@@ -290,10 +290,10 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Prefetched:   prefetch,
 	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
-	// One asynq server per process: a second one would take more tasks
+	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
-	// polling; at the throughput one process reaches on its own share of
-	// the CPU, the fetch loop is not the limit.
+	// calls and the context switches; at the throughput one process reaches
+	// on its own share of the CPU, the fetch loop is not the limit.
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.WorkerConcurrency,
 		Queues:                   map[string]int{tasks.Queue: 1},
