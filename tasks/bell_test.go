@@ -11,10 +11,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
-	"github.com/retryd/retryd/internal/submit"
 )
 
 // slowPoll is an asynq poll interval no test waits out: a task that runs
@@ -88,17 +86,8 @@ func TestSubmissionWakesTheIdleWorker(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ran, _ := bellServer(t, srv)
-	store := record.NewStore(srv.Client(), time.Hour)
-	now := time.Now()
-	r, err := submit.Parse([]byte(`{"url":"https://e.com"}`), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.ID = ids.New(now)
-	if _, err := store.Create(context.Background(), r, "", nil, NewTask(r.ID, r.NextAttemptAt, time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	expectRun(t, ran, r.ID, "submission script")
+	id := createWithTask(t, record.NewStore(srv.Client(), time.Hour), `{"url":"https://e.com"}`, time.Second)
+	expectRun(t, ran, id, "submission script")
 }
 
 func TestAsynqEnqueueAndForwardWakeTheIdleWorker(t *testing.T) {

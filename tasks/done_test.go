@@ -16,11 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/egress"
-	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/retry"
-	"github.com/retryd/retryd/internal/submit"
 )
 
 // countDone counts asynq "done" calls that reach Redis.
@@ -99,24 +97,12 @@ func TestFetchBeginsAndRecordWriteEndsTheTaskRun(t *testing.T) {
 	}
 	defer server.Shutdown()
 
-	create := func(body string) string {
-		now := time.Now()
-		r, err := submit.Parse([]byte(body), now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.ID = ids.New(now)
-		if _, err := store.Create(context.Background(), r, "", nil, NewTask(r.ID, r.NextAttemptAt, time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		return r.ID
-	}
-	retried := create(`{"url":"` + dest.URL + `","backoffMs":100}`)
+	retried := createWithTask(t, store, `{"url":"`+dest.URL+`","backoffMs":100}`, time.Second)
 	waitUntil(t, "the retried request to complete", func() bool {
 		r, err := store.Get(context.Background(), retried)
 		return err == nil && r.Status == record.Completed
 	})
-	completed := create(`{"url":"` + dest.URL + `"}`)
+	completed := createWithTask(t, store, `{"url":"`+dest.URL+`"}`, time.Second)
 	waitUntil(t, "the request to complete", func() bool {
 		r, err := store.Get(context.Background(), completed)
 		return err == nil && r.Status == record.Completed

@@ -21,21 +21,8 @@ func TestNewTaskIsAsynqs(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	store := record.NewStore(srv.Client(), time.Hour)
-	ctx := context.Background()
-	create := func(body string) string {
-		now := time.Now()
-		r, err := submit.Parse([]byte(body), now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.ID = ids.New(now)
-		if _, err := store.Create(ctx, r, "", nil, NewTask(r.ID, r.NextAttemptAt, 2*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		return r.ID
-	}
-	now := create(`{"url":"https://e.com"}`)
-	later := create(`{"url":"https://e.com","delayMs":60000}`)
+	now := createWithTask(t, store, `{"url":"https://e.com"}`, 2*time.Second)
+	later := createWithTask(t, store, `{"url":"https://e.com","delayMs":60000}`, 2*time.Second)
 
 	insp := asynq.NewInspector(asynq.RedisClientOpt{Addr: srv.Addr})
 	defer insp.Close()
@@ -71,4 +58,20 @@ func TestNewTaskIsAsynqs(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// createWithTask stores a request parsed from body with its asynq task, as
+// the API does, and returns its id.
+func createWithTask(t *testing.T, store *record.Store, body string, attemptTimeout time.Duration) string {
+	t.Helper()
+	now := time.Now()
+	r, err := submit.Parse([]byte(body), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ID = ids.New(now)
+	if _, err := store.Create(context.Background(), r, "", nil, NewTask(r.ID, r.NextAttemptAt, attemptTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
 }
