@@ -146,3 +146,68 @@ func (l countingLogger) Info(...any)  {}
 func (l countingLogger) Warn(...any)  { l.n.Add(1) }
 func (l countingLogger) Error(...any) { l.n.Add(1) }
 func (l countingLogger) Fatal(...any) { l.n.Add(1) }
+
+// countFetches counts the fetches (DequeueBegin's script) that reach Redis.
+type countFetches struct{ n atomic.Int64 }
+
+func (c *countFetches) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countFetches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (c *countFetches) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if keys, _ := asynqScriptCall(cmd.Args(), 5); keys != nil && keys[0] == dequeueKeys.Pending {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestFetchRespectsAPausedQueue: the fetch that replaces asynq's dequeue
+// takes nothing from a queue paused (from the dashboard), as asynq's would.
+func TestFetchRespectsAPausedQueue(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	store := record.NewStore(rdb, time.Hour)
+	prefetch := &Prefetch{Store: store, Now: time.Now}
+	rdb.AddHook(prefetch)
+	fetches := &countFetches{}
+	rdb.AddHook(fetches)
+	insp := asynq.NewInspectorFromRedisClient(srv.Client())
+	id := createWithTask(t, store, `{"url":"https://e.com"}`, time.Second)
+	if err := insp.PauseQueue(Queue); err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan string, 1)
+	server := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{Queue: 1},
+		TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.FatalLevel})
+	mux := asynq.NewServeMux()
+	mux.HandleFunc(TypeDeliver, func(_ context.Context, task *asynq.Task) error {
+		ran <- string(task.Payload())
+		return nil
+	})
+	if err := server.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Shutdown()
+
+	waitUntil(t, "the worker to try a few fetches", func() bool { return fetches.n.Load() >= 3 })
+	if info, err := insp.GetTaskInfo(Queue, id); err != nil || info.State != asynq.TaskStatePending {
+		t.Fatalf("task of a paused queue: %+v %v, want it pending", info, err)
+	}
+	if r, _ := store.Get(context.Background(), id); r.AttemptCount != 0 {
+		t.Fatalf("attempt started on a paused queue: %+v", r)
+	}
+	if err := insp.UnpauseQueue(Queue); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-ran:
+		if got != id {
+			t.Fatalf("ran %q, want %q", got, id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task did not run after the queue was resumed")
+	}
+}
