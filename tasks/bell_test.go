@@ -15,16 +15,21 @@ import (
 	"github.com/retryd/retryd/internal/redistest"
 )
 
-// slowPoll is an asynq poll interval no test waits out: a task that runs
-// well within it was fetched because the doorbell woke the worker.
-const slowPoll = 4 * time.Second
+// The worker in these tests waits on the doorbell for bellWait after an
+// empty fetch and then polls every slowPoll or so: a task that runs within
+// wakeBudget (well under both) was fetched because the doorbell rang.
+const (
+	bellWait   = time.Minute
+	slowPoll   = 4 * time.Second
+	wakeBudget = 10 * time.Second
+)
 
-// bellServer starts an asynq server on the queue that polls every slowPoll
-// but waits on the doorbell, and returns the ids it ran.
+// bellServer starts an asynq server on the queue that waits on the
+// doorbell (bellWait) and polls slowly, and returns the ids it ran.
 func bellServer(t *testing.T, srv *redistest.Server) (ran chan string, bell interface{ Stop() }) {
 	t.Helper()
 	rdb := srv.Client()
-	b := NewBell(rdb, time.Minute)
+	b := NewBell(rdb, bellWait)
 	rdb.AddHook(b)
 	ran = make(chan string, 16)
 	server := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{Queue: 1},
@@ -77,8 +82,8 @@ func expectRun(t *testing.T, ran chan string, id, how string) {
 		if got != id {
 			t.Fatalf("%s: ran %q, want %q", how, got, id)
 		}
-	case <-time.After(slowPoll / 4):
-		t.Fatalf("%s: the idle worker was not woken (it polls only every %v)", how, slowPoll)
+	case <-time.After(wakeBudget):
+		t.Fatalf("%s: the idle worker was not woken (unwoken, it would wait %v)", how, bellWait)
 	}
 }
 
