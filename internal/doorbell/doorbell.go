@@ -56,14 +56,13 @@ type Bell struct {
 	initOnce sync.Once
 }
 
-// ringScript pushes a token unless one is waiting already.
-var ringScript = redis.NewScript(`
-if redis.call("LLEN", KEYS[1]) == 0 then redis.call("RPUSH", KEYS[1], "1") end
-return 0`)
-
-// RingLua is the Lua fragment other scripts embed to ring: it expects the
-// doorbell list's key in the variable bell.
+// RingLua is the Lua fragment that rings, for scripts to embed: it pushes a
+// token unless one is waiting already. It expects the doorbell list's key
+// in the variable bell.
 const RingLua = `if redis.call("LLEN", bell) == 0 then redis.call("RPUSH", bell, "1") end`
+
+// ringScript rings the doorbell at KEYS[1].
+var ringScript = redis.NewScript("local bell = KEYS[1]\n" + RingLua + "\nreturn 0")
 
 func (b *Bell) init() {
 	b.initOnce.Do(func() {
