@@ -430,4 +430,26 @@ func TestOutcomeCallback(t *testing.T) {
 	if d := s.get(t, id2); d["status"] != "completed" {
 		t.Errorf("a failed callback changed the request to %v", d["status"])
 	}
+
+	// Canceled is a final outcome too: its callback is sent at once.
+	mu.Unlock()
+	id3 := s.submit(t, fmt.Sprintf(`{"url":%q,"delayMs":60000,"callbackUrl":%q}`, dest.script("/cb-never", 200), receiver.URL+"/hook"))
+	if a := call(t, "DELETE", s.api+"/requests/"+id3, ""); a.status != 200 || a.body["status"] != "canceled" {
+		t.Fatalf("cancel: %d %v", a.status, a.body)
+	}
+	waitFor(t, 10*time.Second, "callback of the canceled request delivered", func() bool {
+		cb, _ := s.get(t, id3)["callback"].(map[string]any)
+		return cb != nil && cb["status"] == "delivered"
+	})
+	mu.Lock()
+	sent = nil
+	if err := json.Unmarshal(got[len(got)-1].body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent["id"] != id3 || sent["status"] != "canceled" {
+		t.Errorf("callback of the canceled request carried %v", sent)
+	}
+	if n := len(dest.calls("/cb-never")); n != 0 {
+		t.Errorf("the canceled request reached its destination %d times", n)
+	}
 }

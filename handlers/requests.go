@@ -28,7 +28,7 @@ type Store interface {
 	Remove(ctx context.Context, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
-	Cancel(ctx context.Context, id string, now time.Time) error
+	Cancel(ctx context.Context, id string, now time.Time) (callbackDue bool, err error)
 	Ping(ctx context.Context) error
 }
 
@@ -38,6 +38,8 @@ type Queue interface {
 	NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.NewTask
 	// Delete removes a request's task, best effort (it may be running).
 	Delete(ctx context.Context, id string) error
+	// EnqueueCallback schedules a finished request's outcome callback.
+	EnqueueCallback(ctx context.Context, id string) error
 }
 
 // Destinations checks a destination host against the safety rules.
@@ -249,9 +251,17 @@ func (a *API) cancel(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if err := a.Store.Cancel(ctx, id, a.Now()); err != nil {
+	callbackDue, err := a.Store.Cancel(ctx, id, a.Now())
+	if err != nil {
 		Abort(c, a.Log, err)
 		return
+	}
+	if callbackDue {
+		if err := a.Queue.EnqueueCallback(ctx, id); err != nil {
+			// The record says the callback is pending; the sweeper
+			// re-enqueues callbacks left pending without a task.
+			a.Log.Error("could not enqueue the outcome callback", "requestId", id, "err", err)
+		}
 	}
 	// The record is canceled, which alone stops every further attempt;
 	// deleting the task only saves the worker a wasted hand-over.

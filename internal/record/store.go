@@ -355,12 +355,15 @@ func (s *Store) loadMany(ctx context.Context, ids []string) ([]map[string]string
 	return hs, specs, nil
 }
 
-// cancelScript moves a pending or retrying request to canceled.
+// cancelScript moves a pending or retrying request to canceled, and marks
+// its outcome callback due (canceled is a final outcome too).
 //
 // KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
 // KEYS[4..8] status indexes in Statuses order, KEYS[9] spec, KEYS[10]
-// result. ARGV[1] id, ARGV[2] now (ms), ARGV[3] retention (ms).
-// Returns "missing", the current status when it cannot be canceled, or "ok".
+// result, KEYS[11] the callback-due index. ARGV[1] id, ARGV[2] now (ms),
+// ARGV[3] retention (ms).
+// Returns "missing", the current status when it cannot be canceled,
+// "callback" (canceled, callback due) or "ok".
 var cancelScript = redis.NewScript(`
 local st = redis.call("HGET", KEYS[1], "status")
 if not st then return "missing" end
@@ -372,6 +375,11 @@ redis.call("HSET", KEYS[1], "status", "canceled", "updatedAt", ARGV[2], "complet
 redis.call("HDEL", KEYS[1], "nextAttemptAt")
 ` + closeRedriveLua + `
 for _, i in ipairs({1, 2, 3, 9, 10}) do redis.call("PEXPIRE", KEYS[i], ARGV[3]) end
+if redis.call("HGET", KEYS[1], "cb") == "1" then
+  redis.call("HSET", KEYS[1], "cbStatus", "pending")
+  redis.call("ZADD", KEYS[11], 0, ARGV[1])
+  return "callback"
+end
 return "ok"
 `)
 
@@ -388,20 +396,24 @@ end
 `
 
 // Cancel moves a pending or retrying request to canceled. It returns
-// ErrNotFound, or ErrConflict when the request already finished.
-func (s *Store) Cancel(ctx context.Context, id string, now time.Time) error {
-	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keySpec(id), keyResult(id))
+// ErrNotFound, or ErrConflict when the request already finished; on
+// success, callbackDue says the request's outcome callback is now due.
+func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (callbackDue bool, err error) {
+	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keySpec(id), keyResult(id),
+		keyCallbackDue)
 	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds()).Text()
 	if err != nil {
-		return wrap(err)
+		return false, wrap(err)
 	}
 	switch res {
 	case "ok":
-		return nil
+		return false, nil
+	case "callback":
+		return true, nil
 	case "missing":
-		return ErrNotFound
+		return false, ErrNotFound
 	default:
-		return fmt.Errorf("%w: request is %s", ErrConflict, res)
+		return false, fmt.Errorf("%w: request is %s", ErrConflict, res)
 	}
 }
 
