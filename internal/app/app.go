@@ -38,12 +38,14 @@ import (
 // task instead, so a new request starts within a round trip and an idle
 // worker makes a few Redis calls a second. TaskCheckInterval is asynq's
 // pause after a wait that ended empty. DelayedTaskCheckInterval is how
-// often due retries move to the pending list; retries are handed over
-// retry.Lead early, so it does not make them late.
+// often due retries move to the pending list: a retry due later than
+// retry.Lead is handed over that much early and is on time anyway, but one
+// due sooner (the shortest backoff is 80 ms after jitter) waits for this
+// tick, so it must stay well under the smallest backoff.
 const (
 	BellWait                 = time.Second
 	TaskCheckInterval        = 2 * time.Millisecond
-	DelayedTaskCheckInterval = 200 * time.Millisecond
+	DelayedTaskCheckInterval = 50 * time.Millisecond
 )
 
 // Bounds on shutdown.
