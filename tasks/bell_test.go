@@ -31,9 +31,22 @@ func bellServer(t *testing.T, srv *redistest.Server) (ran chan string, bell inte
 	rdb := srv.Client()
 	b := NewBell(rdb, bellWait)
 	rdb.AddHook(b)
-	ran = make(chan string, 16)
-	server := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{Queue: 1},
-		TaskCheckInterval: slowPoll, DelayedTaskCheckInterval: 100 * time.Millisecond, LogLevel: asynq.FatalLevel})
+	ran = recordingServer(t, rdb, asynq.Config{TaskCheckInterval: slowPoll, DelayedTaskCheckInterval: 100 * time.Millisecond})
+	// Cleanups run last-in first-out: the bell stops before the server
+	// shuts down, so the shutdown does not wait out a doorbell wait.
+	t.Cleanup(b.Stop)
+	// Wait until the worker found the queue empty and waits on the bell.
+	waitUntil(t, "the worker to wait on the doorbell", func() bool { return blockedClients(t, rdb) == 1 })
+	return ran, b
+}
+
+// recordingServer starts an asynq server on the queue whose delivery
+// handler only reports the ids it ran; it stops when the test ends.
+func recordingServer(t *testing.T, rdb *redis.Client, cfg asynq.Config) chan string {
+	t.Helper()
+	ran := make(chan string, 16)
+	cfg.Queues, cfg.LogLevel = map[string]int{Queue: 1}, asynq.FatalLevel
+	server := asynq.NewServerFromRedisClient(rdb, cfg)
 	mux := asynq.NewServeMux()
 	mux.HandleFunc(TypeDeliver, func(_ context.Context, task *asynq.Task) error {
 		ran <- string(task.Payload())
@@ -42,10 +55,8 @@ func bellServer(t *testing.T, srv *redistest.Server) (ran chan string, bell inte
 	if err := server.Start(mux); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Stop(); server.Shutdown() })
-	// Wait until the worker found the queue empty and waits on the bell.
-	waitUntil(t, "the worker to wait on the doorbell", func() bool { return blockedClients(t, rdb) == 1 })
-	return ran, b
+	t.Cleanup(server.Shutdown)
+	return ran
 }
 
 func blockedClients(t *testing.T, rdb *redis.Client) int {

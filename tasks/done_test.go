@@ -21,16 +21,20 @@ import (
 	"github.com/retryd/retryd/internal/retry"
 )
 
-// countDone counts asynq "done" calls that reach Redis.
-type countDone struct{ n atomic.Int64 }
+// countCalls counts the commands matching match that reach Redis (add it
+// after the hooks under test).
+type countCalls struct {
+	match func(args []any) bool
+	n     atomic.Int64
+}
 
-func (c *countDone) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *countDone) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (c *countCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *countCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (c *countDone) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (c *countCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if asynqDoneTaskKey(cmd.Args()) != "" {
+		if c.match(cmd.Args()) {
 			c.n.Add(1)
 		}
 		return next(ctx, cmd)
@@ -71,7 +75,7 @@ func TestFetchBeginsAndRecordWriteEndsTheTaskRun(t *testing.T) {
 	rdb := srv.Client()
 	done := NewDoneByRecord()
 	rdb.AddHook(done)
-	reached := &countDone{}
+	reached := &countCalls{match: func(args []any) bool { return asynqDoneTaskKey(args) != "" }}
 	rdb.AddHook(reached) // inner: sees only what reaches Redis
 	store := record.NewStore(rdb, time.Hour)
 	prefetch := &Prefetch{Store: store, Now: time.Now}
@@ -147,22 +151,6 @@ func (l countingLogger) Warn(...any)  { l.n.Add(1) }
 func (l countingLogger) Error(...any) { l.n.Add(1) }
 func (l countingLogger) Fatal(...any) { l.n.Add(1) }
 
-// countFetches counts the fetches (DequeueBegin's script) that reach Redis.
-type countFetches struct{ n atomic.Int64 }
-
-func (c *countFetches) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *countFetches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (c *countFetches) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if keys, _ := asynqScriptCall(cmd.Args(), 5); keys != nil && keys[0] == dequeueKeys.Pending {
-			c.n.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-
 // TestFetchRespectsAPausedQueue: the fetch that replaces asynq's dequeue
 // takes nothing from a queue paused (from the dashboard), as asynq's would.
 func TestFetchRespectsAPausedQueue(t *testing.T) {
@@ -172,25 +160,17 @@ func TestFetchRespectsAPausedQueue(t *testing.T) {
 	store := record.NewStore(rdb, time.Hour)
 	prefetch := &Prefetch{Store: store, Now: time.Now}
 	rdb.AddHook(prefetch)
-	fetches := &countFetches{}
+	fetches := &countCalls{match: func(args []any) bool { // DequeueBegin's script
+		keys, _ := asynqScriptCall(args, 5)
+		return keys != nil && keys[0] == dequeueKeys.Pending
+	}}
 	rdb.AddHook(fetches)
 	insp := asynq.NewInspectorFromRedisClient(srv.Client())
 	id := createWithTask(t, store, `{"url":"https://e.com"}`, time.Second)
 	if err := insp.PauseQueue(Queue); err != nil {
 		t.Fatal(err)
 	}
-	ran := make(chan string, 1)
-	server := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{Queue: 1},
-		TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.FatalLevel})
-	mux := asynq.NewServeMux()
-	mux.HandleFunc(TypeDeliver, func(_ context.Context, task *asynq.Task) error {
-		ran <- string(task.Payload())
-		return nil
-	})
-	if err := server.Start(mux); err != nil {
-		t.Fatal(err)
-	}
-	defer server.Shutdown()
+	ran := recordingServer(t, rdb, asynq.Config{TaskCheckInterval: 10 * time.Millisecond})
 
 	waitUntil(t, "the worker to try a few fetches", func() bool { return fetches.n.Load() >= 3 })
 	if info, err := insp.GetTaskInfo(Queue, id); err != nil || info.State != asynq.TaskStatePending {
