@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,40 +30,11 @@ func doneKeys(id string, now time.Time) *record.TaskDone {
 // run without a round trip. Add it as a hook to the client the worker's
 // asynq server uses, and give it to the Handler.
 type DoneByRecord struct {
-	mu   sync.Mutex
-	done map[string]time.Time // task key → when the record write did "done"
+	done claims[struct{}] // task keys whose record write did "done"
 }
 
 // NewDoneByRecord returns an empty DoneByRecord.
-func NewDoneByRecord() *DoneByRecord {
-	return &DoneByRecord{done: map[string]time.Time{}}
-}
-
-// doneForgetAfter bounds how long a mark waits for asynq's "done" call.
-// asynq skips the call for a run whose lease expired (its recoverer takes
-// over), so unclaimed marks are dropped after this.
-const doneForgetAfter = 5 * time.Minute
-
-func (d *DoneByRecord) mark(taskKey string, now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.done) >= 1024 {
-		for k, at := range d.done {
-			if now.Sub(at) > doneForgetAfter {
-				delete(d.done, k)
-			}
-		}
-	}
-	d.done[taskKey] = now
-}
-
-func (d *DoneByRecord) take(taskKey string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.done[taskKey]
-	delete(d.done, taskKey)
-	return ok
-}
+func NewDoneByRecord() *DoneByRecord { return &DoneByRecord{} }
 
 // DialHook is part of redis.Hook.
 func (d *DoneByRecord) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -80,9 +50,11 @@ func (d *DoneByRecord) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func (d *DoneByRecord) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if c, ok := cmd.(*redis.Cmd); ok {
-			if key := asynqDoneTaskKey(c.Args()); key != "" && d.take(key) {
-				c.SetVal("OK")
-				return nil
+			if key := asynqDoneTaskKey(c.Args()); key != "" {
+				if _, done := d.done.take(key); done {
+					c.SetVal("OK")
+					return nil
+				}
 			}
 		}
 		return next(ctx, cmd)

@@ -173,15 +173,15 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 		run = -1
 	}
 	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt)}
-	if h.Done != nil {
-		o.TaskDone = doneKeys(r.ID, end)
-	}
 	var next error
 	switch res.Kind {
 	case retry.Success:
 		o.Status = record.Completed
 		s := string(body)
 		o.Result, o.ResultTruncated = &s, truncated
+		if h.Done != nil {
+			o.TaskDone = doneKeys(r.ID, end)
+		}
 	case retry.Permanent:
 		o.Status = record.Failed
 		next = fmt.Errorf("permanent failure (%s): %s: %w", res.Class, a.Error, asynq.SkipRetry)
@@ -208,7 +208,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	}
 	fin := rep.Result
 	if rep.TaskDone {
-		h.Done.mark(o.TaskDone.TaskKey, end)
+		h.Done.done.put(o.TaskDone.TaskKey, struct{}{}, end)
 	}
 	h.Log.Info("attempt",
 		"requestId", r.ID, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,

@@ -2,12 +2,12 @@ package tasks
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/retryd/retryd/internal/doorbell"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -24,35 +24,7 @@ type Prefetch struct {
 	Store *record.Store
 	Now   func() time.Time
 
-	mu     sync.Mutex
-	begins map[string]prefetched // request id → its attempt's start
-}
-
-type prefetched struct {
-	begin *record.Begin
-	at    time.Time
-}
-
-// prefetchForgetAfter bounds how long a prefetched start waits for its
-// handler; asynq does not run a task whose deadline passed while it was
-// being fetched (the next run then finds the attempt in flight and records
-// it interrupted).
-const prefetchForgetAfter = 5 * time.Minute
-
-func (p *Prefetch) put(id string, b *record.Begin, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.begins == nil {
-		p.begins = map[string]prefetched{}
-	}
-	if len(p.begins) >= 1024 {
-		for k, v := range p.begins {
-			if now.Sub(v.at) > prefetchForgetAfter {
-				delete(p.begins, k)
-			}
-		}
-	}
-	p.begins[id] = prefetched{b, now}
+	begins claims[*record.Begin] // request id → its attempt's start
 }
 
 // take returns the prefetched start of request id's attempt, once.
@@ -60,14 +32,8 @@ func (p *Prefetch) take(id string) *record.Begin {
 	if p == nil {
 		return nil
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v, ok := p.begins[id]
-	if !ok {
-		return nil
-	}
-	delete(p.begins, id)
-	return v.begin
+	b, _ := p.begins.take(id)
+	return b
 }
 
 // DialHook is part of redis.Hook.
@@ -100,7 +66,7 @@ func (p *Prefetch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return redis.Nil
 		}
 		if d.Begin != nil {
-			p.put(d.ID, d.Begin, p.Now())
+			p.begins.put(d.ID, d.Begin, p.Now())
 		}
 		c.SetErr(nil)
 		c.SetVal(d.Msg)
@@ -126,25 +92,12 @@ func asynqDequeueLease(args []any) (int64, bool) {
 	return exp, ok
 }
 
-// asynqScriptCall splits an EVALSHA/EVAL call with n string keys into its
-// keys and the remaining arguments (nil keys when it is not one).
+// asynqScriptCall returns the keys and remaining arguments of a script
+// call that names exactly n keys (nil keys for anything else).
 func asynqScriptCall(args []any, n int) (keys []string, rest []any) {
-	if len(args) < 3+n {
+	keys, rest = doorbell.ScriptKeys(args)
+	if len(keys) != n {
 		return nil, nil
 	}
-	if name, _ := args[0].(string); name != "evalsha" && name != "eval" {
-		return nil, nil
-	}
-	if got, _ := args[2].(int); got != n {
-		return nil, nil
-	}
-	keys = make([]string, n)
-	for i := range keys {
-		k, ok := args[3+i].(string)
-		if !ok {
-			return nil, nil
-		}
-		keys[i] = k
-	}
-	return keys, args[3+n:]
+	return keys, rest
 }

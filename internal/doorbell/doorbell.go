@@ -191,36 +191,46 @@ const (
 // are private to it): asynq's dequeue names its four keys, the pending list
 // first and the active list third; other scripts that name the pending
 // list first take from it too; a script of asynq's (its first key is
-// asynq's) that names the pending list later may make a task pending. retryd's own
-// submission script names the pending list too but rings by itself.
+// asynq's) that names the pending list later may make a task pending.
 func (b *Bell) classify(cmd redis.Cmder) kind {
-	args := cmd.Args()
-	if len(args) < 4 {
+	keys, _ := ScriptKeys(cmd.Args())
+	switch {
+	case len(keys) == 0:
 		return other
-	}
-	if name, _ := args[0].(string); name != "evalsha" && name != "eval" {
-		return other
-	}
-	n, ok := args[2].(int)
-	if !ok || n < 1 || len(args) < 3+n {
-		return other
-	}
-	keys := args[3 : 3+n]
-	first, _ := keys[0].(string)
-	if first == b.PendingKey {
-		// Scripts that name the pending list first take from it.
-		if third, _ := keys[2].(string); n == 4 && third == b.ActiveKey {
+	case keys[0] == b.PendingKey:
+		if len(keys) == 4 && keys[2] == b.ActiveKey {
 			return dequeue
 		}
 		return other
-	}
-	if !strings.HasPrefix(first, "asynq:") {
+	case !strings.HasPrefix(keys[0], "asynq:"):
 		return other
 	}
-	for _, k := range keys {
-		if s, _ := k.(string); s == b.PendingKey {
+	for _, k := range keys[1:] {
+		if k == b.PendingKey {
 			return fills
 		}
 	}
 	return other
+}
+
+// ScriptKeys splits the arguments of an EVALSHA or EVAL call into the keys
+// it names and the remaining arguments; keys is nil for any other command.
+func ScriptKeys(args []any) (keys []string, rest []any) {
+	if len(args) < 3 {
+		return nil, nil
+	}
+	if name, _ := args[0].(string); name != "evalsha" && name != "eval" {
+		return nil, nil
+	}
+	n, ok := args[2].(int)
+	if !ok || n < 1 || len(args) < 3+n {
+		return nil, nil
+	}
+	keys = make([]string, n)
+	for i := range keys {
+		if keys[i], ok = args[3+i].(string); !ok {
+			return nil, nil
+		}
+	}
+	return keys, args[3+n:]
 }

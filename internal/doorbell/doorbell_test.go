@@ -30,6 +30,7 @@ func TestClassify(t *testing.T) {
 		{"retryd's own script rings itself", redis.NewCmd(ctx, "evalsha", "sha", 3, "{retryd}:req:x", "a", pending), other},
 		{"another script taking from the pending list", redis.NewCmd(ctx, "evalsha", "sha", 5, pending, "p", active, "l", "s", 1), other},
 		{"another queue", redis.NewCmd(ctx, "evalsha", "sha", 4, "asynq:{z}:pending", "p", "asynq:{z}:active", "l"), other},
+		{"a one-key script on the pending list", redis.NewCmd(ctx, "evalsha", "sha", 1, pending, 1), other},
 		{"plain command", redis.NewCmd(ctx, "lpush", pending, "x"), other},
 		{"malformed", redis.NewCmd(ctx, "evalsha", "sha", 9, pending), other},
 	} {
