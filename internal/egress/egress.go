@@ -15,14 +15,16 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/retryd/retryd/internal/retry"
 )
 
-// blocked lists the ranges refused unless opted in. IPv4-mapped IPv6
-// addresses are unmapped before the check, so ::ffff:127.0.0.1 is covered.
+// blocked lists the ranges refused unless opted in. The guard decides on
+// Canonical addresses, so an IPv4 range here covers its IPv4-mapped,
+// -compatible, NAT64, 6to4 and Teredo spellings too.
 var blocked = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),      // "this network", includes 0.0.0.0
 	netip.MustParsePrefix("10.0.0.0/8"),     // RFC 1918
@@ -30,20 +32,32 @@ var blocked = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.0/8"),    // loopback
 	netip.MustParsePrefix("169.254.0.0/16"), // link-local, cloud metadata
 	netip.MustParsePrefix("172.16.0.0/12"),  // RFC 1918
+	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments (NAT64 discovery, DS-Lite)
 	netip.MustParsePrefix("192.168.0.0/16"), // RFC 1918
+	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking, often used inside networks
 	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
 	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, includes broadcast
 	netip.MustParsePrefix("::/128"),         // unspecified
 	netip.MustParsePrefix("::1/128"),        // loopback
+	netip.MustParsePrefix("100::/64"),       // discard-only
 	netip.MustParsePrefix("fc00::/7"),       // unique-local
 	netip.MustParsePrefix("fe80::/10"),      // link-local
+	netip.MustParsePrefix("fec0::/10"),      // deprecated site-local
 	netip.MustParsePrefix("ff00::/8"),       // multicast
-	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64 can embed any IPv4 address
-	netip.MustParsePrefix("2002::/16"),      // 6to4 can embed any IPv4 address
+}
+
+// linkLocal stays refused even with AllowPrivate (as in -dev): it holds
+// the cloud metadata endpoints (169.254.169.254, fd00:ec2::254 aside), whose
+// credentials no local development needs. ALLOWED_CIDRS can still open it.
+var linkLocal = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("fe80::/10"),
 }
 
 // Guard holds the destination safety rules.
 type Guard struct {
+	// AllowPrivate opens loopback and private ranges; link-local stays
+	// refused.
 	AllowPrivate bool
 	Allowed      []netip.Prefix
 	// Resolver looks host names up; nil means net.DefaultResolver. Tests
@@ -53,47 +67,57 @@ type Guard struct {
 	}
 }
 
-// AddrAllowed reports whether retryd may connect to addr.
+// AddrAllowed reports whether retryd may connect to addr, in any spelling.
 func (g *Guard) AddrAllowed(addr netip.Addr) bool {
-	if g.AllowPrivate {
-		return true
-	}
-	addr = addr.Unmap()
+	raw, canon := addr.WithZone("").Unmap(), Canonical(addr)
 	for _, p := range g.Allowed {
-		if p.Contains(addr) {
+		if p.Contains(raw) || p.Contains(canon) {
 			return true
 		}
 	}
-	for _, p := range blocked {
-		if p.Contains(addr) {
+	refused := blocked
+	if g.AllowPrivate {
+		refused = linkLocal
+	}
+	for _, p := range refused {
+		if p.Contains(canon) {
 			return false
 		}
 	}
 	return true
 }
 
+func refusedAddr(addr netip.Addr) error {
+	if c := Canonical(addr); c != addr {
+		return fmt.Errorf("%w: %s (%s) is a private or reserved address", retry.ErrBlocked, addr, c)
+	}
+	return fmt.Errorf("%w: %s is a private or reserved address", retry.ErrBlocked, addr)
+}
+
 // CheckHost resolves host and refuses it if any address it resolves to is
 // blocked. A host that does not resolve is not refused here: DNS may be
 // down only for now, and the attempt will classify the failure.
 func (g *Guard) CheckHost(ctx context.Context, host string) error {
-	if g.AllowPrivate {
-		return nil
-	}
-	if addr, err := netip.ParseAddr(host); err == nil {
+	if addr, ok := ParseHost(host); ok {
 		if !g.AddrAllowed(addr) {
-			return fmt.Errorf("%w: %s is a private or reserved address", retry.ErrBlocked, addr)
+			return refusedAddr(addr)
 		}
 		return nil
 	}
+	if strings.Contains(host, ":") || strings.Contains(host, "%") {
+		// An IPv6 literal that netip cannot read must not fall through to
+		// a resolver that may read it differently.
+		return fmt.Errorf("%w: %q is not an address retryd can check", retry.ErrBlocked, host)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	addrs, err := g.resolver().LookupNetIP(ctx, "ip", host)
+	addrs, err := g.resolver().LookupNetIP(ctx, "ip", strings.TrimRight(host, "."))
 	if err != nil {
 		return nil
 	}
 	for _, a := range addrs {
 		if !g.AddrAllowed(a) {
-			return fmt.Errorf("%w: %s resolves to %s, a private or reserved address", retry.ErrBlocked, host, a.Unmap())
+			return fmt.Errorf("%w: %s resolves to %s, a private or reserved address", retry.ErrBlocked, host, Canonical(a))
 		}
 	}
 	return nil
@@ -116,7 +140,7 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w: cannot parse dial address %q", retry.ErrBlocked, address)
 	}
 	if !g.AddrAllowed(ap.Addr()) {
-		return fmt.Errorf("%w: %s is a private or reserved address", retry.ErrBlocked, ap.Addr().Unmap())
+		return refusedAddr(ap.Addr())
 	}
 	return nil
 }
@@ -127,27 +151,34 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 // hosts.
 func (g *Guard) Client() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
-	dial := dialer.DialContext
-	if g.Resolver != nil {
-		// With an injected resolver, look the name up ourselves and dial
-		// the answer; the Control hook still checks the final address.
-		dial = func(ctx context.Context, network, address string) (net.Conn, error) {
-			host, port, err := net.SplitHostPort(address)
+	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		if addr, ok := ParseHost(host); ok {
+			// Dial the address the guard decided on; a numeric form
+			// such as 0177.0.0.1 never reaches a resolver, which might
+			// read it differently (glibc reads it as octal).
+			if !g.AddrAllowed(addr) {
+				return nil, refusedAddr(addr)
+			}
+			return dialer.DialContext(ctx, network, net.JoinHostPort(addr.String(), port))
+		}
+		if g.Resolver != nil {
+			// With an injected resolver, look the name up ourselves and
+			// dial the answer; the Control hook still checks the final
+			// address.
+			addrs, err := g.Resolver.LookupNetIP(ctx, "ip", host)
 			if err != nil {
 				return nil, err
 			}
-			if _, perr := netip.ParseAddr(host); perr != nil {
-				addrs, err := g.Resolver.LookupNetIP(ctx, "ip", host)
-				if err != nil {
-					return nil, err
-				}
-				if len(addrs) == 0 {
-					return nil, fmt.Errorf("no address for %s", host)
-				}
-				host = addrs[0].String()
+			if len(addrs) == 0 {
+				return nil, fmt.Errorf("no address for %s", host)
 			}
-			return dialer.DialContext(ctx, network, net.JoinHostPort(host, port))
+			host = addrs[0].String()
 		}
+		return dialer.DialContext(ctx, network, net.JoinHostPort(host, port))
 	}
 	tr := &http.Transport{
 		Proxy:                 nil,
