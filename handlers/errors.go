@@ -23,11 +23,13 @@ type Code string
 const (
 	CodeInvalid            Code = "invalid_request"
 	CodeUnauthorized       Code = "unauthorized"
+	CodeForbidden          Code = "forbidden"
 	CodeNotFound           Code = "not_found"
 	CodeConflict           Code = "conflict"
 	CodeTooLarge           Code = "payload_too_large"
 	CodeUnsupportedMedia   Code = "unsupported_media_type"
 	CodeBlockedDestination Code = "blocked_destination"
+	CodeLoopDetected       Code = "loop_detected"
 	CodeRateLimited        Code = "rate_limited"
 	CodeUnavailable        Code = "unavailable"
 	CodeInternal           Code = "internal"
@@ -40,6 +42,8 @@ func (c Code) status() int {
 		return http.StatusBadRequest
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
 	case CodeNotFound:
 		return http.StatusNotFound
 	case CodeConflict:
@@ -48,7 +52,7 @@ func (c Code) status() int {
 		return http.StatusRequestEntityTooLarge
 	case CodeUnsupportedMedia:
 		return http.StatusUnsupportedMediaType
-	case CodeBlockedDestination:
+	case CodeBlockedDestination, CodeLoopDetected:
 		return http.StatusUnprocessableEntity
 	case CodeRateLimited:
 		return http.StatusTooManyRequests
@@ -87,6 +91,14 @@ func Abort(c *gin.Context, log *slog.Logger, err error) {
 		apiErr = Errorf(CodeNotFound, "", "no request with this id")
 	case errors.Is(err, record.ErrConflict):
 		apiErr = Errorf(CodeConflict, "", err.Error())
+	case errors.Is(err, record.ErrOwnerLimit):
+		c.Header("Retry-After", "60")
+		apiErr = Errorf(CodeRateLimited, "", "this API key (or, without keys, this client address) has too many unfinished requests; "+
+			"wait for some to finish or cancel some (the cap is MAX_UNFINISHED_PER_KEY)")
+	case errors.Is(err, record.ErrFull):
+		log.Error("redis is out of memory", "err", err, "path", c.FullPath())
+		apiErr = Errorf(CodeUnavailable, "", "Redis is out of memory: nothing was stored, retry later")
+		c.Header("Retry-After", "5")
 	case errors.Is(err, record.ErrUnavailable):
 		log.Error("redis unavailable", "err", err, "path", c.FullPath())
 		apiErr = Errorf(CodeUnavailable, "", "storage is unavailable; nothing was stored, retry later")

@@ -21,8 +21,11 @@ const keyDigestCtx = "retryd.keyDigest"
 
 // Auth requires one of keys as "Authorization: Bearer <key>", or as the
 // password of basic auth (so a browser can log in to the dashboard). With no
-// keys configured it lets everything through.
-func Auth(keys []string, log *slog.Logger) gin.HandlerFunc {
+// keys configured it lets everything through. Failures are counted per
+// client address in failures (nil: not counted): past AuthFailureLimit a
+// minute, a request without a valid key gets 429 instead of 401, so keys
+// cannot be guessed at speed; a valid key keeps working.
+func Auth(keys []string, failures AuthFailures, log *slog.Logger) gin.HandlerFunc {
 	digests := make([][32]byte, len(keys))
 	for i, k := range keys {
 		digests[i] = sha256.Sum256([]byte(k))
@@ -55,7 +58,7 @@ func Auth(keys []string, log *slog.Logger) gin.HandlerFunc {
 		if ok {
 			msg = "wrong API key"
 		}
-		Abort(c, log, Errorf(CodeUnauthorized, "", msg))
+		authFailed(c, failures, log, Errorf(CodeUnauthorized, "", msg))
 	}
 }
 

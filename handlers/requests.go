@@ -56,6 +56,14 @@ type API struct {
 	Now          func() time.Time
 	// Metrics counts submissions; nil for none.
 	Metrics *metrics.Metrics
+	// Self is where this API listens; destinations aimed at it are
+	// refused. Nil skips the check (NoLoops still holds).
+	Self *Self
+	// Limits, when set, caps each owner's unfinished requests at
+	// MaxUnfinished (0: no cap) and refuses submissions to a full Redis.
+	Limits        SubmitLimits
+	MaxUnfinished int
+	memory        memoryGate
 }
 
 // Routes registers the request routes on r.
@@ -83,12 +91,9 @@ func (a *API) Health(r gin.IRouter) {
 
 func (a *API) submit(c *gin.Context) {
 	defer func() { a.Metrics.Submission(submissionResult(c.Writer.Status())) }()
-	if ct := c.GetHeader("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			Abort(c, a.Log, Errorf(CodeUnsupportedMedia, "", "Content-Type must be application/json"))
-			return
-		}
+	if err := requireJSON(c); err != nil {
+		Abort(c, a.Log, err)
+		return
 	}
 	idemKey := c.GetHeader("Idempotency-Key")
 	if err := submit.ValidIdempotencyKey(idemKey); err != nil {
@@ -115,18 +120,17 @@ func (a *API) submit(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if err := a.Destinations.CheckHost(ctx, r.Host); err != nil {
-		Abort(c, a.Log, blocked("url", err))
+	if err := a.checkDestinations(c, r, ""); err != nil {
+		Abort(c, a.Log, err)
 		return
-	}
-	if r.CallbackURL != "" {
-		if err := a.checkURLHost(ctx, r.CallbackURL); err != nil {
-			Abort(c, a.Log, blocked("callbackUrl", err))
-			return
-		}
 	}
 	r.ID = ids.New(now)
 	r.IdempotencyKey = idemKey
+	release, err := a.reserve(c, r.ID, now)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
 	// The record and its task are written by one script: a 202 means both
 	// are in Redis.
 	task := a.Queue.NewTask(r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond)
@@ -137,6 +141,9 @@ func (a *API) submit(c *gin.Context) {
 		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.ID, idemKey); rmErr != nil {
 			a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", rmErr)
 		}
+	}
+	if err != nil || replay != nil {
+		release()
 	}
 	if err != nil {
 		Abort(c, a.Log, err)
@@ -168,13 +175,63 @@ func (a *API) replay(c *gin.Context, replay *record.Replay) {
 	c.JSON(http.StatusOK, gin.H{"id": prev.ID, "status": prev.Status})
 }
 
-// checkURLHost checks the host of an already validated URL.
-func (a *API) checkURLHost(ctx context.Context, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
+// requireJSON refuses a body that does not say it is JSON: 415.
+func requireJSON(c *gin.Context) error {
+	ct := c.GetHeader("Content-Type")
+	mt, _, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+		return Errorf(CodeUnsupportedMedia, "", "Content-Type must be application/json")
 	}
-	return a.Destinations.CheckHost(ctx, u.Hostname())
+	return nil
+}
+
+// checkDestinations applies the safety rules to a request's url and
+// callbackUrl: no refused address range, and not this API itself. prefix
+// names where the request sits in the body ("request." in a schedule).
+func (a *API) checkDestinations(c *gin.Context, r *record.Request, prefix string) error {
+	for _, d := range []struct{ field, url string }{{"url", r.URL}, {"callbackUrl", r.CallbackURL}} {
+		if d.url == "" {
+			continue
+		}
+		u, err := url.Parse(d.url)
+		if err != nil {
+			return Errorf(CodeInvalid, prefix+d.field, prefix+d.field+" must be an absolute http or https URL")
+		}
+		if a.Self.targets(d.url, c.Request.Host) {
+			return Errorf(CodeLoopDetected, prefix+d.field, prefix+d.field+" points at this retryd API; retryd does not deliver to itself "+
+				"(one submission could otherwise grow into an endless chain of requests)")
+		}
+		if err := a.Destinations.CheckHost(c.Request.Context(), u.Hostname()); err != nil {
+			return blocked(prefix+d.field, err)
+		}
+	}
+	return nil
+}
+
+// reserve checks Redis has room and counts the new request id against its
+// owner's unfinished requests. release takes the count back when the
+// request is not stored after all.
+func (a *API) reserve(c *gin.Context, id string, now time.Time) (release func(), err error) {
+	release = func() {}
+	if a.Limits == nil {
+		return release, nil
+	}
+	ctx := c.Request.Context()
+	if err := a.memory.check(ctx, a.Limits, now); err != nil {
+		return release, err
+	}
+	if a.MaxUnfinished <= 0 {
+		return release, nil
+	}
+	who := owner(c)
+	if err := a.Limits.ReserveUnfinished(ctx, who, id, now, a.MaxUnfinished); err != nil {
+		return release, err
+	}
+	return func() {
+		if err := a.Limits.Release(context.WithoutCancel(ctx), who, id); err != nil {
+			a.Log.Debug("could not release an unfinished-request reservation", "requestId", id, "err", err)
+		}
+	}, nil
 }
 
 func (a *API) get(c *gin.Context) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/submit"
 )
@@ -25,12 +28,15 @@ type ScheduleStore interface {
 	ListSchedules(ctx context.Context, cursor string, limit int) ([]*record.Schedule, string, error)
 	DeleteSchedule(ctx context.Context, id string) error
 	SetPaused(ctx context.Context, id string, paused bool, next time.Time) error
+	CountSchedules(ctx context.Context) (int64, error)
 }
 
 // Schedules serves recurring requests.
 type Schedules struct {
 	Store ScheduleStore
 	API   *API // destination checks, logging, the clock
+	// Limit caps how many schedules may exist (0: no cap).
+	Limit int
 }
 
 // Routes registers the schedule routes.
@@ -42,6 +48,9 @@ func (s *Schedules) Routes(r gin.IRouter) {
 	r.POST("/schedules/:id/pause", s.pause)
 	r.POST("/schedules/:id/resume", s.resume)
 }
+
+// scheduleFields are the members of a schedule's body.
+var scheduleFields = []string{"cron", "timezone", "request", "catchUp"}
 
 // ScheduleDocument is the API's view of a schedule.
 type ScheduleDocument struct {
@@ -69,11 +78,17 @@ func (s *Schedules) document(sc *record.Schedule) ScheduleDocument {
 		d.Timezone = "UTC"
 	}
 	_ = json.Unmarshal(sc.Request, &d.Request)
+	// A schedule's request is redacted the way a request's document is.
 	if h, ok := d.Request["headers"].(map[string]any); ok {
 		for k := range h {
-			if apidoc.IsSecretHeader(k) {
-				h[k] = apidoc.Redacted
+			if redact.Header(k) {
+				h[k] = redact.Mask
 			}
+		}
+	}
+	for _, f := range []string{"url", "callbackUrl"} {
+		if u, ok := d.Request[f].(string); ok {
+			d.Request[f] = redact.URL(u)
 		}
 	}
 	if t := sc.CreatedAt; !t.IsZero() {
@@ -108,6 +123,14 @@ func (s *Schedules) create(c *gin.Context) {
 	if err := json.Unmarshal(raw, &body); err != nil {
 		Abort(c, s.API.Log, Errorf(CodeInvalid, "", "body must be a JSON object like {\"cron\": \"*/5 * * * *\", \"request\": {\"url\": \"https://…\"}}"))
 		return
+	}
+	var members map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &members)
+	for name := range members {
+		if !slices.Contains(scheduleFields, name) {
+			Abort(c, s.API.Log, Errorf(CodeInvalid, name, fmt.Sprintf("unknown field %q; a schedule has only %s", name, strings.Join(scheduleFields, ", "))))
+			return
+		}
 	}
 	if strings.TrimSpace(body.Cron) == "" {
 		Abort(c, s.API.Log, Errorf(CodeInvalid, "cron", "cron is required: 5 fields (\"*/5 * * * *\") or a descriptor (\"@hourly\", \"@every 30s\")"))
@@ -157,13 +180,19 @@ func (s *Schedules) create(c *gin.Context) {
 			return
 		}
 	}
-	if err := s.API.Destinations.CheckHost(c.Request.Context(), r.Host); err != nil {
-		Abort(c, s.API.Log, blocked("request.url", err))
+	if err := s.API.checkDestinations(c, r, "request."); err != nil {
+		Abort(c, s.API.Log, err)
 		return
 	}
-	if r.CallbackURL != "" {
-		if err := s.API.checkURLHost(c.Request.Context(), r.CallbackURL); err != nil {
-			Abort(c, s.API.Log, blocked("request.callbackUrl", err))
+	if s.Limit > 0 {
+		n, err := s.Store.CountSchedules(c.Request.Context())
+		if err != nil {
+			Abort(c, s.API.Log, err)
+			return
+		}
+		if n >= int64(s.Limit) {
+			c.Header("Retry-After", "60")
+			Abort(c, s.API.Log, Errorf(CodeRateLimited, "", fmt.Sprintf("schedule limit reached: %d schedules exist (SCHEDULE_LIMIT); delete one first", n)))
 			return
 		}
 	}

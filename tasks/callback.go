@@ -19,6 +19,7 @@ import (
 
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -100,7 +101,7 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 	errText := ""
 	switch {
 	case callErr != nil:
-		errText = callErr.Error()
+		errText = redact.Text(callErr.Error())
 	case res.Kind != retry.Success:
 		errText = fmt.Sprintf("callback answered %d %s", code, http.StatusText(code))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -163,7 +164,9 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	}
 	switch {
 	case callErr != nil:
-		a.Error = callErr.Error()
+		// Go's client quotes the URL in its errors: the stored text (and
+		// what asynq's dashboard shows) must not carry its secrets.
+		a.Error = redact.Text(callErr.Error())
 	case res.Kind != retry.Success:
 		a.Error = fmt.Sprintf("destination answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}

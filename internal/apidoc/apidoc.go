@@ -1,12 +1,12 @@
 // Package apidoc renders retryd's records as the API's JSON documents, with
-// secret headers redacted. The API answers with them and callbacks send them.
+// secret headers and secret URL query parameters redacted. The API answers with them and callbacks send them.
 package apidoc
 
 import (
-	"strings"
 	"time"
 
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
 )
 
 // timeLayout is RFC 3339 in UTC with milliseconds.
@@ -101,7 +101,7 @@ type AttemptDocument struct {
 func NewDocument(r *record.Request, withAttempts bool) Document {
 	d := Document{
 		ID:              r.ID,
-		URL:             r.URL,
+		URL:             redact.URL(r.URL),
 		Method:          r.Method,
 		Headers:         Redact(r.Headers),
 		Status:          r.Status,
@@ -110,7 +110,7 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		BackoffMs:       r.BackoffMs,
 		MaxBackoffMs:    r.MaxBackoffMs,
 		TimeoutMs:       r.TimeoutMs,
-		LastError:       strPtr(r.LastError),
+		LastError:       strPtr(redact.Text(r.LastError)),
 		LastStatusCode:  intPtr(r.LastStatusCode),
 		FailureClass:    strPtr(r.FailureClass),
 		ResultTruncated: r.ResultTruncated,
@@ -119,7 +119,7 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		CreatedAt:       timePtr(r.CreatedAt),
 		UpdatedAt:       timePtr(r.UpdatedAt),
 		CompletedAt:     timePtr(r.CompletedAt),
-		CallbackURL:     strPtr(r.CallbackURL),
+		CallbackURL:     strPtr(redact.URL(r.CallbackURL)),
 		Redrives:        make([]RedriveDocument, 0, len(r.Redrives)),
 	}
 	for _, rd := range r.Redrives {
@@ -131,8 +131,8 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 	}
 	if cb := r.Callback; cb != nil {
 		d.Callback = &CallbackDocument{
-			URL: r.CallbackURL, Status: cb.Status, Attempts: cb.Attempts, LastStatusCode: intPtr(cb.LastStatusCode),
-			LastError: strPtr(cb.LastError), UpdatedAt: timePtr(cb.UpdatedAt),
+			URL: redact.URL(r.CallbackURL), Status: cb.Status, Attempts: cb.Attempts, LastStatusCode: intPtr(cb.LastStatusCode),
+			LastError: strPtr(redact.Text(cb.LastError)), UpdatedAt: timePtr(cb.UpdatedAt),
 		}
 	}
 	if !r.Status.Terminal() {
@@ -152,7 +152,7 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 				StatusCode:   intPtr(a.StatusCode),
 				Outcome:      a.Outcome,
 				FailureClass: strPtr(a.FailureClass),
-				Error:        strPtr(a.Error),
+				Error:        strPtr(redact.Text(a.Error)),
 				ResponseBody: a.ResponseBody,
 			})
 		}
@@ -161,28 +161,8 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 	return d
 }
 
-// Redacted is what a secret header's value is replaced with.
-const Redacted = "[REDACTED]"
-
-// IsSecretHeader reports whether a header's value must never be shown:
-// credentials by name, and anything named like a token, secret or key.
-func IsSecretHeader(name string) bool {
-	n := strings.ToLower(name)
-	switch n {
-	case "authorization", "cookie", "proxy-authorization", "set-cookie":
-		return true
-	}
-	return strings.Contains(n, "token") || strings.Contains(n, "secret") || strings.Contains(n, "key")
-}
+// Redacted is what a secret value is replaced with.
+const Redacted = redact.Mask
 
 // Redact returns a copy of h with secret values replaced by Redacted.
-func Redact(h map[string]string) map[string]string {
-	out := make(map[string]string, len(h))
-	for k, v := range h {
-		if IsSecretHeader(k) {
-			v = Redacted
-		}
-		out[k] = v
-	}
-	return out
-}
+func Redact(h map[string]string) map[string]string { return redact.Headers(h) }

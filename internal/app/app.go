@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/openapi"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/sweeper"
@@ -69,13 +71,29 @@ const (
 func NewLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr}
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			return slog.New(slog.NewTextHandler(w, opts))
 		}
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// redactAttr masks secret URL query parameters in every logged string and
+// error, whichever code logged them (asynq's and go-redis' lines too).
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch v := a.Value; v.Kind() {
+	case slog.KindString:
+		if s := v.String(); strings.Contains(s, "://") {
+			a.Value = slog.StringValue(redact.Text(s))
+		}
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok && strings.Contains(err.Error(), "://") {
+			a.Value = slog.StringValue(redact.Text(err.Error()))
+		}
+	}
+	return a
 }
 
 // Options are the command-line switches of cmd/api.
@@ -85,6 +103,21 @@ type Options struct {
 	Dev bool
 	// Faults are crash-test fault points; nil in production.
 	Faults *faultpoint.Points
+	// Listen is the address to serve on; empty means every interface on
+	// PORT, or 127.0.0.1 on PORT with Dev (a laptop's dev server is not
+	// for the network it sits on).
+	Listen string
+}
+
+// listenAddr is where the API serves.
+func (o Options) listenAddr(port int) string {
+	switch {
+	case o.Listen != "":
+		return o.Listen
+	case o.Dev:
+		return fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	return fmt.Sprintf(":%d", port)
 }
 
 // RunAPI serves the API until ctx ends, then drains in-flight requests.
@@ -101,7 +134,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		cfg.RedisURL = "redis://" + mr.Addr()
 		cfg.RedisSentinelAddrs, cfg.RedisClusterAddrs = nil, nil
 		cfg.AllowPrivateTargets = true
-		log.Warn("DEV MODE: embedded in-memory Redis and an in-process worker; NOTHING PERSISTS, private destinations are allowed")
+		log.Warn("DEV MODE: embedded in-memory Redis and an in-process worker; NOTHING PERSISTS, loopback and private destinations are allowed (link-local and cloud metadata stay refused)")
 	}
 	log.Info("retryd api starting", "config", cfg.String())
 	if len(cfg.APIKeys) == 0 {
@@ -116,6 +149,13 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	// The API rings the workers' doorbell when it makes a task pending
 	// (redrive, the dashboard's "run"); it never waits on it.
 	rdb.AddHook(tasks.NewBell(rdb, 0))
+	if _, port, err := net.SplitHostPort(opts.listenAddr(cfg.Port)); err == nil {
+		// The API refuses destinations aimed at itself: it must know the
+		// port it really listens on.
+		if p, err := strconv.Atoi(port); err == nil && p > 0 {
+			cfg.Port = p
+		}
+	}
 	engine, closeEngine := APIEngine(cfg, rdb, connOpt, opts.Faults, log)
 	defer closeEngine()
 
@@ -128,9 +168,9 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		close(workerDone)
 	}
 
-	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", cfg.Port))
+	ln, err := net.Listen("tcp", opts.listenAddr(cfg.Port))
 	if err != nil {
-		return fmt.Errorf("listen on port %d: %w", cfg.Port, err)
+		return fmt.Errorf("listen on %s: %w", opts.listenAddr(cfg.Port), err)
 	}
 	srv := &http.Server{
 		Handler:           engine,
@@ -171,11 +211,12 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	}
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
 	m := metrics.New(store, inspector)
-	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m}
+	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
+		Self: handlers.NewSelf(cfg.Port), Limits: store, MaxUnfinished: cfg.MaxUnfinishedPerKey}
 	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt}})
-	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb)}, log,
+	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
 		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},
-		&handlers.Schedules{Store: store, API: api},
+		&handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit},
 		MountDashboard(dashboard),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/metrics", gin.WrapH(m.Handler()))
@@ -190,6 +231,9 @@ type Access struct {
 	RateLimitRPS int
 	// Limiter counts requests for the rate limit; needed when RateLimitRPS > 0.
 	Limiter *redis_rate.Limiter
+	// Failures counts failed authentications per client address; nil
+	// turns the throttle off.
+	Failures handlers.AuthFailures
 }
 
 // DashboardPath is where the asynqmon dashboard is mounted.
@@ -232,7 +276,8 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Route
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": handlers.Errorf("method_not_allowed", "", "method not allowed on "+c.Request.URL.Path)})
 	})
 	api.Health(e)
-	guarded := e.Group("/", handlers.Auth(access.Keys, log))
+	e.Use(handlers.SameOrigin(log), handlers.NoLoops(log))
+	guarded := e.Group("/", handlers.Auth(access.Keys, access.Failures, log))
 	if access.RateLimitRPS > 0 {
 		guarded.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))
 	}

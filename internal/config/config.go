@@ -33,6 +33,13 @@ type Config struct {
 	// many replicas hold it (REDIS_WAIT_REPLICAS, default 0; use 1 or more
 	// with Sentinel so a failover cannot lose an accepted request).
 	RedisWaitReplicas int
+	// ScheduleLimit caps how many schedules may exist (SCHEDULE_LIMIT,
+	// default 1000).
+	ScheduleLimit int
+	// MaxUnfinishedPerKey caps the unfinished requests of one API key (of
+	// one client address without keys) (MAX_UNFINISHED_PER_KEY, default
+	// 100000; 0 turns the cap off).
+	MaxUnfinishedPerKey int
 	// SweepInterval is how often a worker's sweeper reconciles records
 	// with asynq (SWEEP_INTERVAL, default 10s).
 	SweepInterval time.Duration
@@ -44,7 +51,7 @@ var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
-	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS",
+	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY",
 }
 
 // Defaults.
@@ -56,6 +63,8 @@ const (
 	DefaultRetention         = 30 * 24 * time.Hour
 	DefaultLogLevel          = "info"
 	DefaultSweepInterval     = 10 * time.Second
+	DefaultScheduleLimit     = 1000
+	DefaultMaxUnfinished     = 100_000
 )
 
 // Load reads the configuration through getenv (os.Getenv in programs, a map
@@ -69,6 +78,8 @@ func Load(getenv func(string) string) (Config, error) {
 		Retention:           DefaultRetention,
 		LogLevel:            DefaultLogLevel,
 		SweepInterval:       DefaultSweepInterval,
+		ScheduleLimit:       DefaultScheduleLimit,
+		MaxUnfinishedPerKey: DefaultMaxUnfinished,
 		RedisSentinelMaster: strings.TrimSpace(getenv("REDIS_SENTINEL_MASTER")),
 		MetricsAddr:         strings.TrimSpace(getenv("METRICS_ADDR")),
 	}
@@ -107,6 +118,8 @@ func Load(getenv func(string) string) (Config, error) {
 	intVar("REDRIVE_LIMIT", &c.RedriveLimit, 0, 1000)
 	intVar("RATE_LIMIT_RPS", &c.RateLimitRPS, 0, 1000000)
 	intVar("REDIS_WAIT_REPLICAS", &c.RedisWaitReplicas, 0, 16)
+	intVar("SCHEDULE_LIMIT", &c.ScheduleLimit, 0, 1_000_000)
+	intVar("MAX_UNFINISHED_PER_KEY", &c.MaxUnfinishedPerKey, 0, 1_000_000_000)
 	if c.RedisWaitReplicas > 0 && len(c.RedisClusterAddrs) > 0 {
 		bad("REDIS_WAIT_REPLICAS", "is not supported with REDIS_CLUSTER_ADDRS")
 	}
@@ -193,10 +206,12 @@ func (c Config) String() string {
 	}
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
-		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d",
+		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
+		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
-		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas)
+		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
+		c.ScheduleLimit, c.MaxUnfinishedPerKey)
 }
 
 // MaskURL hides the password of a redis:// URL.

@@ -256,4 +256,3 @@ func FuzzParseHost(f *testing.F) {
 		}
 	})
 }
-

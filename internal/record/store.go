@@ -24,6 +24,8 @@ var (
 	ErrConflict = errors.New("request state conflict")
 	// ErrUnavailable: Redis could not be reached or did not answer.
 	ErrUnavailable = errors.New("redis unavailable")
+	// ErrFull: Redis refused a write at its maxmemory.
+	ErrFull = errors.New("redis out of memory")
 )
 
 // IdempotencyWindow is how long a submission's Idempotency-Key is remembered.
@@ -98,6 +100,11 @@ func wrap(err error) error {
 	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, redis.Nil) {
+		// OOM is the error prefix Redis answers a write with at its
+		// maxmemory (with noeviction): an outage of capacity, not a bug.
+		if strings.HasPrefix(rerr.Error(), "OOM ") {
+			return fmt.Errorf("%w: %w", ErrFull, err)
+		}
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -44,8 +44,18 @@ func Parse(spec, timezone string) (cron.Schedule, error) {
 	if _, err := time.LoadLocation(timezone); err != nil {
 		return nil, fmt.Errorf("unknown time zone %q", timezone)
 	}
+	// robfig/cron silently rounds a sub-second @every up to a second;
+	// say so instead: a schedule fires at most once a second.
+	if d, ok := strings.CutPrefix(strings.TrimSpace(spec), "@every "); ok {
+		if every, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && every < MinInterval {
+			return nil, fmt.Errorf("@every %s is more often than once a second; a schedule fires at most once a second", every)
+		}
+	}
 	return cron.ParseStandard("CRON_TZ=" + timezone + " " + spec)
 }
+
+// MinInterval is the shortest time between two fires of a schedule.
+const MinInterval = time.Second
 
 // Store is what the scheduler needs of the record store.
 type Store interface {

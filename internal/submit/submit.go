@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,10 +106,15 @@ func (f fields) integer(name string, def, lo, hi int64) (int64, bool, error) {
 	return v, true, nil
 }
 
+// Known are the members a submission may have.
+var Known = []string{"url", "method", "headers", "body", "maxRetries", "backoffMs", "maxBackoffMs",
+	"timeoutMs", "delayMs", "notBefore", "callbackUrl"}
+
 // Parse decodes body into a new pending request created at now. It does
 // not assign an id and does not check destination safety (that needs DNS;
-// the caller does it). Unknown members are ignored, as most JSON APIs do,
-// so older and newer clients keep working.
+// the caller does it). An unknown member is refused and named: a typo such
+// as "mehtod" must not silently send a GET, and a document that is not a
+// submission (a callback aimed back at retryd) must not pass for one.
 func Parse(body []byte, now time.Time) (*record.Request, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, &Error{Message: "request body is empty; send a JSON object"}
@@ -132,6 +138,9 @@ func Parse(body []byte, now time.Time) (*record.Request, error) {
 }
 
 func parseFields(f fields, now time.Time) (*record.Request, error) {
+	if err := unknownMember(f); err != nil {
+		return nil, err
+	}
 	r := &record.Request{Status: record.Pending, CreatedAt: now, NextAttemptAt: now, Headers: map[string]string{}}
 	rawURL, err := f.str("url")
 	if err != nil {
@@ -234,6 +243,22 @@ func parseFields(f fields, now time.Time) (*record.Request, error) {
 		r.CallbackURL = *callback
 	}
 	return r, nil
+}
+
+// unknownMember names the first member (in sorted order, so the answer is
+// stable) that is not a submission field.
+func unknownMember(f fields) error {
+	var unknown []string
+	for name := range f {
+		if !contains(Known, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return &Error{Field: unknown[0], Message: fmt.Sprintf("unknown field %q; a submission has only %s", unknown[0], strings.Join(Known, ", "))}
 }
 
 // hopByHop are the headers a client may not set: they describe one

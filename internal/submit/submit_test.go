@@ -1,8 +1,10 @@
 package submit
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +179,8 @@ func FuzzParse(f *testing.F) {
 		`{"url":null,"headers":null}`,
 		`{"url":"https://e.com","headers":{"Connection":"x"}}`,
 		`[1,2]`, `{`, ``, `{"url":"https://e.com"} x`,
+		`{"url":"https://e.com","mehtod":"POST"}`,
+		`{"id":"x","url":"https://e.com","status":"completed","callbackUrl":"https://e.com/cb","attempts":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -188,6 +192,14 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("rejection %v is not a *submit.Error with a message", err)
 			}
 			return
+		}
+		var members map[string]any
+		if json.Unmarshal(body, &members) == nil {
+			for name := range members {
+				if !slices.Contains(Known, name) {
+					t.Fatalf("accepted unknown member %q", name)
+				}
+			}
 		}
 		if r.URL == "" || r.Host == "" || len(r.URL) > MaxURLLen {
 			t.Fatalf("accepted a bad url %q", r.URL)
@@ -203,4 +215,20 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %d headers", len(r.Headers))
 		}
 	})
+}
+
+func TestParseRefusesUnknownMembersByName(t *testing.T) {
+	t.Parallel()
+	for body, field := range map[string]string{
+		`{"url":"https://e.com","mehtod":"POST"}`:                                    "mehtod",
+		`{"url":"https://e.com","maxRetry":3}`:                                       "maxRetry",
+		`{"url":"https://e.com","callbackURL":"https://e.com/cb"}`:                   "callbackURL",
+		`{"id":"r1","url":"https://e.com","status":"completed","attempts":[],"x":1}`: "attempts",
+	} {
+		_, err := Parse([]byte(body), now)
+		var se *Error
+		if !errors.As(err, &se) || se.Field != field || !strings.Contains(se.Message, field) {
+			t.Errorf("Parse(%s) = %v; want a rejection naming %q", body, err, field)
+		}
+	}
 }

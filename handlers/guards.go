@@ -1,0 +1,215 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/record"
+)
+
+// Guards against retryd being turned on itself or on its operators.
+
+// DeliveryMarker is the header every delivery and callback of retryd
+// carries. A state-changing call to retryd's API that carries it is
+// retryd calling itself: a callback or delivery aimed back at the API.
+const DeliveryMarker = "Retryd-Request-Id"
+
+// NoLoops refuses a state-changing call that is one of retryd's own
+// deliveries or callbacks. Without it one submission whose callbackUrl is
+// POST /requests makes a request whose callback makes another, without
+// end. The refusal is a 4xx, so the delivery fails for good instead of
+// being retried.
+func NoLoops(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if safeMethod(c.Request.Method) || c.GetHeader(DeliveryMarker) == "" {
+			return
+		}
+		Abort(c, log, Errorf(CodeLoopDetected, "", "this call is a retryd delivery or callback (it carries "+DeliveryMarker+
+			"); retryd does not accept its own deliveries, so one submission cannot grow into an endless chain"))
+	}
+}
+
+// SameOrigin refuses state-changing calls that a browser sent from another
+// site. Browsers attach cached basic-auth credentials (the dashboard's
+// login) to cross-site form posts and no-cors fetches, so without this a
+// page anywhere could pause queues or redrive requests in an operator's
+// name. Programs (curl, SDKs) send neither header and are not affected.
+func SameOrigin(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if safeMethod(c.Request.Method) {
+			return
+		}
+		switch c.GetHeader("Sec-Fetch-Site") {
+		case "cross-site", "same-site":
+			Abort(c, log, Errorf(CodeForbidden, "", "cross-site "+c.Request.Method+" refused: retryd's API and dashboard take state-changing calls only from their own origin"))
+			return
+		}
+		origin := c.GetHeader("Origin")
+		if origin == "" {
+			return
+		}
+		u, err := url.Parse(origin)
+		if err != nil || origin == "null" || !strings.EqualFold(u.Host, c.Request.Host) {
+			Abort(c, log, Errorf(CodeForbidden, "", "request from origin "+strconv.Quote(origin)+" refused: retryd's API and dashboard take state-changing calls only from their own origin"))
+		}
+	}
+}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
+// Self describes where this API listens, so that a destination aimed at
+// it is refused at submission (NoLoops catches whatever this misses, such
+// as a public host name of a load balancer in front of the API).
+type Self struct {
+	// Port is the port the API listens on.
+	Port int
+	// Addrs are the addresses of this machine's interfaces.
+	Addrs []netip.Addr
+}
+
+// NewSelf describes an API listening on port of this machine.
+func NewSelf(port int) *Self {
+	s := &Self{Port: port}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				s.Addrs = append(s.Addrs, p.Addr())
+			}
+		}
+	}
+	return s
+}
+
+// targets reports whether raw (a validated URL) points at this API, as
+// reached by a client through requestHost.
+func (s *Self) targets(raw, requestHost string) bool {
+	if s == nil {
+		return false
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	reqHost, reqPort, err := net.SplitHostPort(requestHost)
+	if err != nil {
+		reqHost, reqPort = requestHost, "80"
+	}
+	host := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
+	if port == reqPort && host == strings.ToLower(reqHost) {
+		return true
+	}
+	if port != strconv.Itoa(s.Port) {
+		return false
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	addr, ok := egress.ParseHost(host)
+	if !ok {
+		return false
+	}
+	if addr.IsLoopback() || addr.IsUnspecified() {
+		return true
+	}
+	for _, a := range s.Addrs {
+		if egress.Canonical(a) == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// Failed authentication is throttled per client address, counted in Redis
+// so the count holds across API replicas.
+const (
+	AuthFailureLimit  = 20
+	AuthFailureWindow = time.Minute
+)
+
+// AuthFailures counts failed authentications per client address.
+type AuthFailures interface {
+	AuthFailure(ctx context.Context, ip string, window time.Duration) (n int64, left time.Duration, err error)
+}
+
+// authFailed answers a request without a valid key: 401, or 429 with
+// Retry-After once its address has failed more than AuthFailureLimit
+// times in the window. If Redis cannot count, the answer stays 401.
+func authFailed(c *gin.Context, failures AuthFailures, log *slog.Logger, unauthorized *Error) {
+	if failures != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+		n, left, err := failures.AuthFailure(ctx, c.ClientIP(), AuthFailureWindow)
+		cancel()
+		if err != nil {
+			log.Warn("could not count a failed authentication", "err", err)
+		} else if n > AuthFailureLimit {
+			c.Header("Retry-After", strconv.Itoa(max(1, int((left+time.Second-1)/time.Second))))
+			Abort(c, log, Errorf(CodeRateLimited, "", "too many failed authentications from this address ("+
+				strconv.Itoa(AuthFailureLimit)+" a minute); retry later with a valid API key"))
+			return
+		}
+	}
+	Abort(c, log, unauthorized)
+}
+
+// SubmitLimits bound what one owner (API key, or client address without
+// keys) can hold in retryd, and keep submissions off a full Redis.
+type SubmitLimits interface {
+	ReserveUnfinished(ctx context.Context, owner, id string, now time.Time, limit int) error
+	Release(ctx context.Context, owner, id string) error
+	Memory(ctx context.Context) (record.Memory, error)
+}
+
+// MemoryRefuseAt is the share of Redis's maxmemory above which submissions
+// are refused with 503: the rest is left to the workers, which need it to
+// finish what was accepted.
+const MemoryRefuseAt = 0.9
+
+// memoryGate asks Redis for its memory use at most once a second.
+type memoryGate struct {
+	mu   sync.Mutex
+	at   time.Time
+	full float64
+}
+
+func (g *memoryGate) check(ctx context.Context, limits SubmitLimits, now time.Time) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now.Sub(g.at) >= time.Second {
+		m, err := limits.Memory(ctx)
+		if err != nil {
+			return err
+		}
+		g.at, g.full = now, m.Full()
+	}
+	if g.full >= MemoryRefuseAt {
+		return Errorf(CodeUnavailable, "", "Redis is at "+strconv.Itoa(int(g.full*100))+
+			"% of its maxmemory: submissions are refused until the workers drain it; nothing was stored, retry later")
+	}
+	return nil
+}
+
+// owner is who a submission counts against: the API key's digest, or the
+// client address when no keys are configured.
+func owner(c *gin.Context) string {
+	if d, ok := c.Get(keyDigestCtx); ok {
+		return "key:" + d.(string)
+	}
+	return "ip:" + c.ClientIP()
+}

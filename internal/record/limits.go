@@ -1,0 +1,167 @@
+package record
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Records that bound what one client can make retryd do: failed
+// authentications per client address, unfinished requests per owner (API
+// key or client address), schedules, and Redis memory.
+
+func keyAuthFailures(ip string) string { return "{retryd}:authfail:" + ip }
+func keyOwner(owner string) string     { return "{retryd}:owner:" + owner }
+
+//go:embed scripts/auth_failure.lua
+var authFailureLua string
+var authFailureScript = redis.NewScript(authFailureLua)
+
+// AuthFailure counts one failed authentication from ip in a fixed window
+// shared by every API replica. It returns the failures counted in the
+// current window and how long the window still runs.
+func (s *Store) AuthFailure(ctx context.Context, ip string, window time.Duration) (n int64, left time.Duration, err error) {
+	res, err := authFailureScript.Run(ctx, s.rdb, []string{keyAuthFailures(ip)}, window.Milliseconds()).Int64Slice()
+	if err != nil {
+		return 0, 0, wrap(err)
+	}
+	return res[0], time.Duration(max(res[1], 0)) * time.Millisecond, nil
+}
+
+//go:embed scripts/reserve_unfinished.lua
+var reserveUnfinishedLua string
+var reserveUnfinishedScript = redis.NewScript(reserveUnfinishedLua)
+
+// ErrOwnerLimit is a submission refused because its owner has too many
+// unfinished requests.
+var ErrOwnerLimit = errors.New("too many unfinished requests")
+
+// pruneBatch is how many of an owner's oldest entries one prune looks at.
+const pruneBatch = 500
+
+// ReserveUnfinished counts request id among owner's unfinished requests,
+// unless the owner already has limit of them: then ErrOwnerLimit. At the
+// limit, entries of requests that finished (or expired) since are pruned
+// first, oldest first, so the count is exact when it matters and costs one
+// ZADD otherwise. Release takes back a reservation whose request was not
+// stored.
+func (s *Store) ReserveUnfinished(ctx context.Context, owner, id string, now time.Time, limit int) error {
+	key := keyOwner(owner)
+	ttl := (s.retention + 24*time.Hour).Milliseconds()
+	for {
+		ok, err := reserveUnfinishedScript.Run(ctx, s.rdb, []string{key}, id, now.UnixMilli(), limit, ttl).Int()
+		if err != nil {
+			return wrap(err)
+		}
+		if ok == 1 {
+			return nil
+		}
+		pruned, err := s.pruneOwner(ctx, key)
+		if err != nil {
+			return err
+		}
+		if pruned == 0 {
+			return ErrOwnerLimit
+		}
+	}
+}
+
+// Release takes back a reservation of ReserveUnfinished.
+func (s *Store) Release(ctx context.Context, owner, id string) error {
+	return wrap(s.rdb.ZRem(ctx, keyOwner(owner), id).Err())
+}
+
+// pruneOwner removes the finished or vanished requests among the oldest
+// entries of an owner's set and reports how many it removed.
+func (s *Store) pruneOwner(ctx context.Context, key string) (int, error) {
+	ids, err := s.rdb.ZRange(ctx, key, 0, pruneBatch-1).Result()
+	if err != nil {
+		return 0, wrap(err)
+	}
+	pipe := s.rdb.Pipeline()
+	statuses := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		statuses[i] = pipe.HGet(ctx, keyReq(id), fStatus)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return 0, wrap(err)
+	}
+	var done []any
+	for i, cmd := range statuses {
+		st, err := cmd.Result()
+		if err == redis.Nil || (err == nil && Status(st).Terminal()) {
+			done = append(done, ids[i])
+		}
+	}
+	if len(done) == 0 {
+		return 0, nil
+	}
+	return len(done), wrap(s.rdb.ZRem(ctx, key, done...).Err())
+}
+
+// CountSchedules returns how many schedules exist.
+func (s *Store) CountSchedules(ctx context.Context) (int64, error) {
+	n, err := s.rdb.ZCard(ctx, keySchedules).Result()
+	return n, wrap(err)
+}
+
+// Memory is Redis's memory use against its maxmemory (0: no limit). On a
+// cluster it is the fullest master's.
+type Memory struct{ Used, Max int64 }
+
+// Full reports the share of maxmemory in use (0 without a limit).
+func (m Memory) Full() float64 {
+	if m.Max <= 0 {
+		return 0
+	}
+	return float64(m.Used) / float64(m.Max)
+}
+
+// Memory asks Redis for its memory use.
+func (s *Store) Memory(ctx context.Context) (Memory, error) {
+	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+		var worst Memory
+		var mu = make(chan struct{}, 1)
+		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+			m, err := memoryOf(ctx, n)
+			if err != nil {
+				return err
+			}
+			mu <- struct{}{}
+			if m.Full() > worst.Full() {
+				worst = m
+			}
+			<-mu
+			return nil
+		})
+		return worst, wrap(err)
+	}
+	m, err := memoryOf(ctx, s.rdb)
+	return m, wrap(err)
+}
+
+func memoryOf(ctx context.Context, c redis.Cmdable) (Memory, error) {
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		return Memory{}, err
+	}
+	var m Memory
+	for _, line := range strings.Split(info, "\n") {
+		name, val, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "used_memory":
+			m.Used, _ = strconv.ParseInt(val, 10, 64)
+		case "maxmemory":
+			m.Max, _ = strconv.ParseInt(val, 10, 64)
+		}
+	}
+	return m, nil
+}
