@@ -147,6 +147,12 @@ func (s *Store) Memory(ctx context.Context) (Memory, error) {
 
 func memoryOf(ctx context.Context, c redis.Cmdable) (Memory, error) {
 	info, err := c.Info(ctx, "memory").Result()
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		// A Redis that has no memory section (the embedded one of -dev)
+		// has no maxmemory to respect either.
+		return Memory{}, nil
+	}
 	if err != nil {
 		return Memory{}, err
 	}
