@@ -76,32 +76,34 @@ func (s *Store) Release(ctx context.Context, owner, id string) error {
 	return wrap(s.rdb.ZRem(ctx, keyOwner(owner), id).Err())
 }
 
-// pruneOwner removes the finished or vanished requests among the oldest
-// entries of an owner's set and reports how many it removed.
+// pruneOwner removes the finished or vanished requests of an owner's set,
+// oldest first, a batch at a time, and stops at the first batch that
+// removed any (or at the end of the set). It reports how many it removed.
 func (s *Store) pruneOwner(ctx context.Context, key string) (int, error) {
-	ids, err := s.rdb.ZRange(ctx, key, 0, pruneBatch-1).Result()
-	if err != nil {
-		return 0, wrap(err)
-	}
-	pipe := s.rdb.Pipeline()
-	statuses := make([]*redis.StringCmd, len(ids))
-	for i, id := range ids {
-		statuses[i] = pipe.HGet(ctx, keyReq(id), fStatus)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return 0, wrap(err)
-	}
-	var done []any
-	for i, cmd := range statuses {
-		st, err := cmd.Result()
-		if err == redis.Nil || (err == nil && Status(st).Terminal()) {
-			done = append(done, ids[i])
+	for start := int64(0); ; start += pruneBatch {
+		ids, err := s.rdb.ZRange(ctx, key, start, start+pruneBatch-1).Result()
+		if err != nil || len(ids) == 0 {
+			return 0, wrap(err)
+		}
+		pipe := s.rdb.Pipeline()
+		statuses := make([]*redis.StringCmd, len(ids))
+		for i, id := range ids {
+			statuses[i] = pipe.HGet(ctx, keyReq(id), fStatus)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return 0, wrap(err)
+		}
+		var done []any
+		for i, cmd := range statuses {
+			st, err := cmd.Result()
+			if errors.Is(err, redis.Nil) || (err == nil && Status(st).Terminal()) {
+				done = append(done, ids[i])
+			}
+		}
+		if len(done) > 0 {
+			return len(done), wrap(s.rdb.ZRem(ctx, key, done...).Err())
 		}
 	}
-	if len(done) == 0 {
-		return 0, nil
-	}
-	return len(done), wrap(s.rdb.ZRem(ctx, key, done...).Err())
 }
 
 // CountSchedules returns how many schedules exist.

@@ -1,0 +1,120 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+func TestAuthFailureCountsInAFixedWindow(t *testing.T) {
+	t.Parallel()
+	s := NewStore(redistest.Start(t).Client(), time.Hour)
+	ctx := context.Background()
+	for want := int64(1); want <= 3; want++ {
+		n, left, err := s.AuthFailure(ctx, "203.0.113.9", time.Minute)
+		if err != nil || n != want || left <= 50*time.Second || left > time.Minute {
+			t.Fatalf("failure %d: n=%d left=%v err=%v", want, n, left, err)
+		}
+	}
+	if n, _, _ := s.AuthFailure(ctx, "203.0.113.10", time.Minute); n != 1 {
+		t.Errorf("another address starts at %d, want 1", n)
+	}
+	// The window ends: the count starts over at 1.
+	if n, _, _ := s.AuthFailure(ctx, "198.51.100.1", 50*time.Millisecond); n != 1 {
+		t.Fatalf("first failure counted %d", n)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		n, _, err := s.AuthFailure(ctx, "198.51.100.1", 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 50 ms window never ended (count %d)", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+func TestReserveUnfinished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now()
+	cases := []struct {
+		name     string
+		existing map[string]Status // the owner's requests before the call; "" = record gone
+		limit    int
+		wantErr  error
+		wantSet  int // entries in the owner's set after the call
+	}{
+		{"under the limit", map[string]Status{"01a": Pending}, 2, nil, 2},
+		{"at the limit, all unfinished", map[string]Status{"01a": Pending, "01b": Retrying}, 2, ErrOwnerLimit, 2},
+		{"at the limit, one finished", map[string]Status{"01a": Completed, "01b": Retrying}, 2, nil, 2},
+		{"at the limit, one expired", map[string]Status{"01a": "", "01b": Pending}, 2, nil, 2},
+		{"at the limit, all finished", map[string]Status{"01a": Failed, "01b": Canceled}, 2, nil, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			s := NewStore(srv.Client(), time.Hour)
+			i := 0
+			for id, st := range c.existing {
+				i++
+				if err := srv.Client().ZAdd(ctx, keyOwner("key:x"), redisZ(float64(i), id)).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if st != "" {
+					srv.Client().HSet(ctx, keyReq(id), fStatus, string(st))
+				}
+			}
+			err := s.ReserveUnfinished(ctx, "key:x", "01new", now, c.limit)
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("err %v, want %v", err, c.wantErr)
+			}
+			if n := srv.Client().ZCard(ctx, keyOwner("key:x")).Val(); int(n) != c.wantSet {
+				t.Errorf("owner set holds %d, want %d", n, c.wantSet)
+			}
+			if ttl := srv.Client().PTTL(ctx, keyOwner("key:x")).Val(); c.wantErr == nil && ttl <= 0 {
+				t.Errorf("owner set has no time to live (%v)", ttl)
+			}
+			if c.wantErr == nil {
+				if err := s.Release(ctx, "key:x", "01new"); err != nil {
+					t.Fatal(err)
+				}
+				if srv.Client().ZScore(ctx, keyOwner("key:x"), "01new").Err() == nil {
+					t.Error("Release left the reservation")
+				}
+			}
+		})
+	}
+}
+
+func TestMemoryReadsMaxmemory(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := NewStore(srv.Client(), time.Hour)
+	ctx := context.Background()
+	m, err := s.Memory(ctx)
+	if err != nil || m.Used <= 0 || m.Max != 0 || m.Full() != 0 {
+		t.Fatalf("no maxmemory: %+v %v", m, err)
+	}
+	if err := srv.Client().ConfigSet(ctx, "maxmemory", "100mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Client().ConfigSet(ctx, "maxmemory", "0") })
+	m, _ = s.Memory(ctx)
+	if m.Max != 100<<20 || m.Full() <= 0 || m.Full() >= 1 {
+		t.Errorf("maxmemory 100mb: %+v (full %.3f)", m, m.Full())
+	}
+}
