@@ -107,12 +107,14 @@ func (s *Self) targets(raw, requestHost string) bool {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
+	// A Host without a port (a proxy in front, TLS ended there) names the
+	// API whatever the port: match the host alone.
 	reqHost, reqPort, err := net.SplitHostPort(requestHost)
 	if err != nil {
-		reqHost, reqPort = requestHost, "80"
+		reqHost, reqPort = requestHost, port
 	}
 	host := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
-	if port == reqPort && host == strings.ToLower(reqHost) {
+	if port == reqPort && host == strings.TrimRight(strings.ToLower(reqHost), ".") {
 		return true
 	}
 	if port != strconv.Itoa(s.Port) {

@@ -89,6 +89,18 @@ func TestDestinationAimedAtTheAPIItselfIsRefused(t *testing.T) {
 			t.Errorf("%s: %d %s, want 422 loop_detected", body, a.status, a.raw)
 		}
 	}
+	// Behind a proxy the API is known by the host the client used.
+	req, _ := http.NewRequest("POST", ts.URL+"/requests", strings.NewReader(`{"url":"https://retryd.example.com/requests"}`))
+	req.Host = "retryd.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 422 {
+		t.Errorf("url = the public host the client used: %d, want 422", resp.StatusCode)
+	}
 	// Another port on loopback is an ordinary (allowed) private destination.
 	if a := post(t, ts, fmt.Sprintf(`{"url":"http://127.0.0.1:%d/x"}`, port+1)); a.status != 202 {
 		t.Errorf("another local port: %d %s", a.status, a.raw)
