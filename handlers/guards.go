@@ -20,11 +20,6 @@ import (
 
 // Guards against retryd being turned on itself or on its operators.
 
-// DeliveryMarker is the header every delivery and callback of retryd
-// carries. A state-changing call to retryd's API that carries it is
-// retryd calling itself: a callback or delivery aimed back at the API.
-const DeliveryMarker = "Retryd-Request-Id"
-
 // NoLoops refuses a state-changing call that is one of retryd's own
 // deliveries or callbacks. Without it one submission whose callbackUrl is
 // POST /requests makes a request whose callback makes another, without
@@ -32,10 +27,10 @@ const DeliveryMarker = "Retryd-Request-Id"
 // being retried.
 func NoLoops(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if safeMethod(c.Request.Method) || c.GetHeader(DeliveryMarker) == "" {
+		if safeMethod(c.Request.Method) || c.GetHeader(egress.RequestIDHeader) == "" {
 			return
 		}
-		Abort(c, log, Errorf(CodeLoopDetected, "", "this call is a retryd delivery or callback (it carries "+DeliveryMarker+
+		Abort(c, log, Errorf(CodeLoopDetected, "", "this call is a retryd delivery or callback (it carries "+egress.RequestIDHeader+
 			"); retryd does not accept its own deliveries, so one submission cannot grow into an endless chain"))
 	}
 }
@@ -207,8 +202,8 @@ func (g *memoryGate) check(ctx context.Context, limits SubmitLimits, now time.Ti
 	return nil
 }
 
-// owner is who a submission counts against: the API key's digest, or the
-// client address when no keys are configured.
+// owner is who a call counts against (rate limit, unfinished requests):
+// the API key's digest, or the client address when no keys are configured.
 func owner(c *gin.Context) string {
 	if d, ok := c.Get(keyDigestCtx); ok {
 		return "key:" + d.(string)

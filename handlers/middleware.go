@@ -86,13 +86,9 @@ func RateLimit(limiter *redis_rate.Limiter, rps int, log *slog.Logger) gin.Handl
 		if rps <= 0 {
 			return
 		}
-		key := "ip:" + c.ClientIP()
-		if d, ok := c.Get(keyDigestCtx); ok {
-			key = "key:" + d.(string)
-		}
 		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
 		defer cancel()
-		res, err := limiter.Allow(ctx, "{retryd}:"+key, limit)
+		res, err := limiter.Allow(ctx, "{retryd}:"+owner(c), limit)
 		if err != nil {
 			log.Warn("rate limiter unavailable; request let through", "err", err)
 			return

@@ -18,6 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/internal/apidoc"
+	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
@@ -136,7 +137,7 @@ func (h *CallbackHandler) post(ctx context.Context, r *record.Request, body []by
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "retryd/1")
-	req.Header.Set("Retryd-Request-Id", r.ID)
+	req.Header.Set(egress.RequestIDHeader, r.ID)
 	if h.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(h.Secret, body))
 	}

@@ -262,7 +262,7 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 		key = r.ID
 	}
 	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Retryd-Request-Id", r.ID)
+	req.Header.Set(egress.RequestIDHeader, r.ID)
 	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
 	resp, err = h.Client.Do(req)
 	if err != nil {

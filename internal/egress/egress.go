@@ -54,6 +54,11 @@ var linkLocal = []netip.Prefix{
 	netip.MustParsePrefix("fe80::/10"),
 }
 
+// RequestIDHeader carries the request id on every delivery and callback.
+// retryd's API refuses state-changing calls that carry it: they are
+// retryd calling itself.
+const RequestIDHeader = "Retryd-Request-Id"
+
 // Guard holds the destination safety rules.
 type Guard struct {
 	// AllowPrivate opens loopback and private ranges; link-local stays

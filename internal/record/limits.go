@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -127,18 +128,21 @@ func (m Memory) Full() float64 {
 // Memory asks Redis for its memory use.
 func (s *Store) Memory(ctx context.Context) (Memory, error) {
 	if c, ok := s.rdb.(*redis.ClusterClient); ok {
-		var worst Memory
-		var mu = make(chan struct{}, 1)
+		var (
+			mu    sync.Mutex
+			worst Memory
+		)
+		// ForEachMaster asks the masters concurrently.
 		err := c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
 			m, err := memoryOf(ctx, n)
 			if err != nil {
 				return err
 			}
-			mu <- struct{}{}
+			mu.Lock()
+			defer mu.Unlock()
 			if m.Full() > worst.Full() {
 				worst = m
 			}
-			<-mu
 			return nil
 		})
 		return worst, wrap(err)
