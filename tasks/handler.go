@@ -31,7 +31,7 @@ const (
 // Store is the part of the record store the handler needs.
 type Store interface {
 	Begin(ctx context.Context, id string, now time.Time) (*record.Begin, error)
-	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishReport, error)
+	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishResult, error)
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
 
@@ -57,12 +57,6 @@ type Handler struct {
 	Stopping context.Context
 	// Faults are the crash-test fault points (nil in production).
 	Faults *faultpoint.Points
-	// Done, when set, makes the record write of a completed delivery do
-	// asynq's "done" too (it must be a hook on asynq's Redis client).
-	Done *DoneByRecord
-	// Prefetched, when set, holds attempts the fetch started already (it
-	// must be a hook on asynq's Redis client).
-	Prefetched *Prefetch
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -71,15 +65,12 @@ type Handler struct {
 // ProcessTask implements asynq.Handler.
 func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	id := string(t.Payload())
-	// The fetch may have started the attempt already (Prefetch).
-	b := h.Prefetched.take(id)
+	var b *record.Begin
 	for {
-		if b == nil {
-			var err error
-			b, err = h.Store.Begin(ctx, id, h.Now())
-			if err != nil {
-				return fmt.Errorf("%w: begin attempt of %s: %w", retry.ErrInfrastructure, id, err)
-			}
+		var err error
+		b, err = h.Store.Begin(ctx, id, h.Now())
+		if err != nil {
+			return fmt.Errorf("%w: begin attempt of %s: %w", retry.ErrInfrastructure, id, err)
 		}
 		if b.State != record.NotDue {
 			break
@@ -98,7 +89,6 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			return fmt.Errorf("%w: %w", retry.ErrInfrastructure, ctx.Err())
 		case <-timer.C:
 		}
-		b = nil
 	}
 	switch b.State {
 	case record.Missing:
@@ -182,9 +172,6 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 		o.Status = record.Completed
 		s := string(body)
 		o.Result, o.ResultTruncated = &s, truncated
-		if h.Done != nil {
-			o.TaskDone = doneKeys(r.ID, end)
-		}
 	case retry.Permanent:
 		o.Status = record.Failed
 		next = fmt.Errorf("permanent failure (%s): %s: %w", res.Class, a.Error, asynq.SkipRetry)
@@ -205,13 +192,9 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	// (shutdown): the attempt already reached the destination.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	rep, err := h.Store.Finish(wctx, r.ID, o, h.Now())
+	fin, err := h.Store.Finish(wctx, r.ID, o, h.Now())
 	if err != nil {
 		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, n, r.ID, err)
-	}
-	fin := rep.Result
-	if rep.TaskDone {
-		h.Done.done.put(o.TaskDone.TaskKey, struct{}{}, end)
 	}
 	h.Log.Info("attempt",
 		"requestId", r.ID, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,

@@ -306,16 +306,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	}
 	defer rdb.Close()
 	store := record.NewStore(rdb, cfg.Retention)
-	// Hooks on the client asynq uses, outermost first: the doorbell turns
-	// an empty fetch into a wait; the fetch starts the delivery's attempt
-	// (Prefetch); a completion's record write does asynq's done
-	// (DoneByRecord).
+	// The doorbell turns asynq's empty fetch into a wait.
 	bell := tasks.NewBell(rdb, BellWait)
 	rdb.AddHook(bell)
-	done := tasks.NewDoneByRecord()
-	rdb.AddHook(done)
-	prefetch := &tasks.Prefetch{Store: store, Now: time.Now}
-	rdb.AddHook(prefetch)
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
@@ -333,8 +326,6 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		RedriveLimit: cfg.RedriveLimit,
 		Stopping:     stopping,
 		Faults:       opts.Faults,
-		Done:         done,
-		Prefetched:   prefetch,
 	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks

@@ -521,79 +521,6 @@ func parseBegin(id string, res []any) *Begin {
 	}
 }
 
-// DequeueKeys names what asynq's dequeue of one queue uses (tasks knows
-// asynq's layout).
-type DequeueKeys struct {
-	Pending, Paused, Active, Lease string
-	// TaskPrefix prefixes a task id to make its hash's key.
-	TaskPrefix string
-	// DeliverPrefix is how a delivery task's message starts; Begin runs
-	// only for those (their task id is the request id).
-	DeliverPrefix string
-}
-
-// dequeueBeginScript is asynq's dequeue (v0.26: pop a task unless the
-// queue is paused, mark it active, lease it) followed, for a delivery
-// task, by beginLua for its request: the worker fetches a task and starts
-// its attempt in one round trip. The request's keys are not declared; like
-// asynq's task hash they are in the queue's cluster slot.
-//
-// KEYS[1] pending list, KEYS[2] paused key, KEYS[3] active list, KEYS[4]
-// lease set, KEYS[5] the stats hash. ARGV[1] the lease's expiry (Unix
-// seconds), ARGV[2] the task key prefix, ARGV[3] the delivery message
-// prefix, ARGV[4] now (ms), ARGV[5] the interrupted error text.
-// Returns nil when there is no task, {msg, id} for a task that is not a
-// delivery, or {msg, id, begin's reply}.
-var dequeueBeginScript = redis.NewScript(`
-if redis.call("EXISTS", KEYS[2]) == 1 then return nil end
-local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
-if not id then return nil end
-local key = ARGV[2] .. id
-redis.call("HSET", key, "state", "active")
-redis.call("HDEL", key, "pending_since")
-redis.call("ZADD", KEYS[4], ARGV[1], id)
-local msg = redis.call("HGET", key, "msg")
-if not msg then return nil end
-if string.sub(msg, 1, #ARGV[3]) ~= ARGV[3] then return {msg, id} end
-local kReq, kAtt, kStats, kSpec = ` + strconv.Quote(keyReq("")) + ` .. id, ` + strconv.Quote(keyAttempts("")) + ` .. id, KEYS[5], ` + strconv.Quote(keySpec("")) + ` .. id
-local now, ierr = ARGV[4], ARGV[5]
-local function begin()
-` + beginLua + `
-end
-return {msg, id, begin()}
-`)
-
-// Dequeued is DequeueBegin's answer.
-type Dequeued struct {
-	Msg string // asynq's task message; "" when the queue had no task
-	ID  string // the task's id
-	// Begin is Begin's answer for a delivery task's request (nil for
-	// other tasks).
-	Begin *Begin
-}
-
-// DequeueBegin does asynq's dequeue with the given lease expiry (Unix
-// seconds) and, when the task is a delivery, Begin of its request at now.
-func (s *Store) DequeueBegin(ctx context.Context, k DequeueKeys, leaseExpiry int64, now time.Time) (Dequeued, error) {
-	res, err := dequeueBeginScript.Run(ctx, s.rdb, []string{k.Pending, k.Paused, k.Active, k.Lease, keyStats},
-		leaseExpiry, k.TaskPrefix, k.DeliverPrefix, now.UnixMilli(), InterruptedError).Slice()
-	if errors.Is(err, redis.Nil) {
-		return Dequeued{}, nil
-	}
-	if err != nil {
-		return Dequeued{}, wrap(err)
-	}
-	d := Dequeued{}
-	d.Msg, _ = res[0].(string)
-	d.ID, _ = res[1].(string)
-	if len(res) > 2 {
-		if b, ok := res[2].([]any); ok && len(b) > 0 {
-			d.Begin = parseBegin(d.ID, b)
-		}
-	}
-	return d, nil
-}
-
 // Outcome is the result of a finished attempt and the state it leads to.
 type Outcome struct {
 	Attempt         Attempt
@@ -605,28 +532,6 @@ type Outcome struct {
 	// Run is asynq's retry count of the task run (-1 when unknown),
 	// remembered when the request fails.
 	Run int
-	// TaskDone, when set and the request completes, makes Finish also do
-	// what asynq's "done" would for the task run, in the same script: one
-	// round trip less per delivery, and the record and the task change
-	// together.
-	TaskDone *TaskDone
-}
-
-// TaskDone names the asynq keys its "done" changes for one task run (see
-// tasks.DoneKeys, which knows asynq's layout): the run leaves the active
-// list and the lease set, the task is deleted, and the processed counters
-// count it.
-type TaskDone struct {
-	ActiveKey, LeaseKey, TaskKey, ProcessedDayKey, ProcessedKey string
-	// ProcessedDayExpireAt is when the day's counter expires (Unix seconds).
-	ProcessedDayExpireAt int64
-}
-
-// FinishReport says what Finish did.
-type FinishReport struct {
-	Result FinishResult
-	// TaskDone: the script also did asynq's "done" for the task run.
-	TaskDone bool
 }
 
 // FinishResult says what Finish did.
@@ -658,13 +563,8 @@ const (
 // now (ms), ARGV[6] retention (ms), ARGV[7] the attempt's stats fields
 // "counter,durBucket,lateBucket", ARGV[8] duration (ms), ARGV[9] lateness
 // (ms), ARGV[10] "1" when ARGV[11] is a response body to keep as the
-// result, ARGV[12] the expiry of asynq's day counter when the script is to
-// do asynq's "done" on completion ("" otherwise), ARGV[13..] HSET
-// field/value pairs for the next state. KEYS[13..17] are asynq's active
-// list, lease set, task hash, and processed counters (day, total), or the
-// request hash when unused.
-// Returns "stale", "canceled", "callback" or "ok", the latter two followed
-// by "+done" when asynq's "done" was done too.
+// result, ARGV[12..] HSET field/value pairs for the next state.
+// Returns "stale", "canceled", "callback" or "ok".
 var finishScript = redis.NewScript(`
 if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
 local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
@@ -683,7 +583,7 @@ if st ~= ARGV[4] then
   redis.call("ZREM", idx[st], ARGV[1])
   redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
 end
-redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 13))
+redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 12))
 if ARGV[10] == "1" then
   redis.call("SET", KEYS[12], ARGV[11])
   redis.call("HSET", KEYS[1], "hasResult", "1")
@@ -693,29 +593,21 @@ redis.call("HDEL", KEYS[1], "nextAttemptAt")
 redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
 ` + closeRedriveLua + `
 for _, i in ipairs({1, 2, 3, 11, 12}) do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
-local done = ""
-if ARGV[12] ~= "" and ARGV[4] == "completed" and redis.call("LREM", KEYS[13], 0, ARGV[1]) == 1 then
-  redis.call("ZREM", KEYS[14], ARGV[1])
-  redis.call("DEL", KEYS[15])
-  if redis.call("INCR", KEYS[16]) == 1 then redis.call("EXPIREAT", KEYS[16], ARGV[12]) end
-  redis.call("INCR", KEYS[17])
-  done = "+done"
-end
 if redis.call("HGET", KEYS[1], "cb") == "1" then
   redis.call("HSET", KEYS[1], "cbStatus", "pending")
   redis.call("ZADD", KEYS[9], 0, ARGV[1])
-  return "callback" .. done
+  return "callback"
 end
-return "ok" .. done
+return "ok"
 `)
 
 // Finish records attempt o.Attempt of request id and applies o.
-func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (FinishReport, error) {
+func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (FinishResult, error) {
 	a := o.Attempt
 	a.StartedAtMs = a.StartedAt.UnixMilli()
 	aj, err := json.Marshal(a)
 	if err != nil {
-		return FinishReport{}, err
+		return 0, err
 	}
 	code := ""
 	if a.StatusCode != 0 {
@@ -739,14 +631,6 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	}
 	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue, keyStats,
 		keySpec(id), keyResult(id))
-	doneAt := ""
-	if d := o.TaskDone; d != nil && o.Status == Completed {
-		keys = append(keys, d.ActiveKey, d.LeaseKey, d.TaskKey, d.ProcessedDayKey, d.ProcessedKey)
-		doneAt = strconv.FormatInt(d.ProcessedDayExpireAt, 10)
-	} else {
-		// Unused keys still name the request's slot.
-		keys = append(keys, keyReq(id), keyReq(id), keyReq(id), keyReq(id), keyReq(id))
-	}
 	var durMs int64
 	if a.DurationMs != nil {
 		durMs = *a.DurationMs
@@ -755,22 +639,18 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
 		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds(),
-		stats, durMs, late.Milliseconds(), hasResult, result, doneAt}, fields...)
+		stats, durMs, late.Milliseconds(), hasResult, result}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
-		return FinishReport{}, wrap(err)
+		return 0, wrap(err)
 	}
-	res, taskDone := strings.CutSuffix(res, "+done")
-	f := FinishReport{TaskDone: taskDone}
 	switch res {
 	case "stale":
-		f.Result = Stale
+		return Stale, nil
 	case "canceled":
-		f.Result = CanceledMeanwhile
+		return CanceledMeanwhile, nil
 	case "callback":
-		f.Result = RecordedCallback
-	default:
-		f.Result = Recorded
+		return RecordedCallback, nil
 	}
-	return f, nil
+	return Recorded, nil
 }
