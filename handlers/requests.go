@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -24,7 +25,7 @@ import (
 
 // Store is the record store as the API uses it.
 type Store interface {
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, task *record.NewTask) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
 	Remove(ctx context.Context, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
@@ -34,8 +35,9 @@ type Store interface {
 
 // Queue hands requests to the workers.
 type Queue interface {
-	// NewTask describes the task a new request is stored with.
-	NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.NewTask
+	// Enqueue hands a stored request to the workers, due at due; a task
+	// that exists already is not an error.
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
 	// Delete removes a request's task, best effort (it may be running).
 	Delete(ctx context.Context, id string) error
 	// EnqueueCallback schedules a finished request's outcome callback.
@@ -131,13 +133,19 @@ func (a *API) submit(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	// The record and its task are written by one script: a 202 means both
-	// are in Redis.
-	task := a.Queue.NewTask(r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond)
-	replay, err := a.Store.Create(ctx, r, idemKey, body, task)
-	if errors.Is(err, record.ErrNotReplicated) {
-		// Too few replicas confirmed it: answer 503 and take it back, so
-		// a retried submission does not deliver twice.
+	replay, err := a.Store.Create(ctx, r, idemKey, body)
+	unconfirmed := errors.Is(err, record.ErrNotReplicated)
+	if err == nil && replay == nil {
+		// The record is stored; its task is enqueued through asynq's own
+		// client, with the request id as task id (a repeat is a no-op).
+		if err = a.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+			err, unconfirmed = fmt.Errorf("%w: enqueue %s: %w", record.ErrUnavailable, r.ID, err), true
+		}
+	}
+	if unconfirmed {
+		// Answer 503 and take the record back, so a retried submission
+		// does not deliver twice. If the removal fails too, the sweeper
+		// enqueues the record it finds without a task.
 		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.ID, idemKey); rmErr != nil {
 			a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", rmErr)
 		}

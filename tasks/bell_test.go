@@ -11,7 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -98,12 +98,20 @@ func expectRun(t *testing.T, ran chan string, id, how string) {
 	}
 }
 
+// A submission stores its record and enqueues through asynq's client on
+// the API's ringing Redis client.
 func TestSubmissionWakesTheIdleWorker(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ran, _ := bellServer(t, srv)
-	id := createWithTask(t, record.NewStore(srv.Client(), time.Hour), `{"url":"https://e.com"}`, time.Second)
-	expectRun(t, ran, id, "submission script")
+	api := srv.Client()
+	api.AddHook(NewBell(api, 0))
+	q := &Enqueuer{Client: asynq.NewClientFromRedisClient(api), Inspector: asynq.NewInspectorFromRedisClient(api)}
+	id := "01m8mhyychtfy2pdj6g7"
+	if err := q.Enqueue(context.Background(), id, time.Now(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	expectRun(t, ran, id, "submission")
 }
 
 func TestAsynqEnqueueAndForwardWakeTheIdleWorker(t *testing.T) {
@@ -139,7 +147,7 @@ func TestBellHoldsOneToken(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := rdb.LLen(context.Background(), BellKey).Val(); n != 1 {
+	if n := rdb.LLen(context.Background(), asynqx.QueueKeys(Queue).Bell()).Val(); n != 1 {
 		t.Fatalf("doorbell holds %d tokens, want 1", n)
 	}
 }

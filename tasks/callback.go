@@ -50,13 +50,16 @@ func Sign(secret string, body []byte) string {
 // per request at a time (the task id is derived from the request id).
 func (e *Enqueuer) EnqueueCallback(ctx context.Context, id string) error {
 	_, err := e.Client.EnqueueContext(ctx, asynq.NewTask(TypeCallback, []byte(id)),
-		asynq.TaskID("callback:"+id), asynq.Queue(Queue), asynq.MaxRetry(maxAsynqRetry),
+		asynq.TaskID(CallbackTaskID(id)), asynq.Queue(Queue), asynq.MaxRetry(maxAsynqRetry),
 		asynq.Timeout(TaskTimeout(callbackTimeout)))
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil
 	}
 	return err
 }
+
+// CallbackTaskID is the asynq task id of request id's outcome callback.
+func CallbackTaskID(id string) string { return "callback:" + id }
 
 // CallbackStore is the part of the record store callbacks need.
 type CallbackStore interface {

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -103,8 +104,9 @@ func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.D
 	return e.Enqueue(ctx, id, time.Now(), attemptTimeout)
 }
 
-// NewTask is tasks.NewTask as a method, for callers that take an Enqueuer
-// through an interface.
-func (e *Enqueuer) NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.NewTask {
-	return NewTask(id, due, attemptTimeout)
+// NewBell returns the doorbell of retryd's queue, to add as a hook to the
+// Redis client asynq uses (see asynqx.Bell): a worker's waits up to wait on
+// an empty fetch; wait 0 makes one that only rings.
+func NewBell(rdb redis.UniversalClient, wait time.Duration) *asynqx.Bell {
+	return asynqx.NewBell(rdb, Queue, wait)
 }

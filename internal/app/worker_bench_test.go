@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/hibiken/asynq"
 	"io"
 	"log/slog"
 	"net/http"
@@ -38,11 +39,15 @@ func BenchmarkWorker(b *testing.B) {
 	store := record.NewStore(srv.Client(), time.Hour)
 	body := []byte(`{"url":"` + dest.URL + `","method":"POST","body":"` + strings.Repeat("x", 1024) + `"}`)
 	ctx := context.Background()
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(srv.Client())}
 	for i := 0; i < b.N; i++ {
 		now := time.Now()
 		r, _ := submit.Parse(body, now)
 		r.ID = ids.New(now)
-		if _, err := store.Create(ctx, r, "", nil, tasks.NewTask(r.ID, now, time.Minute)); err != nil {
+		if _, err := store.Create(ctx, r, "", nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := queue.Enqueue(ctx, r.ID, now, time.Minute); err != nil {
 			b.Fatal(err)
 		}
 	}

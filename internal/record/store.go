@@ -9,12 +9,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/retryd/retryd/internal/doorbell"
 )
 
 // Errors the store returns; callers match them with errors.Is.
@@ -70,8 +67,6 @@ type Store struct {
 	// record (Redis WAIT) before it reports success.
 	replicas    int
 	replicaWait time.Duration
-	// queueRegistered: the task queue is in asynq's registry (Create).
-	queueRegistered atomic.Bool
 }
 
 // RequireReplicas makes Create confirm a new request only once n replicas
@@ -116,20 +111,14 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // createScript stores a new request and its index entries, and claims the
-// idempotency key, all at once.
-//
-// With a task (ARGV[5] "1"), it also writes the request's asynq task as
-// asynq's enqueue (or schedule) script would: the task hash and the
-// pending list or scheduled set, all in the queue's {retryd} slot.
+// idempotency key, all at once. The request's task is enqueued afterwards
+// through asynq's own client (the sweeper enqueues it if that never
+// happens).
 //
 // KEYS[1] request hash, KEYS[2] all-index, KEYS[3] pending index,
-// KEYS[4] idempotency key (unused when ARGV[2] is ""), KEYS[5] spec key,
-// KEYS[6] asynq task hash, KEYS[7] asynq pending list, KEYS[8] asynq
-// scheduled set, KEYS[9] the queue's doorbell (rung when the task is
-// pending now). ARGV[1] id, ARGV[2] idempotency value "id bodyhash" or "",
-// ARGV[3] its TTL in ms, ARGV[4] the spec JSON, ARGV[5] "1" with a task,
-// ARGV[6] the task message, ARGV[7] its process-at time (Unix seconds, "0"
-// for now), ARGV[8] now (Unix ns), ARGV[9..] HSET field/value pairs.
+// KEYS[4] idempotency key (unused when ARGV[2] is ""), KEYS[5] spec key.
+// ARGV[1] id, ARGV[2] idempotency value "id bodyhash" or "", ARGV[3] its
+// TTL in ms, ARGV[4] the spec JSON, ARGV[5..] HSET field/value pairs.
 // Returns nil when stored, or the existing idempotency value when the key
 // was claimed before (nothing is written then).
 var createScript = redis.NewScript(`
@@ -138,19 +127,8 @@ if ARGV[2] ~= "" then
   if prev then return prev end
   redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])
 end
-if ARGV[5] == "1" and redis.call("EXISTS", KEYS[6]) == 0 then
-  if ARGV[7] == "0" then
-    redis.call("HSET", KEYS[6], "msg", ARGV[6], "state", "pending", "pending_since", ARGV[8])
-    redis.call("LPUSH", KEYS[7], ARGV[1])
-    local bell = KEYS[9]
-    ` + doorbell.RingLua + `
-  else
-    redis.call("HSET", KEYS[6], "msg", ARGV[6], "state", "scheduled")
-    redis.call("ZADD", KEYS[8], ARGV[7], ARGV[1])
-  end
-end
 redis.call("SET", KEYS[5], ARGV[4])
-redis.call("HSET", KEYS[1], unpack(ARGV, 9))
+redis.call("HSET", KEYS[1], unpack(ARGV, 5))
 redis.call("ZADD", KEYS[2], 0, ARGV[1])
 redis.call("ZADD", KEYS[3], 0, ARGV[1])
 return false
@@ -162,50 +140,16 @@ type Replay struct {
 	SameBody bool
 }
 
-// NewTask is a queue task written together with a new request (see
-// tasks.NewTask, which knows asynq's layout).
-type NewTask struct {
-	ID                            string
-	Key, PendingKey, ScheduledKey string
-	// BellKey is the queue's doorbell list (see internal/doorbell), rung
-	// when the task is pending at once.
-	BellKey   string
-	Msg       []byte
-	ProcessAt time.Time // zero: pending now
-	// Queue must be a member of the set at RegistryKey for asynq to see
-	// the queue; Create adds it once per Store.
-	Queue, RegistryKey string
-}
-
-// Create stores r as pending, and its task when task is not nil, in one
-// script. When idemKey is not empty and an earlier submission claimed it
-// within IdempotencyWindow, nothing is stored and the earlier submission
-// is returned.
-func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []byte, task *NewTask) (*Replay, error) {
+// Create stores r as pending in one script. When idemKey is not empty and
+// an earlier submission claimed it within IdempotencyWindow, nothing is
+// stored and the earlier submission is returned.
+func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []byte) (*Replay, error) {
 	idemVal := ""
 	if idemKey != "" {
 		idemVal = r.ID + " " + hashHex(string(body))
 	}
-	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID), "", "", "", ""}
-	args := []any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(), "0", "", "0", "0"}
-	if task != nil && !s.queueRegistered.Load() {
-		if err := s.rdb.SAdd(ctx, task.RegistryKey, task.Queue).Err(); err != nil {
-			return nil, wrap(err)
-		}
-		s.queueRegistered.Store(true)
-	}
-	if task != nil {
-		keys[5], keys[6], keys[7], keys[8] = task.Key, task.PendingKey, task.ScheduledKey, task.BellKey
-		args[4], args[5] = "1", task.Msg
-		if !task.ProcessAt.IsZero() {
-			args[6] = task.ProcessAt.Unix()
-		}
-		args[7] = time.Now().UnixNano()
-	} else {
-		// Unused keys still name the request's slot.
-		keys[5], keys[6], keys[7], keys[8] = keyReq(r.ID), keyReq(r.ID), keyReq(r.ID), keyReq(r.ID)
-	}
-	args = append(args, r.fields()...)
+	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID)}
+	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec()}, r.fields()...)
 	var prev string
 	var err error
 	if s.replicas > 0 {

@@ -62,12 +62,12 @@ type Store interface {
 	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error)
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, task *record.NewTask) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
 }
 
-// Queue describes the task a new request is stored with.
+// Queue hands a new request to the workers.
 type Queue interface {
-	NewTask(id string, due time.Time, attemptTimeout time.Duration) *record.NewTask
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
 }
 
 // Scheduler fires due schedules.
@@ -171,13 +171,17 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	r.ID = ids.New(now)
 	key := IdempotencyKey(sc.ID, t)
 	r.IdempotencyKey = key
-	task := s.Queue.NewTask(r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond)
-	replay, err := s.Store.Create(ctx, r, key, sc.Request, task)
+	replay, err := s.Store.Create(ctx, r, key, sc.Request)
 	if err != nil {
 		return "", err
 	}
 	if replay != nil {
 		return replay.ID, nil
+	}
+	// A failed enqueue leaves a record without a task: the sweeper
+	// enqueues it.
+	if err := s.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+		s.Log.Warn("could not enqueue a scheduled request; the sweeper will", "requestId", r.ID, "err", err)
 	}
 	s.Log.Info("schedule fired", "scheduleId", sc.ID, "fireTime", t.UTC().Format(time.RFC3339), "requestId", r.ID)
 	return r.ID, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/tasks"
 )
@@ -49,7 +50,7 @@ func (s Stats) changed() bool { return s.Missing+s.Archived+s.Stranded+s.Callbac
 
 // Sweeper is the reconciler.
 type Sweeper struct {
-	RDB      redis.UniversalClient // for the lock and asynq's task state
+	RDB      redis.UniversalClient // for the lock and asynq's task state (through asynqx)
 	Store    Store
 	Queue    Queue
 	Log      *slog.Logger
@@ -111,59 +112,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (st Stats, ran bool, err error)
 	return st, true, err
 }
 
-// leaseAndState reads asynq's state of a task: its hash's state field and
-// its lease expiry (Unix seconds; 0 without a lease). These are asynq's
-// internal keys (internal/base in asynq v0.26); the queue's hash tag is
-// {retryd} like retryd's own keys, so both live in one cluster slot.
-func leaseAndState(ctx context.Context, rdb redis.UniversalClient, ids []string) ([]string, []float64, error) {
-	pipe := rdb.Pipeline()
-	states := make([]*redis.StringCmd, len(ids))
-	leases := make([]*redis.FloatCmd, len(ids))
-	for i, id := range ids {
-		states[i] = pipe.HGet(ctx, taskKey(id), "state")
-		leases[i] = pipe.ZScore(ctx, leaseKey, id)
-	}
-	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, nil, err
-	}
-	st := make([]string, len(ids))
-	ls := make([]float64, len(ids))
-	for i := range ids {
-		st[i] = states[i].Val()
-		ls[i] = leases[i].Val()
-	}
-	return st, ls, nil
-}
-
-func taskKey(id string) string { return "asynq:{" + tasks.Queue + "}:t:" + id }
-
-var leaseKey = "asynq:{" + tasks.Queue + "}:lease"
-
-// requeueStrandedScript moves an active task whose lease is gone or expired
-// back to pending, as asynq's own recoverer would a minute or more later.
-//
-// KEYS[1] active list, KEYS[2] lease set, KEYS[3] pending list, KEYS[4] the
-// task hash. ARGV[1] task id, ARGV[2] now (Unix seconds).
-// Returns 1 when moved, 0 when the task is not stranded (anymore).
-var requeueStrandedScript = redis.NewScript(`
-if redis.call("HGET", KEYS[4], "state") ~= "active" then return 0 end
-local lease = redis.call("ZSCORE", KEYS[2], ARGV[1])
-if lease and tonumber(lease) >= tonumber(ARGV[2]) then return 0 end
-redis.call("LREM", KEYS[1], 0, ARGV[1])
-redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("RPUSH", KEYS[3], ARGV[1])
-redis.call("HSET", KEYS[4], "state", "pending")
-return 1
-`)
-
 func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	var st Stats
 	now := time.Now()
-	// The API writes asynq tasks itself; keep the queue registered with
-	// asynq (its dashboard lists queues from this set).
-	if err := s.RDB.SAdd(ctx, tasks.AllQueuesKey, tasks.Queue).Err(); err != nil {
-		return st, err
-	}
 	for _, status := range []record.Status{record.Pending, record.Retrying} {
 		cursor := ""
 		for {
@@ -189,12 +140,16 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	for _, id := range due {
-		n, err := s.RDB.Exists(ctx, taskKey("callback:"+id)).Result()
-		if err != nil {
-			return st, err
-		}
-		if n == 0 {
+	cbIDs := make([]string, len(due))
+	for i, id := range due {
+		cbIDs[i] = tasks.CallbackTaskID(id)
+	}
+	cbStates, err := asynqx.TaskStates(ctx, s.RDB, tasks.Queue, cbIDs)
+	if err != nil {
+		return st, err
+	}
+	for i, id := range due {
+		if cbStates[i].State == "" {
 			if err := s.Queue.EnqueueCallback(ctx, id); err != nil {
 				return st, fmt.Errorf("enqueue callback of %s: %w", id, err)
 			}
@@ -209,7 +164,7 @@ func (s *Sweeper) repair(ctx context.Context, batch []record.Unfinished, now tim
 	for i, u := range batch {
 		ids[i] = u.ID
 	}
-	states, leases, err := leaseAndState(ctx, s.RDB, ids)
+	states, err := asynqx.TaskStates(ctx, s.RDB, tasks.Queue, ids)
 	if err != nil {
 		return err
 	}
@@ -219,7 +174,7 @@ func (s *Sweeper) repair(ctx context.Context, batch []record.Unfinished, now tim
 			continue
 		}
 		timeout := time.Duration(u.TimeoutMs) * time.Millisecond
-		switch states[i] {
+		switch states[i].State {
 		case "":
 			if err := s.Queue.Enqueue(ctx, u.ID, u.NextAttemptAt, timeout); err != nil {
 				return fmt.Errorf("enqueue %s: %w", u.ID, err)
@@ -233,16 +188,14 @@ func (s *Sweeper) repair(ctx context.Context, batch []record.Unfinished, now tim
 			st.Archived++
 			s.Log.Warn("sweeper: unfinished request's task was archived; requeued", "requestId", u.ID)
 		case "active":
-			if leases[i] >= float64(now.Unix()) {
+			if !states[i].LeaseExpiry.Before(now.Truncate(time.Second)) {
 				continue
 			}
-			q := "asynq:{" + tasks.Queue + "}:"
-			moved, err := requeueStrandedScript.Run(ctx, s.RDB,
-				[]string{q + "active", leaseKey, q + "pending", taskKey(u.ID)}, u.ID, now.Unix()).Int()
+			moved, err := asynqx.RequeueStranded(ctx, s.RDB, tasks.Queue, u.ID, now)
 			if err != nil {
 				return fmt.Errorf("requeue stranded %s: %w", u.ID, err)
 			}
-			if moved == 1 {
+			if moved {
 				st.Stranded++
 				s.Log.Warn("sweeper: task was active without a live lease (worker gone); back to pending", "requestId", u.ID)
 			}

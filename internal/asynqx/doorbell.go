@@ -1,4 +1,6 @@
-// Package doorbell wakes an idle worker as soon as a task becomes pending,
+package asynqx
+
+// The doorbell wakes an idle worker as soon as a task becomes pending,
 // instead of at asynq's next poll.
 //
 // asynq's processor fetches by polling: when its dequeue script finds the
@@ -10,23 +12,23 @@
 // doorbell list (for at most Wait) and runs the dequeue again when a token
 // arrives. asynq sees one slow, successful dequeue.
 //
-// Whoever makes a task pending rings. retryd's submission script pushes a
-// token itself (same round trip). For asynq's own scripts that fill the
-// pending list (forwarding due retries and scheduled tasks, enqueue, "run
-// now" from the dashboard, the sweeper's requeue) the hook rings after they
-// succeed. The list holds at most one token: a burst wakes one worker,
+// Whoever makes a task pending rings: the hook rings after asynq's own
+// scripts that fill the pending list succeed (enqueue, forwarding due
+// retries and scheduled tasks, "run now" from the dashboard, the
+// sweeper's requeue). The list holds at most one token: a burst wakes one worker,
 // which keeps dequeuing without waiting until the queue is empty (asynq
 // fetches again at once after it got a task), and a second token is pushed
 // only once the first was taken. A token nobody needed costs one empty
 // dequeue.
-package doorbell
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,9 +39,8 @@ import (
 type Bell struct {
 	// Key is the doorbell list; it must share the queue's cluster slot.
 	Key string
-	// PendingKey and ActiveKey are asynq's pending list and active list of
-	// the queue.
-	PendingKey, ActiveKey string
+	// PendingKey is asynq's pending list of the queue.
+	PendingKey string
 	// Wait is the longest an empty dequeue blocks. 0 disables waiting
 	// (processes that only enqueue ring but never wait).
 	Wait time.Duration
@@ -56,13 +57,10 @@ type Bell struct {
 	initOnce sync.Once
 }
 
-// RingLua is the Lua fragment that rings, for scripts to embed: it pushes a
-// token unless one is waiting already. It expects the doorbell list's key
-// in the variable bell.
-const RingLua = `if redis.call("LLEN", bell) == 0 then redis.call("RPUSH", bell, "1") end`
-
-// ringScript rings the doorbell at KEYS[1].
-var ringScript = redis.NewScript("local bell = KEYS[1]\n" + RingLua + "\nreturn 0")
+// ringScript rings the doorbell at KEYS[1]: it pushes a token unless one
+// is waiting already.
+var ringScript = redis.NewScript(`if redis.call("LLEN", KEYS[1]) == 0 then redis.call("RPUSH", KEYS[1], "1") end
+return 0`)
 
 func (b *Bell) init() {
 	b.initOnce.Do(func() {
@@ -187,35 +185,53 @@ const (
 	fills
 )
 
-// classify recognises scripts by the keys they name (asynq's script texts
-// are private to it): asynq's dequeue names its four keys, the pending list
-// first and the active list third; other scripts that name the pending
-// list first take from it too; a script of asynq's (its first key is
-// asynq's) that names the pending list later may make a task pending.
-func (b *Bell) classify(cmd redis.Cmder) kind {
-	keys, _ := ScriptKeys(cmd.Args())
-	switch {
-	case len(keys) == 0:
-		return other
-	case keys[0] == b.PendingKey:
-		if len(keys) == 4 && keys[2] == b.ActiveKey {
-			return dequeue
-		}
-		return other
-	case !strings.HasPrefix(keys[0], "asynq:"):
-		return other
-	}
-	for _, k := range keys[1:] {
-		if k == b.PendingKey {
-			return fills
-		}
-	}
-	return other
+// Scripts are asynq's scripts the doorbell recognises, by the SHA-1 of
+// their text (what EVALSHA names), as in asynq Version. TestFingerprints
+// reads them from asynq's source in the module cache and fails when one
+// changes.
+var Scripts = map[string]string{
+	"dequeueCmd":           "a8153319360adc71cdc370107f8ab9786f204765",
+	"enqueueCmd":           "98d28b42650870a743450ffda9791e9e19c6991b",
+	"enqueueUniqueCmd":     "297b3f9abfd963a3316434ef9d88fc5bf8a7ddc3",
+	"requeueCmd":           "f34cbfd11d1fc8019af55b50c447fc68eb8b29e5",
+	"forwardCmd":           "522b1a6ae66fe79ea2f24a9af58798ab71879035",
+	"runTaskCmd":           "2fb646810e3433bbe85fba1a6b407eb3eced7b63",
+	"runAllCmd":            "1d0a1f59e02d7de4c1ffdc680ba4f5984b1a590c",
+	"runAllAggregatingCmd": "95d6ff8ea96c4e9441a0d202a7babf13c5421285",
 }
 
-// ScriptKeys splits the arguments of an EVALSHA or EVAL call into the keys
+// kinds maps a script's SHA-1 to what it does to the pending list: the
+// dequeue takes from it; the others (enqueue, shutdown's requeue, the
+// forwarder of due retries and scheduled tasks, the dashboard's runs) may
+// fill it.
+var kinds = func() map[string]kind {
+	m := make(map[string]kind, len(Scripts))
+	for _, sha := range Scripts {
+		m[sha] = fills
+	}
+	m[Scripts["dequeueCmd"]] = dequeue
+	return m
+}()
+
+// classify recognises asynq's scripts by their fingerprint, and only on
+// this bell's queue (the pending list among the keys they name).
+func (b *Bell) classify(cmd redis.Cmder) kind {
+	args := cmd.Args()
+	keys, _ := scriptKeys(args)
+	if keys == nil || !slices.Contains(keys, b.PendingKey) {
+		return other
+	}
+	sha, _ := args[1].(string)
+	if name, _ := args[0].(string); name == "eval" {
+		sum := sha1.Sum([]byte(sha))
+		sha = hex.EncodeToString(sum[:])
+	}
+	return kinds[sha]
+}
+
+// scriptKeys splits the arguments of an EVALSHA or EVAL call into the keys
 // it names and the remaining arguments; keys is nil for any other command.
-func ScriptKeys(args []any) (keys []string, rest []any) {
+func scriptKeys(args []any) (keys []string, rest []any) {
 	if len(args) < 3 {
 		return nil, nil
 	}

@@ -1,0 +1,115 @@
+// Package asynqx holds everything retryd knows about asynq beyond its
+// exported API: the key layout of a queue, the doorbell hook that
+// recognises asynq's scripts to wake idle workers, and the reads and the
+// repair the sweeper needs (a task's state and lease). Nothing else in
+// retryd names an asynq key or script. These facts are asynq's private
+// implementation, so they are pinned to one asynq version: a test fails
+// when the build uses another version, and another when a script the hook
+// recognises changes.
+package asynqx
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Version is the asynq version whose private layout this package knows.
+const Version = "v0.26.0"
+
+// Keys are a queue's keys in asynq's layout (asynq internal/base).
+type Keys struct{ queue string }
+
+// QueueKeys returns the keys of queue.
+func QueueKeys(queue string) Keys { return Keys{queue} }
+
+func (k Keys) prefix() string { return "asynq:{" + k.queue + "}:" }
+
+// Pending is the queue's list of pending task ids.
+func (k Keys) Pending() string { return k.prefix() + "pending" }
+
+// Active is the queue's list of running task ids.
+func (k Keys) Active() string { return k.prefix() + "active" }
+
+// Lease is the queue's set of running task ids by lease expiry (Unix s).
+func (k Keys) Lease() string { return k.prefix() + "lease" }
+
+// Task is the hash of task id.
+func (k Keys) Task(id string) string { return k.prefix() + "t:" + id }
+
+// Bell is the queue's doorbell list (retryd's own key); its hash tag puts
+// it in the queue's cluster slot.
+func (k Keys) Bell() string { return "{" + k.queue + "}:bell" }
+
+// NewBell returns the doorbell of queue, to add as a hook to the Redis
+// client asynq uses. A worker's bell waits up to wait on an empty dequeue;
+// wait 0 makes a bell that only rings (for processes that enqueue).
+func NewBell(rdb redis.UniversalClient, queue string, wait time.Duration) *Bell {
+	k := QueueKeys(queue)
+	return &Bell{Key: k.Bell(), PendingKey: k.Pending(),
+		Wait: wait, ErrorPause: 100 * time.Millisecond, Client: rdb}
+}
+
+// TaskState is a task's state as the sweeper needs it.
+type TaskState struct {
+	// State is asynq's state of the task ("pending", "active", "archived",
+	// …), or "" when the task does not exist.
+	State string
+	// LeaseExpiry is the lease of an active task; zero without one.
+	LeaseExpiry time.Time
+}
+
+// TaskStates reads the state and lease of the tasks ids of queue in one
+// round trip. asynq's Inspector reads one task per call and does not show
+// leases, which the sweeper needs to find stranded tasks.
+func TaskStates(ctx context.Context, rdb redis.UniversalClient, queue string, ids []string) ([]TaskState, error) {
+	k := QueueKeys(queue)
+	pipe := rdb.Pipeline()
+	states := make([]*redis.StringCmd, len(ids))
+	leases := make([]*redis.FloatCmd, len(ids))
+	for i, id := range ids {
+		states[i] = pipe.HGet(ctx, k.Task(id), "state")
+		leases[i] = pipe.ZScore(ctx, k.Lease(), id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]TaskState, len(ids))
+	for i := range ids {
+		out[i].State = states[i].Val()
+		if l := leases[i].Val(); l > 0 {
+			out[i].LeaseExpiry = time.Unix(int64(l), 0)
+		}
+	}
+	return out, nil
+}
+
+// requeueStrandedScript moves an active task whose lease is gone or expired
+// back to pending. asynq's recoverer does the same for an expired lease a
+// minute or more later, and never for an active task without a lease entry
+// (asynq issues #1051, #1144); crash recovery within the sweep interval is
+// retryd's promise, so the sweeper does it.
+//
+// KEYS[1] active list, KEYS[2] lease set, KEYS[3] pending list, KEYS[4] the
+// task hash. ARGV[1] task id, ARGV[2] now (Unix seconds).
+// Returns 1 when moved, 0 when the task is not stranded (anymore).
+var requeueStrandedScript = redis.NewScript(`
+if redis.call("HGET", KEYS[4], "state") ~= "active" then return 0 end
+local lease = redis.call("ZSCORE", KEYS[2], ARGV[1])
+if lease and tonumber(lease) >= tonumber(ARGV[2]) then return 0 end
+redis.call("LREM", KEYS[1], 0, ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("RPUSH", KEYS[3], ARGV[1])
+redis.call("HSET", KEYS[4], "state", "pending")
+return 1
+`)
+
+// RequeueStranded puts task id of queue back to pending if it is active
+// without a live lease at now, and reports whether it did.
+func RequeueStranded(ctx context.Context, rdb redis.UniversalClient, queue, id string, now time.Time) (bool, error) {
+	k := QueueKeys(queue)
+	moved, err := requeueStrandedScript.Run(ctx, rdb, []string{k.Active(), k.Lease(), k.Pending(), k.Task(id)}, id, now.Unix()).Int()
+	return moved == 1, err
+}
