@@ -55,7 +55,9 @@ func TestIdleWorkerWaitsOnTheDoorbellInsteadOfPolling(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.RunWorker(ctx, cfg, app.WorkerOptions{}, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	go func() {
+		done <- app.RunWorker(ctx, cfg, app.WorkerOptions{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
 	t.Cleanup(func() { stop(); <-done })
 	rdb := srv.Client()
 	deadline := time.Now().Add(10 * time.Second)
