@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -297,6 +298,14 @@ func TestDLQDoesNotDependOnTheAsynqArchive(t *testing.T) {
 	}
 	if other := s.dlqIDs(t, "host=example.com"); len(other) != 0 {
 		t.Errorf("host=example.com lists %d entries", len(other))
+	}
+	// host:port matches that port only.
+	hostPort := strings.TrimPrefix(dest.URL, "http://")
+	if got := s.dlqIDs(t, "host="+hostPort); len(got) != n {
+		t.Errorf("host=%s lists %d entries, want %d", hostPort, len(got), n)
+	}
+	if got := s.dlqIDs(t, "host=127.0.0.1:1"); len(got) != 0 {
+		t.Errorf("host=127.0.0.1:1 lists %d entries, want 0", len(got))
 	}
 	dest.script("/trim-0", 200)
 	if a := call(t, "POST", s.api+"/dlq/"+ids[0]+"/redrive", `{"actor":"erin"}`); a.status != 202 {

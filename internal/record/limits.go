@@ -2,7 +2,6 @@ package record
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"strconv"
 	"strings"
@@ -19,9 +18,8 @@ import (
 func keyAuthFailures(ip string) string { return "{retryd}:authfail:" + ip }
 func keyOwner(owner string) string     { return "{retryd}:owner:" + owner }
 
-//go:embed scripts/auth_failure.lua
-var authFailureLua string
-var authFailureScript = redis.NewScript(authFailureLua)
+// authFailureScript: scripts/auth_failure.lua.
+var authFailureScript = script("auth_failure")
 
 // AuthFailure counts one failed authentication from ip in a fixed window
 // shared by every API replica. It returns the failures counted in the
@@ -34,9 +32,8 @@ func (s *Store) AuthFailure(ctx context.Context, ip string, window time.Duration
 	return res[0], time.Duration(max(res[1], 0)) * time.Millisecond, nil
 }
 
-//go:embed scripts/reserve_unfinished.lua
-var reserveUnfinishedLua string
-var reserveUnfinishedScript = redis.NewScript(reserveUnfinishedLua)
+// reserveUnfinishedScript: scripts/reserve_unfinished.lua.
+var reserveUnfinishedScript = script("reserve_unfinished")
 
 // ErrOwnerLimit is a submission refused because its owner has too many
 // unfinished requests.

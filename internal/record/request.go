@@ -7,7 +7,10 @@ package record
 
 import (
 	"encoding/json"
+	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -116,11 +119,11 @@ type Attempt struct {
 // Hash field names: an internal format, rendered for the API by apidoc.
 // Every value in the hash stays short (Redis keeps a hash whose values are
 // all under 64 bytes in the compact listpack encoding, several times
-// smaller than a hashtable): what a client sent lives in the spec key, a
-// response body in the result key, and lastError is clipped (each attempt
-// keeps its full error).
+// smaller than a hashtable): what a client sent lives in the spec key (the
+// host is derived from its URL, in full), a response body in the result
+// key. lastError is kept up to ErrorLimit: a long one costs the compact
+// encoding of that one hash, which is the price of a readable error.
 const (
-	fHost           = "host"
 	fMaxRetries     = "maxRetries"
 	fBackoff        = "backoffMs"
 	fMaxBackoff     = "maxBackoffMs"
@@ -185,7 +188,6 @@ func (r *Request) spec() string {
 // fields encodes a new request's hash as HSET arguments.
 func (r *Request) fields() []any {
 	f := []any{
-		fHost, clip(r.Host),
 		fMaxRetries, r.MaxRetries, fBackoff, r.BackoffMs, fMaxBackoff, r.MaxBackoffMs, fTimeout, r.TimeoutMs,
 		fStatus, string(r.Status), fAttemptCount, 0, fBudgetUsed, 0, fRedriveCount, 0,
 		fNextAttemptAt, ms(r.NextAttemptAt), fCreatedAt, ms(r.CreatedAt), fUpdatedAt, ms(r.CreatedAt),
@@ -196,19 +198,43 @@ func (r *Request) fields() []any {
 	return f
 }
 
-// clipLen keeps hash values under Redis's listpack value limit (64 bytes).
-const clipLen = 60
+// ErrorLimit bounds the error text kept as a request's or a callback's
+// lastError (each attempt keeps its own error in full).
+const ErrorLimit = 1024
 
-// clip shortens s to clipLen bytes (on a rune boundary), marking the cut.
+// clip shortens s to ErrorLimit bytes (on a rune boundary), marking the cut.
 func clip(s string) string {
-	if len(s) <= clipLen {
+	if len(s) <= ErrorLimit {
 		return s
 	}
-	cut := clipLen - len("…")
+	cut := ErrorLimit - len("…")
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// hostOf is the lower-case host name of a URL, without port.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
+
+// hostPortOf is the lower-case host:port of a URL, the port made explicit
+// from the scheme when the URL has none.
+func hostPortOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
 }
 
 // decode fills a Request from HGETALL output and the spec JSON.
@@ -218,7 +244,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 	r := &Request{
 		ID:              id,
 		URL:             sp.URL,
-		Host:            h[fHost],
+		Host:            hostOf(sp.URL),
 		Method:          sp.Method,
 		Headers:         sp.Headers,
 		Body:            sp.Body,

@@ -123,22 +123,8 @@ func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
 	return nil
 }
 
-// pauseScript pauses or resumes a schedule.
-//
-// KEYS[1] schedule hash, KEYS[2] due set. ARGV[1] id, ARGV[2] "1" to pause
-// or "0" to resume, ARGV[3] the next fire time (ms) when resuming.
-// Returns 0 when the schedule does not exist.
-var pauseScript = redis.NewScript(`
-if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end
-redis.call("HSET", KEYS[1], "paused", ARGV[2])
-if ARGV[2] == "1" then
-  redis.call("ZREM", KEYS[2], ARGV[1])
-else
-  redis.call("HSET", KEYS[1], "nextFireAt", ARGV[3])
-  redis.call("ZADD", KEYS[2], ARGV[3], ARGV[1])
-end
-return 1
-`)
+// pauseScript: scripts/pause_schedule.lua.
+var pauseScript = script("pause_schedule")
 
 // SetPaused pauses a schedule, or resumes it from next (a paused schedule
 // does not replay the ticks it missed).
@@ -164,22 +150,8 @@ func (s *Store) DueSchedules(ctx context.Context, now time.Time, n int) ([]strin
 	return ids, wrap(err)
 }
 
-// advanceScript moves a schedule from the tick it was due at to the next
-// one and remembers the fires, only if no other replica did it first.
-//
-// KEYS[1] schedule hash, KEYS[2] due set, KEYS[3] fires list. ARGV[1] id,
-// ARGV[2] the due tick (ms) this replica processed, ARGV[3] the next tick
-// (ms), ARGV[4] max fires kept, ARGV[5..] fire JSON entries, oldest first.
-// Returns 1 when advanced, 0 when another replica advanced it (or it was
-// paused or deleted meanwhile).
-var advanceScript = redis.NewScript(`
-if redis.call("HGET", KEYS[1], "nextFireAt") ~= ARGV[2] or redis.call("HGET", KEYS[1], "paused") ~= "0" then return 0 end
-redis.call("HSET", KEYS[1], "nextFireAt", ARGV[3])
-redis.call("ZADD", KEYS[2], ARGV[3], ARGV[1])
-for i = 5, #ARGV do redis.call("LPUSH", KEYS[3], ARGV[i]) end
-redis.call("LTRIM", KEYS[3], 0, tonumber(ARGV[4]) - 1)
-return 1
-`)
+// advanceScript: scripts/advance_schedule.lua.
+var advanceScript = script("advance_schedule")
 
 // AdvanceSchedule moves schedule id from tick from to tick next, recording
 // fires. It returns false when another replica advanced it first.

@@ -110,29 +110,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return wrap(s.rdb.Ping(ctx).Err())
 }
 
-// createScript stores a new request and its index entries, and claims the
-// idempotency key, all at once. The request's task is enqueued afterwards
-// through asynq's own client (the sweeper enqueues it if that never
-// happens).
-//
-// KEYS[1] request hash, KEYS[2] all-index, KEYS[3] pending index,
-// KEYS[4] idempotency key (unused when ARGV[2] is ""), KEYS[5] spec key.
-// ARGV[1] id, ARGV[2] idempotency value "id bodyhash" or "", ARGV[3] its
-// TTL in ms, ARGV[4] the spec JSON, ARGV[5..] HSET field/value pairs.
-// Returns nil when stored, or the existing idempotency value when the key
-// was claimed before (nothing is written then).
-var createScript = redis.NewScript(`
-if ARGV[2] ~= "" then
-  local prev = redis.call("GET", KEYS[4])
-  if prev then return prev end
-  redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])
-end
-redis.call("SET", KEYS[5], ARGV[4])
-redis.call("HSET", KEYS[1], unpack(ARGV, 5))
-redis.call("ZADD", KEYS[2], 0, ARGV[1])
-redis.call("ZADD", KEYS[3], 0, ARGV[1])
-return false
-`)
+// createScript: scripts/create.lua.
+var createScript = script("create")
 
 // Replay describes an earlier submission with the same Idempotency-Key.
 type Replay struct {
@@ -306,45 +285,8 @@ func (s *Store) loadMany(ctx context.Context, ids []string) ([]map[string]string
 	return hs, specs, nil
 }
 
-// cancelScript moves a pending or retrying request to canceled, and marks
-// its outcome callback due (canceled is a final outcome too).
-//
-// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
-// KEYS[4..8] status indexes in Statuses order, KEYS[9] spec, KEYS[10]
-// result, KEYS[11] the callback-due index. ARGV[1] id, ARGV[2] now (ms),
-// ARGV[3] retention (ms).
-// Returns "missing", the current status when it cannot be canceled,
-// "callback" (canceled, callback due) or "ok".
-var cancelScript = redis.NewScript(`
-local st = redis.call("HGET", KEYS[1], "status")
-if not st then return "missing" end
-if st ~= "pending" and st ~= "retrying" then return st end
-redis.call("ZREM", KEYS[4], ARGV[1])
-redis.call("ZREM", KEYS[5], ARGV[1])
-redis.call("ZADD", KEYS[8], 0, ARGV[1])
-redis.call("HSET", KEYS[1], "status", "canceled", "updatedAt", ARGV[2], "completedAt", ARGV[2])
-redis.call("HDEL", KEYS[1], "nextAttemptAt")
-` + closeRedriveLua + `
-for _, i in ipairs({1, 2, 3, 9, 10}) do redis.call("PEXPIRE", KEYS[i], ARGV[3]) end
-if redis.call("HGET", KEYS[1], "cb") == "1" then
-  redis.call("HSET", KEYS[1], "cbStatus", "pending")
-  redis.call("ZADD", KEYS[11], 0, ARGV[1])
-  return "callback"
-end
-return "ok"
-`)
-
-// closeRedriveLua fills the outcome of an open redrive with the request's
-// new terminal status (the status is in the hash already). It expects the
-// request hash in KEYS[1] and the redrives list in KEYS[3].
-const closeRedriveLua = `
-if redis.call("HGET", KEYS[1], "redriveOpen") then
-  local e = cjson.decode(redis.call("LINDEX", KEYS[3], -1))
-  e.outcome = redis.call("HGET", KEYS[1], "status")
-  redis.call("LSET", KEYS[3], -1, cjson.encode(e))
-  redis.call("HDEL", KEYS[1], "redriveOpen")
-end
-`
+// cancelScript: scripts/cancel.lua.
+var cancelScript = script("cancel")
 
 // Cancel moves a pending or retrying request to canceled. It returns
 // ErrNotFound, or ErrConflict when the request already finished; on
@@ -395,38 +337,8 @@ type Begin struct {
 	Request   *Request // the record as of the start, when Started
 }
 
-// beginLua starts an attempt: it records an attempt left in flight by a
-// crashed worker as "interrupted" (it does not count against the budget),
-// numbers the new attempt and marks it in flight, and returns the record.
-// It expects the locals kReq (request hash), kAtt (attempts list), kStats
-// (the stats hash), kSpec (the spec), now (ms) and ierr (the error text of
-// an interrupted attempt).
-// Returns {"missing"}, {status, failedRun} when terminal, {"notdue", dueMs}, or
-// {"ok", n, HGETALL..., spec}.
-const beginLua = `
-local st = redis.call("HGET", kReq, "status")
-if not st then return {"missing"} end
-if st ~= "pending" and st ~= "retrying" then return {st, redis.call("HGET", kReq, "failedRun") or "-1"} end
-local due = tonumber(redis.call("HGET", kReq, "nextAttemptAt") or "0")
-if due > tonumber(now) then return {"notdue", tostring(due)} end
-local inN = redis.call("HGET", kReq, "inflightN")
-if inN then
-  local at = redis.call("HGET", kReq, "inflightAt")
-  redis.call("RPUSH", kAtt, cjson.encode({n = tonumber(inN), startedAtMs = tonumber(at), outcome = "interrupted", error = ierr}))
-  redis.call("HINCRBY", kStats, "att|interrupted|", 1)
-end
-local n = redis.call("HINCRBY", kReq, "attemptCount", 1)
-redis.call("HSET", kReq, "inflightN", n, "inflightAt", now, "updatedAt", now)
-return {"ok", tostring(n), redis.call("HGETALL", kReq), redis.call("GET", kSpec)}
-`
-
-// beginScript runs beginLua. KEYS[1] request hash, KEYS[2] attempts list,
-// KEYS[3] the stats hash, KEYS[4] the spec. ARGV[1] now (ms), ARGV[2] the
-// error text of an interrupted attempt.
-var beginScript = redis.NewScript(`
-local kReq, kAtt, kStats, kSpec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now, ierr = ARGV[1], ARGV[2]
-` + beginLua)
+// beginScript: scripts/begin.lua.
+var beginScript = script("begin")
 
 // InterruptedError is the error recorded on an attempt cut short by a crash.
 const InterruptedError = "worker stopped during the attempt; attempt repeated"
@@ -494,56 +406,8 @@ const (
 	CanceledMeanwhile
 )
 
-// finishScript records a finished attempt and moves the request to its next
-// status. An attempt whose in-flight mark is gone (a later run already
-// recorded it as interrupted) is dropped; a request canceled meanwhile keeps
-// its status and only gains the attempt. On a terminal status it fills the
-// outcome of an open redrive, starts retention, and marks the callback due.
-//
-// KEYS[1] request hash, KEYS[2] attempts list, KEYS[3] redrives list,
-// KEYS[4..8] status indexes in Statuses order, KEYS[9] the callback-due
-// index, KEYS[10] the stats hash, KEYS[11] spec, KEYS[12] result. ARGV[1]
-// id, ARGV[2] attempt n, ARGV[3] attempt JSON, ARGV[4] next status, ARGV[5]
-// now (ms), ARGV[6] retention (ms), ARGV[7] the attempt's stats fields
-// "counter,durBucket,lateBucket", ARGV[8] duration (ms), ARGV[9] lateness
-// (ms), ARGV[10] "1" when ARGV[11] is a response body to keep as the
-// result, ARGV[12..] HSET field/value pairs for the next state.
-// Returns "stale", "canceled", "callback" or "ok".
-var finishScript = redis.NewScript(`
-if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
-local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
-redis.call("HINCRBY", KEYS[10], c, 1)
-redis.call("HINCRBY", KEYS[10], d, 1)
-redis.call("HINCRBY", KEYS[10], "dur_sum_ms", ARGV[8])
-redis.call("HINCRBY", KEYS[10], l, 1)
-redis.call("HINCRBY", KEYS[10], "late_sum_ms", ARGV[9])
-redis.call("RPUSH", KEYS[2], ARGV[3])
-redis.call("HDEL", KEYS[1], "inflightN", "inflightAt")
-redis.call("HINCRBY", KEYS[1], "budgetUsed", 1)
-local st = redis.call("HGET", KEYS[1], "status")
-if st == "canceled" then return "canceled" end
-local idx = {pending = KEYS[4], retrying = KEYS[5], completed = KEYS[6], failed = KEYS[7], canceled = KEYS[8]}
-if st ~= ARGV[4] then
-  redis.call("ZREM", idx[st], ARGV[1])
-  redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
-end
-redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 12))
-if ARGV[10] == "1" then
-  redis.call("SET", KEYS[12], ARGV[11])
-  redis.call("HSET", KEYS[1], "hasResult", "1")
-end
-if ARGV[4] == "pending" or ARGV[4] == "retrying" then return "ok" end
-redis.call("HDEL", KEYS[1], "nextAttemptAt")
-redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
-` + closeRedriveLua + `
-for _, i in ipairs({1, 2, 3, 11, 12}) do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
-if redis.call("HGET", KEYS[1], "cb") == "1" then
-  redis.call("HSET", KEYS[1], "cbStatus", "pending")
-  redis.call("ZADD", KEYS[9], 0, ARGV[1])
-  return "callback"
-end
-return "ok"
-`)
+// finishScript: scripts/finish.lua.
+var finishScript = script("finish")
 
 // Finish records attempt o.Attempt of request id and applies o.
 func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (FinishResult, error) {

@@ -1,0 +1,78 @@
+package record
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+func TestDLQHostFilterTakesHostOrHostPort(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 40) + ".elb.eu-west-1.amazonaws.example" // 63 characters
+	cases := []struct {
+		url, filter string
+		want        bool
+	}{
+		{"https://" + long + "/hook", long, true},
+		{"https://" + long + "/hook", long[:60], false},
+		{"http://127.0.0.1:8093/x", "127.0.0.1:8093", true},
+		{"http://127.0.0.1:8093/x", "127.0.0.1", true},
+		{"http://127.0.0.1:8093/x", "127.0.0.1:8094", false},
+		{"https://api.example.com/x", "api.example.com:443", true},
+		{"http://api.example.com/x", "api.example.com:443", false},
+		{"http://[::1]:9000/x", "[::1]:9000", true},
+		{"http://[::1]:9000/x", "::1", true},
+		{"http://[::1]:9000/x", "[::1]", true},
+		{"https://API.Example.com/x", "api.example.com", true},
+	}
+	for _, c := range cases {
+		r := decode("01x", map[string]string{fStatus: "failed"}, `{"u":"`+c.url+`","m":"GET"}`)
+		if got := (DLQFilter{Host: strings.ToLower(c.filter)}).match(r); got != c.want {
+			t.Errorf("host=%s on %s: %v, want %v", c.filter, c.url, got, c.want)
+		}
+	}
+}
+
+func TestLastErrorIsKeptUpToItsLimit(t *testing.T) {
+	t.Parallel()
+	s := NewStore(redistest.Start(t).Client(), time.Hour)
+	ctx := context.Background()
+	now := time.Now()
+	for _, c := range []struct {
+		name    string
+		err     string
+		want    string
+		clipped bool
+	}{
+		{"a network error", `Post "http://10.1.2.3:8080/some/long/path/of/the/hook": dial tcp 10.1.2.3:8080: connect: connection refused`, "", false},
+		{"an error over the limit", strings.Repeat("x", ErrorLimit+100), "", true},
+	} {
+		id := "01m8mhyychtfy2pdj6g" + map[bool]string{false: "7", true: "8"}[c.clipped]
+		if _, err := s.Create(ctx, newRequest(id, now), "", nil); err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.Begin(ctx, id, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Finish(ctx, id, Outcome{Attempt: Attempt{N: b.N, StartedAt: now, Outcome: "permanent", Error: c.err}, Status: Failed}, now); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !c.clipped && r.LastError != c.err:
+			t.Errorf("%s: lastError %q, want it whole", c.name, r.LastError)
+		case c.clipped && (len(r.LastError) > ErrorLimit || !strings.HasSuffix(r.LastError, "…")):
+			t.Errorf("%s: lastError of %d bytes, want at most %d with a mark", c.name, len(r.LastError), ErrorLimit)
+		}
+		if got := r.Attempts[len(r.Attempts)-1].Error; got != c.err {
+			t.Errorf("%s: the attempt's error was cut (%d of %d bytes)", c.name, len(got), len(c.err))
+		}
+	}
+}

@@ -1,0 +1,43 @@
+-- Puts a failed request back to pending with a fresh budget and appends the
+-- audit entry. Attempt numbering continues.
+-- KEYS[1]: request hash
+-- KEYS[2]: attempts list
+-- KEYS[3]: redrives list
+-- KEYS[4]: pending index
+-- KEYS[5]: failed index
+-- KEYS[6]: the redrive's idempotency key
+-- KEYS[7]: stats hash
+-- KEYS[8]: spec
+-- KEYS[9]: result
+-- ARGV[1]: request id
+-- ARGV[2]: now (ms)
+-- ARGV[3]: redrive limit
+-- ARGV[4]: actor
+-- ARGV[5]: reason
+-- ARGV[6]: idempotency TTL (ms)
+-- ARGV[7]: "1" when an idempotency key was given
+-- ARGV[8]: the redrive's source for the stats (api or dashboard)
+-- Returns: {"replay", id}, {"missing"}, {"notfailed", status}, {"limit", count} or {"ok", n}
+if ARGV[7] == "1" then
+  local prev = redis.call("GET", KEYS[6])
+  if prev then return {"replay", prev} end
+end
+local st = redis.call("HGET", KEYS[1], "status")
+if not st then return {"missing"} end
+if st ~= "failed" then return {"notfailed", st} end
+local rc = tonumber(redis.call("HGET", KEYS[1], "redriveCount") or "0")
+if rc >= tonumber(ARGV[3]) then return {"limit", tostring(rc)} end
+local n = rc + 1
+redis.call("RPUSH", KEYS[3], cjson.encode({
+  n = n, atMs = tonumber(ARGV[2]), actor = ARGV[4], reason = ARGV[5],
+  previousFailureClass = redis.call("HGET", KEYS[1], "failureClass") or "",
+  previousAttemptCount = tonumber(redis.call("HGET", KEYS[1], "attemptCount") or "0")}))
+redis.call("HSET", KEYS[1], "status", "pending", "redriveCount", n, "redriveOpen", n, "budgetUsed", 0,
+  "nextAttemptAt", ARGV[2], "updatedAt", ARGV[2])
+redis.call("HDEL", KEYS[1], "completedAt", "failedRun", "lastError", "failureClass", "lastStatusCode", "cbStatus")
+redis.call("ZREM", KEYS[5], ARGV[1])
+redis.call("ZADD", KEYS[4], 0, ARGV[1])
+for _, i in ipairs({1, 2, 3, 8, 9}) do redis.call("PERSIST", KEYS[i]) end
+if ARGV[7] == "1" then redis.call("SET", KEYS[6], ARGV[1], "PX", ARGV[6]) end
+redis.call("HINCRBY", KEYS[7], "rdr|" .. ARGV[8], 1)
+return {"ok", tostring(n)}
