@@ -1,0 +1,509 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// Table tests of the record scripts, in the style of asynq's rdb tests: an
+// initial Redis state, one call, the wanted state of the keys involved.
+
+// state is Redis content by key: a string, a hash (map[string]string), a
+// list ([]string) or a sorted set (zset, members in score order).
+type state map[string]any
+
+type zset []string
+
+func seed(t *testing.T, rdb *redis.Client, st state) {
+	t.Helper()
+	ctx := context.Background()
+	for k, v := range st {
+		var err error
+		switch v := v.(type) {
+		case string:
+			err = rdb.Set(ctx, k, v, 0).Err()
+		case map[string]string:
+			err = rdb.HSet(ctx, k, v).Err()
+		case []string:
+			for _, e := range v {
+				if err = rdb.RPush(ctx, k, e).Err(); err != nil {
+					break
+				}
+			}
+		case zset:
+			for i, m := range v {
+				if err = rdb.ZAdd(ctx, k, redis.Z{Score: float64(i), Member: m}).Err(); err != nil {
+					break
+				}
+			}
+		default:
+			t.Fatalf("seed %s: unsupported %T", k, v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// dump reads keys back in the shape seed takes; a missing key is absent.
+func dump(t *testing.T, rdb *redis.Client, keys ...string) state {
+	t.Helper()
+	ctx := context.Background()
+	out := state{}
+	for _, k := range keys {
+		typ, err := rdb.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch typ {
+		case "none":
+		case "string":
+			out[k] = rdb.Get(ctx, k).Val()
+		case "hash":
+			out[k] = rdb.HGetAll(ctx, k).Val()
+		case "list":
+			out[k] = rdb.LRange(ctx, k, 0, -1).Val()
+		case "zset":
+			out[k] = zset(rdb.ZRange(ctx, k, 0, -1).Val())
+		default:
+			t.Fatalf("dump %s: type %s", k, typ)
+		}
+	}
+	return out
+}
+
+const tid = "01m8mhyychtfy2pdj6g7"
+
+// jsonAware compares JSON objects stored as strings by content: Lua's cjson
+// does not keep key order.
+var jsonAware = cmp.FilterValues(func(a, b string) bool {
+	return strings.HasPrefix(a, "{") && strings.HasPrefix(b, "{")
+}, cmp.Transformer("json", func(s string) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal([]byte(s), &m)
+	return m
+}))
+
+var (
+	t0   = time.UnixMilli(1_800_000_000_000)
+	t0ms = strconv.FormatInt(t0.UnixMilli(), 10)
+)
+
+// reqHash is a request hash in a given status, with overrides.
+func reqHash(status Status, kv ...string) map[string]string {
+	h := map[string]string{fMaxRetries: "1", fBackoff: "100", fMaxBackoff: "1000", fTimeout: "1000", fStatus: string(status),
+		fAttemptCount: "0", fBudgetUsed: "0", fRedriveCount: "0", fNextAttemptAt: t0ms, fCreatedAt: t0ms, fUpdatedAt: t0ms}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(h, kv[i])
+			continue
+		}
+		h[kv[i]] = kv[i+1]
+	}
+	return h
+}
+
+const specJSON = `{"u":"https://e.com","m":"GET"}`
+
+func newStoreOn(t *testing.T) (*Store, *redis.Client) {
+	t.Helper()
+	rdb := redistest.Start(t).Client()
+	return NewStore(rdb, time.Hour), rdb
+}
+
+func TestCreateScript(t *testing.T) {
+	t.Parallel()
+	r := newRequest(tid, t0)
+	r.URL = "https://e.com"
+	cases := []struct {
+		name       string
+		initial    state
+		idemKey    string
+		wantReplay *Replay
+		want       state
+	}{
+		{
+			name: "a new request",
+			want: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON, keyAll: zset{tid}, keyIndex(Pending): zset{tid}},
+		},
+		{
+			name:    "a new request claims its idempotency key",
+			idemKey: "k1",
+			want: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON, keyAll: zset{tid}, keyIndex(Pending): zset{tid},
+				keyIdem("k1"): tid + " " + hashHex("body")},
+		},
+		{
+			name:       "a claimed key replays and writes nothing",
+			idemKey:    "k1",
+			initial:    state{keyIdem("k1"): "01other " + hashHex("body")},
+			wantReplay: &Replay{ID: "01other", SameBody: true},
+			want:       state{keyIdem("k1"): "01other " + hashHex("body")},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			replay, err := s.Create(context.Background(), r, c.idemKey, []byte("body"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.wantReplay, replay); diff != "" {
+				t.Errorf("replay (-want +got):\n%s", diff)
+			}
+			got := dump(t, rdb, keyReq(tid), keySpec(tid), keyAll, keyIndex(Pending), keyIdem("k1"))
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("state (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBeginScript(t *testing.T) {
+	t.Parallel()
+	interrupted := `{"error":"` + InterruptedError + `","n":1,"outcome":"interrupted","startedAtMs":` + strconv.FormatInt(t0.UnixMilli()-5000, 10) + `}`
+	cases := []struct {
+		name      string
+		initial   state
+		now       time.Time
+		wantState BeginState
+		wantN     int
+		want      state
+	}{
+		{name: "no record", now: t0, wantState: Missing, want: state{}},
+		{
+			name: "not due yet", now: t0.Add(-time.Second), wantState: NotDue,
+			initial: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON},
+			want:    state{keyReq(tid): reqHash(Pending)},
+		},
+		{
+			name: "due: attempt 1 in flight", now: t0, wantState: Started, wantN: 1,
+			initial: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON},
+			want:    state{keyReq(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
+		},
+		{
+			name: "an attempt left in flight by a crash is recorded interrupted and costs no budget", now: t0, wantState: Started, wantN: 2,
+			initial: state{keyReq(tid): reqHash(Retrying, fAttemptCount, "1", "inflightN", "1", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10)),
+				keySpec(tid): specJSON},
+			want: state{
+				keyReq(tid):      reqHash(Retrying, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms),
+				keyAttempts(tid): []string{interrupted},
+				keyStats:         map[string]string{"att|interrupted|": "1"},
+			},
+		},
+		{
+			name: "finished: nothing starts", now: t0, wantState: Finished,
+			initial: state{keyReq(tid): reqHash(Completed), keySpec(tid): specJSON},
+			want:    state{keyReq(tid): reqHash(Completed)},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			b, err := s.Begin(context.Background(), tid, c.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.State != c.wantState || b.N != c.wantN {
+				t.Errorf("Begin = state %v n %d, want %v %d", b.State, b.N, c.wantState, c.wantN)
+			}
+			if diff := cmp.Diff(c.want, dump(t, rdb, keyReq(tid), keyAttempts(tid), keyStats), jsonAware); diff != "" {
+				t.Errorf("state (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFinishScript(t *testing.T) {
+	t.Parallel()
+	dur := int64(7)
+	inflight := reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)
+	attempt := func(outcome, class string) Attempt {
+		return Attempt{N: 1, StartedAt: t0, DurationMs: &dur, Outcome: outcome, FailureClass: class, StatusCode: 503, Error: "boom"}
+	}
+	body := "ok"
+	cases := []struct {
+		name       string
+		initial    state
+		outcome    Outcome
+		wantResult FinishResult
+		check      func(t *testing.T, got state)
+	}{
+		{
+			name:    "a stale run changes nothing",
+			initial: state{keyReq(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), keyIndex(Pending): zset{tid}},
+			outcome: Outcome{Attempt: attempt("retryable", "server_error"), Status: Retrying, NextAttemptAt: t0.Add(time.Second)}, wantResult: Stale,
+			check: func(t *testing.T, got state) {
+				want := state{keyReq(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), keyIndex(Pending): zset{tid}}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("state (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:    "a retryable failure schedules the next attempt",
+			initial: state{keyReq(tid): inflight, keyIndex(Pending): zset{tid}},
+			outcome: Outcome{Attempt: attempt("retryable", "server_error"), Status: Retrying, NextAttemptAt: t0.Add(time.Second)}, wantResult: Recorded,
+			check: func(t *testing.T, got state) {
+				want := reqHash(Retrying, fAttemptCount, "1", fBudgetUsed, "1", fNextAttemptAt, strconv.FormatInt(t0.Add(time.Second).UnixMilli(), 10),
+					fLastError, "boom", fLastStatusCode, "503", fFailureClass, "server_error", fUpdatedAt, t0ms)
+				if diff := cmp.Diff(want, got[keyReq(tid)]); diff != "" {
+					t.Errorf("request (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(zset{tid}, got[keyIndex(Retrying)]); diff != "" || got[keyIndex(Pending)] != nil {
+					t.Errorf("indexes: pending %v retrying %v", got[keyIndex(Pending)], got[keyIndex(Retrying)])
+				}
+				if n := len(got[keyAttempts(tid)].([]string)); n != 1 {
+					t.Errorf("%d attempts recorded, want 1", n)
+				}
+			},
+		},
+		{
+			name:    "a success completes, keeps the result and makes the callback due",
+			initial: state{keyReq(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1"), keyIndex(Pending): zset{tid}},
+			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: RecordedCallback,
+			check: func(t *testing.T, got state) {
+				h := got[keyReq(tid)].(map[string]string)
+				if h[fStatus] != "completed" || h["completedAt"] != t0ms || h["cbStatus"] != "pending" || h[fHasResult] != "1" || h[fResultTrunc] != "0" {
+					t.Errorf("request hash %v", h)
+				}
+				if got[keyResult(tid)] != "ok" {
+					t.Errorf("result %v", got[keyResult(tid)])
+				}
+				if diff := cmp.Diff(zset{tid}, got[keyCallbackDue]); diff != "" {
+					t.Errorf("callback-due (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:    "a request canceled meanwhile keeps its status and gains the attempt",
+			initial: state{keyReq(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), keyIndex(Canceled): zset{tid}},
+			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: CanceledMeanwhile,
+			check: func(t *testing.T, got state) {
+				h := got[keyReq(tid)].(map[string]string)
+				if h[fStatus] != "canceled" || len(got[keyAttempts(tid)].([]string)) != 1 || got[keyIndex(Completed)] != nil {
+					t.Errorf("state %v", got)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			res, err := s.Finish(context.Background(), tid, c.outcome, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res != c.wantResult {
+				t.Errorf("Finish = %v, want %v", res, c.wantResult)
+			}
+			c.check(t, dump(t, rdb, keyReq(tid), keyAttempts(tid), keyResult(tid), keyCallbackDue,
+				keyIndex(Pending), keyIndex(Retrying), keyIndex(Completed), keyIndex(Canceled)))
+			if c.wantResult == RecordedCallback {
+				if ttl := rdb.PTTL(context.Background(), keyReq(tid)).Val(); ttl <= 0 || ttl > time.Hour {
+					t.Errorf("a finished record's retention TTL is %v, want ≤ 1h", ttl)
+				}
+			}
+		})
+	}
+}
+
+func TestCancelScript(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		initial   state
+		wantDue   bool
+		wantErr   error
+		wantState Status
+	}{
+		{"pending", state{keyReq(tid): reqHash(Pending), keyIndex(Pending): zset{tid}}, false, nil, Canceled},
+		{"retrying with a callback", state{keyReq(tid): reqHash(Retrying, fHasCallback, "1"), keyIndex(Retrying): zset{tid}}, true, nil, Canceled},
+		{"completed", state{keyReq(tid): reqHash(Completed), keyIndex(Completed): zset{tid}}, false, ErrConflict, Completed},
+		{"missing", state{}, false, ErrNotFound, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			due, err := s.Cancel(context.Background(), tid, t0)
+			if !errors.Is(err, c.wantErr) || due != c.wantDue {
+				t.Fatalf("Cancel = %v, %v; want %v, %v", due, err, c.wantDue, c.wantErr)
+			}
+			got := dump(t, rdb, keyReq(tid), keyIndex(Pending), keyIndex(Retrying), keyIndex(Canceled), keyCallbackDue)
+			if c.wantState == "" {
+				if len(got) != 0 {
+					t.Errorf("state %v, want empty", got)
+				}
+				return
+			}
+			if st := got[keyReq(tid)].(map[string]string)[fStatus]; st != string(c.wantState) {
+				t.Errorf("status %s, want %s", st, c.wantState)
+			}
+			if c.wantState == Canceled {
+				want := zset{tid}
+				if diff := cmp.Diff(want, got[keyIndex(Canceled)]); diff != "" || got[keyIndex(Pending)] != nil || got[keyIndex(Retrying)] != nil {
+					t.Errorf("indexes %v", got)
+				}
+				if (got[keyCallbackDue] != nil) != c.wantDue {
+					t.Errorf("callback due %v, want %v", got[keyCallbackDue], c.wantDue)
+				}
+			}
+		})
+	}
+}
+
+func TestRedriveScript(t *testing.T) {
+	t.Parallel()
+	failed := reqHash(Failed, fAttemptCount, "3", fBudgetUsed, "3", fFailureClass, "server_error", fLastError, "boom", "completedAt", t0ms)
+	cases := []struct {
+		name    string
+		initial state
+		in      RedriveInput
+		wantErr error
+		check   func(t *testing.T, got state)
+	}{
+		{
+			name:    "a failed request goes back to pending with a fresh budget and an audit entry",
+			initial: state{keyReq(tid): failed, keyIndex(Failed): zset{tid}},
+			in:      RedriveInput{Actor: "erin", Reason: "fixed", Limit: 3, Now: t0},
+			check: func(t *testing.T, got state) {
+				want := reqHash(Pending, fAttemptCount, "3", fRedriveCount, "1", "redriveOpen", "1", fNextAttemptAt, t0ms)
+				if diff := cmp.Diff(want, got[keyReq(tid)]); diff != "" {
+					t.Errorf("request (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(zset{tid}, got[keyIndex(Pending)]); diff != "" || got[keyIndex(Failed)] != nil {
+					t.Errorf("indexes %v", got)
+				}
+				if n := len(got[keyRedrives(tid)].([]string)); n != 1 {
+					t.Errorf("%d audit entries, want 1", n)
+				}
+			},
+		},
+		{
+			name:    "at the limit: refused, nothing changes",
+			initial: state{keyReq(tid): reqHash(Failed, fRedriveCount, "3"), keyIndex(Failed): zset{tid}},
+			in:      RedriveInput{Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrRedriveLimit,
+			check: func(t *testing.T, got state) {
+				if diff := cmp.Diff(state{keyReq(tid): reqHash(Failed, fRedriveCount, "3"), keyIndex(Failed): zset{tid}}, got); diff != "" {
+					t.Errorf("state (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:    "not failed: refused",
+			initial: state{keyReq(tid): reqHash(Retrying), keyIndex(Retrying): zset{tid}},
+			in:      RedriveInput{Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrNotFailed,
+			check: func(*testing.T, state) {},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			_, err := s.Redrive(context.Background(), tid, c.in)
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("Redrive = %v, want %v", err, c.wantErr)
+			}
+			c.check(t, dump(t, rdb, keyReq(tid), keyRedrives(tid), keyIndex(Pending), keyIndex(Failed), keyIndex(Retrying)))
+		})
+	}
+}
+
+func TestScheduleScripts(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	const sid = "01m8mhyychtfy2pdj6g9"
+	seed(t, rdb, state{keySchedule(sid): map[string]string{"nextFireAt": t0ms, "paused": "0"}, keyScheduleDue: zset{sid}})
+	next := t0.Add(time.Minute)
+	nextMs := strconv.FormatInt(next.UnixMilli(), 10)
+
+	// Two replicas advance the same tick: only the first does.
+	for i, want := range []bool{true, false} {
+		ok, err := s.AdvanceSchedule(ctx, sid, t0, next, []Fire{{FireTime: t0, RequestID: tid}})
+		if err != nil || ok != want {
+			t.Fatalf("advance %d = %v, %v; want %v", i+1, ok, err, want)
+		}
+	}
+	got := dump(t, rdb, keySchedule(sid), keyScheduleDue)
+	want := state{keySchedule(sid): map[string]string{"nextFireAt": nextMs, "paused": "0"}, keyScheduleDue: zset{sid}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after advance (-want +got):\n%s", diff)
+	}
+	if fires := rdb.LLen(ctx, keyScheduleFires(sid)).Val(); fires != 1 {
+		t.Errorf("%d fires kept, want 1", fires)
+	}
+
+	if err := s.SetPaused(ctx, sid, true, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got = dump(t, rdb, keySchedule(sid), keyScheduleDue)
+	want = state{keySchedule(sid): map[string]string{"nextFireAt": nextMs, "paused": "1"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after pause (-want +got):\n%s", diff)
+	}
+	if ok, _ := s.AdvanceSchedule(ctx, sid, next, next.Add(time.Minute), nil); ok {
+		t.Error("a paused schedule advanced")
+	}
+	later := next.Add(time.Hour)
+	if err := s.SetPaused(ctx, sid, false, later); err != nil {
+		t.Fatal(err)
+	}
+	got = dump(t, rdb, keySchedule(sid), keyScheduleDue)
+	laterMs := strconv.FormatInt(later.UnixMilli(), 10)
+	want = state{keySchedule(sid): map[string]string{"nextFireAt": laterMs, "paused": "0"}, keyScheduleDue: zset{sid}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("after resume (-want +got):\n%s", diff)
+	}
+	if err := s.SetPaused(ctx, "01nosuchschedule0000", true, time.Time{}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("pausing a missing schedule: %v", err)
+	}
+}
+
+// Every script file starts with its contract; every Go wrapper's script
+// exists (script panics at package load otherwise).
+func TestEveryScriptHasItsContract(t *testing.T) {
+	t.Parallel()
+	entries, err := scripts.ReadDir("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		src, _ := scripts.ReadFile("scripts/" + e.Name())
+		text := string(src)
+		for _, part := range []string{"-- KEYS[1]", "-- ARGV[1]", "-- Returns"} {
+			if !containsLine(text, part) {
+				t.Errorf("%s does not list %q at its top", e.Name(), part)
+			}
+		}
+	}
+	sort.Strings(names)
+	if len(names) < 9 {
+		t.Errorf("only %d scripts: %v", len(names), names)
+	}
+}
+
+func containsLine(text, prefix string) bool {
+	return strings.HasPrefix(text, prefix) || strings.Contains(text, "\n"+prefix)
+}
