@@ -165,11 +165,8 @@ func authFailed(c *gin.Context, failures AuthFailures, log *slog.Logger, unautho
 	Abort(c, log, unauthorized)
 }
 
-// SubmitLimits bound what one owner (API key, or client address without
-// keys) can hold in retryd, and keep submissions off a full Redis.
-type SubmitLimits interface {
-	ReserveUnfinished(ctx context.Context, owner, id string, now time.Time, limit int) error
-	Release(ctx context.Context, owner, id string) error
+// MemoryReader tells how full Redis is.
+type MemoryReader interface {
 	Memory(ctx context.Context) (record.Memory, error)
 }
 
@@ -185,11 +182,11 @@ type memoryGate struct {
 	full float64
 }
 
-func (g *memoryGate) check(ctx context.Context, limits SubmitLimits, now time.Time) error {
+func (g *memoryGate) check(ctx context.Context, mem MemoryReader, now time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if now.Sub(g.at) >= time.Second {
-		m, err := limits.Memory(ctx)
+		m, err := mem.Memory(ctx)
 		if err != nil {
 			return err
 		}

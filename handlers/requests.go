@@ -25,7 +25,7 @@ import (
 
 // Store is the record store as the API uses it.
 type Store interface {
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, owner record.Owner) (*record.Replay, error)
 	Remove(ctx context.Context, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
@@ -61,9 +61,9 @@ type API struct {
 	// Self is where this API listens; destinations aimed at it are
 	// refused. Nil skips the check (NoLoops still holds).
 	Self *Self
-	// Limits, when set, caps each owner's unfinished requests at
-	// MaxUnfinished (0: no cap) and refuses submissions to a full Redis.
-	Limits        SubmitLimits
+	// Memory, when set, refuses submissions to a nearly full Redis.
+	Memory MemoryReader
+	// MaxUnfinished caps each owner's unfinished requests (0: no cap).
 	MaxUnfinished int
 	memory        memoryGate
 }
@@ -128,12 +128,13 @@ func (a *API) submit(c *gin.Context) {
 	}
 	r.ID = ids.New(now)
 	r.IdempotencyKey = idemKey
-	release, err := a.reserve(c, r.ID, now)
-	if err != nil {
-		Abort(c, a.Log, err)
-		return
+	if a.Memory != nil {
+		if err := a.memory.check(ctx, a.Memory, now); err != nil {
+			Abort(c, a.Log, err)
+			return
+		}
 	}
-	replay, err := a.Store.Create(ctx, r, idemKey, body)
+	replay, err := a.Store.Create(ctx, r, idemKey, body, record.Owner{ID: owner(c), Limit: a.MaxUnfinished})
 	unconfirmed := errors.Is(err, record.ErrNotReplicated)
 	if err == nil && replay == nil {
 		// The record is stored; its task is enqueued through asynq's own
@@ -149,9 +150,6 @@ func (a *API) submit(c *gin.Context) {
 		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.ID, idemKey); rmErr != nil {
 			a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", rmErr)
 		}
-	}
-	if err != nil || replay != nil {
-		release()
 	}
 	if err != nil {
 		Abort(c, a.Log, err)
@@ -216,31 +214,6 @@ func (a *API) checkDestinations(c *gin.Context, r *record.Request, prefix string
 	return nil
 }
 
-// reserve checks Redis has room and counts the new request id against its
-// owner's unfinished requests. release takes the count back when the
-// request is not stored after all.
-func (a *API) reserve(c *gin.Context, id string, now time.Time) (release func(), err error) {
-	release = func() {}
-	if a.Limits == nil {
-		return release, nil
-	}
-	ctx := c.Request.Context()
-	if err := a.memory.check(ctx, a.Limits, now); err != nil {
-		return release, err
-	}
-	if a.MaxUnfinished <= 0 {
-		return release, nil
-	}
-	who := owner(c)
-	if err := a.Limits.ReserveUnfinished(ctx, who, id, now, a.MaxUnfinished); err != nil {
-		return release, err
-	}
-	return func() {
-		if err := a.Limits.Release(context.WithoutCancel(ctx), who, id); err != nil {
-			a.Log.Debug("could not release an unfinished-request reservation", "requestId", id, "err", err)
-		}
-	}, nil
-}
 
 func (a *API) get(c *gin.Context) {
 	id := c.Param("id")

@@ -212,7 +212,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
 	m := metrics.New(store, inspector)
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
-		Self: handlers.NewSelf(cfg.Port), Limits: store, MaxUnfinished: cfg.MaxUnfinishedPerKey}
+		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey}
 	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt}})
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
 		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},

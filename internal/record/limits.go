@@ -32,47 +32,12 @@ func (s *Store) AuthFailure(ctx context.Context, ip string, window time.Duration
 	return res[0], time.Duration(max(res[1], 0)) * time.Millisecond, nil
 }
 
-// reserveUnfinishedScript: scripts/reserve_unfinished.lua.
-var reserveUnfinishedScript = script("reserve_unfinished")
-
 // ErrOwnerLimit is a submission refused because its owner has too many
 // unfinished requests.
 var ErrOwnerLimit = errors.New("too many unfinished requests")
 
 // pruneBatch is how many of an owner's oldest entries one prune looks at.
 const pruneBatch = 500
-
-// ReserveUnfinished counts request id among owner's unfinished requests,
-// unless the owner already has limit of them: then ErrOwnerLimit. At the
-// limit, entries of requests that finished (or expired) since are pruned
-// first, oldest first, so the count is exact when it matters and costs one
-// ZADD otherwise. Release takes back a reservation whose request was not
-// stored.
-func (s *Store) ReserveUnfinished(ctx context.Context, owner, id string, now time.Time, limit int) error {
-	key := keyOwner(owner)
-	ttl := (s.retention + 24*time.Hour).Milliseconds()
-	for {
-		ok, err := reserveUnfinishedScript.Run(ctx, s.rdb, []string{key}, id, now.UnixMilli(), limit, ttl).Int()
-		if err != nil {
-			return wrap(err)
-		}
-		if ok == 1 {
-			return nil
-		}
-		pruned, err := s.pruneOwner(ctx, key)
-		if err != nil {
-			return err
-		}
-		if pruned == 0 {
-			return ErrOwnerLimit
-		}
-	}
-}
-
-// Release takes back a reservation of ReserveUnfinished.
-func (s *Store) Release(ctx context.Context, owner, id string) error {
-	return wrap(s.rdb.ZRem(ctx, keyOwner(owner), id).Err())
-}
 
 // pruneOwner removes the finished or vanished requests of an owner's set,
 // oldest first, a batch at a time, and stops at the first batch that

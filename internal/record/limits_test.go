@@ -46,7 +46,7 @@ func TestAuthFailureCountsInAFixedWindow(t *testing.T) {
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
 
-func TestReserveUnfinished(t *testing.T) {
+func TestCreateCountsUnfinishedPerOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	now := time.Now()
@@ -62,6 +62,7 @@ func TestReserveUnfinished(t *testing.T) {
 		{"at the limit, one finished", map[string]Status{"01a": Completed, "01b": Retrying}, 2, nil, 2},
 		{"at the limit, one expired", map[string]Status{"01a": "", "01b": Pending}, 2, nil, 2},
 		{"at the limit, all finished", map[string]Status{"01a": Failed, "01b": Canceled}, 2, nil, 1},
+		{"no limit: nothing counted", map[string]Status{"01a": Pending, "01b": Pending}, 0, nil, 2},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,23 +79,19 @@ func TestReserveUnfinished(t *testing.T) {
 					srv.Client().HSet(ctx, keyReq(id), fStatus, string(st))
 				}
 			}
-			err := s.ReserveUnfinished(ctx, "key:x", "01new", now, c.limit)
+			_, err := s.Create(ctx, newRequest("01new", now), "", nil, Owner{ID: "key:x", Limit: c.limit})
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("err %v, want %v", err, c.wantErr)
 			}
 			if n := srv.Client().ZCard(ctx, keyOwner("key:x")).Val(); int(n) != c.wantSet {
 				t.Errorf("owner set holds %d, want %d", n, c.wantSet)
 			}
-			if ttl := srv.Client().PTTL(ctx, keyOwner("key:x")).Val(); c.wantErr == nil && ttl <= 0 {
-				t.Errorf("owner set has no time to live (%v)", ttl)
+			stored := srv.Client().Exists(ctx, keyReq("01new")).Val() == 1
+			if stored != (c.wantErr == nil) {
+				t.Errorf("request stored: %v, want %v", stored, c.wantErr == nil)
 			}
-			if c.wantErr == nil {
-				if err := s.Release(ctx, "key:x", "01new"); err != nil {
-					t.Fatal(err)
-				}
-				if srv.Client().ZScore(ctx, keyOwner("key:x"), "01new").Err() == nil {
-					t.Error("Release left the reservation")
-				}
+			if ttl := srv.Client().PTTL(ctx, keyOwner("key:x")).Val(); c.wantErr == nil && c.limit > 0 && ttl <= 0 {
+				t.Errorf("owner set has no time to live (%v)", ttl)
 			}
 		})
 	}

@@ -156,7 +156,7 @@ func TestCreateScript(t *testing.T) {
 			t.Parallel()
 			s, rdb := newStoreOn(t)
 			seed(t, rdb, c.initial)
-			replay, err := s.Create(context.Background(), r, c.idemKey, []byte("body"))
+			replay, err := s.Create(context.Background(), r, c.idemKey, []byte("body"), Owner{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -499,7 +499,7 @@ func TestEveryScriptHasItsContract(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if len(names) < 9 {
+	if len(names) < 8 {
 		t.Errorf("only %d scripts: %v", len(names), names)
 	}
 }

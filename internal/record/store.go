@@ -119,31 +119,57 @@ type Replay struct {
 	SameBody bool
 }
 
+// Owner is who a request counts against, and how many unfinished requests
+// it may have (Limit 0: no limit, and nothing is counted).
+type Owner struct {
+	ID    string
+	Limit int
+}
+
 // Create stores r as pending in one script. When idemKey is not empty and
 // an earlier submission claimed it within IdempotencyWindow, nothing is
-// stored and the earlier submission is returned.
-func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []byte) (*Replay, error) {
+// stored and the earlier submission is returned. When owner is at its limit
+// of unfinished requests, the entries of its requests that finished since
+// are pruned; if none did, nothing is stored and the error is
+// ErrOwnerLimit.
+func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []byte, owner Owner) (*Replay, error) {
 	idemVal := ""
 	if idemKey != "" {
 		idemVal = r.ID + " " + hashHex(string(body))
 	}
-	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID)}
-	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec()}, r.fields()...)
-	var prev string
-	var err error
-	if s.replicas > 0 {
-		prev, err = s.createReplicated(ctx, keys, args)
-	} else {
-		prev, err = createScript.Run(ctx, s.rdb, keys, args...).Text()
+	ownerKey := keyReq(r.ID) // unused without a limit; names the request's slot
+	if owner.Limit > 0 {
+		ownerKey = keyOwner(owner.ID)
 	}
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID), ownerKey}
+	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
+		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli()}, r.fields()...)
+	for {
+		var prev string
+		var err error
+		if s.replicas > 0 {
+			prev, err = s.createReplicated(ctx, keys, args)
+		} else {
+			prev, err = createScript.Run(ctx, s.rdb, keys, args...).Text()
+		}
+		switch {
+		case errors.Is(err, redis.Nil):
+			return nil, nil
+		case err != nil:
+			return nil, wrap(err)
+		case prev == "full":
+			pruned, err := s.pruneOwner(ctx, ownerKey)
+			if err != nil {
+				return nil, err
+			}
+			if pruned == 0 {
+				return nil, ErrOwnerLimit
+			}
+			continue
+		}
+		id, bodyHash, _ := cutSpace(prev)
+		return &Replay{ID: id, SameBody: idemVal != "" && bodyHash == hashHex(string(body))}, nil
 	}
-	if err != nil {
-		return nil, wrap(err)
-	}
-	id, bodyHash, _ := cutSpace(prev)
-	return &Replay{ID: id, SameBody: idemVal != "" && bodyHash == hashHex(string(body))}, nil
 }
 
 // createReplicated runs createScript and WAIT on one connection (WAIT

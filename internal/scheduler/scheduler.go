@@ -62,7 +62,7 @@ type Store interface {
 	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error)
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, owner record.Owner) (*record.Replay, error)
 }
 
 // Queue hands a new request to the workers.
@@ -171,7 +171,9 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	r.ID = ids.New(now)
 	key := IdempotencyKey(sc.ID, t)
 	r.IdempotencyKey = key
-	replay, err := s.Store.Create(ctx, r, key, sc.Request)
+	// Schedules are capped by SCHEDULE_LIMIT; their requests count
+	// against no owner.
+	replay, err := s.Store.Create(ctx, r, key, sc.Request, record.Owner{})
 	if err != nil {
 		return "", err
 	}

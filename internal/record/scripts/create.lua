@@ -1,24 +1,37 @@
--- Stores a new request and its index entries, and claims the idempotency key,
--- all at once. The task is enqueued afterwards through asynq's own client.
+-- Stores a new request and its index entries, claims the idempotency key,
+-- and counts the request among its owner's unfinished ones, all at once.
+-- The task is enqueued afterwards through asynq's own client.
 -- KEYS[1]: request hash
 -- KEYS[2]: all-requests index
 -- KEYS[3]: pending index
 -- KEYS[4]: idempotency key (unused when ARGV[2] is "")
 -- KEYS[5]: spec
+-- KEYS[6]: the owner's set of unfinished request ids (unused when ARGV[5] is "0")
 -- ARGV[1]: request id
 -- ARGV[2]: idempotency value "id bodyhash", or ""
 -- ARGV[3]: its TTL (ms)
 -- ARGV[4]: the spec JSON
--- ARGV[5..]: HSET field/value pairs of the request hash
--- Returns: nil when stored; the earlier idempotency value when the key was
--- claimed before (nothing written)
+-- ARGV[5]: the owner's limit of unfinished requests ("0": no limit, no count)
+-- ARGV[6]: the owner set's time to live (ms)
+-- ARGV[7]: the submission time (ms), the request's score in the owner set
+-- ARGV[8..]: HSET field/value pairs of the request hash
+-- Returns: nil when stored; "full" when the owner is at its limit (nothing
+-- written); the earlier idempotency value when the key was claimed before
+-- (nothing written)
 if ARGV[2] ~= "" then
   local prev = redis.call("GET", KEYS[4])
   if prev then return prev end
+end
+if ARGV[5] ~= "0" then
+  if redis.call("ZCARD", KEYS[6]) >= tonumber(ARGV[5]) then return "full" end
+  redis.call("ZADD", KEYS[6], ARGV[7], ARGV[1])
+  redis.call("PEXPIRE", KEYS[6], ARGV[6])
+end
+if ARGV[2] ~= "" then
   redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])
 end
 redis.call("SET", KEYS[5], ARGV[4])
-redis.call("HSET", KEYS[1], unpack(ARGV, 5))
+redis.call("HSET", KEYS[1], unpack(ARGV, 8))
 redis.call("ZADD", KEYS[2], 0, ARGV[1])
 redis.call("ZADD", KEYS[3], 0, ARGV[1])
 return false
