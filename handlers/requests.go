@@ -214,7 +214,6 @@ func (a *API) checkDestinations(c *gin.Context, r *record.Request, prefix string
 	return nil
 }
 
-
 func (a *API) get(c *gin.Context) {
 	id := c.Param("id")
 	if !ids.Valid(id) {
