@@ -59,6 +59,8 @@ type Sweeper struct {
 	// probably between writing the record and enqueueing.
 	Grace time.Duration
 	Owner string // unique per process, for the lock
+	// Now is the clock (time.Now when nil); tests set it.
+	Now func() time.Time
 	// OnSweep, when set, receives every sweep's counts (metrics).
 	OnSweep func(Stats)
 }
@@ -115,6 +117,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (st Stats, ran bool, err error)
 func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	var st Stats
 	now := time.Now()
+	if s.Now != nil {
+		now = s.Now()
+	}
 	for _, status := range []record.Status{record.Pending, record.Retrying} {
 		cursor := ""
 		for {

@@ -1,0 +1,77 @@
+package asynqx
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// strand makes task id of queue look like a run whose worker died: active,
+// with its lease at leaseExpiry (zero: no lease entry, asynq #1051).
+func strand(t *testing.T, srv *redistest.Server, queue, id string, leaseExpiry time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := srv.Client()
+	k := QueueKeys(queue)
+	pipe := rdb.TxPipeline()
+	pipe.LRem(ctx, k.Pending(), 0, id)
+	pipe.LPush(ctx, k.Active(), id)
+	pipe.HSet(ctx, k.Task(id), "state", "active")
+	if !leaseExpiry.IsZero() {
+		pipe.ZAdd(ctx, k.Lease(), redisZ(float64(leaseExpiry.Unix()), id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTaskStatesAndRequeueStranded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	now := time.Now()
+	for _, id := range []string{"expired", "nolease", "live"} {
+		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	strand(t, srv, "q", "expired", now.Add(-time.Minute))
+	strand(t, srv, "q", "nolease", time.Time{})
+	strand(t, srv, "q", "live", now.Add(time.Minute))
+
+	states, err := TaskStates(ctx, rdb, "q", []string{"expired", "nolease", "live", "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if states[0].State != "active" || states[0].LeaseExpiry.IsZero() || states[1].State != "active" || !states[1].LeaseExpiry.IsZero() ||
+		states[3].State != "" {
+		t.Errorf("states %+v", states)
+	}
+	for id, want := range map[string]bool{"expired": true, "nolease": true, "live": false} {
+		moved, err := RequeueStranded(ctx, rdb, "q", id, now)
+		if err != nil || moved != want {
+			t.Errorf("RequeueStranded(%s) = %v, %v; want %v", id, moved, err, want)
+		}
+		info, err := inspector.GetTaskInfo("q", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState := asynq.TaskStateActive
+		if want {
+			wantState = asynq.TaskStatePending
+		}
+		if info.State != wantState {
+			t.Errorf("%s is %v after the repair, want %v", id, info.State, wantState)
+		}
+	}
+}
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }

@@ -1,0 +1,147 @@
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/tasks"
+)
+
+type testBundle struct {
+	store     *record.Store
+	queue     *tasks.Enqueuer
+	inspector *asynq.Inspector
+	now       time.Time
+}
+
+// setup returns a sweeper over a fresh Redis whose clock is b.now.
+func setup(t *testing.T) (*Sweeper, *testBundle) {
+	t.Helper()
+	rdb := redistest.Start(t).Client()
+	b := &testBundle{
+		store:     record.NewStore(rdb, time.Hour),
+		queue:     &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)},
+		inspector: asynq.NewInspectorFromRedisClient(rdb),
+		now:       time.Now(),
+	}
+	sw := &Sweeper{RDB: rdb, Store: b.store, Queue: b.queue, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Interval: time.Hour, Grace: 5 * time.Second, Owner: "test", Now: func() time.Time { return b.now }}
+	return sw, b
+}
+
+// create stores a pending request as the API would, without its task.
+func (b *testBundle) create(t *testing.T, body string) string {
+	t.Helper()
+	r, err := submit.Parse([]byte(body), b.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ID = ids.New(b.now)
+	if _, err := b.store.Create(context.Background(), r, "", nil, record.Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
+}
+
+func (b *testBundle) taskState(t *testing.T, id string) asynq.TaskState {
+	t.Helper()
+	info, err := b.inspector.GetTaskInfo(tasks.Queue, id)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State
+}
+
+func TestARecordWithoutATaskIsEnqueuedAfterTheGrace(t *testing.T) {
+	t.Parallel()
+	sw, b := setup(t)
+	id := b.create(t, `{"url":"https://example.com"}`)
+
+	// Within the grace the API may still be about to enqueue: hands off.
+	st, ran, err := sw.SweepOnce(context.Background())
+	if err != nil || !ran || st.Missing != 0 || b.taskState(t, id) != 0 {
+		t.Fatalf("within the grace: %+v ran=%v err=%v, task %v", st, ran, err, b.taskState(t, id))
+	}
+	b.now = b.now.Add(sw.Grace + time.Second)
+	st, _, err = sw.SweepOnce(context.Background())
+	if err != nil || st.Missing != 1 || st.Checked != 1 {
+		t.Fatalf("after the grace: %+v %v, want 1 missing", st, err)
+	}
+	if s := b.taskState(t, id); s != asynq.TaskStatePending {
+		t.Errorf("task state %v, want pending", s)
+	}
+	// Once it has its task, the next sweep leaves it alone.
+	if st, _, _ := sw.SweepOnce(context.Background()); st.Missing != 0 {
+		t.Errorf("second sweep repaired again: %+v", st)
+	}
+}
+
+func TestAnArchivedTaskOfAnUnfinishedRequestIsRequeued(t *testing.T) {
+	t.Parallel()
+	sw, b := setup(t)
+	id := b.create(t, `{"url":"https://example.com"}`)
+	if err := b.queue.Enqueue(context.Background(), id, b.now, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.inspector.ArchiveTask(tasks.Queue, id); err != nil {
+		t.Fatal(err)
+	}
+	b.now = b.now.Add(sw.Grace + time.Second)
+	st, _, err := sw.SweepOnce(context.Background())
+	if err != nil || st.Archived != 1 {
+		t.Fatalf("sweep: %+v %v, want 1 archived", st, err)
+	}
+	if s := b.taskState(t, id); s != asynq.TaskStatePending {
+		t.Errorf("task state %v, want pending", s)
+	}
+}
+
+func TestALostCallbackIsEnqueued(t *testing.T) {
+	t.Parallel()
+	sw, b := setup(t)
+	id := b.create(t, `{"url":"https://example.com","callbackUrl":"https://example.com/cb","delayMs":600000}`)
+	if _, err := b.store.Cancel(context.Background(), id, b.now); err != nil {
+		t.Fatal(err)
+	}
+	st, _, err := sw.SweepOnce(context.Background())
+	if err != nil || st.CallbackLost != 1 {
+		t.Fatalf("sweep: %+v %v, want 1 lost callback", st, err)
+	}
+	if _, err := b.inspector.GetTaskInfo(tasks.Queue, tasks.CallbackTaskID(id)); err != nil {
+		t.Errorf("no callback task: %v", err)
+	}
+	if st, _, _ := sw.SweepOnce(context.Background()); st.CallbackLost != 0 {
+		t.Errorf("second sweep enqueued the callback again: %+v", st)
+	}
+}
+
+func TestOneSweeperAtATime(t *testing.T) {
+	t.Parallel()
+	sw, _ := setup(t)
+	if err := sw.RDB.SetNX(context.Background(), lockKey, "another process", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ran, err := sw.SweepOnce(context.Background()); ran || err != nil {
+		t.Fatalf("swept while another process held the lock (ran=%v err=%v)", ran, err)
+	}
+	sw.RDB.Del(context.Background(), lockKey)
+	if _, ran, err := sw.SweepOnce(context.Background()); !ran || err != nil {
+		t.Fatalf("did not sweep with the lock free (ran=%v err=%v)", ran, err)
+	}
+	if owner := sw.RDB.Get(context.Background(), lockKey).Val(); owner != "" {
+		t.Errorf("the lock is still held by %q after the sweep", owner)
+	}
+}
