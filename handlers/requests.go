@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/internal/apidoc"
+	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/record"
@@ -25,7 +26,7 @@ import (
 
 // Store is the record store as the API uses it.
 type Store interface {
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, owner record.Owner) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
 	Remove(ctx context.Context, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
@@ -38,6 +39,9 @@ type Queue interface {
 	// Enqueue hands a stored request to the workers, due at due; a task
 	// that exists already is not an error.
 	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+	// PendingAtOnce says whether a task due at due is pending as soon as
+	// it is enqueued (so its submission rings the workers' doorbell).
+	PendingAtOnce(due time.Time) bool
 	// Delete removes a request's task, best effort (it may be running).
 	Delete(ctx context.Context, id string) error
 	// EnqueueCallback schedules a finished request's outcome callback.
@@ -134,12 +138,14 @@ func (a *API) submit(c *gin.Context) {
 			return
 		}
 	}
-	replay, err := a.Store.Create(ctx, r, idemKey, body, record.Owner{ID: owner(c), Limit: a.MaxUnfinished})
+	replay, err := a.Store.Create(ctx, r, idemKey, body, record.CreateOptions{
+		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: a.Queue.PendingAtOnce(r.NextAttemptAt)})
 	unconfirmed := errors.Is(err, record.ErrNotReplicated)
 	if err == nil && replay == nil {
-		// The record is stored; its task is enqueued through asynq's own
-		// client, with the request id as task id (a repeat is a no-op).
-		if err = a.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+		// The record is stored (and the doorbell rung); its task is
+		// enqueued through asynq's own client, with the request id as task
+		// id (a repeat is a no-op).
+		if err = a.Queue.Enqueue(asynqx.WithoutRing(ctx), r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
 			err, unconfirmed = fmt.Errorf("%w: enqueue %s: %w", record.ErrUnavailable, r.ID, err), true
 		}
 	}

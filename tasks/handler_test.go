@@ -66,7 +66,7 @@ func (b *testBundle) submit(t *testing.T, body string) *record.Request {
 		t.Fatalf("parse %s: %v", body, err)
 	}
 	r.ID = ids.New(now)
-	if _, err := b.store.Create(context.Background(), r, "", nil, record.Owner{}); err != nil {
+	if _, err := b.store.Create(context.Background(), r, "", nil, record.CreateOptions{}); err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	return r

@@ -64,6 +64,13 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 	return nil
 }
 
+// PendingAtOnce says whether the task of a request due at due is pending as
+// soon as it is enqueued (rather than scheduled).
+func (e *Enqueuer) PendingAtOnce(due time.Time) bool { return handOverAt(due).IsZero() }
+
+// BellKey is the workers' doorbell list of retryd's queue.
+var BellKey = asynqx.QueueKeys(Queue).Bell()
+
 // handOverAt is when asynq should hand over a task due at due: retry.Lead
 // early (the handler waits out the rest), or zero for "now" when that is
 // already past.

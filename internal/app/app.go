@@ -206,6 +206,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	store := record.NewStore(rdb, cfg.Retention)
+	store.SetBell(tasks.BellKey)
 	if cfg.RedisWaitReplicas > 0 {
 		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
 	}

@@ -44,7 +44,7 @@ func BenchmarkWorker(b *testing.B) {
 		now := time.Now()
 		r, _ := submit.Parse(body, now)
 		r.ID = ids.New(now)
-		if _, err := store.Create(ctx, r, "", nil, record.Owner{}); err != nil {
+		if _, err := store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		if err := queue.Enqueue(ctx, r.ID, now, time.Minute); err != nil {

@@ -100,12 +100,24 @@ func (b *Bell) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	return next
 }
 
+type noRingKey struct{}
+
+// WithoutRing marks ctx so that the asynq call made with it does not ring:
+// the caller rang already (retryd's submission rings in the script that
+// stores the request, one round trip earlier).
+func WithoutRing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noRingKey{}, true)
+}
+
 // ProcessHook catches asynq's dequeue (to wait) and the asynq scripts that
 // make tasks pending (to ring).
 func (b *Bell) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	b.init()
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		kind := b.classify(cmd)
+		if kind == fills && ctx.Value(noRingKey{}) != nil {
+			kind = other
+		}
 		err := next(ctx, cmd)
 		switch {
 		case kind == dequeue && errors.Is(err, redis.Nil) && b.Wait > 0:
@@ -139,11 +151,25 @@ func (b *Bell) longPoll(ctx context.Context, next redis.ProcessHook, cmd redis.C
 			}
 			return redis.Nil
 		}
-		if err := next(ctx, cmd); !errors.Is(err, redis.Nil) {
-			return err
+		// A submission rings just before it enqueues: the task may land a
+		// moment after the token. Look again a few times before waiting.
+		for i := 0; i < lateTaskTries; i++ {
+			if err := next(ctx, cmd); !errors.Is(err, redis.Nil) {
+				return err
+			}
+			b.pause(lateTaskPause)
 		}
 	}
 }
+
+// A woken worker that finds the queue empty looks again lateTaskTries
+// times, lateTaskPause apart: long enough to cover the submission's own
+// enqueue (one round trip after its ring), short enough to cost little for
+// a token nobody needed.
+const (
+	lateTaskTries = 4
+	lateTaskPause = time.Millisecond
+)
 
 // movedAny: asynq's scripts answer how many tasks they moved (0 for none)
 // or a status; only a 0 means nothing became pending.

@@ -51,7 +51,7 @@ func TestLastErrorIsKeptUpToItsLimit(t *testing.T) {
 		{"an error over the limit", strings.Repeat("x", ErrorLimit+100), "", true},
 	} {
 		id := "01m8mhyychtfy2pdj6g" + map[bool]string{false: "7", true: "8"}[c.clipped]
-		if _, err := s.Create(ctx, newRequest(id, now), "", nil, Owner{}); err != nil {
+		if _, err := s.Create(ctx, newRequest(id, now), "", nil, CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		b, err := s.Begin(ctx, id, now)

@@ -79,7 +79,7 @@ func TestCreateCountsUnfinishedPerOwner(t *testing.T) {
 					srv.Client().HSet(ctx, keyReq(id), fStatus, string(st))
 				}
 			}
-			_, err := s.Create(ctx, newRequest("01new", now), "", nil, Owner{ID: "key:x", Limit: c.limit})
+			_, err := s.Create(ctx, newRequest("01new", now), "", nil, CreateOptions{Owner: Owner{ID: "key:x", Limit: c.limit}})
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("err %v, want %v", err, c.wantErr)
 			}

@@ -156,7 +156,7 @@ func TestCreateScript(t *testing.T) {
 			t.Parallel()
 			s, rdb := newStoreOn(t)
 			seed(t, rdb, c.initial)
-			replay, err := s.Create(context.Background(), r, c.idemKey, []byte("body"), Owner{})
+			replay, err := s.Create(context.Background(), r, c.idemKey, []byte("body"), CreateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -67,7 +67,14 @@ type Store struct {
 	// record (Redis WAIT) before it reports success.
 	replicas    int
 	replicaWait time.Duration
+	// bell is the workers' doorbell list, rung by Create (SetBell).
+	bell string
 }
+
+// SetBell names the workers' doorbell list, which Create rings for a
+// request whose task will be pending at once. It must share the record
+// keys' hash tag (one script writes both).
+func (s *Store) SetBell(key string) { s.bell = key }
 
 // RequireReplicas makes Create confirm a new request only once n replicas
 // acknowledged it (waiting at most wait), so a failover cannot lose a
@@ -126,13 +133,23 @@ type Owner struct {
 	Limit int
 }
 
+// CreateOptions are the optional parts of Create.
+type CreateOptions struct {
+	Owner Owner
+	// Ring rings the workers' doorbell (see SetBell) in the same script:
+	// set it when the request's task will be pending at once. Ringing
+	// here saves the round trip of ringing after the enqueue.
+	Ring bool
+}
+
 // Create stores r as pending in one script. When idemKey is not empty and
 // an earlier submission claimed it within IdempotencyWindow, nothing is
 // stored and the earlier submission is returned. When owner is at its limit
 // of unfinished requests, the entries of its requests that finished since
 // are pruned; if none did, nothing is stored and the error is
 // ErrOwnerLimit.
-func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []byte, owner Owner) (*Replay, error) {
+func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []byte, opts CreateOptions) (*Replay, error) {
+	owner := opts.Owner
 	idemVal := ""
 	if idemKey != "" {
 		idemVal = r.ID + " " + hashHex(string(body))
@@ -141,9 +158,13 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	if owner.Limit > 0 {
 		ownerKey = keyOwner(owner.ID)
 	}
-	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID), ownerKey}
+	bell, ring := keyReq(r.ID), "0"
+	if opts.Ring && s.bell != "" {
+		bell, ring = s.bell, "1"
+	}
+	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID), ownerKey, bell}
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
-		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli()}, r.fields()...)
+		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring}, r.fields()...)
 	for {
 		var prev string
 		var err error

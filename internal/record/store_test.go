@@ -19,7 +19,7 @@ func TestFinishCountsClusterStats(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	id := "01m8mhyychtfy2pdj6g7"
-	if _, err := s.Create(ctx, newRequest(id, now), "", nil, Owner{}); err != nil {
+	if _, err := s.Create(ctx, newRequest(id, now), "", nil, CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Begin(ctx, id, now)
@@ -52,7 +52,7 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		id := "01m8mhyychtfy2pdj6g" + string(rune('a'+i))
 		ids = append(ids, id)
-		if _, err := s.Create(ctx, newRequest(id, now), "", nil, Owner{}); err != nil {
+		if _, err := s.Create(ctx, newRequest(id, now), "", nil, CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -62,7 +62,7 @@ type Store interface {
 	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error)
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
-	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, owner record.Owner) (*record.Replay, error)
+	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
 }
 
 // Queue hands a new request to the workers.
@@ -173,7 +173,7 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	r.IdempotencyKey = key
 	// Schedules are capped by SCHEDULE_LIMIT; their requests count
 	// against no owner.
-	replay, err := s.Store.Create(ctx, r, key, sc.Request, record.Owner{})
+	replay, err := s.Store.Create(ctx, r, key, sc.Request, record.CreateOptions{})
 	if err != nil {
 		return "", err
 	}

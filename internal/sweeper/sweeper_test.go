@@ -47,7 +47,7 @@ func (b *testBundle) create(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	r.ID = ids.New(b.now)
-	if _, err := b.store.Create(context.Background(), r, "", nil, record.Owner{}); err != nil {
+	if _, err := b.store.Create(context.Background(), r, "", nil, record.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	return r.ID

@@ -1,12 +1,14 @@
 -- Stores a new request and its index entries, claims the idempotency key,
--- and counts the request among its owner's unfinished ones, all at once.
--- The task is enqueued afterwards through asynq's own client.
+-- counts the request among its owner's unfinished ones and rings the
+-- workers' doorbell, all at once. The task is enqueued afterwards through
+-- asynq's own client.
 -- KEYS[1]: request hash
 -- KEYS[2]: all-requests index
 -- KEYS[3]: pending index
 -- KEYS[4]: idempotency key (unused when ARGV[2] is "")
 -- KEYS[5]: spec
 -- KEYS[6]: the owner's set of unfinished request ids (unused when ARGV[5] is "0")
+-- KEYS[7]: the workers' doorbell list (unused when ARGV[8] is "0")
 -- ARGV[1]: request id
 -- ARGV[2]: idempotency value "id bodyhash", or ""
 -- ARGV[3]: its TTL (ms)
@@ -14,7 +16,8 @@
 -- ARGV[5]: the owner's limit of unfinished requests ("0": no limit, no count)
 -- ARGV[6]: the owner set's time to live (ms)
 -- ARGV[7]: the submission time (ms), the request's score in the owner set
--- ARGV[8..]: HSET field/value pairs of the request hash
+-- ARGV[8]: "1" to ring the doorbell (the task will be pending at once)
+-- ARGV[9..]: HSET field/value pairs of the request hash
 -- Returns: nil when stored; "full" when the owner is at its limit (nothing
 -- written); the earlier idempotency value when the key was claimed before
 -- (nothing written)
@@ -31,7 +34,12 @@ if ARGV[2] ~= "" then
   redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])
 end
 redis.call("SET", KEYS[5], ARGV[4])
-redis.call("HSET", KEYS[1], unpack(ARGV, 8))
+redis.call("HSET", KEYS[1], unpack(ARGV, 9))
 redis.call("ZADD", KEYS[2], 0, ARGV[1])
 redis.call("ZADD", KEYS[3], 0, ARGV[1])
+-- The ring comes just before the task's enqueue: a woken worker that
+-- finds the queue still empty tries again for a few milliseconds.
+if ARGV[8] == "1" and redis.call("LLEN", KEYS[7]) == 0 then
+  redis.call("RPUSH", KEYS[7], "1")
+end
 return false
