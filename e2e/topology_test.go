@@ -120,3 +120,97 @@ func TestRedisSentinelFailover(t *testing.T) {
 	}
 	t.Logf("%d requests acknowledged around the failover, all completed", len(acked))
 }
+
+// With PARTITIONS=6 on 3 masters, requests, their records and their asynq
+// tasks spread over the cluster: every master holds between 20 % and 47 %
+// of the keys, and lists, the DLQ, idempotency and schedules work across
+// partitions as with one.
+func TestPartitionsSpreadOverRedisCluster(t *testing.T) {
+	t.Parallel()
+	addrs := redistest.StartCluster(t, 3)
+	r := redistest.StartServer(t, redistest.Options{}) // unused by the programs; keeps startStackOn's shape
+	s := startStackOn(t, r, 2, "REDIS_CLUSTER_ADDRS="+strings.Join(addrs, ","), "PARTITIONS=6", "SWEEP_INTERVAL=1s")
+	dest := newDestination(t)
+	ok := dest.script("/spread", 200)
+
+	const n = 3000
+	var mu sync.Mutex
+	var ids []string
+	var wg sync.WaitGroup
+	for c := 0; c < 8; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := c; i < n; i += 8 {
+				id := s.submit(t, fmt.Sprintf(`{"url":%q}`, ok))
+				mu.Lock()
+				ids = append(ids, id)
+				mu.Unlock()
+			}
+		}(c)
+	}
+	wg.Wait()
+	// Idempotency across partitions: the key picks one, the replay finds it.
+	first := call(t, "POST", s.api+"/requests", fmt.Sprintf(`{"url":%q}`, ok), "Idempotency-Key", "spread-1")
+	again := call(t, "POST", s.api+"/requests", fmt.Sprintf(`{"url":%q}`, ok), "Idempotency-Key", "spread-1")
+	if first.status != 202 || again.status != 200 || again.body["id"] != first.body["id"] {
+		t.Fatalf("idempotent pair: %d %v / %d %v", first.status, first.body["id"], again.status, again.body["id"])
+	}
+	failed := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":0}`, dest.script("/spread-bad", 410)))
+	waitFor(t, 90*time.Second, "every request to complete", func() bool { return len(dest.calls("/spread")) >= n+1 })
+	s.waitTerminal(t, failed, 20*time.Second)
+
+	// The list walks all partitions newest first with one cursor.
+	seen := map[string]bool{}
+	prev := "~"
+	cursor := ""
+	for page := 0; page < 100; page++ {
+		a := call(t, "GET", s.api+"/requests?limit=500&cursor="+cursor, "")
+		for _, d := range a.body["data"].([]any) {
+			id := d.(map[string]any)["id"].(string)
+			if id >= prev || seen[id] {
+				t.Fatalf("list order broken at %s after %s", id, prev)
+			}
+			seen[id], prev = true, id
+		}
+		next, _ := a.body["nextCursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != n+2 {
+		t.Errorf("the list holds %d requests, want %d", len(seen), n+2)
+	}
+	if dlq := s.dlqIDs(t, ""); len(dlq) != 1 || dlq[failed] == nil {
+		t.Errorf("DLQ across partitions: %v", dlq)
+	}
+	if a := call(t, "POST", s.api+"/dlq/"+failed+"/redrive", `{"actor":"ops"}`); a.status != 202 {
+		t.Errorf("redrive: %d %s", a.status, a.raw)
+	}
+	// A schedule fires in its partition.
+	sch := call(t, "POST", s.api+"/schedules", fmt.Sprintf(`{"cron":"@every 1s","request":{"url":%q}}`, dest.script("/spread-tick", 200)))
+	if sch.status != 201 {
+		t.Fatalf("schedule: %d %s", sch.status, sch.raw)
+	}
+	waitFor(t, 10*time.Second, "a scheduled delivery", func() bool { return len(dest.calls("/spread-tick")) > 0 })
+
+	// Keys per master.
+	var total int
+	counts := make([]int, len(addrs))
+	for i, addr := range addrs {
+		out, err := exec.Command("redis-cli", "-p", strings.Split(addr, ":")[1], "dbsize").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[i], _ = strconv.Atoi(strings.TrimSpace(string(out)))
+		total += counts[i]
+	}
+	for i, c := range counts {
+		share := float64(c) / float64(total)
+		t.Logf("master %d holds %d of %d keys (%.1f %%)", i, c, total, 100*share)
+		if share < 0.20 || share > 0.47 {
+			t.Errorf("master %d holds %.1f %% of the keys, want 20–47 %%", i, 100*share)
+		}
+	}
+}

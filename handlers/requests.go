@@ -19,6 +19,7 @@ import (
 	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/metrics"
+	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/submit"
@@ -70,6 +71,20 @@ type API struct {
 	// MaxUnfinished caps each owner's unfinished requests (0: no cap).
 	MaxUnfinished int
 	memory        memoryGate
+	// Parts are the partitions: a new id is made in the partition its
+	// Idempotency-Key picks. The zero value is one partition.
+	Parts partition.Set
+	// CreateRings says the store's create script rings the workers'
+	// doorbell, so the enqueue that follows must not ring again.
+	CreateRings bool
+}
+
+// newID makes the id of a new request (or schedule).
+func (a *API) newID(now time.Time, idemKey string) string {
+	if a.Parts.Len() == 0 {
+		return ids.New(now)
+	}
+	return a.Parts.NewID(now, idemKey)
 }
 
 // Routes registers the request routes on r.
@@ -130,7 +145,7 @@ func (a *API) submit(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	r.ID = ids.New(now)
+	r.ID = a.newID(now, idemKey)
 	r.IdempotencyKey = idemKey
 	if a.Memory != nil {
 		if err := a.memory.check(ctx, a.Memory, now); err != nil {
@@ -138,14 +153,19 @@ func (a *API) submit(c *gin.Context) {
 			return
 		}
 	}
+	rang := a.CreateRings && a.Queue.PendingAtOnce(r.NextAttemptAt)
 	replay, err := a.Store.Create(ctx, r, idemKey, body, record.CreateOptions{
-		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: a.Queue.PendingAtOnce(r.NextAttemptAt)})
+		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang})
 	unconfirmed := errors.Is(err, record.ErrNotReplicated)
 	if err == nil && replay == nil {
 		// The record is stored (and the doorbell rung); its task is
 		// enqueued through asynq's own client, with the request id as task
 		// id (a repeat is a no-op).
-		if err = a.Queue.Enqueue(asynqx.WithoutRing(ctx), r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+		enqCtx := ctx
+		if rang {
+			enqCtx = asynqx.WithoutRing(ctx)
+		}
+		if err = a.Queue.Enqueue(enqCtx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
 			err, unconfirmed = fmt.Errorf("%w: enqueue %s: %w", record.ErrUnavailable, r.ID, err), true
 		}
 	}

@@ -197,7 +197,7 @@ func (s *Schedules) create(c *gin.Context) {
 		}
 	}
 	tz := body.Timezone
-	sc := &record.Schedule{ID: ids.New(now), Cron: body.Cron, Timezone: tz, CatchUp: body.CatchUp, Request: body.Request,
+	sc := &record.Schedule{ID: s.API.newID(now, ""), Cron: body.Cron, Timezone: tz, CatchUp: body.CatchUp, Request: body.Request,
 		NextFireAt: spec.Next(now), CreatedAt: now}
 	if err := s.Store.CreateSchedule(c.Request.Context(), sc); err != nil {
 		Abort(c, s.API.Log, err)

@@ -50,7 +50,7 @@ func Sign(secret string, body []byte) string {
 // per request at a time (the task id is derived from the request id).
 func (e *Enqueuer) EnqueueCallback(ctx context.Context, id string) error {
 	_, err := e.Client.EnqueueContext(ctx, asynq.NewTask(TypeCallback, []byte(id)),
-		asynq.TaskID(CallbackTaskID(id)), asynq.Queue(Queue), asynq.MaxRetry(maxAsynqRetry),
+		asynq.TaskID(CallbackTaskID(id)), asynq.Queue(e.QueueOf(id)), asynq.MaxRetry(maxAsynqRetry),
 		asynq.Timeout(TaskTimeout(callbackTimeout)))
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil

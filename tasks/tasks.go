@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/asynqx"
+	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -39,6 +40,17 @@ func NewDeliver(id string) *asynq.Task {
 type Enqueuer struct {
 	Client    *asynq.Client
 	Inspector *asynq.Inspector
+	// Parts are the partitions; each has its own queue, named like its
+	// tag. The zero value is the single queue Queue.
+	Parts partition.Set
+}
+
+// QueueOf is the asynq queue of request id.
+func (e *Enqueuer) QueueOf(id string) string {
+	if e.Parts.Len() == 0 {
+		return Queue
+	}
+	return e.Parts.Tag(e.Parts.OfID(id))
 }
 
 // Enqueue schedules the delivery of request id for due. The task is handed
@@ -47,7 +59,7 @@ type Enqueuer struct {
 func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error {
 	opts := []asynq.Option{
 		asynq.TaskID(id),
-		asynq.Queue(Queue),
+		asynq.Queue(e.QueueOf(id)),
 		asynq.MaxRetry(maxAsynqRetry),
 		asynq.Timeout(TaskTimeout(attemptTimeout)),
 	}
@@ -68,8 +80,8 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 // soon as it is enqueued (rather than scheduled).
 func (e *Enqueuer) PendingAtOnce(due time.Time) bool { return handOverAt(due).IsZero() }
 
-// BellKey is the workers' doorbell list of retryd's queue.
-var BellKey = asynqx.QueueKeys(Queue).Bell()
+// BellKey is the workers' doorbell list of the queue named tag.
+func BellKey(tag string) string { return asynqx.QueueKeys(tag).Bell() }
 
 // handOverAt is when asynq should hand over a task due at due: retry.Lead
 // early (the handler waits out the rest), or zero for "now" when that is
@@ -93,7 +105,7 @@ func TaskTimeout(attempt time.Duration) time.Duration {
 // Delete removes the task of request id from the queue. A task that is not
 // there (already done) is not an error; a running one cannot be deleted.
 func (e *Enqueuer) Delete(ctx context.Context, id string) error {
-	err := e.Inspector.DeleteTask(Queue, id)
+	err := e.Inspector.DeleteTask(e.QueueOf(id), id)
 	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 		return nil
 	}
@@ -115,5 +127,10 @@ func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.D
 // Redis client asynq uses (see asynqx.Bell): a worker's waits up to wait on
 // an empty fetch; wait 0 makes one that only rings.
 func NewBell(rdb redis.UniversalClient, wait time.Duration) *asynqx.Bell {
-	return asynqx.NewBell(rdb, Queue, wait)
+	return asynqx.NewBell(rdb, []string{Queue}, wait)
+}
+
+// NewPartitionedBell is NewBell for the queues of parts.
+func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait time.Duration) *asynqx.Bell {
+	return asynqx.NewBell(rdb, parts.Tags(), wait)
 }

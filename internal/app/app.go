@@ -27,6 +27,7 @@ import (
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/openapi"
+	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
@@ -148,7 +149,11 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	defer rdb.Close()
 	// The API rings the workers' doorbell when it makes a task pending
 	// (redrive, the dashboard's "run"); it never waits on it.
-	rdb.AddHook(tasks.NewBell(rdb, 0))
+	parts, err := partition.New(cfg.Partitions)
+	if err != nil {
+		return err
+	}
+	rdb.AddHook(tasks.NewPartitionedBell(rdb, parts, 0))
 	if _, port, err := net.SplitHostPort(opts.listenAddr(cfg.Port)); err == nil {
 		// The API refuses destinations aimed at itself: it must know the
 		// port it really listens on.
@@ -205,16 +210,22 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.RedisConnOpt, faults *faultpoint.Points, log *slog.Logger) (engine *gin.Engine, close func()) {
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
-	store := record.NewStore(rdb, cfg.Retention)
-	store.SetBell(tasks.BellKey)
+	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
+	store := record.NewPartitioned(rdb, cfg.Retention, parts)
+	if parts.Len() == 1 {
+		// One partition: the submission script rings the queue's bell,
+		// in its slot (see asynqx.NewBell).
+		store.SetBell(tasks.BellKey)
+	}
 	if cfg.RedisWaitReplicas > 0 {
 		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
 	}
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts}
 	m := metrics.New(store, inspector)
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
-		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey}
-	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt}})
+		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
+		Parts: parts, CreateRings: parts.Len() == 1}
+	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts}})
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
 		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},
 		&handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit},
@@ -306,14 +317,18 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return err
 	}
 	defer rdb.Close()
-	store := record.NewStore(rdb, cfg.Retention)
+	parts, err := partition.New(cfg.Partitions)
+	if err != nil {
+		return err
+	}
+	store := record.NewPartitioned(rdb, cfg.Retention, parts)
 	// The doorbell turns asynq's empty fetch into a wait.
-	bell := tasks.NewBell(rdb, BellWait)
+	bell := tasks.NewPartitionedBell(rdb, parts, BellWait)
 	rdb.AddHook(bell)
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector}
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts}
 	client := guard.Client()
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -335,7 +350,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	// on its own share of the CPU, the fetch loop is not the limit.
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.WorkerConcurrency,
-		Queues:                   map[string]int{tasks.Queue: 1},
+		Queues:                   queueWeights(parts),
 		TaskCheckInterval:        TaskCheckInterval,
 		DelayedTaskCheckInterval: DelayedTaskCheckInterval,
 		RetryDelayFunc:           retry.DelayFunc(time.Now),
@@ -361,7 +376,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); sched.Run(sweepCtx) }()
 
-	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queue", tasks.Queue)
+	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queues", parts.Tags())
 	<-ctx.Done()
 	log.Info("retryd worker shutting down: in-flight attempts may finish", "bound", DrainBound)
 	stopSweep()
@@ -374,6 +389,15 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	defer drain.Stop()
 	srv.Shutdown()
 	return nil
+}
+
+// queueWeights serves every partition's queue with the same weight.
+func queueWeights(parts partition.Set) map[string]int {
+	w := make(map[string]int, parts.Len())
+	for _, q := range parts.Tags() {
+		w[q] = 1
+	}
+	return w
 }
 
 // serveWorkerMetrics serves /metrics and /healthz on addr (nothing when
@@ -456,11 +480,14 @@ func Healthcheck(ctx context.Context, url string) error {
 
 // ringingConnOpt makes the Redis clients asynqmon opens ring the workers'
 // doorbell, so a task run from the dashboard starts at once.
-type ringingConnOpt struct{ asynq.RedisConnOpt }
+type ringingConnOpt struct {
+	asynq.RedisConnOpt
+	parts partition.Set
+}
 
 // MakeRedisClient implements asynq.RedisConnOpt.
 func (o ringingConnOpt) MakeRedisClient() any {
 	c := o.RedisConnOpt.MakeRedisClient().(redis.UniversalClient)
-	c.AddHook(tasks.NewBell(c, 0))
+	c.AddHook(tasks.NewPartitionedBell(c, o.parts, 0))
 	return c
 }

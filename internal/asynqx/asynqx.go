@@ -43,13 +43,20 @@ func (k Keys) Task(id string) string { return k.prefix() + "t:" + id }
 // it in the queue's cluster slot.
 func (k Keys) Bell() string { return "{" + k.queue + "}:bell" }
 
-// NewBell returns the doorbell of queue, to add as a hook to the Redis
-// client asynq uses. A worker's bell waits up to wait on an empty dequeue;
-// wait 0 makes a bell that only rings (for processes that enqueue).
-func NewBell(rdb redis.UniversalClient, queue string, wait time.Duration) *Bell {
-	k := QueueKeys(queue)
-	return &Bell{Key: k.Bell(), PendingKey: k.Pending(),
-		Wait: wait, ErrorPause: 100 * time.Millisecond, Client: rdb}
+// NewBell returns the doorbell of queues, to add as a hook to the Redis
+// client asynq uses. A worker's bell waits up to wait once every queue came
+// back empty; wait 0 makes a bell that only rings (for processes that
+// enqueue). With one queue the list is the queue's own bell, in its slot
+// (retryd's submission script rings it). With several (partitions on
+// Redis Cluster) one BLPOP cannot span their slots, so they share the bell
+// of the first queue's name, rung after each enqueue.
+func NewBell(rdb redis.UniversalClient, queues []string, wait time.Duration) *Bell {
+	b := &Bell{Key: QueueKeys(queues[0]).Bell(), Wait: wait, ErrorPause: 100 * time.Millisecond, Client: rdb,
+		PendingKeys: make(map[string]bool, len(queues))}
+	for _, q := range queues {
+		b.PendingKeys[QueueKeys(q).Pending()] = true
+	}
+	return b
 }
 
 // TaskState is a task's state as the sweeper needs it.

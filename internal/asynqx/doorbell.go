@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,8 +40,8 @@ import (
 type Bell struct {
 	// Key is the doorbell list; it must share the queue's cluster slot.
 	Key string
-	// PendingKey is asynq's pending list of the queue.
-	PendingKey string
+	// PendingKeys are asynq's pending lists of the queues the bell serves.
+	PendingKeys map[string]bool
 	// Wait is the longest an empty dequeue blocks. 0 disables waiting
 	// (processes that only enqueue ring but never wait).
 	Wait time.Duration
@@ -50,6 +51,10 @@ type Bell struct {
 	ErrorPause time.Duration
 	// Client runs BLPOP and the ring; normally the client the hook is on.
 	Client redis.UniversalClient
+
+	// empties counts dequeues in a row that found their queue empty; the
+	// bell waits once every queue was found empty.
+	empties atomic.Int64
 
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -119,8 +124,17 @@ func (b *Bell) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			kind = other
 		}
 		err := next(ctx, cmd)
+		if kind == dequeue && !errors.Is(err, redis.Nil) {
+			b.empties.Store(0)
+		}
 		switch {
 		case kind == dequeue && errors.Is(err, redis.Nil) && b.Wait > 0:
+			// asynq dequeues from its queues one after another; wait only
+			// once the last of them came back empty too.
+			if n := b.empties.Add(1); n < int64(len(b.PendingKeys)) {
+				return err
+			}
+			b.empties.Store(0)
 			return b.longPoll(ctx, next, cmd)
 		case kind == dequeue && err != nil && !errors.Is(err, redis.Nil):
 			b.pause(b.ErrorPause)
@@ -149,6 +163,10 @@ func (b *Bell) longPoll(ctx context.Context, next redis.ProcessHook, cmd redis.C
 			if !errors.Is(err, redis.Nil) {
 				b.pause(min(b.ErrorPause, left))
 			}
+			return redis.Nil
+		}
+		if len(b.PendingKeys) > 1 {
+			// The task may be in another queue: let asynq look in all.
 			return redis.Nil
 		}
 		// A submission rings just before it enqueues: the task may land a
@@ -240,11 +258,11 @@ var kinds = func() map[string]kind {
 }()
 
 // classify recognises asynq's scripts by their fingerprint, and only on
-// this bell's queue (the pending list among the keys they name).
+// this bell's queues (a pending list among the keys they name).
 func (b *Bell) classify(cmd redis.Cmder) kind {
 	args := cmd.Args()
 	keys, _ := scriptKeys(args)
-	if keys == nil || !slices.Contains(keys, b.PendingKey) {
+	if !slices.ContainsFunc(keys, func(k string) bool { return b.PendingKeys[k] }) {
 		return other
 	}
 	sha, _ := args[1].(string)

@@ -15,7 +15,7 @@ const (
 )
 
 func TestClassify(t *testing.T) {
-	b := &Bell{Key: "{q}:bell", PendingKey: pending}
+	b := &Bell{Key: "{q}:bell", PendingKeys: map[string]bool{pending: true}}
 	ctx := context.Background()
 	deq, enq, fwd := Scripts["dequeueCmd"], Scripts["enqueueCmd"], Scripts["forwardCmd"]
 	// The dequeue's text as go-redis sends it when Redis lost its script
@@ -46,7 +46,7 @@ func TestFailedDequeuePauses(t *testing.T) {
 	// asynq would fetch again at once; the hook holds each failure.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: time.Second})
 	defer rdb.Close()
-	b := &Bell{Key: "{q}:bell", PendingKey: pending, Wait: time.Minute, ErrorPause: 200 * time.Millisecond, Client: rdb}
+	b := &Bell{Key: "{q}:bell", PendingKeys: map[string]bool{pending: true}, Wait: time.Minute, ErrorPause: 200 * time.Millisecond, Client: rdb}
 	rdb.AddHook(b)
 	start := time.Now()
 	err := rdb.Process(context.Background(), redis.NewCmd(context.Background(), "evalsha", Scripts["dequeueCmd"], 4, pending, "p", active, "l", 1, "x"))

@@ -40,6 +40,9 @@ type Config struct {
 	// one client address without keys) (MAX_UNFINISHED_PER_KEY, default
 	// 100000; 0 turns the cap off).
 	MaxUnfinishedPerKey int
+	// Partitions spreads requests over this many hash tags and asynq
+	// queues, for Redis Cluster (PARTITIONS, default 1: today's layout).
+	Partitions int
 	// SweepInterval is how often a worker's sweeper reconciles records
 	// with asynq (SWEEP_INTERVAL, default 10s).
 	SweepInterval time.Duration
@@ -51,7 +54,7 @@ var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
-	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY",
+	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS",
 }
 
 // Defaults.
@@ -80,6 +83,7 @@ func Load(getenv func(string) string) (Config, error) {
 		SweepInterval:       DefaultSweepInterval,
 		ScheduleLimit:       DefaultScheduleLimit,
 		MaxUnfinishedPerKey: DefaultMaxUnfinished,
+		Partitions:          1,
 		RedisSentinelMaster: strings.TrimSpace(getenv("REDIS_SENTINEL_MASTER")),
 		MetricsAddr:         strings.TrimSpace(getenv("METRICS_ADDR")),
 	}
@@ -120,6 +124,7 @@ func Load(getenv func(string) string) (Config, error) {
 	intVar("REDIS_WAIT_REPLICAS", &c.RedisWaitReplicas, 0, 16)
 	intVar("SCHEDULE_LIMIT", &c.ScheduleLimit, 0, 1_000_000)
 	intVar("MAX_UNFINISHED_PER_KEY", &c.MaxUnfinishedPerKey, 0, 1_000_000_000)
+	intVar("PARTITIONS", &c.Partitions, 1, 32)
 	if c.RedisWaitReplicas > 0 && len(c.RedisClusterAddrs) > 0 {
 		bad("REDIS_WAIT_REPLICAS", "is not supported with REDIS_CLUSTER_ADDRS")
 	}
@@ -207,11 +212,11 @@ func (c Config) String() string {
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
-		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d",
+		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.MaxUnfinishedPerKey)
+		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions)
 }
 
 // MaskURL hides the password of a redis:// URL.

@@ -47,3 +47,16 @@ func Valid(s string) bool {
 	}
 	return true
 }
+
+// Index is the value (0–31) of an id character.
+func Index(c byte) int {
+	for i := 0; i < len(alphabet); i++ {
+		if alphabet[i] == c {
+			return i
+		}
+	}
+	return 0
+}
+
+// Char is the id character of value i (0–31).
+func Char(i int) string { return alphabet[i&31 : i&31+1] }

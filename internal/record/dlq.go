@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Redrive refusals; both wrap ErrConflict.
@@ -51,7 +49,8 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 	if in.FromDashboard {
 		source = "dashboard"
 	}
-	keys := []string{keyReq(id), keyAttempts(id), keyRedrives(id), keyIndex(Pending), keyIndex(Failed), keyRedriveIdem(in.IdemKey), keyStats, keySpec(id), keyResult(id)}
+	k := s.k(id)
+	keys := []string{k.req(id), k.attempts(id), k.redrives(id), k.index(Pending), k.index(Failed), k.redriveIdem(in.IdemKey), k.stats(), k.spec(id), k.result(id)}
 	res, err := redriveScript.Run(ctx, s.rdb, keys, id, in.Now.UnixMilli(), in.Limit, in.Actor, in.Reason,
 		IdempotencyWindow.Milliseconds(), flag, source).StringSlice()
 	if err != nil {
@@ -105,16 +104,11 @@ const maxScan = 5000
 // ever missing here.
 func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limit int) (*Page, error) {
 	page := &Page{Requests: []*Request{}}
-	start := "+"
-	if cursor != "" {
-		start = "(" + cursor
-	}
 	scanned := 0
 	batch := int64(max(limit*2, 100))
+	failed := func(k keys) string { return k.index(Failed) }
 	for {
-		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
-			Key: keyIndex(Failed), Start: start, Stop: "-", ByLex: true, Rev: true, Count: batch,
-		}).Result()
+		ids, err := s.newest(ctx, failed, cursor, batch)
 		if err != nil {
 			return nil, wrap(err)
 		}
@@ -140,7 +134,7 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 		if int64(len(ids)) < batch {
 			return page, nil
 		}
-		start = "(" + ids[len(ids)-1]
+		cursor = ids[len(ids)-1]
 	}
 }
 
@@ -148,15 +142,16 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 // status is pending (will be retried), delivered or failed.
 func (s *Store) CallbackAttempt(ctx context.Context, id, status string, code int, errText string, now time.Time) (attempts int, err error) {
 	pipe := s.rdb.TxPipeline()
-	n := pipe.HIncrBy(ctx, keyReq(id), fCbAttempts, 1)
+	k := s.k(id)
+	n := pipe.HIncrBy(ctx, k.req(id), fCbAttempts, 1)
 	codeText := ""
 	if code != 0 {
 		codeText = strconv.Itoa(code)
 	}
-	pipe.HSet(ctx, keyReq(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, clip(errText), fCbUpdatedAt, now.UnixMilli())
-	pipe.HIncrBy(ctx, keyStats, "cb|"+status, 1)
+	pipe.HSet(ctx, k.req(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, clip(errText), fCbUpdatedAt, now.UnixMilli())
+	pipe.HIncrBy(ctx, k.stats(), "cb|"+status, 1)
 	if status != "pending" {
-		pipe.ZRem(ctx, keyCallbackDue, id)
+		pipe.ZRem(ctx, k.callbackDue(), id)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, wrap(err)

@@ -15,9 +15,6 @@ import (
 // authentications per client address, unfinished requests per owner (API
 // key or client address), schedules, and Redis memory.
 
-func keyAuthFailures(ip string) string { return "{retryd}:authfail:" + ip }
-func keyOwner(owner string) string     { return "{retryd}:owner:" + owner }
-
 // authFailureScript: scripts/auth_failure.lua.
 var authFailureScript = script("auth_failure")
 
@@ -25,7 +22,7 @@ var authFailureScript = script("auth_failure")
 // shared by every API replica. It returns the failures counted in the
 // current window and how long the window still runs.
 func (s *Store) AuthFailure(ctx context.Context, ip string, window time.Duration) (n int64, left time.Duration, err error) {
-	res, err := authFailureScript.Run(ctx, s.rdb, []string{keyAuthFailures(ip)}, window.Milliseconds()).Int64Slice()
+	res, err := authFailureScript.Run(ctx, s.rdb, []string{s.first().authFailures(ip)}, window.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, 0, wrap(err)
 	}
@@ -51,7 +48,7 @@ func (s *Store) pruneOwner(ctx context.Context, key string) (int, error) {
 		pipe := s.rdb.Pipeline()
 		statuses := make([]*redis.StringCmd, len(ids))
 		for i, id := range ids {
-			statuses[i] = pipe.HGet(ctx, keyReq(id), fStatus)
+			statuses[i] = pipe.HGet(ctx, s.k(id).req(id), fStatus)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return 0, wrap(err)
@@ -71,8 +68,15 @@ func (s *Store) pruneOwner(ctx context.Context, key string) (int, error) {
 
 // CountSchedules returns how many schedules exist.
 func (s *Store) CountSchedules(ctx context.Context) (int64, error) {
-	n, err := s.rdb.ZCard(ctx, keySchedules).Result()
-	return n, wrap(err)
+	var total int64
+	for _, k := range s.each() {
+		n, err := s.rdb.ZCard(ctx, k.schedules()).Result()
+		if err != nil {
+			return 0, wrap(err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // Memory is Redis's memory use against its maxmemory (0: no limit). On a

@@ -33,21 +33,14 @@ type Fire struct {
 // MaxFires is how many fires a schedule remembers.
 const MaxFires = 100
 
-func keySchedule(id string) string      { return "{retryd}:sch:" + id }
-func keyScheduleFires(id string) string { return "{retryd}:sch-fires:" + id }
-
-const (
-	keySchedules   = "{retryd}:idx:schedules"
-	keyScheduleDue = "{retryd}:sch-due" // score: next fire time (ms)
-)
-
 // CreateSchedule stores a new schedule and makes it due at NextFireAt.
 func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) error {
+	k := s.k(sc.ID)
 	pipe := s.rdb.TxPipeline()
-	pipe.HSet(ctx, keySchedule(sc.ID), "cron", sc.Cron, "timezone", sc.Timezone, "catchUp", sc.CatchUp,
+	pipe.HSet(ctx, k.schedule(sc.ID), "cron", sc.Cron, "timezone", sc.Timezone, "catchUp", sc.CatchUp,
 		"request", string(sc.Request), "paused", "0", "nextFireAt", sc.NextFireAt.UnixMilli(), "createdAt", sc.CreatedAt.UnixMilli())
-	pipe.ZAdd(ctx, keySchedules, redis.Z{Member: sc.ID})
-	pipe.ZAdd(ctx, keyScheduleDue, redis.Z{Score: float64(sc.NextFireAt.UnixMilli()), Member: sc.ID})
+	pipe.ZAdd(ctx, k.schedules(), redis.Z{Member: sc.ID})
+	pipe.ZAdd(ctx, k.scheduleDue(), redis.Z{Score: float64(sc.NextFireAt.UnixMilli()), Member: sc.ID})
 	_, err := pipe.Exec(ctx)
 	return wrap(err)
 }
@@ -55,8 +48,8 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) error {
 // GetSchedule returns a schedule with its recent fires.
 func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
 	pipe := s.rdb.Pipeline()
-	h := pipe.HGetAll(ctx, keySchedule(id))
-	fires := pipe.LRange(ctx, keyScheduleFires(id), 0, MaxFires-1)
+	h := pipe.HGetAll(ctx, s.k(id).schedule(id))
+	fires := pipe.LRange(ctx, s.k(id).scheduleFires(id), 0, MaxFires-1)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, wrap(err)
 	}
@@ -84,11 +77,7 @@ func decodeSchedule(id string, h map[string]string, fires []string) *Schedule {
 
 // ListSchedules returns schedules newest first after cursor.
 func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]*Schedule, string, error) {
-	start := "+"
-	if cursor != "" {
-		start = "(" + cursor
-	}
-	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keySchedules, Start: start, Stop: "-", ByLex: true, Rev: true, Count: int64(limit) + 1}).Result()
+	ids, err := s.newest(ctx, keys.schedules, cursor, int64(limit)+1)
 	if err != nil {
 		return nil, "", wrap(err)
 	}
@@ -111,9 +100,10 @@ func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]
 // DeleteSchedule removes a schedule; requests it already made stay.
 func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
 	pipe := s.rdb.TxPipeline()
-	del := pipe.Del(ctx, keySchedule(id), keyScheduleFires(id))
-	pipe.ZRem(ctx, keySchedules, id)
-	pipe.ZRem(ctx, keyScheduleDue, id)
+	k := s.k(id)
+	del := pipe.Del(ctx, k.schedule(id), k.scheduleFires(id))
+	pipe.ZRem(ctx, k.schedules(), id)
+	pipe.ZRem(ctx, k.scheduleDue(), id)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return wrap(err)
 	}
@@ -133,7 +123,7 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool, next time
 	if paused {
 		flag = "1"
 	}
-	n, err := pauseScript.Run(ctx, s.rdb, []string{keySchedule(id), keyScheduleDue}, id, flag, next.UnixMilli()).Int()
+	n, err := pauseScript.Run(ctx, s.rdb, []string{s.k(id).schedule(id), s.k(id).scheduleDue()}, id, flag, next.UnixMilli()).Int()
 	if err != nil {
 		return wrap(err)
 	}
@@ -143,11 +133,18 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool, next time
 	return nil
 }
 
-// DueSchedules returns up to n ids of schedules due at now.
+// DueSchedules returns up to n ids per partition of schedules due at now.
 func (s *Store) DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error) {
-	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keyScheduleDue, Start: "-inf",
-		Stop: strconv.FormatInt(now.UnixMilli(), 10), ByScore: true, Count: int64(n)}).Result()
-	return ids, wrap(err)
+	var due []string
+	for _, k := range s.each() {
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.scheduleDue(), Start: "-inf",
+			Stop: strconv.FormatInt(now.UnixMilli(), 10), ByScore: true, Count: int64(n)}).Result()
+		if err != nil {
+			return nil, wrap(err)
+		}
+		due = append(due, ids...)
+	}
+	return due, nil
 }
 
 // advanceScript: scripts/advance_schedule.lua.
@@ -162,6 +159,6 @@ func (s *Store) AdvanceSchedule(ctx context.Context, id string, from, next time.
 		b, _ := json.Marshal(f)
 		args = append(args, string(b))
 	}
-	n, err := advanceScript.Run(ctx, s.rdb, []string{keySchedule(id), keyScheduleDue, keyScheduleFires(id)}, args...).Int()
+	n, err := advanceScript.Run(ctx, s.rdb, []string{s.k(id).schedule(id), s.k(id).scheduleDue(), s.k(id).scheduleFires(id)}, args...).Int()
 	return n == 1, wrap(err)
 }

@@ -85,6 +85,9 @@ func dump(t *testing.T, rdb *redis.Client, keys ...string) state {
 
 const tid = "01m8mhyychtfy2pdj6g7"
 
+// k0 is the keys of the single partition of NewStore.
+var k0 = keysOf("retryd")
+
 // jsonAware compares JSON objects stored as strings by content: Lua's cjson
 // does not keep key order.
 var jsonAware = cmp.FilterValues(func(a, b string) bool {
@@ -135,20 +138,20 @@ func TestCreateScript(t *testing.T) {
 	}{
 		{
 			name: "a new request",
-			want: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON, keyAll: zset{tid}, keyIndex(Pending): zset{tid}},
+			want: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON, k0.all(): zset{tid}, k0.index(Pending): zset{tid}},
 		},
 		{
 			name:    "a new request claims its idempotency key",
 			idemKey: "k1",
-			want: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON, keyAll: zset{tid}, keyIndex(Pending): zset{tid},
-				keyIdem("k1"): tid + " " + hashHex("body")},
+			want: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON, k0.all(): zset{tid}, k0.index(Pending): zset{tid},
+				k0.idem("k1"): tid + " " + hashHex("body")},
 		},
 		{
 			name:       "a claimed key replays and writes nothing",
 			idemKey:    "k1",
-			initial:    state{keyIdem("k1"): "01other " + hashHex("body")},
+			initial:    state{k0.idem("k1"): "01other " + hashHex("body")},
 			wantReplay: &Replay{ID: "01other", SameBody: true},
-			want:       state{keyIdem("k1"): "01other " + hashHex("body")},
+			want:       state{k0.idem("k1"): "01other " + hashHex("body")},
 		},
 	}
 	for _, c := range cases {
@@ -163,7 +166,7 @@ func TestCreateScript(t *testing.T) {
 			if diff := cmp.Diff(c.wantReplay, replay); diff != "" {
 				t.Errorf("replay (-want +got):\n%s", diff)
 			}
-			got := dump(t, rdb, keyReq(tid), keySpec(tid), keyAll, keyIndex(Pending), keyIdem("k1"))
+			got := dump(t, rdb, k0.req(tid), k0.spec(tid), k0.all(), k0.index(Pending), k0.idem("k1"))
 			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
@@ -185,28 +188,28 @@ func TestBeginScript(t *testing.T) {
 		{name: "no record", now: t0, wantState: Missing, want: state{}},
 		{
 			name: "not due yet", now: t0.Add(-time.Second), wantState: NotDue,
-			initial: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON},
-			want:    state{keyReq(tid): reqHash(Pending)},
+			initial: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON},
+			want:    state{k0.req(tid): reqHash(Pending)},
 		},
 		{
 			name: "due: attempt 1 in flight", now: t0, wantState: Started, wantN: 1,
-			initial: state{keyReq(tid): reqHash(Pending), keySpec(tid): specJSON},
-			want:    state{keyReq(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
+			initial: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON},
+			want:    state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
 		},
 		{
 			name: "an attempt left in flight by a crash is recorded interrupted and costs no budget", now: t0, wantState: Started, wantN: 2,
-			initial: state{keyReq(tid): reqHash(Retrying, fAttemptCount, "1", "inflightN", "1", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10)),
-				keySpec(tid): specJSON},
+			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "1", "inflightN", "1", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10)),
+				k0.spec(tid): specJSON},
 			want: state{
-				keyReq(tid):      reqHash(Retrying, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms),
-				keyAttempts(tid): []string{interrupted},
-				keyStats:         map[string]string{"att|interrupted|": "1"},
+				k0.req(tid):      reqHash(Retrying, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms),
+				k0.attempts(tid): []string{interrupted},
+				k0.stats():       map[string]string{"att|interrupted|": "1"},
 			},
 		},
 		{
 			name: "finished: nothing starts", now: t0, wantState: Finished,
-			initial: state{keyReq(tid): reqHash(Completed), keySpec(tid): specJSON},
-			want:    state{keyReq(tid): reqHash(Completed)},
+			initial: state{k0.req(tid): reqHash(Completed), k0.spec(tid): specJSON},
+			want:    state{k0.req(tid): reqHash(Completed)},
 		},
 	}
 	for _, c := range cases {
@@ -221,7 +224,7 @@ func TestBeginScript(t *testing.T) {
 			if b.State != c.wantState || b.N != c.wantN {
 				t.Errorf("Begin = state %v n %d, want %v %d", b.State, b.N, c.wantState, c.wantN)
 			}
-			if diff := cmp.Diff(c.want, dump(t, rdb, keyReq(tid), keyAttempts(tid), keyStats), jsonAware); diff != "" {
+			if diff := cmp.Diff(c.want, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.stats()), jsonAware); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
 		})
@@ -245,10 +248,10 @@ func TestFinishScript(t *testing.T) {
 	}{
 		{
 			name:    "a stale run changes nothing",
-			initial: state{keyReq(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), keyIndex(Pending): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), k0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("retryable", "server_error"), Status: Retrying, NextAttemptAt: t0.Add(time.Second)}, wantResult: Stale,
 			check: func(t *testing.T, got state) {
-				want := state{keyReq(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), keyIndex(Pending): zset{tid}}
+				want := state{k0.req(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), k0.index(Pending): zset{tid}}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("state (-want +got):\n%s", diff)
 				}
@@ -256,46 +259,46 @@ func TestFinishScript(t *testing.T) {
 		},
 		{
 			name:    "a retryable failure schedules the next attempt",
-			initial: state{keyReq(tid): inflight, keyIndex(Pending): zset{tid}},
+			initial: state{k0.req(tid): inflight, k0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("retryable", "server_error"), Status: Retrying, NextAttemptAt: t0.Add(time.Second)}, wantResult: Recorded,
 			check: func(t *testing.T, got state) {
 				want := reqHash(Retrying, fAttemptCount, "1", fBudgetUsed, "1", fNextAttemptAt, strconv.FormatInt(t0.Add(time.Second).UnixMilli(), 10),
 					fLastError, "boom", fLastStatusCode, "503", fFailureClass, "server_error", fUpdatedAt, t0ms)
-				if diff := cmp.Diff(want, got[keyReq(tid)]); diff != "" {
+				if diff := cmp.Diff(want, got[k0.req(tid)]); diff != "" {
 					t.Errorf("request (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff(zset{tid}, got[keyIndex(Retrying)]); diff != "" || got[keyIndex(Pending)] != nil {
-					t.Errorf("indexes: pending %v retrying %v", got[keyIndex(Pending)], got[keyIndex(Retrying)])
+				if diff := cmp.Diff(zset{tid}, got[k0.index(Retrying)]); diff != "" || got[k0.index(Pending)] != nil {
+					t.Errorf("indexes: pending %v retrying %v", got[k0.index(Pending)], got[k0.index(Retrying)])
 				}
-				if n := len(got[keyAttempts(tid)].([]string)); n != 1 {
+				if n := len(got[k0.attempts(tid)].([]string)); n != 1 {
 					t.Errorf("%d attempts recorded, want 1", n)
 				}
 			},
 		},
 		{
 			name:    "a success completes, keeps the result and makes the callback due",
-			initial: state{keyReq(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1"), keyIndex(Pending): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1"), k0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: RecordedCallback,
 			check: func(t *testing.T, got state) {
-				h := got[keyReq(tid)].(map[string]string)
+				h := got[k0.req(tid)].(map[string]string)
 				if h[fStatus] != "completed" || h["completedAt"] != t0ms || h["cbStatus"] != "pending" || h[fHasResult] != "1" || h[fResultTrunc] != "0" {
 					t.Errorf("request hash %v", h)
 				}
-				if got[keyResult(tid)] != "ok" {
-					t.Errorf("result %v", got[keyResult(tid)])
+				if got[k0.result(tid)] != "ok" {
+					t.Errorf("result %v", got[k0.result(tid)])
 				}
-				if diff := cmp.Diff(zset{tid}, got[keyCallbackDue]); diff != "" {
+				if diff := cmp.Diff(zset{tid}, got[k0.callbackDue()]); diff != "" {
 					t.Errorf("callback-due (-want +got):\n%s", diff)
 				}
 			},
 		},
 		{
 			name:    "a request canceled meanwhile keeps its status and gains the attempt",
-			initial: state{keyReq(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), keyIndex(Canceled): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), k0.index(Canceled): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: CanceledMeanwhile,
 			check: func(t *testing.T, got state) {
-				h := got[keyReq(tid)].(map[string]string)
-				if h[fStatus] != "canceled" || len(got[keyAttempts(tid)].([]string)) != 1 || got[keyIndex(Completed)] != nil {
+				h := got[k0.req(tid)].(map[string]string)
+				if h[fStatus] != "canceled" || len(got[k0.attempts(tid)].([]string)) != 1 || got[k0.index(Completed)] != nil {
 					t.Errorf("state %v", got)
 				}
 			},
@@ -313,10 +316,10 @@ func TestFinishScript(t *testing.T) {
 			if res != c.wantResult {
 				t.Errorf("Finish = %v, want %v", res, c.wantResult)
 			}
-			c.check(t, dump(t, rdb, keyReq(tid), keyAttempts(tid), keyResult(tid), keyCallbackDue,
-				keyIndex(Pending), keyIndex(Retrying), keyIndex(Completed), keyIndex(Canceled)))
+			c.check(t, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.result(tid), k0.callbackDue(),
+				k0.index(Pending), k0.index(Retrying), k0.index(Completed), k0.index(Canceled)))
 			if c.wantResult == RecordedCallback {
-				if ttl := rdb.PTTL(context.Background(), keyReq(tid)).Val(); ttl <= 0 || ttl > time.Hour {
+				if ttl := rdb.PTTL(context.Background(), k0.req(tid)).Val(); ttl <= 0 || ttl > time.Hour {
 					t.Errorf("a finished record's retention TTL is %v, want ≤ 1h", ttl)
 				}
 			}
@@ -333,9 +336,9 @@ func TestCancelScript(t *testing.T) {
 		wantErr   error
 		wantState Status
 	}{
-		{"pending", state{keyReq(tid): reqHash(Pending), keyIndex(Pending): zset{tid}}, false, nil, Canceled},
-		{"retrying with a callback", state{keyReq(tid): reqHash(Retrying, fHasCallback, "1"), keyIndex(Retrying): zset{tid}}, true, nil, Canceled},
-		{"completed", state{keyReq(tid): reqHash(Completed), keyIndex(Completed): zset{tid}}, false, ErrConflict, Completed},
+		{"pending", state{k0.req(tid): reqHash(Pending), k0.index(Pending): zset{tid}}, false, nil, Canceled},
+		{"retrying with a callback", state{k0.req(tid): reqHash(Retrying, fHasCallback, "1"), k0.index(Retrying): zset{tid}}, true, nil, Canceled},
+		{"completed", state{k0.req(tid): reqHash(Completed), k0.index(Completed): zset{tid}}, false, ErrConflict, Completed},
 		{"missing", state{}, false, ErrNotFound, ""},
 	}
 	for _, c := range cases {
@@ -347,23 +350,23 @@ func TestCancelScript(t *testing.T) {
 			if !errors.Is(err, c.wantErr) || due != c.wantDue {
 				t.Fatalf("Cancel = %v, %v; want %v, %v", due, err, c.wantDue, c.wantErr)
 			}
-			got := dump(t, rdb, keyReq(tid), keyIndex(Pending), keyIndex(Retrying), keyIndex(Canceled), keyCallbackDue)
+			got := dump(t, rdb, k0.req(tid), k0.index(Pending), k0.index(Retrying), k0.index(Canceled), k0.callbackDue())
 			if c.wantState == "" {
 				if len(got) != 0 {
 					t.Errorf("state %v, want empty", got)
 				}
 				return
 			}
-			if st := got[keyReq(tid)].(map[string]string)[fStatus]; st != string(c.wantState) {
+			if st := got[k0.req(tid)].(map[string]string)[fStatus]; st != string(c.wantState) {
 				t.Errorf("status %s, want %s", st, c.wantState)
 			}
 			if c.wantState == Canceled {
 				want := zset{tid}
-				if diff := cmp.Diff(want, got[keyIndex(Canceled)]); diff != "" || got[keyIndex(Pending)] != nil || got[keyIndex(Retrying)] != nil {
+				if diff := cmp.Diff(want, got[k0.index(Canceled)]); diff != "" || got[k0.index(Pending)] != nil || got[k0.index(Retrying)] != nil {
 					t.Errorf("indexes %v", got)
 				}
-				if (got[keyCallbackDue] != nil) != c.wantDue {
-					t.Errorf("callback due %v, want %v", got[keyCallbackDue], c.wantDue)
+				if (got[k0.callbackDue()] != nil) != c.wantDue {
+					t.Errorf("callback due %v, want %v", got[k0.callbackDue()], c.wantDue)
 				}
 			}
 		})
@@ -382,34 +385,34 @@ func TestRedriveScript(t *testing.T) {
 	}{
 		{
 			name:    "a failed request goes back to pending with a fresh budget and an audit entry",
-			initial: state{keyReq(tid): failed, keyIndex(Failed): zset{tid}},
+			initial: state{k0.req(tid): failed, k0.index(Failed): zset{tid}},
 			in:      RedriveInput{Actor: "erin", Reason: "fixed", Limit: 3, Now: t0},
 			check: func(t *testing.T, got state) {
 				want := reqHash(Pending, fAttemptCount, "3", fRedriveCount, "1", "redriveOpen", "1", fNextAttemptAt, t0ms)
-				if diff := cmp.Diff(want, got[keyReq(tid)]); diff != "" {
+				if diff := cmp.Diff(want, got[k0.req(tid)]); diff != "" {
 					t.Errorf("request (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff(zset{tid}, got[keyIndex(Pending)]); diff != "" || got[keyIndex(Failed)] != nil {
+				if diff := cmp.Diff(zset{tid}, got[k0.index(Pending)]); diff != "" || got[k0.index(Failed)] != nil {
 					t.Errorf("indexes %v", got)
 				}
-				if n := len(got[keyRedrives(tid)].([]string)); n != 1 {
+				if n := len(got[k0.redrives(tid)].([]string)); n != 1 {
 					t.Errorf("%d audit entries, want 1", n)
 				}
 			},
 		},
 		{
 			name:    "at the limit: refused, nothing changes",
-			initial: state{keyReq(tid): reqHash(Failed, fRedriveCount, "3"), keyIndex(Failed): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Failed, fRedriveCount, "3"), k0.index(Failed): zset{tid}},
 			in:      RedriveInput{Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrRedriveLimit,
 			check: func(t *testing.T, got state) {
-				if diff := cmp.Diff(state{keyReq(tid): reqHash(Failed, fRedriveCount, "3"), keyIndex(Failed): zset{tid}}, got); diff != "" {
+				if diff := cmp.Diff(state{k0.req(tid): reqHash(Failed, fRedriveCount, "3"), k0.index(Failed): zset{tid}}, got); diff != "" {
 					t.Errorf("state (-want +got):\n%s", diff)
 				}
 			},
 		},
 		{
 			name:    "not failed: refused",
-			initial: state{keyReq(tid): reqHash(Retrying), keyIndex(Retrying): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Retrying), k0.index(Retrying): zset{tid}},
 			in:      RedriveInput{Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrNotFailed,
 			check: func(*testing.T, state) {},
 		},
@@ -423,7 +426,7 @@ func TestRedriveScript(t *testing.T) {
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("Redrive = %v, want %v", err, c.wantErr)
 			}
-			c.check(t, dump(t, rdb, keyReq(tid), keyRedrives(tid), keyIndex(Pending), keyIndex(Failed), keyIndex(Retrying)))
+			c.check(t, dump(t, rdb, k0.req(tid), k0.redrives(tid), k0.index(Pending), k0.index(Failed), k0.index(Retrying)))
 		})
 	}
 }
@@ -433,7 +436,7 @@ func TestScheduleScripts(t *testing.T) {
 	s, rdb := newStoreOn(t)
 	ctx := context.Background()
 	const sid = "01m8mhyychtfy2pdj6g9"
-	seed(t, rdb, state{keySchedule(sid): map[string]string{"nextFireAt": t0ms, "paused": "0"}, keyScheduleDue: zset{sid}})
+	seed(t, rdb, state{k0.schedule(sid): map[string]string{"nextFireAt": t0ms, "paused": "0"}, k0.scheduleDue(): zset{sid}})
 	next := t0.Add(time.Minute)
 	nextMs := strconv.FormatInt(next.UnixMilli(), 10)
 
@@ -444,20 +447,20 @@ func TestScheduleScripts(t *testing.T) {
 			t.Fatalf("advance %d = %v, %v; want %v", i+1, ok, err, want)
 		}
 	}
-	got := dump(t, rdb, keySchedule(sid), keyScheduleDue)
-	want := state{keySchedule(sid): map[string]string{"nextFireAt": nextMs, "paused": "0"}, keyScheduleDue: zset{sid}}
+	got := dump(t, rdb, k0.schedule(sid), k0.scheduleDue())
+	want := state{k0.schedule(sid): map[string]string{"nextFireAt": nextMs, "paused": "0"}, k0.scheduleDue(): zset{sid}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after advance (-want +got):\n%s", diff)
 	}
-	if fires := rdb.LLen(ctx, keyScheduleFires(sid)).Val(); fires != 1 {
+	if fires := rdb.LLen(ctx, k0.scheduleFires(sid)).Val(); fires != 1 {
 		t.Errorf("%d fires kept, want 1", fires)
 	}
 
 	if err := s.SetPaused(ctx, sid, true, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	got = dump(t, rdb, keySchedule(sid), keyScheduleDue)
-	want = state{keySchedule(sid): map[string]string{"nextFireAt": nextMs, "paused": "1"}}
+	got = dump(t, rdb, k0.schedule(sid), k0.scheduleDue())
+	want = state{k0.schedule(sid): map[string]string{"nextFireAt": nextMs, "paused": "1"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after pause (-want +got):\n%s", diff)
 	}
@@ -468,9 +471,9 @@ func TestScheduleScripts(t *testing.T) {
 	if err := s.SetPaused(ctx, sid, false, later); err != nil {
 		t.Fatal(err)
 	}
-	got = dump(t, rdb, keySchedule(sid), keyScheduleDue)
+	got = dump(t, rdb, k0.schedule(sid), k0.scheduleDue())
 	laterMs := strconv.FormatInt(later.UnixMilli(), 10)
-	want = state{keySchedule(sid): map[string]string{"nextFireAt": laterMs, "paused": "0"}, keyScheduleDue: zset{sid}}
+	want = state{k0.schedule(sid): map[string]string{"nextFireAt": laterMs, "paused": "0"}, k0.scheduleDue(): zset{sid}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after resume (-want +got):\n%s", diff)
 	}

@@ -6,15 +6,15 @@ import (
 	"strconv"
 )
 
-// keyStats is a hash of cluster-wide counters, bumped by the scripts that
-// record the counted events (no extra round trip) and read by the API's
-// /metrics, so every API replica reports what all workers did.
+// The stats hash of each partition (keys.stats) holds counters, bumped by
+// the scripts that record the counted events (no extra round trip); their
+// sum over partitions is read by the API's /metrics, so every API replica
+// reports what all workers did.
 //
 // Fields: "att|<outcome>|<failureClass>", "dur|<bucket>", "dur_sum_ms",
 // "late|<bucket>", "late_sum_ms", "rdr|<source>", "sweep|<kind>",
 // "cb|<status>". Buckets index DurationBuckets / LatenessBuckets; the last
 // index is +Inf.
-const keyStats = "{retryd}:stats"
 
 // Histogram bucket upper bounds, in seconds.
 var (
@@ -33,14 +33,16 @@ func bucket(bounds []float64, seconds float64) int {
 
 // Stats returns the cluster-wide counters.
 func (s *Store) Stats(ctx context.Context) (map[string]int64, error) {
-	h, err := s.rdb.HGetAll(ctx, keyStats).Result()
-	if err != nil {
-		return nil, wrap(err)
-	}
-	out := make(map[string]int64, len(h))
-	for k, v := range h {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		out[k] = n
+	out := map[string]int64{}
+	for _, k := range s.each() {
+		h, err := s.rdb.HGetAll(ctx, k.stats()).Result()
+		if err != nil {
+			return nil, wrap(err)
+		}
+		for f, v := range h {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			out[f] += n
+		}
 	}
 	return out, nil
 }
@@ -48,12 +50,19 @@ func (s *Store) Stats(ctx context.Context) (map[string]int64, error) {
 // Count adds n to a cluster-wide counter (kind "sweep" or "cb" with a
 // name); for events that are not recorded by a script already.
 func (s *Store) Count(ctx context.Context, kind, name string, n int64) error {
-	return wrap(s.rdb.HIncrBy(ctx, keyStats, fmt.Sprintf("%s|%s", kind, name), n).Err())
+	return wrap(s.rdb.HIncrBy(ctx, s.first().stats(), fmt.Sprintf("%s|%s", kind, name), n).Err())
 }
 
 // StatusCount is the number of requests indexed under status (the DLQ size
 // for Failed).
 func (s *Store) StatusCount(ctx context.Context, status Status) (int64, error) {
-	n, err := s.rdb.ZCard(ctx, keyIndex(status)).Result()
-	return n, wrap(err)
+	var total int64
+	for _, k := range s.each() {
+		n, err := s.rdb.ZCard(ctx, k.index(status)).Result()
+		if err != nil {
+			return 0, wrap(err)
+		}
+		total += n
+	}
+	return total, nil
 }

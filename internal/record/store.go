@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/partition"
 )
 
 // Errors the store returns; callers match them with errors.Is.
@@ -28,53 +31,28 @@ var (
 // IdempotencyWindow is how long a submission's Idempotency-Key is remembered.
 const IdempotencyWindow = 24 * time.Hour
 
-// Key builders. The {retryd} hash tag keeps every key in one cluster slot.
-func keyReq(id string) string          { return "{retryd}:req:" + id }
-func keyAttempts(id string) string     { return "{retryd}:att:" + id }
-func keyIndex(s Status) string         { return "{retryd}:idx:" + string(s) }
-func keyIdem(key string) string        { return "{retryd}:idem:" + hashHex(key) }
-func keyRedrives(id string) string     { return "{retryd}:rdr:" + id }
-func keyRedriveIdem(key string) string { return "{retryd}:idem-redrive:" + hashHex(key) }
-func keySpec(id string) string         { return "{retryd}:spec:" + id }
-func keyResult(id string) string       { return "{retryd}:res:" + id }
-
-const keyAll = "{retryd}:idx:all"
-
-// keyCallbackDue indexes requests whose callback is due but not finished,
-// so the sweeper can find callbacks whose task went missing.
-const keyCallbackDue = "{retryd}:idx:callback-due"
-
 func hashHex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-// statusKeys are the index keys in Statuses order; scripts that move a
-// request between indexes get all of them.
-func statusKeys() []string {
-	k := make([]string, len(Statuses))
-	for i, s := range Statuses {
-		k[i] = keyIndex(s)
-	}
-	return k
 }
 
 // Store reads and writes request records.
 type Store struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
+	parts     partition.Set
 	// replicas > 0 makes Create wait until that many replicas hold the new
 	// record (Redis WAIT) before it reports success.
 	replicas    int
 	replicaWait time.Duration
-	// bell is the workers' doorbell list, rung by Create (SetBell).
-	bell string
+	// bell names the workers' doorbell list of a partition (SetBell).
+	bell func(tag string) string
 }
 
-// SetBell names the workers' doorbell list, which Create rings for a
-// request whose task will be pending at once. It must share the record
-// keys' hash tag (one script writes both).
-func (s *Store) SetBell(key string) { s.bell = key }
+// SetBell names the workers' doorbell list by partition tag, which Create
+// rings for a request whose task will be pending at once. It must share
+// the partition's hash tag (one script writes both).
+func (s *Store) SetBell(key func(tag string) string) { s.bell = key }
 
 // RequireReplicas makes Create confirm a new request only once n replicas
 // acknowledged it (waiting at most wait), so a failover cannot lose a
@@ -88,9 +66,15 @@ func (s *Store) RequireReplicas(n int, wait time.Duration) {
 // it in time; it wraps ErrUnavailable (the API answers 503).
 var ErrNotReplicated = fmt.Errorf("%w: too few replicas confirmed the write", ErrUnavailable)
 
-// NewStore returns a Store over rdb; finished records expire after retention.
+// NewStore returns a Store over rdb with one partition; finished records
+// expire after retention.
 func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
-	return &Store{rdb: rdb, retention: retention}
+	return NewPartitioned(rdb, retention, partition.One())
+}
+
+// NewPartitioned returns a Store whose requests spread over parts.
+func NewPartitioned(rdb redis.UniversalClient, retention time.Duration, parts partition.Set) *Store {
+	return &Store{rdb: rdb, retention: retention, parts: parts}
 }
 
 // wrap turns connectivity failures into ErrUnavailable. Errors Redis itself
@@ -154,15 +138,19 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	if idemKey != "" {
 		idemVal = r.ID + " " + hashHex(string(body))
 	}
-	ownerKey := keyReq(r.ID) // unused without a limit; names the request's slot
+	k := s.k(r.ID)
+	ownerKey := k.req(r.ID) // unused without a limit; names the request's slot
 	if owner.Limit > 0 {
-		ownerKey = keyOwner(owner.ID)
+		// The owner's set lives in each partition (one slot with the
+		// request); each partition holds its share of the limit.
+		ownerKey = k.owner(owner.ID)
+		owner.Limit = (owner.Limit + s.parts.Len() - 1) / s.parts.Len()
 	}
-	bell, ring := keyReq(r.ID), "0"
-	if opts.Ring && s.bell != "" {
-		bell, ring = s.bell, "1"
+	bell, ring := k.req(r.ID), "0"
+	if opts.Ring && s.bell != nil {
+		bell, ring = s.bell(s.parts.Tag(s.parts.OfID(r.ID))), "1"
 	}
-	keys := []string{keyReq(r.ID), keyAll, keyIndex(Pending), keyIdem(idemKey), keySpec(r.ID), ownerKey, bell}
+	keys := []string{k.req(r.ID), k.all(), k.index(Pending), k.idem(idemKey), k.spec(r.ID), ownerKey, bell}
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
 		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring}, r.fields()...)
 	for {
@@ -222,13 +210,14 @@ func cutSpace(s string) (string, string, bool) {
 // leaves nothing behind.
 func (s *Store) Remove(ctx context.Context, id, idemKey string) error {
 	pipe := s.rdb.TxPipeline()
-	pipe.Del(ctx, keyReq(id), keyAttempts(id), keyRedrives(id), keySpec(id), keyResult(id))
-	pipe.ZRem(ctx, keyAll, id)
+	k := s.k(id)
+	pipe.Del(ctx, k.req(id), k.attempts(id), k.redrives(id), k.spec(id), k.result(id))
+	pipe.ZRem(ctx, k.all(), id)
 	for _, st := range Statuses {
-		pipe.ZRem(ctx, keyIndex(st), id)
+		pipe.ZRem(ctx, k.index(st), id)
 	}
 	if idemKey != "" {
-		pipe.Del(ctx, keyIdem(idemKey))
+		pipe.Del(ctx, k.idem(idemKey))
 	}
 	_, err := pipe.Exec(ctx)
 	return wrap(err)
@@ -237,11 +226,12 @@ func (s *Store) Remove(ctx context.Context, id, idemKey string) error {
 // Get returns the request with its attempts.
 func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 	pipe := s.rdb.Pipeline()
-	h := pipe.HGetAll(ctx, keyReq(id))
-	att := pipe.LRange(ctx, keyAttempts(id), 0, -1)
-	rdr := pipe.LRange(ctx, keyRedrives(id), 0, -1)
-	sp := pipe.Get(ctx, keySpec(id))
-	res := pipe.Get(ctx, keyResult(id))
+	k := s.k(id)
+	h := pipe.HGetAll(ctx, k.req(id))
+	att := pipe.LRange(ctx, k.attempts(id), 0, -1)
+	rdr := pipe.LRange(ctx, k.redrives(id), 0, -1)
+	sp := pipe.Get(ctx, k.spec(id))
+	res := pipe.Get(ctx, k.result(id))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, wrap(err)
 	}
@@ -265,17 +255,11 @@ type Page struct {
 // after cursor (an id from a previous page's NextCursor). Attempts are not
 // loaded.
 func (s *Store) List(ctx context.Context, status Status, cursor string, limit int) (*Page, error) {
-	key := keyAll
+	index := keys.all
 	if status != "" {
-		key = keyIndex(status)
+		index = func(k keys) string { return k.index(status) }
 	}
-	start := "+"
-	if cursor != "" {
-		start = "(" + cursor
-	}
-	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{
-		Key: key, Start: start, Stop: "-", ByLex: true, Rev: true, Count: int64(limit) + 1,
-	}).Result()
+	ids, err := s.newest(ctx, index, cursor, int64(limit)+1)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -303,10 +287,42 @@ func (s *Store) List(ctx context.Context, status Status, cursor string, limit in
 		}
 		page.Requests = append(page.Requests, r)
 	}
-	if len(gone) > 0 {
-		s.rdb.ZRem(ctx, key, gone...)
+	for _, id := range gone {
+		s.rdb.ZRem(ctx, index(s.k(id.(string))), id)
 	}
 	return page, nil
+}
+
+// newest returns up to n ids of one index, newest first, after cursor (""
+// from the newest), merged over every partition. Ids sort by creation time
+// across partitions, so one cursor serves them all.
+func (s *Store) newest(ctx context.Context, index func(keys) string, cursor string, n int64) ([]string, error) {
+	start := "+"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	parts := s.each()
+	if len(parts) == 1 {
+		return s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index(parts[0]), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n}).Result()
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(parts))
+	for i, k := range parts {
+		cmds[i] = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index(k), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	var all []string
+	for _, c := range cmds {
+		all = append(all, c.Val()...)
+	}
+	slices.Sort(all)
+	slices.Reverse(all)
+	if int64(len(all)) > n {
+		all = all[:n]
+	}
+	return all, nil
 }
 
 // loadMany reads the hashes and specs of ids in one round trip.
@@ -318,8 +334,8 @@ func (s *Store) loadMany(ctx context.Context, ids []string) ([]map[string]string
 	hcmds := make([]*redis.MapStringStringCmd, len(ids))
 	scmds := make([]*redis.StringCmd, len(ids))
 	for i, id := range ids {
-		hcmds[i] = pipe.HGetAll(ctx, keyReq(id))
-		scmds[i] = pipe.Get(ctx, keySpec(id))
+		hcmds[i] = pipe.HGetAll(ctx, s.k(id).req(id))
+		scmds[i] = pipe.Get(ctx, s.k(id).spec(id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, wrap(err)
@@ -339,8 +355,9 @@ var cancelScript = script("cancel")
 // ErrNotFound, or ErrConflict when the request already finished; on
 // success, callbackDue says the request's outcome callback is now due.
 func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (callbackDue bool, err error) {
-	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keySpec(id), keyResult(id),
-		keyCallbackDue)
+	k := s.k(id)
+	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.statusIndexes()...), k.spec(id), k.result(id),
+		k.callbackDue())
 	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds()).Text()
 	if err != nil {
 		return false, wrap(err)
@@ -392,7 +409,7 @@ const InterruptedError = "worker stopped during the attempt; attempt repeated"
 
 // Begin starts an attempt of request id at now, if it is due.
 func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
-	res, err := beginScript.Run(ctx, s.rdb, []string{keyReq(id), keyAttempts(id), keyStats, keySpec(id)}, now.UnixMilli(), InterruptedError).Slice()
+	res, err := beginScript.Run(ctx, s.rdb, []string{s.k(id).req(id), s.k(id).attempts(id), s.k(id).stats(), s.k(id).spec(id)}, now.UnixMilli(), InterruptedError).Slice()
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -484,8 +501,9 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if o.Status == Failed {
 		fields = append(fields, fFailedRun, o.Run)
 	}
-	keys := append(append([]string{keyReq(id), keyAttempts(id), keyRedrives(id)}, statusKeys()...), keyCallbackDue, keyStats,
-		keySpec(id), keyResult(id))
+	k := s.k(id)
+	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.statusIndexes()...), k.callbackDue(), k.stats(),
+		k.spec(id), k.result(id))
 	var durMs int64
 	if a.DurationMs != nil {
 		durMs = *a.DurationMs

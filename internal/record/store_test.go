@@ -57,12 +57,12 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 		}
 	}
 	// Two records expired after their retention; their index entries stay.
-	rdb.Del(ctx, keyReq(ids[0]), keyReq(ids[2]))
+	rdb.Del(ctx, k0.req(ids[0]), k0.req(ids[2]))
 	n, err := s.TrimIndexes(ctx, 100)
 	if err != nil || n != 2 {
 		t.Fatalf("TrimIndexes removed %d, %v; want 2", n, err)
 	}
-	left, _ := rdb.ZRange(ctx, keyAll, 0, -1).Result()
+	left, _ := rdb.ZRange(ctx, k0.all(), 0, -1).Result()
 	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
 		t.Errorf("all-index after trim: %v", left)
 	}

@@ -17,22 +17,24 @@ type Unfinished struct {
 	TimeoutMs     int64
 }
 
-// Unfinished returns up to n pending or retrying requests of one status,
-// in id order after cursor, and the cursor of the next batch ("" at the
-// end). Index entries whose record is gone or finished are skipped.
-func (s *Store) Unfinished(ctx context.Context, status Status, cursor string, n int) ([]Unfinished, string, error) {
+// Unfinished returns up to n pending or retrying requests of one status in
+// partition part, in id order after cursor, and the cursor of the next
+// batch ("" at the end). Index entries whose record is gone or finished
+// are skipped.
+func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor string, n int) ([]Unfinished, string, error) {
+	k := keysOf(s.parts.Tag(part))
 	start := "-"
 	if cursor != "" {
 		start = "(" + cursor
 	}
-	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: keyIndex(status), Start: start, Stop: "+", ByLex: true, Count: int64(n)}).Result()
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.index(status), Start: start, Stop: "+", ByLex: true, Count: int64(n)}).Result()
 	if err != nil || len(ids) == 0 {
 		return nil, "", wrap(err)
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, keyReq(id), fStatus, fNextAttemptAt, fUpdatedAt, fTimeout)
+		cmds[i] = pipe.HMGet(ctx, k.req(id), fStatus, fNextAttemptAt, fUpdatedAt, fTimeout)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, "", wrap(err)
@@ -56,34 +58,37 @@ func (s *Store) Unfinished(ctx context.Context, status Status, cursor string, n 
 	return out, next, nil
 }
 
-// CallbacksDue returns up to n ids whose callback is due and not finished,
-// dropping index entries of records that expired.
+// CallbacksDue returns up to n ids per partition whose callback is due and
+// not finished, dropping index entries of records that expired.
 func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
-	ids, err := s.rdb.ZRange(ctx, keyCallbackDue, 0, int64(n)-1).Result()
-	if err != nil {
-		return nil, wrap(err)
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HGet(ctx, keyReq(id), fCbStatus)
-	}
-	if len(ids) > 0 {
+	var due []string
+	for _, k := range s.each() {
+		ids, err := s.rdb.ZRange(ctx, k.callbackDue(), 0, int64(n)-1).Result()
+		if err != nil {
+			return nil, wrap(err)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(ids))
+		for i, id := range ids {
+			cmds[i] = pipe.HGet(ctx, k.req(id), fCbStatus)
+		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, wrap(err)
 		}
-	}
-	var due []string
-	var gone []any
-	for i, id := range ids {
-		if cmds[i].Val() == "pending" {
-			due = append(due, id)
-		} else {
-			gone = append(gone, id)
+		var gone []any
+		for i, id := range ids {
+			if cmds[i].Val() == "pending" {
+				due = append(due, id)
+			} else {
+				gone = append(gone, id)
+			}
 		}
-	}
-	if len(gone) > 0 {
-		s.rdb.ZRem(ctx, keyCallbackDue, gone...)
+		if len(gone) > 0 {
+			s.rdb.ZRem(ctx, k.callbackDue(), gone...)
+		}
 	}
 	return due, nil
 }
@@ -95,7 +100,19 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 // entries it removed.
 func (s *Store) TrimIndexes(ctx context.Context, n int) (int, error) {
 	removed := 0
-	for _, key := range []string{keyAll, keyIndex(Completed), keyIndex(Failed), keyIndex(Canceled)} {
+	for _, k := range s.each() {
+		n, err := s.trimPartition(ctx, k, n)
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+func (s *Store) trimPartition(ctx context.Context, k keys, n int) (int, error) {
+	removed := 0
+	for _, key := range []string{k.all(), k.index(Completed), k.index(Failed), k.index(Canceled)} {
 		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "-", Stop: "+", ByLex: true, Count: int64(n)}).Result()
 		if err != nil {
 			return removed, wrap(err)
@@ -106,7 +123,7 @@ func (s *Store) TrimIndexes(ctx context.Context, n int) (int, error) {
 		pipe := s.rdb.Pipeline()
 		exists := make([]*redis.IntCmd, len(ids))
 		for i, id := range ids {
-			exists[i] = pipe.Exists(ctx, keyReq(id))
+			exists[i] = pipe.Exists(ctx, k.req(id))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return removed, wrap(err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/submit"
 )
@@ -63,6 +63,7 @@ type Store interface {
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
 	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
+	Partitions() partition.Set
 }
 
 // Queue hands a new request to the workers.
@@ -168,8 +169,10 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	if err != nil {
 		return "", fmt.Errorf("stored request no longer valid: %w", err)
 	}
-	r.ID = ids.New(now)
 	key := IdempotencyKey(sc.ID, t)
+	// Every replica makes the tick's request in the partition its key
+	// picks, so their idempotency claims meet there.
+	r.ID = s.Store.Partitions().NewID(now, key)
 	r.IdempotencyKey = key
 	// Schedules are capped by SCHEDULE_LIMIT; their requests count
 	// against no owner.

@@ -18,13 +18,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/asynqx"
+	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/tasks"
 )
 
 // Store is the part of the record store the sweeper reads.
 type Store interface {
-	Unfinished(ctx context.Context, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
+	Unfinished(ctx context.Context, part int, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
+	Partitions() partition.Set
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
 	TrimIndexes(ctx context.Context, n int) (int, error)
 }
@@ -120,20 +122,23 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	if s.Now != nil {
 		now = s.Now()
 	}
-	for _, status := range []record.Status{record.Pending, record.Retrying} {
-		cursor := ""
-		for {
-			batch, next, err := s.Store.Unfinished(ctx, status, cursor, 500)
-			if err != nil {
-				return st, err
+	parts := s.Store.Partitions()
+	for part := 0; part < parts.Len(); part++ {
+		for _, status := range []record.Status{record.Pending, record.Retrying} {
+			cursor := ""
+			for {
+				batch, next, err := s.Store.Unfinished(ctx, part, status, cursor, 500)
+				if err != nil {
+					return st, err
+				}
+				if err := s.repair(ctx, parts.Tag(part), batch, now, &st); err != nil {
+					return st, err
+				}
+				if next == "" {
+					break
+				}
+				cursor = next
 			}
-			if err := s.repair(ctx, batch, now, &st); err != nil {
-				return st, err
-			}
-			if next == "" {
-				break
-			}
-			cursor = next
 		}
 	}
 	trimmed, err := s.Store.TrimIndexes(ctx, 500)
@@ -145,31 +150,46 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, err
 	}
-	cbIDs := make([]string, len(due))
-	for i, id := range due {
-		cbIDs[i] = tasks.CallbackTaskID(id)
+	byPart := map[int][]string{}
+	for _, id := range due {
+		byPart[parts.OfID(id)] = append(byPart[parts.OfID(id)], id)
 	}
-	cbStates, err := asynqx.TaskStates(ctx, s.RDB, tasks.Queue, cbIDs)
-	if err != nil {
-		return st, err
-	}
-	for i, id := range due {
-		if cbStates[i].State == "" {
-			if err := s.Queue.EnqueueCallback(ctx, id); err != nil {
-				return st, fmt.Errorf("enqueue callback of %s: %w", id, err)
-			}
-			st.CallbackLost++
+	for part, ids := range byPart {
+		if err := s.repairCallbacks(ctx, parts.Tag(part), ids, &st); err != nil {
+			return st, err
 		}
 	}
 	return st, nil
 }
 
-func (s *Sweeper) repair(ctx context.Context, batch []record.Unfinished, now time.Time, st *Stats) error {
+// repairCallbacks enqueues the due callbacks among ids (of the queue) that
+// have no task.
+func (s *Sweeper) repairCallbacks(ctx context.Context, queue string, due []string, st *Stats) error {
+	cbIDs := make([]string, len(due))
+	for i, id := range due {
+		cbIDs[i] = tasks.CallbackTaskID(id)
+	}
+	cbStates, err := asynqx.TaskStates(ctx, s.RDB, queue, cbIDs)
+	if err != nil {
+		return err
+	}
+	for i, id := range due {
+		if cbStates[i].State == "" {
+			if err := s.Queue.EnqueueCallback(ctx, id); err != nil {
+				return fmt.Errorf("enqueue callback of %s: %w", id, err)
+			}
+			st.CallbackLost++
+		}
+	}
+	return nil
+}
+
+func (s *Sweeper) repair(ctx context.Context, queue string, batch []record.Unfinished, now time.Time, st *Stats) error {
 	ids := make([]string, len(batch))
 	for i, u := range batch {
 		ids[i] = u.ID
 	}
-	states, err := asynqx.TaskStates(ctx, s.RDB, tasks.Queue, ids)
+	states, err := asynqx.TaskStates(ctx, s.RDB, queue, ids)
 	if err != nil {
 		return err
 	}
@@ -196,7 +216,7 @@ func (s *Sweeper) repair(ctx context.Context, batch []record.Unfinished, now tim
 			if !states[i].LeaseExpiry.Before(now.Truncate(time.Second)) {
 				continue
 			}
-			moved, err := asynqx.RequeueStranded(ctx, s.RDB, tasks.Queue, u.ID, now)
+			moved, err := asynqx.RequeueStranded(ctx, s.RDB, queue, u.ID, now)
 			if err != nil {
 				return fmt.Errorf("requeue stranded %s: %w", u.ID, err)
 			}

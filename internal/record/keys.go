@@ -1,0 +1,69 @@
+package record
+
+import "github.com/retryd/retryd/internal/partition"
+
+// keys builds every key name of one partition: "{tag}:kind:…". This is the
+// only place key names are made. All keys of one request (and the asynq
+// task of it, whose queue is named like the tag) share the tag, so every
+// script runs within one cluster slot. With one partition the tag is
+// "retryd", the layout before partitions existed.
+type keys string
+
+func keysOf(tag string) keys { return keys("{" + tag + "}:") }
+
+func (k keys) req(id string) string          { return string(k) + "req:" + id }
+func (k keys) attempts(id string) string     { return string(k) + "att:" + id }
+func (k keys) redrives(id string) string     { return string(k) + "rdr:" + id }
+func (k keys) spec(id string) string         { return string(k) + "spec:" + id }
+func (k keys) result(id string) string       { return string(k) + "res:" + id }
+func (k keys) index(s Status) string         { return string(k) + "idx:" + string(s) }
+func (k keys) all() string                   { return string(k) + "idx:all" }
+func (k keys) idem(key string) string        { return string(k) + "idem:" + hashHex(key) }
+func (k keys) redriveIdem(key string) string { return string(k) + "idem-redrive:" + hashHex(key) }
+
+// callbackDue indexes requests whose callback is due but not finished, so
+// the sweeper can find callbacks whose task was lost.
+func (k keys) callbackDue() string { return string(k) + "idx:callback-due" }
+
+// stats is a hash of counters, bumped by the scripts that change a
+// request (so they cost no extra round trip); cluster-wide figures are the
+// sum over partitions.
+func (k keys) stats() string { return string(k) + "stats" }
+
+func (k keys) owner(o string) string         { return string(k) + "owner:" + o }
+func (k keys) authFailures(ip string) string { return string(k) + "authfail:" + ip }
+
+func (k keys) schedule(id string) string      { return string(k) + "sch:" + id }
+func (k keys) scheduleFires(id string) string { return string(k) + "sch-fires:" + id }
+func (k keys) schedules() string              { return string(k) + "idx:schedules" }
+
+// scheduleDue is the schedules by next fire time (ms).
+func (k keys) scheduleDue() string { return string(k) + "sch-due" }
+
+// statusIndexes are the status indexes in Statuses order.
+func (k keys) statusIndexes() []string {
+	out := make([]string, len(Statuses))
+	for i, s := range Statuses {
+		out[i] = k.index(s)
+	}
+	return out
+}
+
+// k is the keys of the partition of request (or schedule) id.
+func (s *Store) k(id string) keys { return keysOf(s.parts.Tag(s.parts.OfID(id))) }
+
+// each is the keys of every partition, partition 0 first.
+func (s *Store) each() []keys {
+	out := make([]keys, s.parts.Len())
+	for i := range out {
+		out[i] = keysOf(s.parts.Tag(i))
+	}
+	return out
+}
+
+// first is partition 0's keys, for the few records of no request (failed
+// authentications).
+func (s *Store) first() keys { return keysOf(s.parts.Tag(0)) }
+
+// Partitions are the store's partitions.
+func (s *Store) Partitions() partition.Set { return s.parts }
