@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -212,5 +213,42 @@ func TestPartitionsSpreadOverRedisCluster(t *testing.T) {
 		if share < 0.20 || share > 0.47 {
 			t.Errorf("master %d holds %.1f %% of the keys, want 20–47 %%", i, 100*share)
 		}
+	}
+}
+
+// A worker killed mid-attempt on a partitioned cluster: its request's task
+// is recovered in its own partition's queue, without using up the budget.
+func TestWorkerCrashOnPartitionedCluster(t *testing.T) {
+	t.Parallel()
+	addrs := redistest.StartCluster(t, 3)
+	r := redistest.StartServer(t, redistest.Options{}) // unused by the programs
+	s := startStackOn(t, r, 0, "REDIS_CLUSTER_ADDRS="+strings.Join(addrs, ","), "PARTITIONS=6", "SWEEP_INTERVAL=1s")
+	dest := newDestination(t)
+	url := dest.script("/cluster-crash", 200)
+	doomed := s.startWorker(t, faultpoint.EnvVar+"="+faultpoint.BeforeCall)
+	var ids []string
+	for i := 0; i < 12; i++ {
+		ids = append(ids, s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":0}`, url)))
+	}
+	select {
+	case <-doomed.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not die")
+	}
+	s.startWorker(t)
+	interrupted := 0
+	for _, id := range ids {
+		doc := s.waitTerminal(t, id, crashRecovery)
+		if doc["status"] != "completed" {
+			t.Errorf("%s ended %v (lastError %v)", id, doc["status"], doc["lastError"])
+		}
+		for _, a := range doc["attempts"].([]any) {
+			if a.(map[string]any)["outcome"] == "interrupted" {
+				interrupted++
+			}
+		}
+	}
+	if interrupted == 0 {
+		t.Error("no attempt was recorded as interrupted: the worker did not die mid-attempt")
 	}
 }

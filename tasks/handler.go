@@ -165,7 +165,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	if !ok {
 		run = -1
 	}
-	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt)}
+	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt), Host: r.Host}
 	var next error
 	switch res.Kind {
 	case retry.Success:

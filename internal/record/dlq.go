@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"net"
 	"strconv"
 	"strings"
@@ -107,6 +108,18 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 	scanned := 0
 	batch := int64(max(limit*2, 100))
 	failed := func(k keys) string { return k.index(Failed) }
+	if f.Host != "" {
+		// Only the requests that failed towards that host are read.
+		host := f.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		failed = func(k keys) string { return k.failedHost(host) }
+		if err := s.backfillHostIndex(ctx); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		ids, err := s.newest(ctx, failed, cursor, batch)
 		if err != nil {
@@ -119,10 +132,14 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 		for i, id := range ids {
 			scanned++
 			h := hs[i]
-			if len(h) > 0 {
-				if r := decode(id, h, specs[i]); r.Status == Failed && f.match(r) {
-					page.Requests = append(page.Requests, r)
-				}
+			if len(h) == 0 || Status(h[fStatus]) != Failed {
+				// Expired, or redriven since: drop the entry (a request
+				// that fails again is indexed again).
+				s.rdb.ZRem(ctx, failed(s.k(id)), id)
+				continue
+			}
+			if r := decode(id, h, specs[i]); f.match(r) {
+				page.Requests = append(page.Requests, r)
 			}
 			if len(page.Requests) == limit || scanned >= maxScan {
 				if i < len(ids)-1 || int64(len(ids)) == batch {
@@ -136,6 +153,53 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 		}
 		cursor = ids[len(ids)-1]
 	}
+}
+
+// backfillHostIndex indexes by host the failed requests recorded before
+// the host index existed (an upgrade in place), once per partition: a
+// marker key says it was done.
+func (s *Store) backfillHostIndex(ctx context.Context) error {
+	if s.hostIndexReady.Load() {
+		return nil
+	}
+	for _, k := range s.each() {
+		done, err := s.rdb.Exists(ctx, k.hostIndexReady()).Result()
+		if err != nil {
+			return wrap(err)
+		}
+		if done == 1 {
+			continue
+		}
+		cursor := "-"
+		for {
+			ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.index(Failed), Start: cursor, Stop: "+", ByLex: true, Count: 1000}).Result()
+			if err != nil {
+				return wrap(err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			_, specs, err := s.loadMany(ctx, ids)
+			if err != nil {
+				return err
+			}
+			pipe := s.rdb.Pipeline()
+			for i, id := range ids {
+				if host := hostOf(specFrom(specs[i]).URL); host != "" {
+					pipe.ZAdd(ctx, k.failedHost(host), redis.Z{Member: id})
+				}
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return wrap(err)
+			}
+			cursor = "(" + ids[len(ids)-1]
+		}
+		if err := s.rdb.Set(ctx, k.hostIndexReady(), "1", 0).Err(); err != nil {
+			return wrap(err)
+		}
+	}
+	s.hostIndexReady.Store(true)
+	return nil
 }
 
 // CallbackAttempt records one delivery attempt of request id's callback.

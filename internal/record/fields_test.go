@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -74,5 +76,61 @@ func TestLastErrorIsKeptUpToItsLimit(t *testing.T) {
 		if got := r.Attempts[len(r.Attempts)-1].Error; got != c.err {
 			t.Errorf("%s: the attempt's error was cut (%d of %d bytes)", c.name, len(got), len(c.err))
 		}
+	}
+}
+
+// The DLQ's host filter reads the failed-by-host index; failed requests
+// recorded before the index existed are indexed on first use.
+func TestDLQHostFilterUsesTheHostIndex(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	now := time.Now()
+	// A request failed through Finish: indexed.
+	r := newRequest("01m8mhyychtfy2pdj6ga", now)
+	r.URL, r.Host = "https://a.example:8443/x", "a.example"
+	if _, err := s.Create(ctx, r, "", nil, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.Begin(ctx, r.ID, now)
+	if _, err := s.Finish(ctx, r.ID, Outcome{Attempt: Attempt{N: b.N, StartedAt: now, Outcome: "permanent"}, Status: Failed, Host: r.Host}, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := rdb.ZRange(ctx, k0.failedHost("a.example"), 0, -1).Val(); len(got) != 1 || got[0] != r.ID {
+		t.Fatalf("failed-by-host index %v", got)
+	}
+	// A failed request of before the index: in the failed index only.
+	old := "01m8mhyychtfy2pdj6gb"
+	seed(t, rdb, state{k0.req(old): reqHash(Failed), k0.spec(old): `{"u":"https://a.example/old","m":"GET"}`, k0.index(Failed): zset{old}})
+	for _, filter := range []string{"a.example", "a.example:8443"} {
+		page, err := s.ListFailed(ctx, DLQFilter{Host: filter}, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range page.Requests {
+			got = append(got, p.ID)
+		}
+		want := []string{old, r.ID}
+		if filter == "a.example:8443" {
+			want = []string{r.ID}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("host=%s (-want +got):\n%s", filter, diff)
+		}
+	}
+	if rdb.Exists(ctx, k0.hostIndexReady()).Val() != 1 {
+		t.Error("the backfill left no marker")
+	}
+	// Redriven since: not listed, and its entry is dropped.
+	if _, err := s.Redrive(ctx, r.ID, RedriveInput{Actor: "a", Limit: 3, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := s.ListFailed(ctx, DLQFilter{Host: "a.example"}, "", 10)
+	if len(page.Requests) != 1 || page.Requests[0].ID != old {
+		t.Errorf("after a redrive: %d listed", len(page.Requests))
+	}
+	if rdb.ZScore(ctx, k0.failedHost("a.example"), r.ID).Err() == nil {
+		t.Error("the redriven request's entry stayed in the index")
 	}
 }

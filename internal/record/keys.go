@@ -21,6 +21,14 @@ func (k keys) all() string                   { return string(k) + "idx:all" }
 func (k keys) idem(key string) string        { return string(k) + "idem:" + hashHex(key) }
 func (k keys) redriveIdem(key string) string { return string(k) + "idem-redrive:" + hashHex(key) }
 
+// failedHost indexes failed requests by destination host name (no port),
+// for the DLQ's host filter.
+func (k keys) failedHost(host string) string { return string(k) + "idx:failed-host:" + host }
+
+// hostIndexReady marks a partition whose failed requests of before the
+// failed-by-host index were indexed (see backfillHostIndex).
+func (k keys) hostIndexReady() string { return string(k) + "idx:failed-host-ready" }
+
 // callbackDue indexes requests whose callback is due but not finished, so
 // the sweeper can find callbacks whose task was lost.
 func (k keys) callbackDue() string { return string(k) + "idx:callback-due" }

@@ -237,10 +237,16 @@ func hostPortOf(raw string) string {
 	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
 }
 
-// decode fills a Request from HGETALL output and the spec JSON.
-func decode(id string, h map[string]string, specJSON string) *Request {
+// specFrom decodes a spec JSON.
+func specFrom(specJSON string) spec {
 	var sp spec
 	_ = json.Unmarshal([]byte(specJSON), &sp)
+	return sp
+}
+
+// decode fills a Request from HGETALL output and the spec JSON.
+func decode(id string, h map[string]string, specJSON string) *Request {
+	sp := specFrom(specJSON)
 	r := &Request{
 		ID:              id,
 		URL:             sp.URL,

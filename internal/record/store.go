@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,6 +48,9 @@ type Store struct {
 	replicaWait time.Duration
 	// bell names the workers' doorbell list of a partition (SetBell).
 	bell func(tag string) string
+	// hostIndexReady: every partition's failed requests are indexed by
+	// host (backfillHostIndex ran).
+	hostIndexReady atomic.Bool
 }
 
 // SetBell names the workers' doorbell list by partition tag, which Create
@@ -452,6 +456,9 @@ type Outcome struct {
 	// Run is asynq's retry count of the task run (-1 when unknown),
 	// remembered when the request fails.
 	Run int
+	// Host is the request's destination host name, indexed when the
+	// request fails (the DLQ's host filter).
+	Host string
 }
 
 // FinishResult says what Finish did.
@@ -503,7 +510,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	}
 	k := s.k(id)
 	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.statusIndexes()...), k.callbackDue(), k.stats(),
-		k.spec(id), k.result(id))
+		k.spec(id), k.result(id), k.failedHost(o.Host))
 	var durMs int64
 	if a.DurationMs != nil {
 		durMs = *a.DurationMs

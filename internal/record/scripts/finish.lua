@@ -11,6 +11,7 @@
 -- KEYS[10]: stats hash
 -- KEYS[11]: spec
 -- KEYS[12]: result
+-- KEYS[13]: the failed-by-host index of the request's host (the DLQ's host filter)
 -- ARGV[1]: request id
 -- ARGV[2]: the attempt's n
 -- ARGV[3]: the attempt as JSON
@@ -49,6 +50,11 @@ end
 if ARGV[4] == "pending" or ARGV[4] == "retrying" then return "ok" end
 redis.call("HDEL", KEYS[1], "nextAttemptAt")
 redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
+if ARGV[4] == "failed" then
+  -- Entries of requests redriven or expired since are dropped when read.
+  redis.call("ZADD", KEYS[13], 0, ARGV[1])
+  redis.call("PEXPIRE", KEYS[13], ARGV[6])
+end
 if redis.call("HGET", KEYS[1], "redriveOpen") then
   local e = cjson.decode(redis.call("LINDEX", KEYS[3], -1))
   e.outcome = redis.call("HGET", KEYS[1], "status")
