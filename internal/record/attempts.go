@@ -1,0 +1,168 @@
+package record
+
+// Attempts: starting one (Begin) and recording how it ended (Finish).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// BeginState says whether an attempt may start.
+type BeginState int
+
+// The answers of Begin.
+const (
+	// Started: the attempt is recorded as in flight; perform it.
+	Started BeginState = iota
+	// NotDue: the next attempt is due later (Due); do nothing yet.
+	NotDue
+	// Finished: the request is terminal (Status); no attempt.
+	Finished
+	// Missing: no such record (expired or never stored).
+	Missing
+)
+
+// Begin is Store.Begin's answer.
+type Begin struct {
+	State  BeginState
+	Due    time.Time
+	Status Status
+	N      int // the attempt's number, when Started
+	// FailedRun is the asynq retry count of the run that failed the
+	// request, when Finished as failed (-1 when unknown).
+	FailedRun int
+	Request   *Request // the record as of the start, when Started
+}
+
+// beginScript: scripts/begin.lua.
+var beginScript = script("begin")
+
+// InterruptedError is the error recorded on an attempt cut short by a crash.
+const InterruptedError = "worker stopped during the attempt; attempt repeated"
+
+// Begin starts an attempt of request id at now, if it is due.
+func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
+	res, err := beginScript.Run(ctx, s.rdb, []string{s.k(id).req(id), s.k(id).attempts(id), s.k(id).stats(), s.k(id).spec(id)}, now.UnixMilli(), InterruptedError).Slice()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return parseBegin(id, res), nil
+}
+
+func parseBegin(id string, res []any) *Begin {
+	head, _ := res[0].(string)
+	switch head {
+	case "missing":
+		return &Begin{State: Missing}
+	case "notdue":
+		dueMs, _ := strconv.ParseInt(res[1].(string), 10, 64)
+		return &Begin{State: NotDue, Due: time.UnixMilli(dueMs)}
+	case "ok":
+		n, _ := strconv.Atoi(res[1].(string))
+		flat, _ := res[2].([]any)
+		h := make(map[string]string, len(flat)/2)
+		for i := 0; i+1 < len(flat); i += 2 {
+			k, _ := flat[i].(string)
+			v, _ := flat[i+1].(string)
+			h[k] = v
+		}
+		sp, _ := res[3].(string)
+		return &Begin{State: Started, N: n, Request: decode(id, h, sp)}
+	default:
+		failedRun, _ := strconv.Atoi(res[1].(string))
+		return &Begin{State: Finished, Status: Status(head), FailedRun: failedRun}
+	}
+}
+
+// Outcome is the result of a finished attempt and the state it leads to.
+type Outcome struct {
+	Attempt         Attempt
+	Lateness        time.Duration // how long after its due time the attempt started
+	Status          Status        // the request's next status
+	NextAttemptAt   time.Time     // when Status is Retrying
+	Result          *string       // the response body, when Status is Completed
+	ResultTruncated bool
+	// Run is asynq's retry count of the task run (-1 when unknown),
+	// remembered when the request fails.
+	Run int
+	// Host is the request's destination host name, indexed when the
+	// request fails (the DLQ's host filter).
+	Host string
+}
+
+// FinishResult says what Finish did.
+type FinishResult int
+
+// The answers of Finish.
+const (
+	// Recorded: the attempt and the new status are stored.
+	Recorded FinishResult = iota
+	// RecordedCallback: as Recorded, and the request's outcome callback is
+	// now due.
+	RecordedCallback
+	// Stale: another run took the request over; nothing was stored.
+	Stale
+	// CanceledMeanwhile: the attempt is stored, the request stays canceled.
+	CanceledMeanwhile
+)
+
+// finishScript: scripts/finish.lua.
+var finishScript = script("finish")
+
+// Finish records attempt o.Attempt of request id and applies o.
+func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time) (FinishResult, error) {
+	a := o.Attempt
+	a.StartedAtMs = a.StartedAt.UnixMilli()
+	aj, err := json.Marshal(a)
+	if err != nil {
+		return 0, err
+	}
+	code := ""
+	if a.StatusCode != 0 {
+		code = strconv.Itoa(a.StatusCode)
+	}
+	fields := []any{fLastError, clip(a.Error), fLastStatusCode, code, fFailureClass, a.FailureClass}
+	if o.Status == Retrying {
+		fields = append(fields, fNextAttemptAt, ms(o.NextAttemptAt))
+	}
+	hasResult, result := "0", ""
+	if o.Result != nil {
+		trunc := "0"
+		if o.ResultTruncated {
+			trunc = "1"
+		}
+		hasResult, result = "1", *o.Result
+		fields = append(fields, fResultTrunc, trunc)
+	}
+	if o.Status == Failed {
+		fields = append(fields, fFailedRun, o.Run)
+	}
+	k := s.k(id)
+	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.statusIndexes()...), k.callbackDue(), k.stats(),
+		k.spec(id), k.result(id), k.failedHost(o.Host))
+	var durMs int64
+	if a.DurationMs != nil {
+		durMs = *a.DurationMs
+	}
+	late := max(o.Lateness, 0)
+	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
+		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
+	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds(),
+		stats, durMs, late.Milliseconds(), hasResult, result}, fields...)
+	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
+	if err != nil {
+		return 0, wrap(err)
+	}
+	switch res {
+	case "stale":
+		return Stale, nil
+	case "canceled":
+		return CanceledMeanwhile, nil
+	case "callback":
+		return RecordedCallback, nil
+	}
+	return Recorded, nil
+}
