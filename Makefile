@@ -10,11 +10,12 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 run:
 	$(GO) run ./cmd/api -dev
 
-## deps: make sure what the tests start is installed (redis-server, chromium)
+## deps: make sure what the tests start is installed (redis-server, chromium, node + the npm oracles of e2e/oracles)
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	{ command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]; } || missing="$$missing chromium"; \
+	{ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; } || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing with apt-get"; \
@@ -24,6 +25,8 @@ deps:
 	    exit 1; \
 	  fi; \
 	fi
+	@test -d e2e/oracles/node_modules || { echo "installing the npm oracles (e2e/oracles, pinned by its package-lock.json)"; \
+	  cd e2e/oracles && npm ci --no-audit --no-fund --silent; }
 
 ## test: vet, then every test with the race detector (tests start their own redis-server)
 test: deps

@@ -22,6 +22,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/sign"
 )
 
 // TypeCallback is the asynq task type of an outcome callback; its payload
@@ -58,6 +59,9 @@ func (e *Enqueuer) EnqueueCallback(ctx context.Context, id string) error {
 	return err
 }
 
+// CallbackWebhookID is the webhook-id of request id's outcome callback.
+func CallbackWebhookID(id string) string { return id + "_callback" }
+
 // CallbackTaskID is the asynq task id of request id's outcome callback.
 func CallbackTaskID(id string) string { return "callback:" + id }
 
@@ -74,6 +78,8 @@ type CallbackHandler struct {
 	Store  CallbackStore
 	Client *http.Client
 	Secret string // CALLBACK_SIGNING_SECRET; no signature when empty
+	// Signer signs callbacks (Standard Webhooks); nil signs nothing.
+	Signer *sign.Webhooks
 	Log    *slog.Logger
 	Now    func() time.Time
 }
@@ -144,6 +150,9 @@ func (h *CallbackHandler) post(ctx context.Context, r *record.Request, body []by
 	if h.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(h.Secret, body))
 	}
+	// The callback is a message of its own: its webhook-id differs from
+	// the deliveries' (a receiver deduping on it must not drop either).
+	h.Signer.Sign(req.Header, CallbackWebhookID(r.ID), h.Now(), body)
 	resp, err := h.Client.Do(req)
 	if err != nil {
 		return 0, err

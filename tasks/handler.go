@@ -18,6 +18,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/sign"
 )
 
 // Response capture limits.
@@ -57,6 +58,8 @@ type Handler struct {
 	Stopping context.Context
 	// Faults are the crash-test fault points (nil in production).
 	Faults *faultpoint.Points
+	// Signer signs every delivery (Standard Webhooks); nil signs nothing.
+	Signer *sign.Webhooks
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -247,6 +250,9 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set(egress.RequestIDHeader, r.ID)
 	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
+	// webhook-id is the request id: the same on every attempt and redrive,
+	// so a receiver can dedupe on it.
+	h.Signer.Sign(req.Header, r.ID, h.Now(), []byte(r.Body))
 	resp, err = h.Client.Do(req)
 	if err != nil {
 		return nil, nil, false, err

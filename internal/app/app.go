@@ -32,6 +32,7 @@ import (
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/scheduler"
+	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/sweeper"
 	"github.com/retryd/retryd/tasks"
 )
@@ -330,6 +331,10 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts}
 	client := guard.Client()
+	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
+	if err != nil {
+		return fmt.Errorf("SIGNING_SECRETS: %w", err)
+	}
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
 	h := &tasks.Handler{
@@ -342,8 +347,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		RedriveLimit: cfg.RedriveLimit,
 		Stopping:     stopping,
 		Faults:       opts.Faults,
+		Signer:       signer,
 	}
-	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Log: log, Now: time.Now}
+	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
 	// calls and the context switches; at the throughput one process reaches

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retryd/retryd/internal/sign"
 )
 
 // Config is the effective configuration of an API or worker process.
@@ -29,6 +31,10 @@ type Config struct {
 	LogLevel              string
 	MetricsAddr           string
 	CallbackSigningSecret string
+	// SigningSecrets are Standard Webhooks secrets (SIGNING_SECRETS,
+	// "whsec_<base64>", newest first); every delivery and callback is
+	// signed with each.
+	SigningSecrets []string
 	// RedisWaitReplicas makes the API confirm a submission only once this
 	// many replicas hold it (REDIS_WAIT_REPLICAS, default 0; use 1 or more
 	// with Sentinel so a failover cannot lose an accepted request).
@@ -54,7 +60,7 @@ var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
-	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS",
+	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 }
 
 // Defaults.
@@ -169,6 +175,10 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 	}
 	c.CallbackSigningSecret = getenv("CALLBACK_SIGNING_SECRET")
+	c.SigningSecrets = list(getenv("SIGNING_SECRETS"))
+	if _, err := sign.ParseSecrets(c.SigningSecrets); err != nil {
+		bad("SIGNING_SECRETS", "%v", err)
+	}
 	return c, errors.Join(errs...)
 }
 
@@ -209,14 +219,18 @@ func (c Config) String() string {
 	if c.CallbackSigningSecret != "" {
 		secret = "****"
 	}
+	signing := "unset"
+	if len(c.SigningSecrets) > 0 {
+		signing = fmt.Sprintf("%d secret(s) ****", len(c.SigningSecrets))
+	}
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
-		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d",
+		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions)
+		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing)
 }
 
 // MaskURL hides the password of a redis:// URL.
