@@ -16,7 +16,7 @@ import (
 // pinned in its package-lock.json) with input on stdin and returns its
 // output lines. `make deps` installs the packages; a bare `go test`
 // installs them here if they are missing.
-func oracle(t *testing.T, script string, input []byte) []string {
+func oracle(t *testing.T, input []byte, script string, args ...string) []string {
 	t.Helper()
 	dir, _ := filepath.Abs("oracles")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
@@ -26,12 +26,14 @@ func oracle(t *testing.T, script string, input []byte) []string {
 			t.Fatalf("npm ci in e2e/oracles (needs node, npm and the npm registry; `make deps` does it): %v\n%s", err, out)
 		}
 	}
-	cmd := exec.Command("node", script)
+	cmd := exec.Command("node", append([]string{script}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(input)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node %s: %v", script, err)
+		t.Fatalf("node %s: %v\n%s\n%s", script, err, out, stderr.String())
 	}
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
@@ -84,7 +86,7 @@ func TestDeliveriesAndCallbacksAreSignedWithStandardWebhooks(t *testing.T) {
 	if cb := dest.calls("/cb")[0]; cb.header.Get("Retryd-Signature") == "" {
 		t.Error("the callback lost its Retryd-Signature")
 	}
-	results := oracle(t, "verify-standardwebhooks.js", lines.Bytes())
+	results := oracle(t, lines.Bytes(), "verify-standardwebhooks.js")
 	if len(results) != n {
 		t.Fatalf("%d verdicts for %d messages: %v", len(results), n, results)
 	}

@@ -78,9 +78,16 @@ func Errorf(code Code, field, message string) *Error {
 }
 
 // Abort answers err in the API's error shape and stops the handler chain.
-// Errors that are not API errors are mapped from the store's sentinels;
-// anything unknown is logged and answered as a bare 500.
 func Abort(c *gin.Context, log *slog.Logger, err error) {
+	apiErr := Resolve(c, log, err)
+	c.AbortWithStatusJSON(apiErr.Code.status(), gin.H{"error": apiErr})
+}
+
+// Resolve turns err into the API error to answer (setting Retry-After
+// where it belongs). Errors that are not API errors are mapped from the
+// store's sentinels; anything unknown is logged and becomes a bare 500.
+// Other dialects of the API (QStash's) render it in their own shape.
+func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
 	var apiErr *Error
 	var subErr *submit.Error
 	switch {
@@ -107,5 +114,8 @@ func Abort(c *gin.Context, log *slog.Logger, err error) {
 		log.Error("internal error", "err", err, "path", c.FullPath())
 		apiErr = Errorf(CodeInternal, "", "internal error")
 	}
-	c.AbortWithStatusJSON(apiErr.Code.status(), gin.H{"error": apiErr})
+	return apiErr
 }
+
+// Status is the HTTP status of an API error.
+func (e *Error) Status() int { return e.Code.status() }

@@ -140,17 +140,36 @@ func (a *API) submit(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	ctx := c.Request.Context()
-	if err := a.checkDestinations(c, r, ""); err != nil {
+	replay, err := a.Accept(c, r, idemKey, body, now)
+	if err != nil {
 		Abort(c, a.Log, err)
 		return
+	}
+	if replay != nil {
+		a.replay(c, replay)
+		return
+	}
+	a.Log.Debug("request accepted", "requestId", r.ID, "method", r.Method, "host", r.Host,
+		"nextAttemptAt", r.NextAttemptAt.UTC().Format(apidoc.TimeLayout))
+	c.Header("Location", "/requests/"+r.ID)
+	c.JSON(http.StatusAccepted, gin.H{"id": r.ID, "status": record.Pending})
+}
+
+// Accept stores a parsed request r and hands it to the workers: the
+// destination checks, a new id (in the partition idemKey picks), the
+// memory gate, the record (claiming idemKey, counting the owner's cap) and
+// the enqueue. It returns the earlier request when idemKey was used
+// before. Both APIs (retryd's and the QStash dialect) submit through it.
+func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []byte, now time.Time) (*record.Replay, error) {
+	ctx := c.Request.Context()
+	if err := a.checkDestinations(c, r, ""); err != nil {
+		return nil, err
 	}
 	r.ID = a.newID(now, idemKey)
 	r.IdempotencyKey = idemKey
 	if a.Memory != nil {
 		if err := a.memory.check(ctx, a.Memory, now); err != nil {
-			Abort(c, a.Log, err)
-			return
+			return nil, err
 		}
 	}
 	rang := a.CreateRings && a.Queue.PendingAtOnce(r.NextAttemptAt)
@@ -177,18 +196,7 @@ func (a *API) submit(c *gin.Context) {
 			a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", rmErr)
 		}
 	}
-	if err != nil {
-		Abort(c, a.Log, err)
-		return
-	}
-	if replay != nil {
-		a.replay(c, replay)
-		return
-	}
-	a.Log.Debug("request accepted", "requestId", r.ID, "method", r.Method, "host", r.Host,
-		"nextAttemptAt", r.NextAttemptAt.UTC().Format(apidoc.TimeLayout))
-	c.Header("Location", "/requests/"+r.ID)
-	c.JSON(http.StatusAccepted, gin.H{"id": r.ID, "status": record.Pending})
+	return replay, err
 }
 
 func (a *API) replay(c *gin.Context, replay *record.Replay) {
@@ -314,10 +322,25 @@ func (a *API) cancel(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	callbackDue, err := a.Store.Cancel(ctx, id, a.Now())
+	if err := a.Cancel(ctx, id); err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	r, err := a.Store.Get(ctx, id)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
+	}
+	c.JSON(http.StatusOK, apidoc.NewDocument(r, true))
+}
+
+// Cancel moves pending or retrying request id to canceled for good (its
+// outcome callback, if any, becomes due). It returns record.ErrNotFound,
+// or record.ErrConflict when the request already finished.
+func (a *API) Cancel(ctx context.Context, id string) error {
+	callbackDue, err := a.Store.Cancel(ctx, id, a.Now())
+	if err != nil {
+		return err
 	}
 	if callbackDue {
 		if err := a.Queue.EnqueueCallback(ctx, id); err != nil {
@@ -331,13 +354,8 @@ func (a *API) cancel(c *gin.Context) {
 	if err := a.Queue.Delete(ctx, id); err != nil {
 		a.Log.Debug("could not delete the task of a canceled request", "requestId", id, "err", err)
 	}
-	r, err := a.Store.Get(ctx, id)
-	if err != nil {
-		Abort(c, a.Log, err)
-		return
-	}
 	a.Log.Info("request canceled", "requestId", id)
-	c.JSON(http.StatusOK, apidoc.NewDocument(r, true))
+	return nil
 }
 
 func tooLarge() *Error {

@@ -60,6 +60,9 @@ type Handler struct {
 	Faults *faultpoint.Points
 	// Signer signs every delivery (Standard Webhooks); nil signs nothing.
 	Signer *sign.Webhooks
+	// QStash signs deliveries of requests made through /v2; nil signs
+	// nothing.
+	QStash *sign.QStash
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -217,6 +220,9 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	return next
 }
 
+// DialectQStash marks a request made through the QStash-compatible API.
+const DialectQStash = "qstash"
+
 // ErrShutdown is the reason of an attempt the worker's shutdown cut short.
 var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
 
@@ -253,6 +259,17 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 	// webhook-id is the request id: the same on every attempt and redrive,
 	// so a receiver can dedupe on it.
 	h.Signer.Sign(req.Header, r.ID, h.Now(), []byte(r.Body))
+	if r.Dialect == DialectQStash {
+		// What QStash's deliveries carry (attempts before this one, from 0).
+		req.Header.Set("Upstash-Message-Id", r.ID)
+		req.Header.Set("Upstash-Retried", strconv.Itoa(n-1))
+		if req.Header.Get("User-Agent") == "retryd/1" {
+			req.Header.Set("User-Agent", "Upstash-QStash")
+		}
+		if tok := h.QStash.Token(r.URL, []byte(r.Body), h.Now()); tok != "" {
+			req.Header.Set("Upstash-Signature", tok)
+		}
+	}
 	resp, err = h.Client.Do(req)
 	if err != nil {
 		return nil, nil, false, err

@@ -28,6 +28,7 @@ import (
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/openapi"
 	"github.com/retryd/retryd/internal/partition"
+	"github.com/retryd/retryd/internal/qstash"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
@@ -230,6 +231,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
 		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},
 		&handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit},
+		&qstash.API{API: api, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		MountDashboard(dashboard),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/metrics", gin.WrapH(m.Handler()))
@@ -348,6 +350,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Stopping:     stopping,
 		Faults:       opts.Faults,
 		Signer:       signer,
+		QStash:       &sign.QStash{Current: cfg.QStashCurrentSigningKey, Next: cfg.QStashNextSigningKey},
 	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks

@@ -35,6 +35,10 @@ type Config struct {
 	// "whsec_<base64>", newest first); every delivery and callback is
 	// signed with each.
 	SigningSecrets []string
+	// QStashCurrentSigningKey and QStashNextSigningKey sign deliveries of
+	// requests made through /v2 (QSTASH_CURRENT_SIGNING_KEY,
+	// QSTASH_NEXT_SIGNING_KEY), as QStash does.
+	QStashCurrentSigningKey, QStashNextSigningKey string
 	// RedisWaitReplicas makes the API confirm a submission only once this
 	// many replicas hold it (REDIS_WAIT_REPLICAS, default 0; use 1 or more
 	// with Sentinel so a failover cannot lose an accepted request).
@@ -61,6 +65,7 @@ var Names = []string{
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
+	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 }
 
 // Defaults.
@@ -176,6 +181,8 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.CallbackSigningSecret = getenv("CALLBACK_SIGNING_SECRET")
 	c.SigningSecrets = list(getenv("SIGNING_SECRETS"))
+	c.QStashCurrentSigningKey = strings.TrimSpace(getenv("QSTASH_CURRENT_SIGNING_KEY"))
+	c.QStashNextSigningKey = strings.TrimSpace(getenv("QSTASH_NEXT_SIGNING_KEY"))
 	if _, err := sign.ParseSecrets(c.SigningSecrets); err != nil {
 		bad("SIGNING_SECRETS", "%v", err)
 	}
@@ -226,11 +233,11 @@ func (c Config) String() string {
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
-		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s",
+		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing)
+		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, map[bool]string{true: "****", false: "unset"}[c.QStashCurrentSigningKey != ""])
 }
 
 // MaskURL hides the password of a redis:// URL.

@@ -61,6 +61,9 @@ type Request struct {
 	TimeoutMs      int64
 	CallbackURL    string
 	IdempotencyKey string
+	// Dialect is the API the request came through: "" for retryd's own,
+	// "qstash" for /v2 (its deliveries carry QStash's headers).
+	Dialect string
 
 	Status          Status
 	AttemptCount    int // every attempt in the request's life, interrupted ones too
@@ -181,11 +184,12 @@ type spec struct {
 	Body           string            `json:"b,omitempty"`
 	IdempotencyKey string            `json:"k,omitempty"`
 	CallbackURL    string            `json:"c,omitempty"`
+	Dialect        string            `json:"d,omitempty"`
 }
 
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
-		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL})
+		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect})
 	return string(b)
 }
 
@@ -264,6 +268,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		TimeoutMs:       int64(atoi(h[fTimeout])),
 		CallbackURL:     sp.CallbackURL,
 		IdempotencyKey:  sp.IdempotencyKey,
+		Dialect:         sp.Dialect,
 		Status:          Status(h[fStatus]),
 		AttemptCount:    atoi(h[fAttemptCount]),
 		BudgetUsed:      atoi(h[fBudgetUsed]),

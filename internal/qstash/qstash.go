@@ -1,0 +1,257 @@
+// Package qstash serves the QStash-compatible API under /v2: the dialect
+// of Upstash QStash's official clients, translated into retryd's own
+// submission (handlers.API.Accept) and records. A QStash message is a
+// retryd request: it shows in GET /requests/{id}, the DLQ and the
+// dashboard like any other, and follows retryd's delivery rules. Errors
+// are answered in QStash's shape, {"error": "..."}, so the official client
+// throws a readable QstashError.
+package qstash
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
+	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/tasks"
+)
+
+// DefaultRetries is QStash's default number of retries.
+const DefaultRetries = 3
+
+// API is the /v2 dialect over retryd's API.
+type API struct {
+	API *handlers.API
+	// Keys are the signing keys /v2/keys reports (the workers sign with
+	// them).
+	CurrentKey, NextKey string
+}
+
+// Routes registers the /v2 routes.
+func (q *API) Routes(r gin.IRouter) {
+	r.POST("/v2/publish/*destination", q.publish)
+	r.GET("/v2/messages/:id", q.getMessage)
+	r.DELETE("/v2/messages/:id", q.cancelMessage)
+	r.GET("/v2/keys", q.keys)
+}
+
+// fail answers err in QStash's error shape.
+func (q *API) fail(c *gin.Context, err error) {
+	e := handlers.Resolve(c, q.API.Log, err)
+	c.AbortWithStatusJSON(e.Status(), gin.H{"error": e.Message})
+}
+
+func badRequest(field, msg string) error {
+	return handlers.Errorf(handlers.CodeInvalid, field, msg)
+}
+
+// destination is the URL after /v2/publish/, verbatim from the raw request
+// URI: path cleaning would turn https://x/a%20b into https:/x/a%2520b.
+func destination(c *gin.Context) string {
+	raw := c.Request.RequestURI
+	if i := strings.Index(raw, "/v2/publish/"); i >= 0 {
+		return raw[i+len("/v2/publish/"):]
+	}
+	return strings.TrimPrefix(c.Param("destination"), "/")
+}
+
+// duration reads QStash's "10s", "5m", "2h", "1d" (or plain seconds).
+func duration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	if len(v) < 2 {
+		return 0, errors.New("invalid duration")
+	}
+	n, err := strconv.Atoi(v[:len(v)-1])
+	if err != nil || n < 0 {
+		return 0, errors.New("invalid duration")
+	}
+	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[v[len(v)-1]]
+	if unit == 0 {
+		return 0, errors.New("invalid duration unit")
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// submission translates a publish call into retryd's submission body, so
+// every rule of retryd's API applies to it unchanged.
+func submission(c *gin.Context, dest string, body []byte) (map[string]any, error) {
+	sub := map[string]any{"url": dest, "method": "POST", "maxRetries": DefaultRetries}
+	headers := map[string]string{}
+	for name, values := range c.Request.Header {
+		lower := strings.ToLower(name)
+		switch {
+		case strings.HasPrefix(lower, "upstash-forward-"):
+			headers[name[len("upstash-forward-"):]] = strings.Join(values, ", ")
+		case lower == "content-type":
+			headers["Content-Type"] = values[0]
+		}
+	}
+	h := c.Request.Header
+	if m := h.Get("Upstash-Method"); m != "" {
+		sub["method"] = strings.ToUpper(m)
+	}
+	if v := h.Get("Upstash-Retries"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, badRequest("Upstash-Retries", "Upstash-Retries must be an integer")
+		}
+		sub["maxRetries"] = n
+	}
+	if v := h.Get("Upstash-Timeout"); v != "" {
+		d, err := duration(v)
+		if err != nil {
+			return nil, badRequest("Upstash-Timeout", "Upstash-Timeout must be a duration such as 30s")
+		}
+		sub["timeoutMs"] = d.Milliseconds()
+	}
+	switch nb, delay := h.Get("Upstash-Not-Before"), h.Get("Upstash-Delay"); {
+	case nb != "":
+		sec, err := strconv.ParseInt(nb, 10, 64)
+		if err != nil {
+			return nil, badRequest("Upstash-Not-Before", "Upstash-Not-Before must be a Unix time in seconds")
+		}
+		sub["notBefore"] = time.Unix(sec, 0).UTC().Format(time.RFC3339)
+	case delay != "":
+		d, err := duration(delay)
+		if err != nil {
+			return nil, badRequest("Upstash-Delay", "Upstash-Delay must be a duration such as 10s, 5m, 2h or 1d")
+		}
+		sub["delayMs"] = d.Milliseconds()
+	}
+	if cb := h.Get("Upstash-Callback"); cb != "" {
+		sub["callbackUrl"] = cb
+	}
+	if len(headers) > 0 {
+		sub["headers"] = headers
+	}
+	if len(body) > 0 {
+		sub["body"] = string(body)
+	}
+	return sub, nil
+}
+
+// dedupKey is the Idempotency-Key a publish maps to: its deduplication id,
+// or a hash of its content with content-based deduplication.
+func dedupKey(h http.Header, dest string, body []byte) string {
+	if id := h.Get("Upstash-Deduplication-Id"); id != "" {
+		return "qstash:" + id
+	}
+	if strings.EqualFold(h.Get("Upstash-Content-Based-Deduplication"), "true") {
+		sum := sha256.New()
+		sum.Write([]byte(dest + "\n"))
+		var names []string
+		for k := range h {
+			if strings.HasPrefix(strings.ToLower(k), "upstash-forward-") {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			sum.Write([]byte(k + ":" + strings.Join(h[k], ",") + "\n"))
+		}
+		sum.Write(body)
+		return "qstash-content:" + hex.EncodeToString(sum.Sum(nil))
+	}
+	return ""
+}
+
+func (q *API) publish(c *gin.Context) {
+	dest := destination(c)
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, submit.MaxBytes+1))
+	if err != nil || len(body) > submit.MaxBytes {
+		q.fail(c, handlers.Errorf(handlers.CodeTooLarge, "", "message body is larger than 256 KiB"))
+		return
+	}
+	now := q.API.Now()
+	sub, err := submission(c, dest, body)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	raw, _ := json.Marshal(sub)
+	r, err := submit.Parse(raw, now)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	r.Dialect = tasks.DialectQStash
+	key := dedupKey(c.Request.Header, dest, body)
+	replay, err := q.API.Accept(c, r, key, raw, now)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	if replay != nil {
+		// QStash answers a duplicate with the first message's id.
+		c.JSON(http.StatusAccepted, gin.H{"messageId": replay.ID, "url": dest, "deduplicated": true})
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"messageId": r.ID, "url": dest})
+}
+
+// Message is a QStash message as messages.get returns it.
+type Message struct {
+	MessageID            string              `json:"messageId"`
+	URL                  string              `json:"url"`
+	Method               string              `json:"method"`
+	Header               map[string][]string `json:"header"`
+	Body                 string              `json:"body,omitempty"`
+	MaxRetries           int                 `json:"maxRetries"`
+	RetryDelayExpression string              `json:"retryDelayExpression,omitempty"`
+	NotBefore            int64               `json:"notBefore"`
+	CreatedAt            int64               `json:"createdAt"`
+	Callback             string              `json:"callback,omitempty"`
+}
+
+func (q *API) getMessage(c *gin.Context) {
+	id := c.Param("id")
+	if !ids.Valid(id) {
+		q.fail(c, record.ErrNotFound)
+		return
+	}
+	r, err := q.API.Store.Get(c.Request.Context(), id)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	// Shown like any retryd document: secrets redacted.
+	m := Message{MessageID: r.ID, URL: redact.URL(r.URL), Method: r.Method, Header: map[string][]string{}, Body: r.Body,
+		MaxRetries: r.MaxRetries, NotBefore: r.NextAttemptAt.UnixMilli(), CreatedAt: r.CreatedAt.UnixMilli(), Callback: r.CallbackURL}
+	for k, v := range redact.Headers(r.Headers) {
+		m.Header[k] = []string{v}
+	}
+	c.JSON(http.StatusOK, m)
+}
+
+func (q *API) cancelMessage(c *gin.Context) {
+	id := c.Param("id")
+	if !ids.Valid(id) {
+		q.fail(c, record.ErrNotFound)
+		return
+	}
+	if err := q.API.Cancel(c.Request.Context(), id); err != nil {
+		q.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"cancelled": 1})
+}
+
+func (q *API) keys(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"current": q.CurrentKey, "next": q.NextKey})
+}
