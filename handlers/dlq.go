@@ -152,6 +152,13 @@ func (d *DLQ) redrive(c *gin.Context) {
 	c.JSON(http.StatusAccepted, apidoc.NewDocument(r, true))
 }
 
+// Redrive redrives failed request id as actor (with reason) and hands it
+// back to the workers; the QStash dialect's dlq.retry uses it.
+func (d *DLQ) Redrive(ctx context.Context, id, actor, reason string) error {
+	_, err := d.redriveOne(ctx, id, &redriveBody{Actor: actor, Reason: reason}, "")
+	return err
+}
+
 // redriveOne redrives id and hands it back to the workers.
 func (d *DLQ) redriveOne(ctx context.Context, id string, b *redriveBody, idemKey string) (*record.RedriveResult, error) {
 	res, err := d.Store.Redrive(ctx, id, record.RedriveInput{

@@ -11,6 +11,7 @@ delete process.env.QSTASH_REGION;
 
 const receiver = new Receiver({ currentSigningKey, nextSigningKey });
 const deliveries = [];
+let flakyOk = false;
 
 const server = http.createServer((req, res) => {
   let body = "";
@@ -29,8 +30,9 @@ const server = http.createServer((req, res) => {
       messageId: req.headers["upstash-message-id"], retried: req.headers["upstash-retried"],
       forwarded: req.headers["x-order"], method: req.method,
     });
-    res.writeHead(200);
-    res.end("ok");
+    const failing = (req.url.startsWith("/flaky") && !flakyOk) || req.url.startsWith("/gone");
+    res.writeHead(failing ? 410 : 200);
+    res.end(failing ? "gone" : "ok");
   });
 });
 
@@ -61,6 +63,35 @@ server.listen(0, "127.0.0.1", async () => {
     const later = await client.publish({ url: `${dest}/later`, body: "x", delay: 600 });
     out.cancelled = await client.messages.cancel(later.messageId);
     out.later = later.messageId;
+
+    const batch = await client.batchJSON([
+      { url: `${dest}/batch-1`, body: { i: 1 } },
+      { url: `${dest}/batch-2`, body: { i: 2 } },
+    ]);
+    out.batch = batch.map((b) => b.messageId);
+
+    const l1 = await client.publish({ url: `${dest}/later-1`, body: "a", delay: 600 });
+    const l2 = await client.publish({ url: `${dest}/later-2`, body: "b", delay: 600 });
+    out.bulkCancelled = await client.messages.cancel([l1.messageId, l2.messageId]);
+
+    const flaky = await client.publish({ url: `${dest}/flaky`, body: "f", retries: 0 });
+    const gone = await client.publish({ url: `${dest}/gone`, body: "g", retries: 0 });
+    out.flaky = flaky.messageId;
+    out.gone = gone.messageId;
+    let dlq = { messages: [] };
+    await waitFor(() => deliveries.filter((d) => d.path === "/flaky" || d.path === "/gone").length >= 2, 15000);
+    for (let i = 0; i < 100 && dlq.messages.length < 2; i++) {
+      dlq = await client.dlq.listMessages();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    out.dlqIds = dlq.messages.map((m) => m.dlqId);
+    out.dlqStatus = dlq.messages.map((m) => m.responseStatus);
+    flakyOk = true;
+    const retried = await client.dlq.retry([flaky.messageId]);
+    out.retried = retried.responses.map((r) => r.messageId);
+    await waitFor(() => deliveries.filter((d) => d.path === "/flaky").length >= 2, 15000);
+    await client.dlq.delete(gone.messageId);
+    out.dlqAfter = (await client.dlq.listMessages()).messages.map((m) => m.dlqId);
     try {
       await client.messages.get("nosuchmessage");
       out.missingThrew = false;

@@ -228,10 +228,11 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
 		Parts: parts, CreateRings: parts.Len() == 1}
 	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts}})
+	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
-		&handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults},
+		dlq,
 		&handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit},
-		&qstash.API{API: api, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
+		&qstash.API{API: api, DLQ: dlq, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		MountDashboard(dashboard),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/metrics", gin.WrapH(m.Handler()))

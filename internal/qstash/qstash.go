@@ -35,6 +35,7 @@ const DefaultRetries = 3
 // API is the /v2 dialect over retryd's API.
 type API struct {
 	API *handlers.API
+	DLQ *handlers.DLQ
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
@@ -43,6 +44,12 @@ type API struct {
 // Routes registers the /v2 routes.
 func (q *API) Routes(r gin.IRouter) {
 	r.POST("/v2/publish/*destination", q.publish)
+	r.POST("/v2/batch", q.batch)
+	r.DELETE("/v2/messages", q.cancelMessages)
+	r.GET("/v2/dlq", q.listDLQ)
+	r.DELETE("/v2/dlq/:dlqId", q.deleteDLQ)
+	r.DELETE("/v2/dlq", q.deleteDLQMany)
+	r.POST("/v2/dlq/retry", q.retryDLQ)
 	r.GET("/v2/messages/:id", q.getMessage)
 	r.DELETE("/v2/messages/:id", q.cancelMessage)
 	r.GET("/v2/keys", q.keys)
@@ -90,10 +97,10 @@ func duration(v string) (time.Duration, error) {
 
 // submission translates a publish call into retryd's submission body, so
 // every rule of retryd's API applies to it unchanged.
-func submission(c *gin.Context, dest string, body []byte) (map[string]any, error) {
+func submission(h http.Header, dest string, body []byte) (map[string]any, error) {
 	sub := map[string]any{"url": dest, "method": "POST", "maxRetries": DefaultRetries}
 	headers := map[string]string{}
-	for name, values := range c.Request.Header {
+	for name, values := range h {
 		lower := strings.ToLower(name)
 		switch {
 		case strings.HasPrefix(lower, "upstash-forward-"):
@@ -102,7 +109,6 @@ func submission(c *gin.Context, dest string, body []byte) (map[string]any, error
 			headers["Content-Type"] = values[0]
 		}
 	}
-	h := c.Request.Header
 	if m := h.Get("Upstash-Method"); m != "" {
 		sub["method"] = strings.ToUpper(m)
 	}
@@ -172,37 +178,96 @@ func dedupKey(h http.Header, dest string, body []byte) string {
 }
 
 func (q *API) publish(c *gin.Context) {
-	dest := destination(c)
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, submit.MaxBytes+1))
 	if err != nil || len(body) > submit.MaxBytes {
 		q.fail(c, handlers.Errorf(handlers.CodeTooLarge, "", "message body is larger than 256 KiB"))
 		return
 	}
-	now := q.API.Now()
-	sub, err := submission(c, dest, body)
+	res, err := q.publishOne(c, destination(c), c.Request.Header, body)
 	if err != nil {
 		q.fail(c, err)
 		return
+	}
+	status := http.StatusCreated
+	if res.Deduplicated {
+		status = http.StatusAccepted // QStash answers a duplicate with the first message's id
+	}
+	c.JSON(status, res)
+}
+
+// Published is the answer to one publish.
+type Published struct {
+	MessageID    string `json:"messageId"`
+	URL          string `json:"url"`
+	Deduplicated bool   `json:"deduplicated,omitempty"`
+}
+
+// publishOne translates one message into a retryd submission and accepts
+// it.
+func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte) (*Published, error) {
+	now := q.API.Now()
+	sub, err := submission(h, dest, body)
+	if err != nil {
+		return nil, err
 	}
 	raw, _ := json.Marshal(sub)
 	r, err := submit.Parse(raw, now)
 	if err != nil {
-		q.fail(c, err)
-		return
+		return nil, err
 	}
 	r.Dialect = tasks.DialectQStash
-	key := dedupKey(c.Request.Header, dest, body)
-	replay, err := q.API.Accept(c, r, key, raw, now)
+	replay, err := q.API.Accept(c, r, dedupKey(h, dest, body), raw, now)
 	if err != nil {
-		q.fail(c, err)
-		return
+		return nil, err
 	}
 	if replay != nil {
-		// QStash answers a duplicate with the first message's id.
-		c.JSON(http.StatusAccepted, gin.H{"messageId": replay.ID, "url": dest, "deduplicated": true})
+		return &Published{MessageID: replay.ID, URL: dest, Deduplicated: true}, nil
+	}
+	return &Published{MessageID: r.ID, URL: dest}, nil
+}
+
+// batchItem is one message of POST /v2/batch.
+type batchItem struct {
+	Destination string            `json:"destination"`
+	Headers     map[string]string `json:"headers"`
+	Body        string            `json:"body"`
+	Queue       string            `json:"queue"`
+}
+
+// MaxBatch bounds the messages of one batch.
+const MaxBatch = 100
+
+func (q *API) batch(c *gin.Context) {
+	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, 4*submit.MaxBytes+1))
+	if err != nil || len(raw) > 4*submit.MaxBytes {
+		q.fail(c, handlers.Errorf(handlers.CodeTooLarge, "", "batch is larger than 1 MiB"))
 		return
 	}
-	c.JSON(http.StatusCreated, gin.H{"messageId": r.ID, "url": dest})
+	var items []batchItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		q.fail(c, badRequest("", "batch must be a JSON array of {destination, headers, body}"))
+		return
+	}
+	if len(items) == 0 || len(items) > MaxBatch {
+		q.fail(c, badRequest("", "a batch holds 1 to 100 messages"))
+		return
+	}
+	out := make([]*Published, 0, len(items))
+	for i, it := range items {
+		h := http.Header{}
+		for k, v := range it.Headers {
+			h.Set(k, v)
+		}
+		res, err := q.publishOne(c, it.Destination, h, []byte(it.Body))
+		if err != nil {
+			// Messages before this one are accepted; say which failed.
+			e := handlers.Resolve(c, q.API.Log, err)
+			c.AbortWithStatusJSON(e.Status(), gin.H{"error": "message " + strconv.Itoa(i) + ": " + e.Message})
+			return
+		}
+		out = append(out, res)
+	}
+	c.JSON(http.StatusCreated, out)
 }
 
 // Message is a QStash message as messages.get returns it.
@@ -230,13 +295,18 @@ func (q *API) getMessage(c *gin.Context) {
 		q.fail(c, err)
 		return
 	}
-	// Shown like any retryd document: secrets redacted.
+	c.JSON(http.StatusOK, message(r))
+}
+
+// message renders a request as a QStash message, shown like any retryd
+// document: secrets redacted.
+func message(r *record.Request) Message {
 	m := Message{MessageID: r.ID, URL: redact.URL(r.URL), Method: r.Method, Header: map[string][]string{}, Body: r.Body,
-		MaxRetries: r.MaxRetries, NotBefore: r.NextAttemptAt.UnixMilli(), CreatedAt: r.CreatedAt.UnixMilli(), Callback: r.CallbackURL}
+		MaxRetries: r.MaxRetries, NotBefore: r.NextAttemptAt.UnixMilli(), CreatedAt: r.CreatedAt.UnixMilli(), Callback: redact.URL(r.CallbackURL)}
 	for k, v := range redact.Headers(r.Headers) {
 		m.Header[k] = []string{v}
 	}
-	c.JSON(http.StatusOK, m)
+	return m
 }
 
 func (q *API) cancelMessage(c *gin.Context) {
