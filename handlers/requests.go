@@ -229,7 +229,11 @@ func requireJSON(c *gin.Context) error {
 // callbackUrl: no refused address range, and not this API itself. prefix
 // names where the request sits in the body ("request." in a schedule).
 func (a *API) checkDestinations(c *gin.Context, r *record.Request, prefix string) error {
-	for _, d := range []struct{ field, url string }{{"url", r.URL}, {"callbackUrl", r.CallbackURL}} {
+	targets := []struct{ field, url string }{{"url", r.URL}, {"callbackUrl", r.CallbackURL}}
+	if r.QStash != nil {
+		targets = append(targets, struct{ field, url string }{"Upstash-Failure-Callback", r.QStash.FailureCallback})
+	}
+	for _, d := range targets {
 		if d.url == "" {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/robfig/cron/v3"
 
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/ids"
@@ -29,6 +30,7 @@ type ScheduleStore interface {
 	DeleteSchedule(ctx context.Context, id string) error
 	SetPaused(ctx context.Context, id string, paused bool, next time.Time) error
 	CountSchedules(ctx context.Context) (int64, error)
+	ScheduleByAlias(ctx context.Context, alias string) (string, error)
 }
 
 // Schedules serves recurring requests.
@@ -132,17 +134,8 @@ func (s *Schedules) create(c *gin.Context) {
 			return
 		}
 	}
-	if strings.TrimSpace(body.Cron) == "" {
-		Abort(c, s.API.Log, Errorf(CodeInvalid, "cron", "cron is required: 5 fields (\"*/5 * * * *\") or a descriptor (\"@hourly\", \"@every 30s\")"))
-		return
-	}
-	spec, err := scheduler.Parse(body.Cron, body.Timezone)
-	if err != nil {
-		field := "cron"
-		if strings.Contains(err.Error(), "time zone") && !strings.Contains(err.Error(), "timezone field") {
-			field = "timezone"
-		}
-		Abort(c, s.API.Log, Errorf(CodeInvalid, field, field+" is invalid: "+err.Error()))
+	if _, err := cronSpec(body.Cron, body.Timezone); err != nil {
+		Abort(c, s.API.Log, err)
 		return
 	}
 	switch body.CatchUp {
@@ -157,8 +150,44 @@ func (s *Schedules) create(c *gin.Context) {
 		Abort(c, s.API.Log, Errorf(CodeInvalid, "request", "request is required: the request each tick makes, as for POST /requests"))
 		return
 	}
+	sc := &record.Schedule{Cron: body.Cron, Timezone: body.Timezone, CatchUp: body.CatchUp, Request: body.Request}
+	if err := s.Save(c, sc, false); err != nil {
+		Abort(c, s.API.Log, err)
+		return
+	}
+	s.API.Log.Info("schedule created", "scheduleId", sc.ID, "cron", sc.Cron, "timezone", sc.Timezone)
+	c.Header("Location", "/schedules/"+sc.ID)
+	c.JSON(http.StatusCreated, s.document(sc))
+}
+
+// cronSpec parses a schedule's cron in its time zone, or says which of
+// the two is wrong.
+func cronSpec(expr, timezone string) (cron.Schedule, error) {
+	if strings.TrimSpace(expr) == "" {
+		return nil, Errorf(CodeInvalid, "cron", "cron is required: 5 fields (\"*/5 * * * *\") or a descriptor (\"@hourly\", \"@every 30s\")")
+	}
+	spec, err := scheduler.Parse(expr, timezone)
+	if err != nil {
+		field := "cron"
+		if strings.Contains(err.Error(), "time zone") && !strings.Contains(err.Error(), "timezone field") {
+			field = "timezone"
+		}
+		return nil, Errorf(CodeInvalid, field, field+" is invalid: "+err.Error())
+	}
+	return spec, nil
+}
+
+// Save checks schedule sc (its cron, time zone and request, a submission)
+// and stores it: as a new schedule with a new id unless sc.ID is set, or
+// over the schedule of that id when replace is true (QStash's upsert).
+// Only new schedules count against SCHEDULE_LIMIT.
+func (s *Schedules) Save(c *gin.Context, sc *record.Schedule, replace bool) error {
+	spec, err := cronSpec(sc.Cron, sc.Timezone)
+	if err != nil {
+		return err
+	}
 	now := s.API.Now()
-	r, err := submit.Parse(body.Request, now)
+	r, err := submit.Parse(sc.Request, now)
 	if err != nil {
 		var se *submit.Error
 		if errors.As(err, &se) {
@@ -166,46 +195,41 @@ func (s *Schedules) create(c *gin.Context) {
 			if se.Field != "" {
 				field += "." + se.Field
 			}
-			Abort(c, s.API.Log, Errorf(CodeInvalid, field, "request: "+se.Message))
-			return
+			return Errorf(CodeInvalid, field, "request: "+se.Message)
 		}
-		Abort(c, s.API.Log, err)
-		return
+		return err
 	}
 	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(body.Request, &fields)
+	_ = json.Unmarshal(sc.Request, &fields)
 	for _, f := range []string{"delayMs", "notBefore"} {
 		if _, ok := fields[f]; ok {
-			Abort(c, s.API.Log, Errorf(CodeInvalid, "request."+f, "request."+f+" is not allowed in a schedule: each tick is the request's time"))
-			return
+			return Errorf(CodeInvalid, "request."+f, "request."+f+" is not allowed in a schedule: each tick is the request's time")
 		}
 	}
-	if err := s.API.checkDestinations(c, r, "request."); err != nil {
-		Abort(c, s.API.Log, err)
-		return
+	if sc.QStash != nil {
+		r.QStash = &sc.QStash.Message
 	}
-	if s.Limit > 0 {
+	if err := s.API.checkDestinations(c, r, "request."); err != nil {
+		return err
+	}
+	if s.Limit > 0 && !replace {
 		n, err := s.Store.CountSchedules(c.Request.Context())
 		if err != nil {
-			Abort(c, s.API.Log, err)
-			return
+			return err
 		}
 		if n >= int64(s.Limit) {
 			c.Header("Retry-After", "60")
-			Abort(c, s.API.Log, Errorf(CodeRateLimited, "", fmt.Sprintf("schedule limit reached: %d schedules exist (SCHEDULE_LIMIT); delete one first", n)))
-			return
+			return Errorf(CodeRateLimited, "", fmt.Sprintf("schedule limit reached: %d schedules exist (SCHEDULE_LIMIT); delete one first", n))
 		}
 	}
-	tz := body.Timezone
-	sc := &record.Schedule{ID: s.API.newID(now, ""), Cron: body.Cron, Timezone: tz, CatchUp: body.CatchUp, Request: body.Request,
-		NextFireAt: spec.Next(now), CreatedAt: now}
-	if err := s.Store.CreateSchedule(c.Request.Context(), sc); err != nil {
-		Abort(c, s.API.Log, err)
-		return
+	if sc.ID == "" {
+		sc.ID = s.API.newID(now, "")
 	}
-	s.API.Log.Info("schedule created", "scheduleId", sc.ID, "cron", sc.Cron, "timezone", tz)
-	c.Header("Location", "/schedules/"+sc.ID)
-	c.JSON(http.StatusCreated, s.document(sc))
+	if sc.CreatedAt.IsZero() {
+		sc.CreatedAt = now
+	}
+	sc.NextFireAt = spec.Next(now)
+	return s.Store.CreateSchedule(c.Request.Context(), sc)
 }
 
 func (s *Schedules) list(c *gin.Context) {

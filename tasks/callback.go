@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -69,6 +70,69 @@ func CallbackTaskID(id string) string { return "callback:" + id }
 type CallbackStore interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
 	CallbackAttempt(ctx context.Context, id, status string, code int, errText string, now time.Time) (int, error)
+	DropCallback(ctx context.Context, id string) error
+}
+
+// callbackTarget is where request r's outcome is posted: its callbackUrl;
+// for a QStash message, its callback on success and its failure callback
+// on failure. "" means none.
+func callbackTarget(r *record.Request) string {
+	if r.Dialect != record.DialectQStash {
+		return r.CallbackURL
+	}
+	switch {
+	case r.Status == record.Completed:
+		return r.CallbackURL
+	case r.Status == record.Failed && r.QStash != nil:
+		return r.QStash.FailureCallback
+	}
+	return ""
+}
+
+// QStashCallback is the body QStash posts to a message's callback and
+// failure callback: the destination's last answer and the message.
+type QStashCallback struct {
+	Status          int                 `json:"status"`
+	Header          map[string][]string `json:"header"`
+	Body            string              `json:"body"` // base64
+	Retried         int                 `json:"retried"`
+	MaxRetries      int                 `json:"maxRetries"`
+	SourceMessageID string              `json:"sourceMessageId"`
+	URL             string              `json:"url"`
+	Method          string              `json:"method"`
+	SourceHeader    map[string][]string `json:"sourceHeader"`
+	SourceBody      string              `json:"sourceBody"` // base64
+	NotBefore       int64               `json:"notBefore"`
+	CreatedAt       int64               `json:"createdAt"`
+	ScheduleID      string              `json:"scheduleId,omitempty"`
+	DLQID           string              `json:"dlqId,omitempty"`
+}
+
+func qstashCallback(r *record.Request) QStashCallback {
+	cb := QStashCallback{Status: r.LastStatusCode, Header: map[string][]string{}, MaxRetries: r.MaxRetries,
+		SourceMessageID: r.ID, URL: r.URL, Method: r.Method, SourceHeader: map[string][]string{},
+		SourceBody: base64.StdEncoding.EncodeToString([]byte(r.Body)), CreatedAt: r.CreatedAt.UnixMilli(),
+		NotBefore: r.CreatedAt.UnixMilli()}
+	if n := len(r.Attempts); n > 0 {
+		last := r.Attempts[n-1]
+		cb.Retried = n - 1
+		if last.ResponseBody != nil {
+			cb.Body = base64.StdEncoding.EncodeToString([]byte(*last.ResponseBody))
+		}
+	}
+	if r.Status == record.Completed && r.HasResult {
+		cb.Body = base64.StdEncoding.EncodeToString([]byte(r.Result))
+	}
+	for k, v := range r.Headers {
+		cb.SourceHeader[k] = []string{v}
+	}
+	if r.QStash != nil {
+		cb.ScheduleID = r.QStash.ScheduleID
+	}
+	if r.Status == record.Failed {
+		cb.DLQID = r.ID // a failed message's DLQ id is its id
+	}
+	return cb
 }
 
 // CallbackHandler POSTs a finished request's document to its callbackUrl.
@@ -80,6 +144,8 @@ type CallbackHandler struct {
 	Secret string // CALLBACK_SIGNING_SECRET; no signature when empty
 	// Signer signs callbacks (Standard Webhooks); nil signs nothing.
 	Signer *sign.Webhooks
+	// QStash signs the callbacks of /v2 messages; nil signs nothing.
+	QStash *sign.QStash
 	Log    *slog.Logger
 	Now    func() time.Time
 }
@@ -97,11 +163,24 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 	if r.Callback == nil || r.Callback.Status == "delivered" || r.Callback.Status == "failed" || !r.Status.Terminal() {
 		return nil
 	}
-	body, err := json.Marshal(apidoc.NewDocument(r, false))
+	target := callbackTarget(r)
+	if target == "" {
+		// A QStash message calls back on one outcome only (its callback
+		// on success, its failure callback on failure, none on cancel).
+		if err := h.Store.DropCallback(ctx, id); err != nil {
+			return fmt.Errorf("%w: drop callback of %s: %w", retry.ErrInfrastructure, id, err)
+		}
+		return nil
+	}
+	var doc any = apidoc.NewDocument(r, false)
+	if r.Dialect == record.DialectQStash {
+		doc = qstashCallback(r)
+	}
+	body, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("encode callback of %s: %w: %w", id, err, asynq.SkipRetry)
 	}
-	code, callErr := h.post(ctx, r, body)
+	code, callErr := h.post(ctx, r, target, body)
 	now := h.Now()
 	var resp *http.Response
 	if callErr == nil {
@@ -137,10 +216,10 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 	}
 }
 
-func (h *CallbackHandler) post(ctx context.Context, r *record.Request, body []byte) (int, error) {
+func (h *CallbackHandler) post(ctx context.Context, r *record.Request, target string, body []byte) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, callbackTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.CallbackURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", retry.ErrInvalid, err)
 	}
@@ -153,6 +232,13 @@ func (h *CallbackHandler) post(ctx context.Context, r *record.Request, body []by
 	// The callback is a message of its own: its webhook-id differs from
 	// the deliveries' (a receiver deduping on it must not drop either).
 	h.Signer.Sign(req.Header, CallbackWebhookID(r.ID), h.Now(), body)
+	if r.Dialect == record.DialectQStash {
+		req.Header.Set("User-Agent", "Upstash-QStash")
+		req.Header.Set("Upstash-Message-Id", r.ID)
+		if tok := h.QStash.Token(target, body, h.Now()); tok != "" {
+			req.Header.Set("Upstash-Signature", tok)
+		}
+	}
 	resp, err := h.Client.Do(req)
 	if err != nil {
 		return 0, err

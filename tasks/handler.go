@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/record"
@@ -190,7 +191,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 		}
 		p := retry.Policy{Base: time.Duration(r.BackoffMs) * time.Millisecond, Max: time.Duration(r.MaxBackoffMs) * time.Millisecond}
 		o.Status = record.Retrying
-		o.NextAttemptAt = end.Add(p.Next(failures, h.Rand(), res))
+		o.NextAttemptAt = end.Add(h.retryWait(r, p, failures, res))
 		next = retry.At(o.NextAttemptAt, errors.New(a.Error))
 	}
 
@@ -220,8 +221,24 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
 	return next
 }
 
-// DialectQStash marks a request made through the QStash-compatible API.
-const DialectQStash = "qstash"
+// retryWait is the wait before the next attempt after failures finished
+// attempts: a QStash message's retry-delay expression (retried = failures
+// before this one, so 0 before the first retry) when it has one, else
+// retryd's jittered backoff. Retry-After wins over both, and the
+// request's maxBackoffMs caps both.
+func (h *Handler) retryWait(r *record.Request, p retry.Policy, failures int, res retry.Result) time.Duration {
+	if q := r.QStash; q != nil && q.RetryDelay != "" && !res.HasRetryAfter {
+		e, err := delayexpr.Cached(q.RetryDelay)
+		if err == nil {
+			var d time.Duration
+			if d, err = e.Delay(failures-1, p.Max); err == nil {
+				return d
+			}
+		}
+		h.Log.Warn("retry delay expression failed; using the default backoff", "requestId", r.ID, "err", err)
+	}
+	return p.Next(failures, h.Rand(), res)
+}
 
 // ErrShutdown is the reason of an attempt the worker's shutdown cut short.
 var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
@@ -259,10 +276,13 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 	// webhook-id is the request id: the same on every attempt and redrive,
 	// so a receiver can dedupe on it.
 	h.Signer.Sign(req.Header, r.ID, h.Now(), []byte(r.Body))
-	if r.Dialect == DialectQStash {
+	if r.Dialect == record.DialectQStash {
 		// What QStash's deliveries carry (attempts before this one, from 0).
 		req.Header.Set("Upstash-Message-Id", r.ID)
 		req.Header.Set("Upstash-Retried", strconv.Itoa(n-1))
+		if q := r.QStash; q != nil && q.ScheduleID != "" {
+			req.Header.Set("Upstash-Schedule-Id", q.ScheduleID)
+		}
 		if req.Header.Get("User-Agent") == "retryd/1" {
 			req.Header.Set("User-Agent", "Upstash-QStash")
 		}

@@ -30,6 +30,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	dev := fs.Bool("dev", false, "zero-setup local mode: embedded in-memory Redis, in-process worker, loopback and private destinations allowed, listening on 127.0.0.1; nothing persists")
 	listen := fs.String("listen", "", "address to listen on (default :PORT, or 127.0.0.1:PORT with -dev)")
+	qstashDev := fs.String("qstash-dev", "127.0.0.1:8080", "with -dev, also serve as QStash's local development server on this address, with the SDK's dev token and signing keys (\"\" to not)")
 	healthcheck := fs.Bool("healthcheck", false, "ask the API on PORT for /healthz and exit 0 if it answers 200 (container health checks)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -42,5 +43,5 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return app.Healthcheck(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.Port))
 	}
 	log := app.NewLogger(stdout, cfg.LogLevel)
-	return app.RunAPI(ctx, cfg, app.Options{Dev: *dev, Listen: *listen, Faults: faultpoint.FromEnv(getenv)}, log)
+	return app.RunAPI(ctx, cfg, app.Options{Dev: *dev, Listen: *listen, QStashDevAddr: *qstashDev, Faults: faultpoint.FromEnv(getenv)}, log)
 }

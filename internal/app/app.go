@@ -110,7 +110,20 @@ type Options struct {
 	// PORT, or 127.0.0.1 on PORT with Dev (a laptop's dev server is not
 	// for the network it sits on).
 	Listen string
+	// QStashDevAddr is where Dev also serves the API as QStash's local
+	// development server (QSTASH_DEV=true clients call 127.0.0.1:8080);
+	// empty serves it nowhere.
+	QStashDevAddr string
 }
+
+// The public credentials of QStash's local development server, built into
+// its official SDK: with QSTASH_DEV=true a client sends this token, and a
+// Receiver verifies with these keys.
+const (
+	QStashDevToken      = "eyJVc2VySUQiOiJkZWZhdWx0VXNlciIsIlBhc3N3b3JkIjoiZGVmYXVsdFBhc3N3b3JkIn0="
+	QStashDevCurrentKey = "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r"
+	QStashDevNextKey    = "sig_5ZB6DVzB1wjE8S6rZ7eenA8Pdnhs"
+)
 
 // listenAddr is where the API serves.
 func (o Options) listenAddr(port int) string {
@@ -137,6 +150,16 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		cfg.RedisURL = "redis://" + mr.Addr()
 		cfg.RedisSentinelAddrs, cfg.RedisClusterAddrs = nil, nil
 		cfg.AllowPrivateTargets = true
+		if opts.QStashDevAddr != "" {
+			// QStash's dev server signs with the SDK's public dev keys and
+			// takes its public dev token.
+			if cfg.QStashCurrentSigningKey == "" {
+				cfg.QStashCurrentSigningKey, cfg.QStashNextSigningKey = QStashDevCurrentKey, QStashDevNextKey
+			}
+			if len(cfg.APIKeys) > 0 {
+				cfg.APIKeys = append(cfg.APIKeys, QStashDevToken)
+			}
+		}
 		log.Warn("DEV MODE: embedded in-memory Redis and an in-process worker; NOTHING PERSISTS, loopback and private destinations are allowed (link-local and cloud metadata stay refused)")
 	}
 	log.Info("retryd api starting", "config", cfg.String())
@@ -186,9 +209,23 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("retryd api listening", "addr", ln.Addr().String())
+	if opts.Dev {
+		base := "http://" + ln.Addr().String()
+		fmt.Fprintf(os.Stderr, "\nretryd dev server\n  API:        %s\n  dashboard:  %s%s\n", base, base, DashboardPath)
+		if addr := opts.QStashDevAddr; addr != "" && addr != ln.Addr().String() {
+			// The same API, also where QStash's SDK looks for its dev server.
+			if qln, err := net.Listen("tcp", addr); err != nil {
+				log.Warn("the QStash dev server address is taken; QSTASH_DEV=true clients will not reach retryd", "addr", addr, "err", err)
+			} else {
+				go func() { serveErr <- srv.Serve(qln) }()
+				fmt.Fprintf(os.Stderr, "  QStash dev: http://%s (QSTASH_DEV=true clients; token and signing keys are the SDK's dev ones)\n", qln.Addr().String())
+			}
+		}
+		fmt.Fprintln(os.Stderr)
+	}
 
 	select {
 	case err := <-serveErr:
@@ -229,10 +266,11 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		Parts: parts, CreateRings: parts.Len() == 1}
 	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts}})
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
+	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
 		dlq,
-		&handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit},
-		&qstash.API{API: api, DLQ: dlq, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
+		schedules,
+		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		MountDashboard(dashboard),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/metrics", gin.WrapH(m.Handler()))
@@ -338,6 +376,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	if err != nil {
 		return fmt.Errorf("SIGNING_SECRETS: %w", err)
 	}
+	qsigner := &sign.QStash{Current: cfg.QStashCurrentSigningKey, Next: cfg.QStashNextSigningKey}
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
 	h := &tasks.Handler{
@@ -351,9 +390,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Stopping:     stopping,
 		Faults:       opts.Faults,
 		Signer:       signer,
-		QStash:       &sign.QStash{Current: cfg.QStashCurrentSigningKey, Next: cfg.QStashNextSigningKey},
+		QStash:       qsigner,
 	}
-	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Log: log, Now: time.Now}
+	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
 	// calls and the context switches; at the throughput one process reaches

@@ -69,19 +69,20 @@ func (q *API) listDLQ(c *gin.Context) {
 		q.fail(c, badRequest("cursor", "cursor is not one this API returned"))
 		return
 	}
+	f, err := filterOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
 	page, err := q.DLQ.Store.ListFailed(ctx, record.DLQFilter{}, cursor, count)
 	if err != nil {
 		q.fail(c, err)
 		return
 	}
-	url := c.Query("url")
 	msgs := []DLQMessage{}
 	for _, r := range page.Requests {
-		if url != "" && r.URL != url {
-			continue
-		}
 		full, err := q.API.Store.Get(ctx, r.ID) // with its attempts, for the response
-		if err != nil {
+		if err != nil || !f.match(full) {
 			continue
 		}
 		msgs = append(msgs, dlqMessage(full))
@@ -119,10 +120,37 @@ func (q *API) deleteDLQ(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"deleted": 1})
 }
 
+// selected is the ids a bulk call names in the repeated parameter name,
+// or, without any, those of status its filter (or "all") selects.
+func (q *API) selected(c *gin.Context, name string, status record.Status) ([]string, error) {
+	if want := idsOf(c, name); len(want) > 0 || len(c.QueryArray(name)) > 0 {
+		return want, nil
+	}
+	f, err := filterOf(c)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	statuses := []record.Status{status}
+	if status == record.Pending {
+		statuses = append(statuses, record.Retrying) // "pending" here means not finished
+	}
+	for _, st := range statuses {
+		err := q.each(c.Request.Context(), st, f, func(r *record.Request) error {
+			out = append(out, r.ID)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func (q *API) deleteDLQMany(c *gin.Context) {
-	want := idsOf(c, "dlqIds")
-	if len(want) == 0 {
-		q.fail(c, badRequest("dlqIds", "name the messages with dlqIds (filters and all are not supported yet)"))
+	want, err := q.selected(c, "dlqIds", record.Failed)
+	if err != nil {
+		q.fail(c, err)
 		return
 	}
 	deleted := 0
@@ -142,9 +170,9 @@ func (q *API) deleteDLQMany(c *gin.Context) {
 const RetryActor = "qstash"
 
 func (q *API) retryDLQ(c *gin.Context) {
-	want := idsOf(c, "dlqIds")
-	if len(want) == 0 {
-		q.fail(c, badRequest("dlqIds", "name the messages with dlqIds (filters and all are not supported yet)"))
+	want, err := q.selected(c, "dlqIds", record.Failed)
+	if err != nil {
+		q.fail(c, err)
 		return
 	}
 	responses := []gin.H{}
@@ -165,9 +193,9 @@ func (q *API) retryDLQ(c *gin.Context) {
 }
 
 func (q *API) cancelMessages(c *gin.Context) {
-	want := idsOf(c, "messageIds")
-	if len(want) == 0 {
-		q.fail(c, badRequest("messageIds", "name the messages with messageIds (filters and all are not supported yet)"))
+	want, err := q.selected(c, "messageIds", record.Pending)
+	if err != nil {
+		q.fail(c, err)
 		return
 	}
 	cancelled := 0

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,11 +23,11 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
-	"github.com/retryd/retryd/tasks"
 )
 
 // DefaultRetries is QStash's default number of retries.
@@ -34,8 +35,9 @@ const DefaultRetries = 3
 
 // API is the /v2 dialect over retryd's API.
 type API struct {
-	API *handlers.API
-	DLQ *handlers.DLQ
+	API       *handlers.API
+	DLQ       *handlers.DLQ
+	Schedules *handlers.Schedules
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
@@ -53,6 +55,13 @@ func (q *API) Routes(r gin.IRouter) {
 	r.GET("/v2/messages/:id", q.getMessage)
 	r.DELETE("/v2/messages/:id", q.cancelMessage)
 	r.GET("/v2/keys", q.keys)
+	r.POST("/v2/schedules/*destination", q.createSchedule)
+	r.GET("/v2/schedules", q.listSchedules)
+	r.GET("/v2/schedules/:scheduleId", q.getSchedule)
+	r.DELETE("/v2/schedules/:scheduleId", q.deleteSchedule)
+	r.PATCH("/v2/schedules/:scheduleId/pause", q.pauseSchedule)
+	r.PATCH("/v2/schedules/:scheduleId/resume", q.resumeSchedule)
+	r.GET("/v2/events", q.events)
 }
 
 // fail answers err in QStash's error shape.
@@ -65,14 +74,25 @@ func badRequest(field, msg string) error {
 	return handlers.Errorf(handlers.CodeInvalid, field, msg)
 }
 
-// destination is the URL after /v2/publish/, verbatim from the raw request
-// URI: path cleaning would turn https://x/a%20b into https:/x/a%2520b.
-func destination(c *gin.Context) string {
+// rawTail is the destination URL after prefix (/v2/publish/ or
+// /v2/schedules/), verbatim from the raw request URI: path cleaning would
+// turn https://x/a%20b into https:/x/a%2520b.
+func rawTail(c *gin.Context, prefix string) string {
 	raw := c.Request.RequestURI
-	if i := strings.Index(raw, "/v2/publish/"); i >= 0 {
-		return raw[i+len("/v2/publish/"):]
+	if i := strings.Index(raw, prefix); i >= 0 {
+		return raw[i+len(prefix):]
 	}
 	return strings.TrimPrefix(c.Param("destination"), "/")
+}
+
+// readBody reads a message body, refusing one above retryd's limit.
+func (q *API) readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, submit.MaxBytes+1))
+	if err != nil || len(body) > submit.MaxBytes {
+		q.fail(c, handlers.Errorf(handlers.CodeTooLarge, "", "message body is larger than 256 KiB"))
+		return nil, false
+	}
+	return body, true
 }
 
 // duration reads QStash's "10s", "5m", "2h", "1d" (or plain seconds).
@@ -96,8 +116,13 @@ func duration(v string) (time.Duration, error) {
 }
 
 // submission translates a publish call into retryd's submission body, so
-// every rule of retryd's API applies to it unchanged.
-func submission(h http.Header, dest string, body []byte) (map[string]any, error) {
+// every rule of retryd's API applies to it unchanged, and the fields QStash
+// adds to it.
+func submission(h http.Header, dest string, body []byte) (map[string]any, *record.QStash, error) {
+	extra, err := extras(h)
+	if err != nil {
+		return nil, nil, err
+	}
 	sub := map[string]any{"url": dest, "method": "POST", "maxRetries": DefaultRetries}
 	headers := map[string]string{}
 	for name, values := range h {
@@ -115,14 +140,14 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, error)
 	if v := h.Get("Upstash-Retries"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return nil, badRequest("Upstash-Retries", "Upstash-Retries must be an integer")
+			return nil, nil, badRequest("Upstash-Retries", "Upstash-Retries must be an integer")
 		}
 		sub["maxRetries"] = n
 	}
 	if v := h.Get("Upstash-Timeout"); v != "" {
 		d, err := duration(v)
 		if err != nil {
-			return nil, badRequest("Upstash-Timeout", "Upstash-Timeout must be a duration such as 30s")
+			return nil, nil, badRequest("Upstash-Timeout", "Upstash-Timeout must be a duration such as 30s")
 		}
 		sub["timeoutMs"] = d.Milliseconds()
 	}
@@ -130,13 +155,13 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, error)
 	case nb != "":
 		sec, err := strconv.ParseInt(nb, 10, 64)
 		if err != nil {
-			return nil, badRequest("Upstash-Not-Before", "Upstash-Not-Before must be a Unix time in seconds")
+			return nil, nil, badRequest("Upstash-Not-Before", "Upstash-Not-Before must be a Unix time in seconds")
 		}
 		sub["notBefore"] = time.Unix(sec, 0).UTC().Format(time.RFC3339)
 	case delay != "":
 		d, err := duration(delay)
 		if err != nil {
-			return nil, badRequest("Upstash-Delay", "Upstash-Delay must be a duration such as 10s, 5m, 2h or 1d")
+			return nil, nil, badRequest("Upstash-Delay", "Upstash-Delay must be a duration such as 10s, 5m, 2h or 1d")
 		}
 		sub["delayMs"] = d.Milliseconds()
 	}
@@ -149,7 +174,81 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, error)
 	if len(body) > 0 {
 		sub["body"] = string(body)
 	}
-	return sub, nil
+	return sub, extra, nil
+}
+
+// extras reads the fields a publish adds to retryd's submission.
+func extras(h http.Header) (*record.QStash, error) {
+	q := &record.QStash{
+		RetryDelay: strings.TrimSpace(h.Get("Upstash-Retry-Delay")), FailureCallback: h.Get("Upstash-Failure-Callback"),
+		Label: h.Get("Upstash-Label"), FlowControlKey: h.Get("Upstash-Flow-Control-Key"),
+	}
+	if q.RetryDelay != "" {
+		if _, err := delayexpr.Compile(q.RetryDelay); err != nil {
+			return nil, badRequest("Upstash-Retry-Delay", "Upstash-Retry-Delay "+strconv.Quote(q.RetryDelay)+": "+err.Error())
+		}
+	}
+	if cb := q.FailureCallback; cb != "" {
+		u, err := url.Parse(cb)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, badRequest("Upstash-Failure-Callback", "Upstash-Failure-Callback must be an absolute http or https URL")
+		}
+	}
+	if v := h.Get("Upstash-Flow-Control-Value"); v != "" || q.FlowControlKey != "" {
+		if _, err := flowControl(q.FlowControlKey, v); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// FlowControl is what Upstash-Flow-Control-Key and -Value ask for.
+type FlowControl struct {
+	Key         string
+	Parallelism int
+	Rate        int
+	Period      time.Duration
+}
+
+// flowControl parses "parallelism=2, rate=10, period=1m" for key.
+func flowControl(key, value string) (FlowControl, error) {
+	fc := FlowControl{Key: key, Period: time.Second}
+	if key == "" {
+		return fc, badRequest("Upstash-Flow-Control-Key", "Upstash-Flow-Control-Value needs an Upstash-Flow-Control-Key")
+	}
+	if strings.TrimSpace(value) == "" {
+		return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value must set parallelism or rate, like \"parallelism=2, rate=10, period=1m\"")
+	}
+	for _, part := range strings.Split(value, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+strconv.Quote(part)+" is not name=value")
+		}
+		var err error
+		switch strings.TrimSpace(name) {
+		case "parallelism":
+			fc.Parallelism, err = strconv.Atoi(strings.TrimSpace(v))
+			if fc.Parallelism < 1 {
+				err = errors.New("below 1")
+			}
+		case "rate":
+			fc.Rate, err = strconv.Atoi(strings.TrimSpace(v))
+			if fc.Rate < 1 {
+				err = errors.New("below 1")
+			}
+		case "period":
+			fc.Period, err = duration(v)
+			if fc.Period <= 0 {
+				err = errors.New("not positive")
+			}
+		default:
+			err = errors.New("unknown setting (parallelism, rate, period)")
+		}
+		if err != nil {
+			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+strconv.Quote(strings.TrimSpace(part))+": "+err.Error())
+		}
+	}
+	return fc, nil
 }
 
 // dedupKey is the Idempotency-Key a publish maps to: its deduplication id,
@@ -178,12 +277,11 @@ func dedupKey(h http.Header, dest string, body []byte) string {
 }
 
 func (q *API) publish(c *gin.Context) {
-	body, err := io.ReadAll(io.LimitReader(c.Request.Body, submit.MaxBytes+1))
-	if err != nil || len(body) > submit.MaxBytes {
-		q.fail(c, handlers.Errorf(handlers.CodeTooLarge, "", "message body is larger than 256 KiB"))
+	body, ok := q.readBody(c)
+	if !ok {
 		return
 	}
-	res, err := q.publishOne(c, destination(c), c.Request.Header, body)
+	res, err := q.publishOne(c, rawTail(c, "/v2/publish/"), c.Request.Header, body)
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -206,7 +304,7 @@ type Published struct {
 // it.
 func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte) (*Published, error) {
 	now := q.API.Now()
-	sub, err := submission(h, dest, body)
+	sub, extra, err := submission(h, dest, body)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +313,7 @@ func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte
 	if err != nil {
 		return nil, err
 	}
-	r.Dialect = tasks.DialectQStash
+	r.Dialect, r.QStash = record.DialectQStash, extra
 	replay, err := q.API.Accept(c, r, dedupKey(h, dest, body), raw, now)
 	if err != nil {
 		return nil, err
@@ -282,6 +380,10 @@ type Message struct {
 	NotBefore            int64               `json:"notBefore"`
 	CreatedAt            int64               `json:"createdAt"`
 	Callback             string              `json:"callback,omitempty"`
+	FailureCallback      string              `json:"failureCallback,omitempty"`
+	ScheduleID           string              `json:"scheduleId,omitempty"`
+	Label                string              `json:"label,omitempty"`
+	FlowControlKey       string              `json:"flowControlKey,omitempty"`
 }
 
 func (q *API) getMessage(c *gin.Context) {
@@ -305,6 +407,10 @@ func message(r *record.Request) Message {
 		MaxRetries: r.MaxRetries, NotBefore: r.NextAttemptAt.UnixMilli(), CreatedAt: r.CreatedAt.UnixMilli(), Callback: redact.URL(r.CallbackURL)}
 	for k, v := range redact.Headers(r.Headers) {
 		m.Header[k] = []string{v}
+	}
+	if q := r.QStash; q != nil {
+		m.RetryDelayExpression, m.FailureCallback, m.ScheduleID = q.RetryDelay, redact.URL(q.FailureCallback), q.ScheduleID
+		m.Label, m.FlowControlKey = q.Label, q.FlowControlKey
 	}
 	return m
 }

@@ -222,3 +222,14 @@ func (s *Store) CallbackAttempt(ctx context.Context, id, status string, code int
 	}
 	return int(n.Val()), nil
 }
+
+// DropCallback forgets that request id's callback is due: its outcome
+// calls nothing back (a QStash message calls back on some outcomes only).
+func (s *Store) DropCallback(ctx context.Context, id string) error {
+	k := s.k(id)
+	pipe := s.rdb.TxPipeline()
+	pipe.HDel(ctx, k.req(id), fCbStatus)
+	pipe.ZRem(ctx, k.callbackDue(), id)
+	_, err := pipe.Exec(ctx)
+	return wrap(err)
+}

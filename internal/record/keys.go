@@ -45,6 +45,9 @@ func (k keys) schedule(id string) string      { return string(k) + "sch:" + id }
 func (k keys) scheduleFires(id string) string { return string(k) + "sch-fires:" + id }
 func (k keys) schedules() string              { return string(k) + "idx:schedules" }
 
+// scheduleAlias maps a QStash schedule id its client chose to retryd's.
+func (k keys) scheduleAlias(alias string) string { return string(k) + "sch-alias:" + hashHex(alias) }
+
 // scheduleDue is the schedules by next fire time (ms).
 func (k keys) scheduleDue() string { return string(k) + "sch-due" }
 

@@ -64,6 +64,9 @@ type Request struct {
 	// Dialect is the API the request came through: "" for retryd's own,
 	// "qstash" for /v2 (its deliveries carry QStash's headers).
 	Dialect string
+	// QStash holds the fields a /v2 message adds to retryd's (nil for
+	// requests of retryd's own API).
+	QStash *QStash
 
 	Status          Status
 	AttemptCount    int // every attempt in the request's life, interrupted ones too
@@ -185,11 +188,36 @@ type spec struct {
 	IdempotencyKey string            `json:"k,omitempty"`
 	CallbackURL    string            `json:"c,omitempty"`
 	Dialect        string            `json:"d,omitempty"`
+	QStash         *QStash           `json:"q,omitempty"`
+}
+
+// DialectQStash marks a request made through the QStash-compatible API.
+const DialectQStash = "qstash"
+
+// QStash is what a message of the QStash-compatible API adds to a
+// request, kept so /v2 can show it and the worker can honour it.
+type QStash struct {
+	// RetryDelay is the Upstash-Retry-Delay expression: milliseconds as a
+	// function of retried.
+	RetryDelay string `json:"rd,omitempty"`
+	// FailureCallback is called, instead of the callback, when the
+	// message fails.
+	FailureCallback string `json:"fc,omitempty"`
+	// ScheduleID is the schedule that made the message, as QStash
+	// clients know it.
+	ScheduleID     string `json:"s,omitempty"`
+	Label          string `json:"l,omitempty"`
+	FlowControlKey string `json:"f,omitempty"`
+}
+
+// HasCallback reports whether some outcome of r calls back.
+func (r *Request) HasCallback() bool {
+	return r.CallbackURL != "" || (r.QStash != nil && r.QStash.FailureCallback != "")
 }
 
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
-		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect})
+		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash})
 	return string(b)
 }
 
@@ -200,7 +228,7 @@ func (r *Request) fields() []any {
 		fStatus, string(r.Status), fAttemptCount, 0, fBudgetUsed, 0, fRedriveCount, 0,
 		fNextAttemptAt, ms(r.NextAttemptAt), fCreatedAt, ms(r.CreatedAt), fUpdatedAt, ms(r.CreatedAt),
 	}
-	if r.CallbackURL != "" {
+	if r.HasCallback() {
 		f = append(f, fHasCallback, "1")
 	}
 	return f
@@ -269,6 +297,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		CallbackURL:     sp.CallbackURL,
 		IdempotencyKey:  sp.IdempotencyKey,
 		Dialect:         sp.Dialect,
+		QStash:          sp.QStash,
 		Status:          Status(h[fStatus]),
 		AttemptCount:    atoi(h[fAttemptCount]),
 		BudgetUsed:      atoi(h[fBudgetUsed]),
@@ -287,7 +316,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 	if v, ok := h[fFailedRun]; ok {
 		r.FailedRun = atoi(v)
 	}
-	if r.CallbackURL != "" {
+	if r.HasCallback() {
 		r.Callback = &Callback{
 			Status:         h[fCbStatus],
 			Attempts:       atoi(h[fCbAttempts]),

@@ -21,7 +21,25 @@ type Schedule struct {
 	NextFireAt time.Time
 	CreatedAt  time.Time
 	Fires      []Fire // newest first
+	// QStash is set on schedules made through the QStash-compatible API.
+	QStash *ScheduleQStash
 }
+
+// ScheduleQStash is what a QStash schedule adds: the id its client chose
+// (Upstash-Schedule-Id) and what each tick's message carries beyond
+// retryd's submission.
+type ScheduleQStash struct {
+	// Alias is the id the client chose; "" when it took retryd's.
+	Alias   string `json:"alias,omitempty"`
+	DelayMs int64  `json:"delayMs,omitempty"`
+	// Message is copied onto each tick's request.
+	Message QStash `json:"message"`
+}
+
+// ScheduleAliasKey is the partition key of a QStash schedule id: a
+// schedule with an alias lives in the partition it picks, next to the
+// alias' own key.
+func ScheduleAliasKey(alias string) string { return "qstash-schedule:" + alias }
 
 // Fire is one tick that produced a request.
 type Fire struct {
@@ -39,6 +57,13 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) error {
 	pipe := s.rdb.TxPipeline()
 	pipe.HSet(ctx, k.schedule(sc.ID), "cron", sc.Cron, "timezone", sc.Timezone, "catchUp", sc.CatchUp,
 		"request", string(sc.Request), "paused", "0", "nextFireAt", sc.NextFireAt.UnixMilli(), "createdAt", sc.CreatedAt.UnixMilli())
+	if q := sc.QStash; q != nil {
+		b, _ := json.Marshal(q)
+		pipe.HSet(ctx, k.schedule(sc.ID), "qstash", string(b))
+		if q.Alias != "" {
+			pipe.Set(ctx, k.scheduleAlias(q.Alias), sc.ID, 0)
+		}
+	}
 	pipe.ZAdd(ctx, k.schedules(), redis.Z{Member: sc.ID})
 	pipe.ZAdd(ctx, k.scheduleDue(), redis.Z{Score: float64(sc.NextFireAt.UnixMilli()), Member: sc.ID})
 	_, err := pipe.Exec(ctx)
@@ -64,6 +89,10 @@ func decodeSchedule(id string, h map[string]string, fires []string) *Schedule {
 		ID: id, Cron: h["cron"], Timezone: h["timezone"], CatchUp: h["catchUp"], Request: []byte(h["request"]),
 		Paused: h["paused"] == "1", NextFireAt: fromMs(h["nextFireAt"]), CreatedAt: fromMs(h["createdAt"]),
 		Fires: []Fire{},
+	}
+	if q := h["qstash"]; q != "" {
+		sc.QStash = &ScheduleQStash{}
+		_ = json.Unmarshal([]byte(q), sc.QStash)
 	}
 	for _, f := range fires {
 		var fire Fire
@@ -97,10 +126,30 @@ func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]
 	return out, next, nil
 }
 
-// DeleteSchedule removes a schedule; requests it already made stay.
+// ScheduleByAlias returns the id of the QStash schedule the client named
+// alias, or ErrNotFound.
+func (s *Store) ScheduleByAlias(ctx context.Context, alias string) (string, error) {
+	k := keysOf(s.parts.Tag(s.parts.OfKey(ScheduleAliasKey(alias))))
+	id, err := s.rdb.Get(ctx, k.scheduleAlias(alias)).Result()
+	if err == redis.Nil {
+		return "", ErrNotFound
+	}
+	return id, wrap(err)
+}
+
+// DeleteSchedule removes a schedule (and its QStash alias); requests it
+// already made stay.
 func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
-	pipe := s.rdb.TxPipeline()
 	k := s.k(id)
+	if q, err := s.rdb.HGet(ctx, k.schedule(id), "qstash").Result(); err == nil {
+		var sq ScheduleQStash
+		if json.Unmarshal([]byte(q), &sq) == nil && sq.Alias != "" {
+			if err := s.rdb.Del(ctx, k.scheduleAlias(sq.Alias)).Err(); err != nil {
+				return wrap(err)
+			}
+		}
+	}
+	pipe := s.rdb.TxPipeline()
 	del := pipe.Del(ctx, k.schedule(id), k.scheduleFires(id))
 	pipe.ZRem(ctx, k.schedules(), id)
 	pipe.ZRem(ctx, k.scheduleDue(), id)

@@ -7,6 +7,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,6 +175,16 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	// picks, so their idempotency claims meet there.
 	r.ID = s.Store.Partitions().NewID(now, key)
 	r.IdempotencyKey = key
+	if q := sc.QStash; q != nil {
+		// A QStash schedule's ticks are QStash messages: signed and
+		// headed as such, carrying the schedule's id and extras.
+		msg := q.Message
+		msg.ScheduleID = cmp.Or(q.Alias, sc.ID)
+		r.Dialect, r.QStash = record.DialectQStash, &msg
+		if q.DelayMs > 0 {
+			r.NextAttemptAt = now.Add(time.Duration(q.DelayMs) * time.Millisecond)
+		}
+	}
 	// Schedules are capped by SCHEDULE_LIMIT; their requests count
 	// against no owner.
 	replay, err := s.Store.Create(ctx, r, key, sc.Request, record.CreateOptions{})

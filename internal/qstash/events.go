@@ -1,0 +1,182 @@
+package qstash
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
+	"github.com/retryd/retryd/internal/retry"
+)
+
+// QStash's logs (GET /v2/events) are derived from retryd's records: each
+// request's creation, attempts and end, newest first. Nothing extra is
+// written per delivery to keep them.
+
+// Event is one entry of the logs.
+type Event struct {
+	Time             int64  `json:"time"`
+	State            string `json:"state"`
+	MessageID        string `json:"messageId"`
+	URL              string `json:"url"`
+	NextDeliveryTime int64  `json:"nextDeliveryTime,omitempty"`
+	Error            string `json:"error,omitempty"`
+	ResponseStatus   int    `json:"responseStatus,omitempty"`
+	Label            string `json:"label,omitempty"`
+}
+
+// The event states, QStash's names.
+const (
+	StateCreated   = "CREATED"
+	StateError     = "ERROR"
+	StateRetry     = "RETRY"
+	StateDelivered = "DELIVERED"
+	StateFailed    = "FAILED"
+	StateCanceled  = "CANCELED"
+)
+
+// eventsOf is request r's events, oldest first.
+func eventsOf(r *record.Request) []Event {
+	base := Event{MessageID: r.ID, URL: redact.URL(r.URL)}
+	if r.QStash != nil {
+		base.Label = r.QStash.Label
+	}
+	at := func(t time.Time, state string) Event {
+		e := base
+		e.Time, e.State = t.UnixMilli(), state
+		return e
+	}
+	out := []Event{at(r.CreatedAt, StateCreated)}
+	for i, a := range r.Attempts {
+		end := a.StartedAt
+		if a.DurationMs != nil {
+			end = end.Add(time.Duration(*a.DurationMs) * time.Millisecond)
+		}
+		if a.Outcome == string(retry.Success) {
+			e := at(end, StateDelivered)
+			e.ResponseStatus = a.StatusCode
+			out = append(out, e)
+			continue
+		}
+		e := at(end, StateError)
+		e.Error, e.ResponseStatus = a.Error, a.StatusCode
+		out = append(out, e)
+		if i < len(r.Attempts)-1 {
+			retry := at(end, StateRetry)
+			retry.NextDeliveryTime = r.Attempts[i+1].StartedAt.UnixMilli()
+			out = append(out, retry)
+		} else if r.Status == record.Retrying || r.Status == record.Pending {
+			retry := at(end, StateRetry)
+			retry.NextDeliveryTime = r.NextAttemptAt.UnixMilli()
+			out = append(out, retry)
+		}
+	}
+	switch r.Status {
+	case record.Failed:
+		e := at(r.CompletedAt, StateFailed)
+		e.Error = r.LastError
+		out = append(out, e)
+	case record.Canceled:
+		out = append(out, at(r.UpdatedAt, StateCanceled))
+	}
+	return out
+}
+
+// MaxEvents bounds one page of logs.
+const MaxEvents = 1000
+
+// events serves GET /v2/events: count (default 100), cursor, messageId
+// (or repeated messageIds), state, and the filters of bulk calls (url,
+// host, path, label, …).
+func (q *API) events(c *gin.Context) {
+	count := 100
+	if v := c.Query("count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxEvents {
+			q.fail(c, badRequest("count", "count must be between 1 and "+strconv.Itoa(MaxEvents)))
+			return
+		}
+		count = n
+	}
+	cursor := c.Query("cursor")
+	if cursor != "" && !ids.Valid(cursor) {
+		q.fail(c, badRequest("cursor", "cursor is not one this API returned"))
+		return
+	}
+	f, err := filterOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	keep := func(e Event) bool {
+		if s := c.Query("state"); s != "" && e.State != s {
+			return false
+		}
+		return true
+	}
+	ctx := c.Request.Context()
+	out := []Event{}
+	add := func(r *record.Request) {
+		if !f.match(r) {
+			return
+		}
+		evs := eventsOf(r)
+		for i := len(evs) - 1; i >= 0; i-- {
+			if keep(evs[i]) {
+				out = append(out, evs[i])
+			}
+		}
+	}
+	wanted := append(c.QueryArray("messageIds"), c.QueryArray("messageId")...)
+	if len(wanted) > 0 {
+		for _, id := range wanted {
+			if !ids.Valid(id) {
+				continue
+			}
+			if r, err := q.API.Store.Get(ctx, id); err == nil {
+				add(r)
+			}
+		}
+		slices.SortStableFunc(out, func(a, b Event) int { return int(b.Time - a.Time) })
+		c.JSON(http.StatusOK, gin.H{"events": out})
+		return
+	}
+	// Whole requests, newest first, until count events are gathered; the
+	// cursor is the last request read.
+	next := ""
+	for len(out) < count {
+		page, err := q.API.Store.List(ctx, "", cursor, 100)
+		if err != nil {
+			q.fail(c, err)
+			return
+		}
+		for _, listed := range page.Requests {
+			r, err := q.API.Store.Get(ctx, listed.ID)
+			if err != nil {
+				continue
+			}
+			add(r)
+			cursor = r.ID
+			if len(out) >= count {
+				break
+			}
+		}
+		if page.NextCursor == "" || len(out) >= count {
+			if len(out) >= count {
+				next = cursor
+			}
+			break
+		}
+		cursor = page.NextCursor
+	}
+	res := gin.H{"events": out}
+	if next != "" {
+		res["cursor"] = next
+	}
+	c.JSON(http.StatusOK, res)
+}
