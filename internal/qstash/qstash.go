@@ -386,13 +386,21 @@ type Message struct {
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
 }
 
+// notFound is QStash's answer for a message id it does not know.
+func notFound(id string) error {
+	return handlers.Errorf(handlers.CodeNotFound, "", "message "+strconv.Quote(id)+" not found")
+}
+
 func (q *API) getMessage(c *gin.Context) {
 	id := c.Param("id")
 	if !ids.Valid(id) {
-		q.fail(c, record.ErrNotFound)
+		q.fail(c, notFound(id))
 		return
 	}
 	r, err := q.API.Store.Get(c.Request.Context(), id)
+	if errors.Is(err, record.ErrNotFound) {
+		err = notFound(id)
+	}
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -418,10 +426,13 @@ func message(r *record.Request) Message {
 func (q *API) cancelMessage(c *gin.Context) {
 	id := c.Param("id")
 	if !ids.Valid(id) {
-		q.fail(c, record.ErrNotFound)
+		q.fail(c, notFound(id))
 		return
 	}
 	if err := q.API.Cancel(c.Request.Context(), id); err != nil {
+		if errors.Is(err, record.ErrNotFound) {
+			err = notFound(id)
+		}
 		q.fail(c, err)
 		return
 	}

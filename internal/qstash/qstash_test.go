@@ -1,9 +1,16 @@
 package qstash
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/record"
 )
 
 func TestDuration(t *testing.T) {
@@ -39,5 +46,127 @@ func TestDedupKey(t *testing.T) {
 	k3 := dedupKey(c, "https://e.com", []byte("a"))
 	if k1 == "" || k1 == k2 || k1 == k3 {
 		t.Errorf("content keys %q %q %q must differ by body and forwarded headers", k1, k2, k3)
+	}
+}
+
+// Every header a publish can get wrong is refused with a 400 that names it.
+func TestPublishHeaderRejections(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ header, value, extraHeader, extraValue string }{
+		{"Upstash-Retries", "three", "", ""},
+		{"Upstash-Timeout", "soon", "", ""},
+		{"Upstash-Not-Before", "tomorrow", "", ""},
+		{"Upstash-Delay", "10y", "", ""},
+		{"Upstash-Retry-Delay", "1..1000000", "", ""},
+		{"Upstash-Retry-Delay", "now()", "", ""},
+		{"Upstash-Failure-Callback", "not a url", "", ""},
+		{"Upstash-Failure-Callback", "ftp://e.com/x", "", ""},
+		{"Upstash-Flow-Control-Value", "parallelism=2", "", ""}, // no key
+		{"Upstash-Flow-Control-Value", "parallelism=0", "Upstash-Flow-Control-Key", "k"},
+		{"Upstash-Flow-Control-Value", "rate=ten", "Upstash-Flow-Control-Key", "k"},
+		{"Upstash-Flow-Control-Value", "period=0s", "Upstash-Flow-Control-Key", "k"},
+		{"Upstash-Flow-Control-Value", "burst=3", "Upstash-Flow-Control-Key", "k"},
+		{"Upstash-Flow-Control-Value", "parallelism", "Upstash-Flow-Control-Key", "k"},
+		{"Upstash-Flow-Control-Key", "k", "", ""}, // no value
+	} {
+		h := http.Header{}
+		h.Set(tc.header, tc.value)
+		if tc.extraHeader != "" {
+			h.Set(tc.extraHeader, tc.extraValue)
+		}
+		_, _, err := submission(h, "https://e.com/x", nil)
+		var e *handlers.Error
+		if !errors.As(err, &e) || e.Code != handlers.CodeInvalid || !strings.Contains(e.Message, "Upstash-") {
+			t.Errorf("%s: %s accepted or refused unclearly: %v", tc.header, tc.value, err)
+		}
+	}
+}
+
+func TestPublishHeadersMapOntoTheRequest(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	for k, v := range map[string]string{
+		"Upstash-Method": "put", "Upstash-Retries": "2", "Upstash-Timeout": "30s", "Upstash-Delay": "1m",
+		"Upstash-Retry-Delay": "pow(2, retried) * 1000", "Upstash-Callback": "https://e.com/cb",
+		"Upstash-Failure-Callback": "https://e.com/fail", "Upstash-Label": "nightly",
+		"Upstash-Flow-Control-Key": "tenant-1", "Upstash-Flow-Control-Value": "parallelism=2, rate=10, period=1m",
+		"Upstash-Forward-X-Trace": "abc", "Content-Type": "text/plain", "Upstash-Telemetry-Sdk": "x",
+	} {
+		h.Set(k, v)
+	}
+	sub, q, err := submission(h, "https://e.com/x", []byte("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"url": "https://e.com/x", "method": "PUT", "maxRetries": 2, "timeoutMs": int64(30000), "delayMs": int64(60000),
+		"callbackUrl": "https://e.com/cb", "body": "hi", "headers": map[string]string{"X-Trace": "abc", "Content-Type": "text/plain"}}
+	if diff := cmp.Diff(want, sub); diff != "" {
+		t.Errorf("submission (-want +got):\n%s", diff)
+	}
+	wantQ := &record.QStash{RetryDelay: "pow(2, retried) * 1000", FailureCallback: "https://e.com/fail", Label: "nightly", FlowControlKey: "tenant-1"}
+	if diff := cmp.Diff(wantQ, q); diff != "" {
+		t.Errorf("QStash fields (-want +got):\n%s", diff)
+	}
+	fc, err := flowControl("tenant-1", "parallelism=2, rate=10, period=1m")
+	if err != nil || fc != (FlowControl{Key: "tenant-1", Parallelism: 2, Rate: 10, Period: time.Minute}) {
+		t.Errorf("flowControl = %+v, %v", fc, err)
+	}
+}
+
+func TestFilterMatches(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_700_000_000_000)
+	r := &record.Request{URL: "https://api.e.com/hooks/a?x=1", Host: "api.e.com", CreatedAt: now, LastStatusCode: 410,
+		QStash: &record.QStash{Label: "nightly", FlowControlKey: "t1", ScheduleID: "s1"}}
+	for _, tc := range []struct {
+		name   string
+		values map[string][]string
+		from   int64
+		to     int64
+		want   bool
+	}{
+		{"nothing", nil, 0, 0, true},
+		{"label", map[string][]string{"label": {"nightly"}}, 0, 0, true},
+		{"one of two labels", map[string][]string{"label": {"x", "nightly"}}, 0, 0, true},
+		{"other label", map[string][]string{"label": {"x"}}, 0, 0, false},
+		{"host and path", map[string][]string{"host": {"API.e.com"}, "path": {"/hooks/a"}}, 0, 0, true},
+		{"path is case-sensitive", map[string][]string{"path": {"/Hooks/a"}}, 0, 0, false},
+		{"url exact", map[string][]string{"url": {"https://api.e.com/hooks/a?x=1"}}, 0, 0, true},
+		{"status", map[string][]string{"responseStatus": {"410"}}, 0, 0, true},
+		{"schedule and key", map[string][]string{"scheduleId": {"s1"}, "flowControlKey": {"t1"}}, 0, 0, true},
+		{"a queue it has not", map[string][]string{"queueName": {"q"}}, 0, 0, false},
+		{"in the window", nil, now.UnixMilli() - 1, now.UnixMilli() + 1, true},
+		{"before the window", nil, now.UnixMilli() + 1, 0, false},
+		{"after the window", nil, 0, now.UnixMilli() - 1, false},
+	} {
+		f := filter{values: tc.values, from: tc.from, to: tc.to}
+		if f.values == nil {
+			f.values = map[string][]string{}
+		}
+		if got := f.match(r); got != tc.want {
+			t.Errorf("%s: match = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestEventsOfARequestsLife(t *testing.T) {
+	t.Parallel()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	d := int64(5)
+	r := &record.Request{ID: "m1", URL: "https://e.com/x", CreatedAt: t0, Status: record.Failed, CompletedAt: t0.Add(3 * time.Second),
+		LastError: "destination answered 500", Attempts: []record.Attempt{
+			{N: 1, StartedAt: t0.Add(time.Second), DurationMs: &d, Outcome: "retryable", StatusCode: 503, Error: "503"},
+			{N: 2, StartedAt: t0.Add(2 * time.Second), DurationMs: &d, Outcome: "retryable", StatusCode: 500, Error: "500"},
+		}}
+	var states []string
+	for _, e := range eventsOf(r) {
+		states = append(states, e.State)
+	}
+	want := []string{StateCreated, StateError, StateRetry, StateError, StateFailed}
+	if diff := cmp.Diff(want, states); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if e := eventsOf(r)[2]; e.NextDeliveryTime != t0.Add(2*time.Second).UnixMilli() {
+		t.Errorf("the RETRY event's next delivery: %d", e.NextDeliveryTime)
 	}
 }
