@@ -43,9 +43,6 @@ func filterOf(c *gin.Context) (filter, error) {
 	return f, nil
 }
 
-// empty reports whether f selects everything.
-func (f filter) empty() bool { return len(f.values) == 0 && f.from == 0 && f.to == 0 }
-
 func (f filter) match(r *record.Request) bool {
 	var q record.QStash
 	if r.QStash != nil {
