@@ -15,6 +15,7 @@ import (
 
 	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
@@ -33,6 +34,7 @@ const (
 // Store is the part of the record store the handler needs.
 type Store interface {
 	Begin(ctx context.Context, id string, now time.Time) (*record.Begin, error)
+	Unbegin(ctx context.Context, id string, n int, waitingFor string) error
 	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishResult, error)
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
@@ -64,6 +66,9 @@ type Handler struct {
 	// QStash signs deliveries of requests made through /v2; nil signs
 	// nothing.
 	QStash *sign.QStash
+	// Flow decides when an attempt may start (flow control); nil starts
+	// every attempt at once.
+	Flow *flow.Controller
 	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
 	Now  func() time.Time
 	Rand func() float64
@@ -107,7 +112,49 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}
 		return nil
 	}
-	return h.attempt(ctx, b.Request, b.N)
+	if h.Flow == nil {
+		return h.attempt(ctx, b.Request, b.N, nil)
+	}
+	ticket, err := h.Flow.Admit(ctx, FlowRequest(b.Request))
+	var parked *flow.Parked
+	if errors.As(err, &parked) {
+		// Not an attempt: take it back, and sleep (holding no slot) until
+		// woken or until the fallback deadline.
+		if err := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); err != nil {
+			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
+		}
+		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Now()).Milliseconds())
+		return retry.NotBefore(parked.Until, retry.ErrParked)
+	}
+	if err != nil {
+		// Redis could not say; take the attempt back and try again soon.
+		if uerr := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)
+	}
+	return h.attempt(ctx, b.Request, b.N, ticket)
+}
+
+// FlowRequest is what flow control needs of a request.
+func FlowRequest(r *record.Request) flow.Request {
+	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Key: r.FlowKey(), Timeout: time.Duration(r.TimeoutMs) * time.Millisecond}
+	if fc := r.FlowControl; fc != nil {
+		fr.Parallelism, fr.Rate, fr.Period = fc.Parallelism, fc.Rate, time.Duration(fc.PeriodMs)*time.Millisecond
+	}
+	return fr
+}
+
+// flowOutcome is what an attempt's result tells flow control about its
+// destination's load.
+func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
+	switch {
+	case res.Kind == retry.Success:
+		return flow.Succeeded
+	case res.Class == retry.RateLimited || res.Class == retry.Timeout || (resp != nil && resp.StatusCode == http.StatusServiceUnavailable):
+		return flow.Overloaded
+	}
+	return flow.Other
 }
 
 // dashboardRedrive handles a failed request's archived task being run again
@@ -133,11 +180,16 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 	return h.ProcessTask(ctx, t)
 }
 
-func (h *Handler) attempt(ctx context.Context, r *record.Request, n int) error {
+func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket *flow.Ticket) error {
 	h.Faults.Hit(faultpoint.BeforeCall)
 	start := h.Now()
 	resp, body, truncated, callErr := h.call(ctx, r, n)
 	end := h.Now()
+	if ticket != nil {
+		// The slot is free as soon as the destination answered: whoever
+		// waits for it need not wait for the record write.
+		ticket.Done(ctx, flowOutcome(resp, retry.Classify(resp, callErr, end)))
+	}
 	if callErr != nil && h.Stopping != nil && h.Stopping.Err() != nil {
 		// The worker is shutting down and cut the call short. Leave the
 		// attempt marked in flight: the next run records it as

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/asynqx"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/retry"
 )
@@ -133,4 +134,35 @@ func NewBell(rdb redis.UniversalClient, wait time.Duration) *asynqx.Bell {
 // NewPartitionedBell is NewBell for the queues of parts.
 func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait time.Duration) *asynqx.Bell {
 	return asynqx.NewBell(rdb, parts.Tags(), wait)
+}
+
+// Wake makes request id's parked task (waiting for a flow-control slot)
+// runnable now: flow.Waker, through asynq's Inspector.RunTask (which
+// rings the doorbell, so an idle worker takes it at once).
+func (e *Enqueuer) Wake(_ context.Context, id string) error {
+	q := e.QueueOf(id)
+	err := e.Inspector.RunTask(q, id)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return flow.ErrGone
+	}
+	// RunTask refuses a task that is pending or active; which one decides.
+	info, ierr := e.Inspector.GetTaskInfo(q, id)
+	switch {
+	case errors.Is(ierr, asynq.ErrTaskNotFound), errors.Is(ierr, asynq.ErrQueueNotFound):
+		return flow.ErrGone
+	case ierr != nil:
+		return ierr
+	}
+	switch info.State {
+	case asynq.TaskStatePending:
+		return nil // runnable already
+	case asynq.TaskStateActive:
+		return flow.ErrInTransit // on its way to being parked (or running)
+	case asynq.TaskStateArchived, asynq.TaskStateCompleted:
+		return flow.ErrGone
+	}
+	return err
 }

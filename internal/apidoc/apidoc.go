@@ -36,31 +36,43 @@ func intPtr(n int) *int {
 
 // Document is the API's view of a request (GET /requests/{id}).
 type Document struct {
-	ID              string             `json:"id"`
-	URL             string             `json:"url"`
-	Method          string             `json:"method"`
-	Headers         map[string]string  `json:"headers"`
-	Status          record.Status      `json:"status"`
-	AttemptCount    int                `json:"attemptCount"`
-	MaxRetries      int                `json:"maxRetries"`
-	BackoffMs       int64              `json:"backoffMs"`
-	MaxBackoffMs    int64              `json:"maxBackoffMs"`
-	TimeoutMs       int64              `json:"timeoutMs"`
-	NextRetryAt     *string            `json:"nextRetryAt"`
-	LastError       *string            `json:"lastError"`
-	LastStatusCode  *int               `json:"lastStatusCode"`
-	FailureClass    *string            `json:"failureClass"`
-	Result          *string            `json:"result"`
-	ResultTruncated bool               `json:"resultTruncated"`
-	IdempotencyKey  *string            `json:"idempotencyKey"`
-	RedriveCount    int                `json:"redriveCount"`
-	CreatedAt       *string            `json:"createdAt"`
-	UpdatedAt       *string            `json:"updatedAt"`
-	CompletedAt     *string            `json:"completedAt"`
-	CallbackURL     *string            `json:"callbackUrl"`
-	Callback        *CallbackDocument  `json:"callback"`
-	Attempts        *[]AttemptDocument `json:"attempts,omitempty"`
-	Redrives        []RedriveDocument  `json:"redrives"`
+	ID              string            `json:"id"`
+	URL             string            `json:"url"`
+	Method          string            `json:"method"`
+	Headers         map[string]string `json:"headers"`
+	Status          record.Status     `json:"status"`
+	AttemptCount    int               `json:"attemptCount"`
+	MaxRetries      int               `json:"maxRetries"`
+	BackoffMs       int64             `json:"backoffMs"`
+	MaxBackoffMs    int64             `json:"maxBackoffMs"`
+	TimeoutMs       int64             `json:"timeoutMs"`
+	NextRetryAt     *string           `json:"nextRetryAt"`
+	LastError       *string           `json:"lastError"`
+	LastStatusCode  *int              `json:"lastStatusCode"`
+	FailureClass    *string           `json:"failureClass"`
+	Result          *string           `json:"result"`
+	ResultTruncated bool              `json:"resultTruncated"`
+	IdempotencyKey  *string           `json:"idempotencyKey"`
+	RedriveCount    int               `json:"redriveCount"`
+	CreatedAt       *string           `json:"createdAt"`
+	UpdatedAt       *string           `json:"updatedAt"`
+	CompletedAt     *string           `json:"completedAt"`
+	CallbackURL     *string           `json:"callbackUrl"`
+	Callback        *CallbackDocument `json:"callback"`
+	FlowControl     *FlowDocument     `json:"flowControl,omitempty"`
+	// WaitingFor is "flow_control" while a due request waits for a
+	// flow-control slot (no attempt is counted meanwhile), else null.
+	WaitingFor *string            `json:"waitingFor"`
+	Attempts   *[]AttemptDocument `json:"attempts,omitempty"`
+	Redrives   []RedriveDocument  `json:"redrives"`
+}
+
+// FlowDocument is a request's flowControl as submitted.
+type FlowDocument struct {
+	Key         string `json:"key,omitempty"`
+	Parallelism int    `json:"parallelism,omitempty"`
+	Rate        int    `json:"rate,omitempty"`
+	PeriodMs    int64  `json:"periodMs,omitempty"`
 }
 
 // CallbackDocument is the state of a request's outcome callback.
@@ -121,6 +133,12 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		CompletedAt:     timePtr(r.CompletedAt),
 		CallbackURL:     strPtr(redact.URL(r.CallbackURL)),
 		Redrives:        make([]RedriveDocument, 0, len(r.Redrives)),
+	}
+	if fc := r.FlowControl; fc != nil {
+		d.FlowControl = &FlowDocument{Key: fc.Key, Parallelism: fc.Parallelism, Rate: fc.Rate, PeriodMs: fc.PeriodMs}
+	}
+	if !r.Status.Terminal() {
+		d.WaitingFor = strPtr(r.WaitingFor)
 	}
 	for _, rd := range r.Redrives {
 		d.Redrives = append(d.Redrives, RedriveDocument{

@@ -25,6 +25,7 @@ import (
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/openapi"
 	"github.com/retryd/retryd/internal/partition"
@@ -270,6 +271,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
 		dlq,
 		schedules,
+		&handlers.Flows{RDB: rdb, API: api},
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		MountDashboard(dashboard),
 		RouterFunc(func(r gin.IRouter) {
@@ -392,6 +394,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Signer:       signer,
 		QStash:       qsigner,
 	}
+	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, Adaptive: cfg.FlowAdaptive,
+		MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), time.Now)
+	defer h.Flow.Close()
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
@@ -424,6 +429,8 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	go func() { defer close(sweepDone); sw.Run(sweepCtx) }()
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); sched.Run(sweepCtx) }()
+	flowDone := make(chan struct{})
+	go func() { defer close(flowDone); h.Flow.Publish(sweepCtx, workerID()) }()
 
 	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queues", parts.Tags())
 	<-ctx.Done()
@@ -431,6 +438,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	stopSweep()
 	<-sweepDone
 	<-schedDone
+	<-flowDone
 	bell.Stop()
 	// asynq's Shutdown waits up to WorkerShutdownTimeout without canceling
 	// handlers; cut in-flight calls at DrainBound so they end first.
@@ -438,6 +446,12 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	defer drain.Stop()
 	srv.Shutdown()
 	return nil
+}
+
+// workerID names this worker process in what it publishes.
+func workerID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano()%1e6)
 }
 
 // queueWeights serves every partition's queue with the same weight.

@@ -56,6 +56,15 @@ type Config struct {
 	// SweepInterval is how often a worker's sweeper reconciles records
 	// with asynq (SWEEP_INTERVAL, default 10s).
 	SweepInterval time.Duration
+	// FlowFairShare is the share of a worker's slots one destination may
+	// hold (FLOW_FAIR_SHARE, default 0.5; 1 turns fairness off).
+	FlowFairShare float64
+	// FlowAdaptive turns adaptive backpressure on (FLOW_ADAPTIVE, default
+	// true).
+	FlowAdaptive bool
+	// FlowAdaptiveMinRate is the lowest rate (per second, per worker) an
+	// adaptive cut goes down to (FLOW_ADAPTIVE_MIN_RATE, default 1).
+	FlowAdaptiveMinRate float64
 }
 
 // Names lists every environment variable Load reads. Tests use it to check
@@ -66,6 +75,7 @@ var Names = []string{
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
+	"FLOW_FAIR_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
 }
 
 // Defaults.
@@ -140,6 +150,28 @@ func Load(getenv func(string) string) (Config, error) {
 		bad("REDIS_WAIT_REPLICAS", "is not supported with REDIS_CLUSTER_ADDRS")
 	}
 	c.APIKeys = list(getenv("API_KEYS"))
+	c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate = 0.5, true, 1
+	if v := strings.TrimSpace(getenv("FLOW_FAIR_SHARE")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			bad("FLOW_FAIR_SHARE", "must be a number above 0 and at most 1 (1 turns fairness off), got %q", v)
+		}
+		c.FlowFairShare = f
+	}
+	if v := strings.TrimSpace(getenv("FLOW_ADAPTIVE")); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("FLOW_ADAPTIVE", "must be true or false, got %q", v)
+		}
+		c.FlowAdaptive = b
+	}
+	if v := strings.TrimSpace(getenv("FLOW_ADAPTIVE_MIN_RATE")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1e6) {
+			bad("FLOW_ADAPTIVE_MIN_RATE", "must be a rate per second above 0, got %q", v)
+		}
+		c.FlowAdaptiveMinRate = f
+	}
 	if v := strings.TrimSpace(getenv("ALLOW_PRIVATE_TARGETS")); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -233,11 +265,13 @@ func (c Config) String() string {
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
-		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s",
+		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
+		"FLOW_FAIR_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, map[bool]string{true: "****", false: "unset"}[c.QStashCurrentSigningKey != ""])
+		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, map[bool]string{true: "****", false: "unset"}[c.QStashCurrentSigningKey != ""],
+		c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate)
 }
 
 // MaskURL hides the password of a redis:// URL.

@@ -52,6 +52,16 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 	return parseBegin(id, res), nil
 }
 
+// unbeginScript: scripts/unbegin.lua.
+var unbeginScript = script("unbegin")
+
+// Unbegin takes back attempt n of request id, begun but not sent because
+// the request must wait (for a flow-control slot): the attempt is not
+// counted, and the request shows what it waits for.
+func (s *Store) Unbegin(ctx context.Context, id string, n int, waitingFor string) error {
+	return wrap(unbeginScript.Run(ctx, s.rdb, []string{s.k(id).req(id)}, n, waitingFor).Err())
+}
+
 func parseBegin(id string, res []any) *Begin {
 	head, _ := res[0].(string)
 	switch head {

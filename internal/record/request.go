@@ -67,6 +67,11 @@ type Request struct {
 	// QStash holds the fields a /v2 message adds to retryd's (nil for
 	// requests of retryd's own API).
 	QStash *QStash
+	// FlowControl is the submission's flowControl (nil without one).
+	FlowControl *FlowControl
+	// WaitingFor says why a due request is not in an attempt:
+	// "flow_control" while it waits for a flow-control slot, else "".
+	WaitingFor string
 
 	Status          Status
 	AttemptCount    int // every attempt in the request's life, interrupted ones too
@@ -139,6 +144,7 @@ const (
 	fMaxBackoff     = "maxBackoffMs"
 	fTimeout        = "timeoutMs"
 	fHasCallback    = "cb"
+	fWaitingFor     = "waitingFor"
 	fStatus         = "status"
 	fAttemptCount   = "attemptCount"
 	fBudgetUsed     = "budgetUsed"
@@ -189,7 +195,34 @@ type spec struct {
 	CallbackURL    string            `json:"c,omitempty"`
 	Dialect        string            `json:"d,omitempty"`
 	QStash         *QStash           `json:"q,omitempty"`
+	FlowControl    *FlowControl      `json:"fc,omitempty"`
 }
+
+// FlowControl limits the requests that share its Key (by default their
+// destination's host:port), across all workers.
+type FlowControl struct {
+	Key         string `json:"key,omitempty"`
+	Parallelism int    `json:"parallelism,omitempty"`
+	Rate        int    `json:"rate,omitempty"`
+	PeriodMs    int64  `json:"periodMs,omitempty"`
+}
+
+// WaitingForFlowControl is WaitingFor of a request parked for a
+// flow-control slot.
+const WaitingForFlowControl = "flow_control"
+
+// FlowKey is the flow-control key of r: its flowControl's key, else its
+// destination's host:port.
+func (r *Request) FlowKey() string {
+	if r.FlowControl != nil && r.FlowControl.Key != "" {
+		return r.FlowControl.Key
+	}
+	return hostPortOf(r.URL)
+}
+
+// HostPort is the host:port of r's destination (the port from the scheme
+// when the URL has none), the key of fairness between destinations.
+func (r *Request) HostPort() string { return hostPortOf(r.URL) }
 
 // DialectQStash marks a request made through the QStash-compatible API.
 const DialectQStash = "qstash"
@@ -217,7 +250,8 @@ func (r *Request) HasCallback() bool {
 
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
-		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash})
+		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
+		FlowControl: r.FlowControl})
 	return string(b)
 }
 
@@ -298,6 +332,8 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		IdempotencyKey:  sp.IdempotencyKey,
 		Dialect:         sp.Dialect,
 		QStash:          sp.QStash,
+		FlowControl:     sp.FlowControl,
+		WaitingFor:      h[fWaitingFor],
 		Status:          Status(h[fStatus]),
 		AttemptCount:    atoi(h[fAttemptCount]),
 		BudgetUsed:      atoi(h[fBudgetUsed]),

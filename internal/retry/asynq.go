@@ -46,6 +46,10 @@ func NotBefore(due time.Time, err error) error { return &DueError{Due: due, Err:
 // counter does not move.
 var ErrNotDue = errors.New("not due yet")
 
+// ErrParked is wrapped in a DueError when a request waits for a
+// flow-control slot. It is not a failure either: no attempt was made.
+var ErrParked = errors.New("waiting for a flow-control slot")
+
 // ErrInfrastructure marks failures of retryd itself (its Redis record could
 // not be read or written): nothing was learned about the destination, so the
 // attempt budget is untouched and asynq retries the task soon.
@@ -70,8 +74,8 @@ func DelayFunc(now func() time.Time) asynq.RetryDelayFunc {
 	}
 }
 
-// IsFailure is asynq's IsFailure: only a task that arrived early is not a
-// failure.
+// IsFailure is asynq's IsFailure: a task that arrived early, or that
+// waits for a flow-control slot, is not a failure.
 func IsFailure(err error) bool {
-	return err != nil && !errors.Is(err, ErrNotDue)
+	return err != nil && !errors.Is(err, ErrNotDue) && !errors.Is(err, ErrParked)
 }

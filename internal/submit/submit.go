@@ -108,7 +108,77 @@ func (f fields) integer(name string, def, lo, hi int64) (int64, bool, error) {
 
 // Known are the members a submission may have.
 var Known = []string{"url", "method", "headers", "body", "maxRetries", "backoffMs", "maxBackoffMs",
-	"timeoutMs", "delayMs", "notBefore", "callbackUrl"}
+	"timeoutMs", "delayMs", "notBefore", "callbackUrl", "flowControl"}
+
+// Bounds of flowControl.
+const (
+	MaxFlowKeyLen     = 255
+	MaxParallelism    = 10_000
+	MaxFlowRate       = 1_000_000
+	MinFlowPeriodMs   = 1000
+	MaxFlowPeriodMs   = 7 * 24 * 3_600_000
+	DefaultFlowPeriod = 1000
+)
+
+// flowControlFields are the members of flowControl.
+var flowControlFields = []string{"key", "parallelism", "rate", "periodMs"}
+
+// flowControl decodes the flowControl member: {key, parallelism, rate,
+// periodMs}, each optional, periodMs only with rate.
+func flowControl(raw json.RawMessage) (*record.FlowControl, error) {
+	var f fields
+	if raw[0] != '{' || json.Unmarshal(raw, &f) != nil {
+		return nil, fieldErr("flowControl", "must be an object like {\"key\": \"tenant-1\", \"parallelism\": 2, \"rate\": 10, \"periodMs\": 1000}")
+	}
+	var unknown []string
+	for name := range f {
+		if !contains(flowControlFields, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, fieldErr("flowControl."+unknown[0], "is not a flowControl member; it has only %s", strings.Join(flowControlFields, ", "))
+	}
+	nested := func(err error) error {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Field = "flowControl." + e.Field
+		}
+		return err
+	}
+	fc := &record.FlowControl{}
+	key, err := f.str("key")
+	if err != nil {
+		return nil, nested(err)
+	}
+	if key != nil {
+		if *key == "" || len(*key) > MaxFlowKeyLen || strings.ContainsFunc(*key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return nil, fieldErr("flowControl.key", "must be 1 to %d characters without control characters", MaxFlowKeyLen)
+		}
+		fc.Key = *key
+	}
+	parallelism, _, err := f.integer("parallelism", 0, 1, MaxParallelism)
+	if err != nil {
+		return nil, nested(err)
+	}
+	rate, hasRate, err := f.integer("rate", 0, 1, MaxFlowRate)
+	if err != nil {
+		return nil, nested(err)
+	}
+	period, hasPeriod, err := f.integer("periodMs", DefaultFlowPeriod, MinFlowPeriodMs, MaxFlowPeriodMs)
+	if err != nil {
+		return nil, nested(err)
+	}
+	if hasPeriod && !hasRate {
+		return nil, fieldErr("flowControl.periodMs", "needs rate: periodMs is the period rate counts in")
+	}
+	fc.Parallelism, fc.Rate = int(parallelism), int(rate)
+	if hasRate {
+		fc.PeriodMs = period
+	}
+	return fc, nil
+}
 
 // Parse decodes body into a new pending request created at now. It does
 // not assign an id and does not check destination safety (that needs DNS;
@@ -241,6 +311,11 @@ func parseFields(f fields, now time.Time) (*record.Request, error) {
 			return nil, fieldErr("callbackUrl", "%s", err)
 		}
 		r.CallbackURL = *callback
+	}
+	if raw, ok := f.raw("flowControl"); ok {
+		if r.FlowControl, err = flowControl(raw); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

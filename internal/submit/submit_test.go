@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/retryd/retryd/internal/record"
 	"slices"
 	"strings"
 	"testing"
@@ -129,6 +130,17 @@ func TestParseRejectsWithTheFieldNamed(t *testing.T) {
 		{"delay and notBefore", `{"url":"https://e.com","delayMs":1,"notBefore":"2026-06-02T12:00:00Z"}`, "notBefore"},
 		{"callback relative", `{"url":"https://e.com","callbackUrl":"/cb"}`, "callbackUrl"},
 		{"callback not string", `{"url":"https://e.com","callbackUrl":true}`, "callbackUrl"},
+		{"flowControl not object", `{"url":"https://e.com","flowControl":"tenant"}`, "flowControl"},
+		{"flowControl array", `{"url":"https://e.com","flowControl":[1]}`, "flowControl"},
+		{"flowControl unknown member", `{"url":"https://e.com","flowControl":{"burst":2}}`, "flowControl.burst"},
+		{"flowControl empty key", `{"url":"https://e.com","flowControl":{"key":""}}`, "flowControl.key"},
+		{"flowControl key not string", `{"url":"https://e.com","flowControl":{"key":7}}`, "flowControl.key"},
+		{"flowControl key with newline", `{"url":"https://e.com","flowControl":{"key":"a\nb"}}`, "flowControl.key"},
+		{"flowControl parallelism 0", `{"url":"https://e.com","flowControl":{"parallelism":0}}`, "flowControl.parallelism"},
+		{"flowControl parallelism string", `{"url":"https://e.com","flowControl":{"parallelism":"2"}}`, "flowControl.parallelism"},
+		{"flowControl rate 0", `{"url":"https://e.com","flowControl":{"rate":0}}`, "flowControl.rate"},
+		{"flowControl period under 1s", `{"url":"https://e.com","flowControl":{"rate":1,"periodMs":999}}`, "flowControl.periodMs"},
+		{"flowControl period without rate", `{"url":"https://e.com","flowControl":{"parallelism":1,"periodMs":1000}}`, "flowControl.periodMs"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.body), now)
@@ -157,6 +169,24 @@ func TestParseAcceptsTheBoundaries(t *testing.T) {
 	}
 }
 
+func TestParseFlowControl(t *testing.T) {
+	t.Parallel()
+	r, err := Parse([]byte(`{"url":"https://e.com","flowControl":{"key":"tenant-1","parallelism":2,"rate":10,"periodMs":60000}}`), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *r.FlowControl != (record.FlowControl{Key: "tenant-1", Parallelism: 2, Rate: 10, PeriodMs: 60000}) {
+		t.Errorf("flowControl = %+v", *r.FlowControl)
+	}
+	if r.FlowKey() != "tenant-1" {
+		t.Errorf("FlowKey = %q", r.FlowKey())
+	}
+	r, _ = Parse([]byte(`{"url":"https://E.com/x","flowControl":{"rate":5}}`), now)
+	if r.FlowControl.PeriodMs != DefaultFlowPeriod || r.FlowKey() != "e.com:443" {
+		t.Errorf("defaults: %+v, key %q", *r.FlowControl, r.FlowKey())
+	}
+}
+
 func TestValidIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	if err := ValidIdempotencyKey(strings.Repeat("k", 255)); err != nil {
@@ -181,6 +211,8 @@ func FuzzParse(f *testing.F) {
 		`[1,2]`, `{`, ``, `{"url":"https://e.com"} x`,
 		`{"url":"https://e.com","mehtod":"POST"}`,
 		`{"id":"x","url":"https://e.com","status":"completed","callbackUrl":"https://e.com/cb","attempts":[]}`,
+		`{"url":"https://e.com","flowControl":{"key":"t1","parallelism":2,"rate":10,"periodMs":60000}}`,
+		`{"url":"https://e.com","flowControl":{"rate":-1,"periodMs":1e9}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -24,4 +24,5 @@ if inN then
 end
 local n = redis.call("HINCRBY", kReq, "attemptCount", 1)
 redis.call("HSET", kReq, "inflightN", n, "inflightAt", now, "updatedAt", now)
+redis.call("HDEL", kReq, "waitingFor")
 return {"ok", tostring(n), redis.call("HGETALL", kReq), redis.call("GET", kSpec)}

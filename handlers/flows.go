@@ -1,0 +1,70 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/flow"
+)
+
+// Flows serves GET /flows: each active flow-control key, summed over the
+// workers that publish it.
+type Flows struct {
+	RDB redis.UniversalClient
+	API *API // logging, the clock
+}
+
+// Routes registers the flows route.
+func (f *Flows) Routes(r gin.IRouter) { r.GET("/flows", f.list) }
+
+// FlowDocument is one key of GET /flows.
+type FlowDocument struct {
+	Key string `json:"key"`
+	// InFlight are the attempts running now; Waiting the requests parked
+	// for a slot (from Redis for keys with a parallelism, else those
+	// parked in the last second).
+	InFlight    int64  `json:"inFlight"`
+	Waiting     int64  `json:"waiting"`
+	Parallelism *int   `json:"parallelism"`
+	Rate        *int   `json:"rate"`
+	PeriodMs    *int64 `json:"periodMs"`
+	// EffectiveRate is the rate adaptive backpressure holds the key to
+	// now, per second summed over workers; null when it does not.
+	EffectiveRate *float64 `json:"effectiveRate"`
+	// FailureShare is the share of the key's recent attempts (the last
+	// one to two minutes) that answered 429 or 503 or timed out.
+	FailureShare float64 `json:"failureShare"`
+	Attempts     int     `json:"recentAttempts"`
+}
+
+func (f *Flows) list(c *gin.Context) {
+	now := f.API.Now()
+	stats, err := flow.Read(c.Request.Context(), f.RDB, now)
+	if err != nil {
+		Abort(c, f.API.Log, err)
+		return
+	}
+	out := make([]FlowDocument, 0, len(stats))
+	for _, s := range stats {
+		d := FlowDocument{Key: s.Key, InFlight: int64(s.InFlight), Waiting: int64(s.Parked), Attempts: s.Succeeded + s.Overloaded}
+		if s.Parallelism > 0 {
+			d.Parallelism = &s.Parallelism
+			if taken, waiting, err := flow.Slots(c.Request.Context(), f.RDB, s.Key, now); err == nil {
+				d.InFlight, d.Waiting = taken, waiting
+			}
+		}
+		if s.Rate > 0 {
+			d.Rate, d.PeriodMs = &s.Rate, &s.PeriodMs
+		}
+		if s.EffectiveRate > 0 {
+			d.EffectiveRate = &s.EffectiveRate
+		}
+		if d.Attempts > 0 {
+			d.FailureShare = float64(s.Overloaded) / float64(d.Attempts)
+		}
+		out = append(out, d)
+	}
+	c.JSON(http.StatusOK, gin.H{"data": out})
+}

@@ -1,0 +1,539 @@
+// Package flow decides when an attempt may start, so that no destination
+// can starve the others and a struggling one is eased off. Four checks run
+// before an attempt, cheapest first:
+//
+//   - adaptive backpressure (this worker): a key whose attempts answer 429
+//     or 503 or time out gets an effective rate, cut multiplicatively on
+//     overload and raised additively as attempts succeed (AIMD);
+//   - fairness (this worker): one destination (host:port) holds at most a
+//     share (half by default) of the worker's slots;
+//   - the request's flowControl rate (all workers): a GCRA in Redis
+//     (go-redis' redis_rate), spaced evenly;
+//   - the request's flowControl parallelism (all workers): slots in Redis
+//     with leases, handed straight to the longest waiter on release.
+//
+// A request that may not start is parked: its task goes back to asynq with
+// a deadline and holds no worker slot, and nothing polls it. It is woken
+// (asynq's Inspector.RunTask) when the slot it waits for frees; the
+// deadline is only a fallback (a worker that died holding a slot, whose
+// lease then ends). Waits on a rate are timed: the task sleeps until its
+// turn.
+package flow
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+)
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+func script(name string) *redis.Script {
+	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(b))
+}
+
+var (
+	acquireScript = script("acquire")
+	releaseScript = script("release")
+)
+
+// Config are a worker's flow-control settings.
+type Config struct {
+	// Concurrency is the worker's slots (WORKER_CONCURRENCY).
+	Concurrency int
+	// FairShare is the share of Concurrency one destination may hold
+	// (FLOW_FAIR_SHARE, default 0.5); 1 turns fairness off.
+	FairShare float64
+	// Adaptive turns adaptive backpressure on (FLOW_ADAPTIVE).
+	Adaptive bool
+	// MinRate is the floor of an adaptive cut, per second
+	// (FLOW_ADAPTIVE_MIN_RATE).
+	MinRate float64
+}
+
+// Tuning that needs no setting.
+const (
+	// CutFactor multiplies a key's effective rate on overload.
+	CutFactor = 0.5
+	// CutEvery bounds how often a key is cut: one burst of failures (every
+	// attempt in flight answering 503) is one cut, not many.
+	CutEvery = time.Second
+	// RecoverShare is the additive increase: a tenth of the rate before
+	// the first cut, per second of successes (at least 1/s).
+	RecoverShare = 0.1
+	// ParkFallback is the longest a task parked for a slot sleeps before it
+	// looks again without being woken.
+	ParkFallback = 30 * time.Second
+	// RateHorizon is how far ahead an adaptive wait is booked; a longer
+	// wait looks again after RateHorizon to 2·RateHorizon.
+	RateHorizon = 5 * time.Second
+	// LeaseMargin is added to an attempt's timeout for its slot's lease;
+	// HandOverLease is the lease of a slot handed to a woken request.
+	LeaseMargin   = 30 * time.Second
+	HandOverLease = 60 * time.Second
+	// KeyTTL is how long a key's Redis state lives untouched.
+	KeyTTL = 24 * time.Hour
+)
+
+// Request is what the checks need to know of a request.
+type Request struct {
+	ID       string
+	HostPort string // fairness is per destination
+	Key      string // flowControl.key, else HostPort
+	// Parallelism and Rate per Period are the request's flowControl (0:
+	// none).
+	Parallelism int
+	Rate        int
+	Period      time.Duration
+	// Timeout is the attempt's timeout (its slot's lease follows it).
+	Timeout time.Duration
+}
+
+// Outcome is what an attempt told about its destination.
+type Outcome int
+
+// The outcomes adaptive backpressure learns from.
+const (
+	Other      Outcome = iota // permanent failures, network errors: nothing about load
+	Succeeded                 // 2xx
+	Overloaded                // 429, 503, a timeout
+)
+
+// Waker makes a parked request's task runnable now.
+type Waker interface {
+	// Wake returns ErrGone when the request has no parked task any more
+	// (canceled, finished), and ErrInTransit while its task is still on
+	// its way to being parked.
+	Wake(ctx context.Context, id string) error
+}
+
+// Wake's errors.
+var (
+	ErrGone      = errors.New("no parked task")
+	ErrInTransit = errors.New("task not parked yet")
+)
+
+// Controller runs the checks for one worker.
+type Controller struct {
+	cfg   Config
+	rdb   redis.UniversalClient
+	rates *redis_rate.Limiter
+	waker Waker
+	log   *slog.Logger
+	now   func() time.Time
+
+	mu    sync.Mutex
+	hosts map[string]*host
+	keys  map[string]*key
+	// booked are adaptive waits booked ahead: a parked request that comes
+	// back to this worker at its time starts without booking again.
+	booked map[string]time.Time
+	wakes  sync.WaitGroup
+	// stop ends with Close.
+	stop   context.Context
+	cancel context.CancelFunc
+}
+
+// host is one destination's fairness state on this worker.
+type host struct {
+	inflight int
+	waiting  []string // parked request ids, oldest first
+}
+
+// key is one flow-control key's state on this worker.
+type key struct {
+	spec     Request // the last request seen: its configured limits
+	inflight int
+	parked   int // parks since the last snapshot
+	lim      *rate.Limiter
+	base     float64 // the rate (per second) before the first cut
+	lastCut  time.Time
+	// starts in the current and the previous second, for the observed
+	// rate a first cut starts from.
+	startSec         int64
+	starts, prevSecs int
+	// recent outcomes, for the failure share
+	ok, overloaded   int
+	windowStart      time.Time
+	prevOK, prevOver int
+	lastUsed         time.Time
+}
+
+// New returns a worker's controller.
+func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, now func() time.Time) *Controller {
+	if cfg.FairShare <= 0 {
+		cfg.FairShare = 0.5
+	}
+	if cfg.MinRate <= 0 {
+		cfg.MinRate = 1
+	}
+	stop, cancel := context.WithCancel(context.Background())
+	return &Controller{cfg: cfg, rdb: rdb, rates: redis_rate.NewLimiter(rdb), waker: waker, log: log, now: now,
+		hosts: map[string]*host{}, keys: map[string]*key{}, booked: map[string]time.Time{}, stop: stop, cancel: cancel}
+}
+
+// FairCap is how many slots of this worker one destination may hold.
+func (c *Controller) FairCap() int {
+	if c.cfg.FairShare >= 1 || c.cfg.Concurrency <= 0 {
+		return int(^uint(0) >> 1)
+	}
+	return max(1, int(float64(c.cfg.Concurrency)*c.cfg.FairShare))
+}
+
+// Ticket is an admitted attempt; Done gives back what it holds.
+type Ticket struct {
+	c      *Controller
+	req    Request
+	global bool // holds a parallelism slot in Redis
+}
+
+// Parked is the answer to a request that must wait: its task sleeps until
+// Until unless woken earlier.
+type Parked struct{ Until time.Time }
+
+func (p *Parked) Error() string { return "waiting for a flow-control slot" }
+
+// keyNames are the Redis keys of a flow-control key's parallelism.
+func keyNames(k string) (slots, wait string) {
+	sum := sha1.Sum([]byte(k))
+	tag := "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}"
+	return tag + ":slots", tag + ":wait"
+}
+
+// Admit runs the checks: a Ticket when the attempt may start now, or a
+// *Parked error saying until when its task sleeps.
+func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
+	now := c.now()
+	c.mu.Lock()
+	k := c.keyOf(req, now)
+	if c.cfg.Adaptive && k.lim != nil {
+		if until, ok := c.adaptiveWait(k, req.ID, now); !ok {
+			k.parked++
+			c.mu.Unlock()
+			c.wakeAt(req.ID, until)
+			return nil, &Parked{Until: until}
+		}
+	}
+	h := c.hosts[req.HostPort]
+	if h == nil {
+		h = &host{}
+		c.hosts[req.HostPort] = h
+	}
+	if h.inflight >= c.FairCap() {
+		if !contains(h.waiting, req.ID) {
+			h.waiting = append(h.waiting, req.ID)
+		}
+		k.parked++
+		c.mu.Unlock()
+		return nil, &Parked{Until: now.Add(ParkFallback)}
+	}
+	h.inflight++
+	k.inflight++
+	c.mu.Unlock()
+
+	t := &Ticket{c: c, req: req}
+	if req.Rate > 0 {
+		period := req.Period
+		if period <= 0 {
+			period = time.Second
+		}
+		// Evenly spaced (burst 1), one percent slower than asked: the
+		// destination sees the starts a little after they are granted,
+		// unevenly, and must never count more than Rate in a period.
+		res, err := c.rates.Allow(ctx, "flow:"+req.Key, redis_rate.Limit{Rate: req.Rate, Burst: 1, Period: period + period/100})
+		if err != nil {
+			t.undo()
+			return nil, err
+		}
+		if res.Allowed == 0 {
+			t.undo()
+			c.parkedOne(req.Key)
+			until := now.Add(res.RetryAfter)
+			c.wakeAt(req.ID, until)
+			return nil, &Parked{Until: until}
+		}
+	}
+	if req.Parallelism > 0 {
+		slots, wait := keyNames(req.Key)
+		res, err := acquireScript.Run(ctx, c.rdb, []string{slots, wait}, req.ID, req.Parallelism, now.UnixMilli(),
+			now.Add(req.Timeout+LeaseMargin).UnixMilli(), KeyTTL.Milliseconds()).Int64Slice()
+		if err != nil {
+			t.undo()
+			return nil, err
+		}
+		if res[0] != 1 {
+			t.undo()
+			c.parkedOne(req.Key)
+			until := now.Add(ParkFallback)
+			if len(res) > 1 {
+				// A lease that ends frees its slot without a release: a
+				// worker died holding it. Look again then.
+				if end := time.UnixMilli(res[1]).Add(10 * time.Millisecond); end.Before(until) {
+					until = end
+				}
+			}
+			return nil, &Parked{Until: until}
+		}
+		t.global = true
+	}
+	c.mu.Lock()
+	k.countStart(now)
+	c.mu.Unlock()
+	return t, nil
+}
+
+func (c *Controller) parkedOne(name string) {
+	c.mu.Lock()
+	if k := c.keys[name]; k != nil {
+		k.parked++
+	}
+	c.mu.Unlock()
+}
+
+// keyOf returns key state, remembering req's limits. c.mu is held.
+func (c *Controller) keyOf(req Request, now time.Time) *key {
+	k := c.keys[req.Key]
+	if k == nil {
+		k = &key{windowStart: now}
+		c.keys[req.Key] = k
+	}
+	k.spec, k.lastUsed = req, now
+	return k
+}
+
+// adaptiveWait books the request's turn on the key's effective rate: ok
+// when it may start now, else until when its task sleeps. c.mu is held.
+func (c *Controller) adaptiveWait(k *key, id string, now time.Time) (time.Time, bool) {
+	if at, ok := c.booked[id]; ok {
+		delete(c.booked, id)
+		if !now.Before(at.Add(-50 * time.Millisecond)) {
+			return time.Time{}, true // its booked turn
+		}
+	}
+	r := k.lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	switch {
+	case d <= 0:
+		return time.Time{}, true
+	case d <= RateHorizon:
+		c.booked[id] = now.Add(d)
+		return now.Add(d), false
+	}
+	r.CancelAt(now)
+	return now.Add(RateHorizon + time.Duration(rand.Int64N(int64(RateHorizon)))), false
+}
+
+// undo gives back the worker-local share of an attempt that did not start.
+func (t *Ticket) undo() {
+	c := t.c
+	c.mu.Lock()
+	if h := c.hosts[t.req.HostPort]; h != nil {
+		h.inflight--
+	}
+	if k := c.keys[t.req.Key]; k != nil {
+		k.inflight--
+	}
+	c.mu.Unlock()
+}
+
+// Done gives back what the attempt held, wakes whoever waits for it, and
+// teaches adaptive backpressure what the attempt said about its key.
+func (t *Ticket) Done(ctx context.Context, o Outcome) {
+	c, now := t.c, t.c.now()
+	c.mu.Lock()
+	var next string
+	if h := c.hosts[t.req.HostPort]; h != nil {
+		h.inflight--
+		if len(h.waiting) > 0 {
+			next, h.waiting = h.waiting[0], h.waiting[1:]
+		}
+	}
+	k := c.keys[t.req.Key]
+	if k != nil {
+		k.inflight--
+		k.learn(c, o, now)
+	}
+	c.mu.Unlock()
+	if next != "" {
+		c.wakeLocal(t.req.HostPort, next)
+	}
+	if t.global {
+		c.release(ctx, t.req, t.req.ID)
+	}
+}
+
+// release gives back id's parallelism slot and wakes the request it is
+// handed to (and the next, when that one is gone).
+func (c *Controller) release(ctx context.Context, req Request, id string) {
+	slots, wait := keyNames(req.Key)
+	for range 100 {
+		now := c.now()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		next, err := releaseScript.Run(ctx, c.rdb, []string{slots, wait}, id, req.Parallelism, now.UnixMilli(),
+			now.Add(HandOverLease).UnixMilli()).Text()
+		cancel()
+		if errors.Is(err, redis.Nil) {
+			return
+		}
+		if err != nil {
+			// The lease ends the slot anyway; waiters look again then.
+			c.log.Warn("could not give back a flow-control slot; its lease will", "key", req.Key, "requestId", id, "err", err)
+			return
+		}
+		if c.wake(ctx, next) {
+			return
+		}
+		id = next // gone: give its handed-over slot on
+	}
+}
+
+// wakeLocal wakes the request parked for a fairness slot of hostPort (or
+// the next waiting one, when it is gone), in the background.
+func (c *Controller) wakeLocal(hostPort, id string) {
+	c.wakes.Add(1)
+	go func() {
+		defer c.wakes.Done()
+		for id != "" && c.stop.Err() == nil {
+			if c.wake(c.stop, id) {
+				return
+			}
+			c.mu.Lock()
+			id = ""
+			if h := c.hosts[hostPort]; h != nil && len(h.waiting) > 0 && h.inflight < c.FairCap() {
+				id, h.waiting = h.waiting[0], h.waiting[1:]
+			}
+			c.mu.Unlock()
+		}
+	}()
+}
+
+// wake makes id's task runnable, waiting briefly for a task still on its
+// way to being parked. It reports false when id is gone.
+func (c *Controller) wake(ctx context.Context, id string) bool {
+	for i := 0; ; i++ {
+		err := c.waker.Wake(ctx, id)
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, ErrGone):
+			return false
+		case i >= 25 || ctx.Err() != nil:
+			// Its fallback deadline wakes it.
+			c.log.Warn("could not wake a parked request", "requestId", id, "err", err)
+			return true
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// wakeAt wakes id at a timed park's end, to the millisecond: asynq keeps
+// due times in whole seconds, so its own deadline is only the fallback.
+// The timer holds no worker slot.
+func (c *Controller) wakeAt(id string, at time.Time) {
+	c.wakes.Add(1)
+	time.AfterFunc(at.Sub(c.now()), func() {
+		defer c.wakes.Done()
+		if c.stop.Err() == nil {
+			c.wake(c.stop, id)
+		}
+	})
+}
+
+// Close stops waking parked requests (their deadlines still wake them)
+// and waits for the wake-ups in flight.
+func (c *Controller) Close() {
+	c.cancel()
+	c.wakes.Wait()
+}
+
+// countStart counts an attempt start for the observed rate. c.mu is held.
+func (k *key) countStart(now time.Time) {
+	sec := now.Unix()
+	switch {
+	case sec == k.startSec:
+	case sec == k.startSec+1:
+		k.prevSecs, k.starts = k.starts, 0
+	default:
+		k.prevSecs, k.starts = 0, 0
+	}
+	k.startSec = sec
+	k.starts++
+}
+
+// observedRate is the key's recent starts per second on this worker.
+func (k *key) observedRate(now time.Time) float64 {
+	if now.Unix() > k.startSec+1 {
+		return 0
+	}
+	if now.Unix() == k.startSec+1 {
+		return float64(k.starts)
+	}
+	return float64(max(k.starts, k.prevSecs))
+}
+
+// learn is AIMD on the key's effective rate. c.mu is held.
+func (k *key) learn(c *Controller, o Outcome, now time.Time) {
+	if now.Sub(k.windowStart) >= time.Minute {
+		k.prevOK, k.prevOver, k.ok, k.overloaded, k.windowStart = k.ok, k.overloaded, 0, 0, now
+	}
+	switch o {
+	case Succeeded:
+		k.ok++
+		if k.lim == nil {
+			return
+		}
+		cur := float64(k.lim.Limit())
+		next := cur + max(1, k.base*RecoverShare)/max(cur, 1)
+		if next >= k.base {
+			k.lim = nil // recovered: no limit again
+			return
+		}
+		k.lim.SetLimitAt(now, rate.Limit(next))
+	case Overloaded:
+		k.overloaded++
+		if !c.cfg.Adaptive || now.Sub(k.lastCut) < CutEvery {
+			return
+		}
+		k.lastCut = now
+		cur := k.observedRate(now)
+		if k.lim != nil {
+			cur = float64(k.lim.Limit())
+		} else {
+			k.base = max(cur, c.cfg.MinRate*2)
+		}
+		next := max(c.cfg.MinRate, cur*CutFactor)
+		if k.lim == nil {
+			k.lim = rate.NewLimiter(rate.Limit(next), 1)
+			k.lim.ReserveN(now, 1) // the attempt that was just overloaded used this turn
+			return
+		}
+		k.lim.SetLimitAt(now, rate.Limit(next))
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

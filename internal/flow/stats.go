@@ -1,0 +1,178 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every worker publishes its view of the active keys once a second (a hash
+// per worker, living a few seconds); GET /flows and the metrics add them
+// up. Only the busiest MaxPublished keys of a worker are published.
+
+const (
+	workersKey = "{retryd-flows}:workers"
+	// PublishEvery is how often a worker publishes its keys.
+	PublishEvery = time.Second
+	// staleAfter drops a worker that stopped publishing.
+	staleAfter = 5 * time.Second
+	// MaxPublished bounds the keys one worker publishes.
+	MaxPublished = 200
+	// forgetAfter drops a key idle this long from a worker's memory.
+	forgetAfter = 10 * time.Minute
+)
+
+func workerKey(worker string) string { return "{retryd-flows}:w:" + worker }
+
+// KeyStats is one key's state as published by a worker, or summed over
+// workers.
+type KeyStats struct {
+	Key         string `json:"key"`
+	InFlight    int    `json:"inFlight"`
+	Parked      int    `json:"parked"` // parks in the last second
+	Parallelism int    `json:"parallelism,omitempty"`
+	Rate        int    `json:"rate,omitempty"`
+	PeriodMs    int64  `json:"periodMs,omitempty"`
+	// EffectiveRate is the adaptive limit per second (summed over the
+	// workers that have one); 0 means not limited.
+	EffectiveRate float64 `json:"effectiveRate"`
+	Succeeded     int     `json:"succeeded"`  // in the last minute or two
+	Overloaded    int     `json:"overloaded"` // ditto
+}
+
+// snapshot is this worker's keys, busiest first, forgetting idle ones.
+func (c *Controller) snapshot(now time.Time) []KeyStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]KeyStats, 0, len(c.keys))
+	for name, k := range c.keys {
+		if k.inflight == 0 && k.lim == nil && now.Sub(k.lastUsed) > forgetAfter {
+			delete(c.keys, name)
+			continue
+		}
+		s := KeyStats{Key: name, InFlight: k.inflight, Parked: k.parked, Parallelism: k.spec.Parallelism, Rate: k.spec.Rate,
+			Succeeded: k.ok + k.prevOK, Overloaded: k.overloaded + k.prevOver}
+		if k.spec.Rate > 0 {
+			s.PeriodMs = k.spec.Period.Milliseconds()
+		}
+		if k.lim != nil {
+			s.EffectiveRate = float64(k.lim.Limit())
+		}
+		k.parked = 0
+		out = append(out, s)
+	}
+	for name, h := range c.hosts {
+		if h.inflight == 0 && len(h.waiting) == 0 {
+			delete(c.hosts, name)
+		}
+	}
+	for id, at := range c.booked {
+		if now.Sub(at) > time.Minute {
+			delete(c.booked, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return activity(out[i]) > activity(out[j]) })
+	if len(out) > MaxPublished {
+		out = out[:MaxPublished]
+	}
+	return out
+}
+
+func activity(s KeyStats) int { return s.InFlight*1000 + s.Parked*100 + s.Succeeded + s.Overloaded }
+
+// Publish writes this worker's keys for GET /flows every PublishEvery
+// until ctx ends.
+func (c *Controller) Publish(ctx context.Context, worker string) {
+	t := time.NewTicker(PublishEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := c.now()
+		stats := c.snapshot(now)
+		fields := make([]any, 0, 2*len(stats))
+		for _, s := range stats {
+			b, _ := json.Marshal(s)
+			fields = append(fields, s.Key, string(b))
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		pipe := c.rdb.TxPipeline()
+		pipe.Del(wctx, workerKey(worker))
+		if len(fields) > 0 {
+			pipe.HSet(wctx, workerKey(worker), fields...)
+		}
+		pipe.PExpire(wctx, workerKey(worker), staleAfter)
+		pipe.ZAdd(wctx, workersKey, redis.Z{Score: float64(now.UnixMilli()), Member: worker})
+		pipe.ZRemRangeByScore(wctx, workersKey, "-inf", strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10))
+		if _, err := pipe.Exec(wctx); err != nil {
+			c.log.Debug("could not publish flow-control state", "err", err)
+		}
+		cancel()
+	}
+}
+
+// Read sums what the live workers published, per key, busiest first. For
+// keys with a parallelism, the slots taken and the requests waiting come
+// from Redis itself (all workers' truth).
+func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyStats, error) {
+	workers, err := rdb.ZRangeByScore(ctx, workersKey, &redis.ZRangeBy{
+		Min: strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, err
+	}
+	sum := map[string]*KeyStats{}
+	for _, w := range workers {
+		h, err := rdb.HGetAll(ctx, workerKey(w)).Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range h {
+			var s KeyStats
+			if json.Unmarshal([]byte(v), &s) != nil {
+				continue
+			}
+			t := sum[s.Key]
+			if t == nil {
+				t = &KeyStats{Key: s.Key}
+				sum[s.Key] = t
+			}
+			t.InFlight += s.InFlight
+			t.Parked += s.Parked
+			t.EffectiveRate += s.EffectiveRate
+			t.Succeeded += s.Succeeded
+			t.Overloaded += s.Overloaded
+			t.Parallelism, t.Rate, t.PeriodMs = max(t.Parallelism, s.Parallelism), max(t.Rate, s.Rate), max(t.PeriodMs, s.PeriodMs)
+		}
+	}
+	out := make([]KeyStats, 0, len(sum))
+	for _, s := range sum {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := activity(out[i]), activity(out[j]); a != b {
+			return a > b
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out, nil
+}
+
+// Slots returns how many parallelism slots of key are taken and how many
+// requests wait for one.
+func Slots(ctx context.Context, rdb redis.UniversalClient, key string, now time.Time) (taken, waiting int64, err error) {
+	slots, wait := keyNames(key)
+	pipe := rdb.Pipeline()
+	n := pipe.ZCount(ctx, slots, strconv.FormatInt(now.UnixMilli(), 10), "+inf")
+	w := pipe.ZCard(ctx, wait)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, 0, err
+	}
+	return n.Val(), w.Val(), nil
+}
