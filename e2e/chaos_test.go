@@ -95,6 +95,11 @@ func TestChaos(t *testing.T) {
 					return
 				}
 				body := fmt.Sprintf(`{"url":%q,"method":"POST","body":"job %d","maxRetries":12,"backoffMs":100,"maxBackoffMs":2000,"timeoutMs":5000}`, dest+"/job", i)
+				if i%4 == 0 {
+					// Flow control in use: a worker killed while it holds
+					// one of these 8 slots must give it back (its lease).
+					body = fmt.Sprintf(`{"url":%q,"method":"POST","body":"job %d","maxRetries":12,"backoffMs":100,"maxBackoffMs":2000,"timeoutMs":5000,"flowControl":{"key":"chaos","parallelism":8}}`, dest+"/job", i)
+				}
 				for attempt := 0; ; attempt++ {
 					a, err := tryCall("POST", s.api+"/requests", body, "Idempotency-Key", fmt.Sprintf("chaos-%d", i))
 					if err == nil && (a.status == 202 || a.status == 200) {

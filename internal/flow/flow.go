@@ -84,7 +84,7 @@ const (
 	RateHorizon = 5 * time.Second
 	// LeaseMargin is added to an attempt's timeout for its slot's lease;
 	// HandOverLease is the lease of a slot handed to a woken request.
-	LeaseMargin   = 30 * time.Second
+	LeaseMargin   = 5 * time.Second
 	HandOverLease = 60 * time.Second
 	// KeyTTL is how long a key's Redis state lives untouched.
 	KeyTTL = 24 * time.Hour

@@ -1,0 +1,295 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// gauge counts the calls a destination is serving at once.
+type gauge struct {
+	now, peak atomic.Int64
+	mu        sync.Mutex
+	starts    []time.Time
+}
+
+func (g *gauge) enter() {
+	n := g.now.Add(1)
+	for {
+		p := g.peak.Load()
+		if n <= p || g.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	g.mu.Lock()
+	g.starts = append(g.starts, time.Now())
+	g.mu.Unlock()
+}
+
+func (g *gauge) leave() { g.now.Add(-1) }
+
+func (g *gauge) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.starts)
+}
+
+// gaugedServer answers 200 after delay, counting concurrency and starts.
+func gaugedServer(t *testing.T, delay time.Duration) (string, *gauge) {
+	g := &gauge{}
+	url := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		g.enter()
+		defer g.leave()
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(200)
+	})
+	return url, g
+}
+
+// submitMany submits n requests (built by body) from 8 clients and
+// returns their ids in order.
+func (s *stack) submitMany(t *testing.T, n int, body func(i int) string) []string {
+	t.Helper()
+	ids := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				a := call(t, "POST", s.api+"/requests", body(i))
+				if a.status != 202 {
+					t.Errorf("submission %d: %d %s", i, a.status, a.raw)
+					return
+				}
+				ids[i] = a.body["id"].(string)
+			}
+		}()
+	}
+	wg.Wait()
+	return ids
+}
+
+// firstAttemptDelays are how long after its creation each request's first
+// attempt started, from the records (all requests must have one).
+func (s *stack) firstAttemptDelays(t *testing.T, ids []string, within time.Duration) []time.Duration {
+	t.Helper()
+	out := make([]time.Duration, 0, len(ids))
+	for _, id := range ids {
+		var doc map[string]any
+		waitFor(t, within, "the first attempt of "+id, func() bool {
+			doc = s.get(t, id)
+			atts, _ := doc["attempts"].([]any)
+			return len(atts) > 0
+		})
+		created, _ := time.Parse(time.RFC3339Nano, doc["createdAt"].(string))
+		first := doc["attempts"].([]any)[0].(map[string]any)
+		started, _ := time.Parse(time.RFC3339Nano, first["startedAt"].(string))
+		out = append(out, started.Sub(created))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func p99(d []time.Duration) time.Duration { return d[(len(d)*99+99)/100-1] }
+
+// A slow host cannot starve the others: with 300 requests queued to a host
+// that takes 2 s per call (2 workers × 20 slots), requests to another host
+// submitted after them start at once. Not parallel: it measures latency.
+func TestSlowHostDoesNotStarveOthers(t *testing.T) {
+	run := func(t *testing.T, fairShare string) []time.Duration {
+		s := startStack(t, 2, "FLOW_FAIR_SHARE="+fairShare)
+		slow, g := gaugedServer(t, 2*time.Second)
+		fast, _ := gaugedServer(t, 0)
+		s.submitMany(t, 300, func(i int) string { return fmt.Sprintf(`{"url":%q,"timeoutMs":10000}`, slow+"/slow") })
+		waitFor(t, 10*time.Second, "the slow host to be busy", func() bool { return g.now.Load() >= 20 })
+		ids := s.submitMany(t, 100, func(i int) string { return fmt.Sprintf(`{"url":%q}`, fast+"/fast") })
+		d := s.firstAttemptDelays(t, ids, 60*time.Second)
+		if peak := g.peak.Load(); fairShare == "0.5" && peak > 20 {
+			t.Errorf("the slow host held %d slots at once, more than half of 2×20", peak)
+		}
+		return d
+	}
+	var on, off []time.Duration
+	t.Run("fairness on", func(t *testing.T) { on = run(t, "0.5") })
+	t.Run("fairness off", func(t *testing.T) { off = run(t, "1") })
+	t.Logf("FLOW slow host: first attempt of the other host's requests: fairness on p50 %v p99 %v; off p50 %v p99 %v",
+		on[len(on)/2], p99(on), off[len(off)/2], p99(off))
+	if p99(on) > 100*time.Millisecond {
+		t.Errorf("with fairness the other host's first attempts start with p99 %v, want ≤ 100ms", p99(on))
+	}
+}
+
+// parallelism: 2 holds across 3 workers: the destination never serves more
+// than 2 calls at once. Waiting shows as waitingFor and is not an attempt.
+func TestParallelismCapAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 3)
+	url, g := gaugedServer(t, 150*time.Millisecond)
+	ids := s.submitMany(t, 30, func(i int) string {
+		return fmt.Sprintf(`{"url":%q,"flowControl":{"key":"tenant-7","parallelism":2}}`, url+"/p")
+	})
+	sawWaiting := false
+	waitFor(t, 60*time.Second, "every request", func() bool {
+		for _, id := range ids {
+			doc := s.get(t, id)
+			if doc["waitingFor"] == "flow_control" {
+				sawWaiting = true
+			}
+			if doc["status"] != "completed" {
+				return false
+			}
+		}
+		return true
+	})
+	if peak := g.peak.Load(); peak > 2 {
+		t.Errorf("the destination served %d calls at once, want at most 2", peak)
+	}
+	if !sawWaiting {
+		t.Error("no request showed waitingFor: flow_control while it waited")
+	}
+	for _, id := range ids {
+		if doc := s.get(t, id); doc["attemptCount"] != 1.0 || doc["waitingFor"] != nil {
+			t.Errorf("%s: attemptCount %v (waiting is not an attempt), waitingFor %v", id, doc["attemptCount"], doc["waitingFor"])
+		}
+	}
+	flows := call(t, "GET", s.api+"/flows", "")
+	if flows.status != 200 {
+		t.Fatalf("GET /flows: %d %s", flows.status, flows.raw)
+	}
+	found := false
+	for _, f := range flows.body["data"].([]any) {
+		if f := f.(map[string]any); f["key"] == "tenant-7" {
+			found = f["parallelism"] == 2.0
+		}
+	}
+	if !found {
+		t.Errorf("GET /flows does not show tenant-7 with parallelism 2: %s", flows.raw)
+	}
+}
+
+// rate: 10 per 1000 ms: no 1 s window sees more than 10 starts.
+func TestRateLimitAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 2)
+	url, g := gaugedServer(t, 0)
+	ids := s.submitMany(t, 35, func(i int) string {
+		return fmt.Sprintf(`{"url":%q,"flowControl":{"rate":10,"periodMs":1000}}`, url+"/r")
+	})
+	for _, id := range ids {
+		s.waitTerminal(t, id, 30*time.Second)
+	}
+	g.mu.Lock()
+	starts := slices.Clone(g.starts)
+	g.mu.Unlock()
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	worst := 0
+	for i := range starts {
+		n := 0
+		for j := i; j < len(starts) && starts[j].Sub(starts[i]) < time.Second; j++ {
+			n++
+		}
+		worst = max(worst, n)
+	}
+	span := starts[len(starts)-1].Sub(starts[0])
+	t.Logf("FLOW rate 10/s: %d starts over %v, busiest 1 s window %d", len(starts), span, worst)
+	if worst > 10 {
+		t.Errorf("a 1 s window saw %d starts, want at most 10", worst)
+	}
+	if span > 5*time.Second {
+		t.Errorf("35 starts at 10/s took %v: the rate is held far below what was asked", span)
+	}
+}
+
+// Adaptive backpressure: a host answering 429 (no Retry-After) for 10 s
+// receives fewer requests with it on than off, and every request still
+// completes once the host recovers.
+func TestAdaptiveBackpressureEasesOffAnOverloadedHost(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, adaptive string) int {
+		s := startStack(t, 2, "FLOW_ADAPTIVE="+adaptive)
+		var during atomic.Int64
+		var recovered atomic.Bool
+		url := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if !recovered.Load() {
+				during.Add(1)
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			w.WriteHeader(200)
+		})
+		// 20 requests a second for the 10 s of overload.
+		start := time.Now()
+		var ids []string
+		for i := 0; time.Since(start) < 10*time.Second; i++ {
+			ids = append(ids, s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":25,"backoffMs":100,"maxBackoffMs":1000}`, url+"/busy")))
+			time.Sleep(time.Until(start.Add(time.Duration(i+1) * 50 * time.Millisecond)))
+		}
+		recovered.Store(true)
+		n := int(during.Load())
+		for _, id := range ids {
+			if doc := s.waitTerminal(t, id, 90*time.Second); doc["status"] != "completed" {
+				t.Errorf("%s ended %v after the host recovered", id, doc["status"])
+			}
+		}
+		t.Logf("FLOW adaptive=%s: %d requests, the host received %d calls while overloaded; all completed %v after it recovered",
+			adaptive, len(ids), n, time.Since(start)-10*time.Second)
+		return n
+	}
+	var on, off int
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); on = run(t, "true") }()
+	go func() { defer wg.Done(); off = run(t, "false") }()
+	wg.Wait()
+	t.Logf("FLOW adaptive backpressure: calls during 10 s of 429s: on %d, off %d", on, off)
+	if on >= off {
+		t.Errorf("with adaptive backpressure the overloaded host got %d calls, without %d: want fewer", on, off)
+	}
+}
+
+// A worker killed while it holds a parallelism slot gives it back (its
+// lease ends): the request waiting for it still goes out.
+func TestKilledWorkerGivesItsSlotBack(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 1)
+	hang := make(chan struct{})
+	var calls atomic.Int64
+	url := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			select { // the first call hangs until its worker is killed
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(200)
+	})
+	defer close(hang)
+	body := fmt.Sprintf(`{"url":%q,"timeoutMs":1000,"flowControl":{"key":"one","parallelism":1}}`, url+"/one")
+	first := s.submit(t, body)
+	waitFor(t, 10*time.Second, "the first call", func() bool { return calls.Load() == 1 })
+	second := s.submit(t, body)
+	waitFor(t, 10*time.Second, "the second request to wait", func() bool { return s.get(t, second)["waitingFor"] == "flow_control" })
+	w := s.workers[0]
+	_ = w.cmd.Process.Kill()
+	<-w.done
+	s.startWorker(t)
+	// The waiter goes out once the dead worker's lease (timeout + 5 s)
+	// ends; the first request comes back later through asynq's own crash
+	// recovery (the crash tests cover it).
+	start := time.Now()
+	if doc := s.waitTerminal(t, second, 30*time.Second); doc["status"] != "completed" {
+		t.Errorf("the waiting request: %v", doc["status"])
+	}
+	t.Logf("FLOW the request waiting for a dead worker's slot went out %v after the kill", time.Since(start))
+	_ = first
+}

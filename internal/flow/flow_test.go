@@ -1,0 +1,298 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// waker records wake-ups; ids in gone answer ErrGone.
+type waker struct {
+	mu    sync.Mutex
+	woken []string
+	gone  map[string]bool
+}
+
+func (w *waker) Wake(_ context.Context, id string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gone[id] {
+		return ErrGone
+	}
+	w.woken = append(w.woken, id)
+	return nil
+}
+
+func (w *waker) got() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.woken)
+}
+
+// clock is a settable time.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newController(t *testing.T, rdb redis.UniversalClient, cfg Config, w *waker, clk *clock) *Controller {
+	t.Helper()
+	c := New(cfg, rdb, w, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.now)
+	t.Cleanup(c.Close)
+	return c
+}
+
+func waitWoken(t *testing.T, w *waker, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(w.got(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("woken %v, want %v", w.got(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func admit(t *testing.T, c *Controller, req Request) *Ticket {
+	t.Helper()
+	tk, err := c.Admit(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Admit(%s) = %v, want a ticket", req.ID, err)
+	}
+	return tk
+}
+
+func parked(t *testing.T, c *Controller, req Request) time.Time {
+	t.Helper()
+	_, err := c.Admit(context.Background(), req)
+	var p *Parked
+	if !errors.As(err, &p) {
+		t.Fatalf("Admit(%s) = %v, want Parked", req.ID, err)
+	}
+	return p.Until
+}
+
+// One destination holds at most half of a worker's slots; the next
+// request to it parks, and a finished attempt wakes the longest waiter.
+// Another destination is not held back.
+func TestFairnessCapsOneDestinationAtHalfTheSlots(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 4, FairShare: 0.5}, w, clk)
+	slow := func(id string) Request { return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Timeout: time.Second} }
+	a, b := admit(t, c, slow("a")), admit(t, c, slow("b"))
+	if until := parked(t, c, slow("c")); !until.Equal(clk.now().Add(ParkFallback)) {
+		t.Errorf("parked until %v, want the fallback %v", until, clk.now().Add(ParkFallback))
+	}
+	parked(t, c, slow("d"))
+	parked(t, c, slow("c")) // parked again: still one place in line
+	other := admit(t, c, Request{ID: "x", HostPort: "fast:443", Key: "fast:443"})
+	other.Done(context.Background(), Succeeded)
+	a.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"c"})
+	b.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"c", "d"})
+}
+
+// A waiter that is gone (canceled) does not take the wake-up: the next
+// one does.
+func TestFairnessSkipsAGoneWaiter(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{gone: map[string]bool{"b": true}}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, w, clk)
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
+	a := admit(t, c, req("a"))
+	parked(t, c, req("b"))
+	parked(t, c, req("c"))
+	a.Done(context.Background(), Other)
+	waitWoken(t, w, []string{"c"})
+}
+
+// Parallelism holds across workers: two controllers on one Redis never
+// let more than 2 attempts of the key run, a released slot goes straight
+// to the longest waiter (a newcomer cannot take it), and that waiter then
+// starts on any worker.
+func TestParallelismHoldsAcrossWorkersAndHandsSlotsOver(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	cfg := Config{Concurrency: 100, FairShare: 1}
+	w1, w2 := newController(t, rdb, cfg, w, clk), newController(t, rdb, cfg, w, clk)
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "tenant-1", Parallelism: 2, Timeout: 10 * time.Second}
+	}
+	a, _ := admit(t, w1, req("a")), admit(t, w2, req("b"))
+	until := parked(t, w1, req("c"))
+	if want := clk.now().Add(ParkFallback); !until.Equal(want) {
+		t.Errorf("parked until %v, want the fallback %v (before the first lease's end)", until, want)
+	}
+	clk.add(time.Millisecond)
+	parked(t, w2, req("d"))
+	a.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"c"})
+	parked(t, w1, req("newcomer")) // the slot is c's
+	admit(t, w2, req("c"))         // c starts on the other worker
+	parked(t, w1, req("d"))
+	if taken, waiting, err := Slots(context.Background(), rdb, "tenant-1", clk.now()); err != nil || taken != 2 || waiting != 2 {
+		t.Errorf("Slots = %d taken, %d waiting, %v; want 2, 2", taken, waiting, err)
+	}
+}
+
+// A slot handed to a request that is gone goes on to the next waiter.
+func TestParallelismHandOverSkipsGoneRequests(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{gone: map[string]bool{"b": true}}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 10, FairShare: 1}, w, clk)
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second} }
+	a := admit(t, c, req("a"))
+	parked(t, c, req("b"))
+	clk.add(time.Millisecond)
+	parked(t, c, req("c"))
+	a.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"c"})
+	admit(t, c, req("c"))
+}
+
+// A worker that dies holding a slot gives it back when its lease ends.
+func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, &waker{}, clk)
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second} }
+	admit(t, c, req("dead")) // never Done
+	parked(t, c, req("b"))
+	clk.add(time.Second + LeaseMargin - time.Millisecond)
+	parked(t, c, req("b"))
+	clk.add(2 * time.Millisecond)
+	admit(t, c, req("b"))
+}
+
+// The rate is spaced evenly: with 2 per second the second start waits
+// about half a second (and a percent), and its timer wakes it then.
+func TestRateSpacesStarts(t *testing.T) {
+	t.Parallel()
+	w := &waker{}
+	c := New(Config{Concurrency: 10, FairShare: 1}, redistest.Start(t).Client(), w, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	t.Cleanup(c.Close)
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "r", Rate: 2, Period: time.Second, Timeout: time.Second}
+	}
+	admit(t, c, req("a")).Done(context.Background(), Succeeded)
+	start := time.Now()
+	until := parked(t, c, req("b"))
+	if d := until.Sub(start); d < 450*time.Millisecond || d > 520*time.Millisecond {
+		t.Errorf("second start waits %v, want about 505ms", d)
+	}
+	waitWoken(t, w, []string{"b"})
+	if time.Now().Before(until) {
+		t.Errorf("woken %v before its turn", until.Sub(time.Now()))
+	}
+}
+
+// Adaptive backpressure: overload cuts a key's rate by half (once per
+// CutEvery), successes raise it additively, and it is lifted once back
+// at the rate before the first cut.
+func TestAdaptiveCutsAndRestores(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}, &waker{}, clk)
+	req := Request{ID: "x", HostPort: "h:443", Key: "h:443"}
+	var tickets []*Ticket
+	for range 20 { // 20 starts in this second: the observed rate
+		tickets = append(tickets, admit(t, c, req))
+	}
+	limit := func() float64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if k := c.keys["h:443"]; k.lim != nil {
+			return float64(k.lim.Limit())
+		}
+		return 0
+	}
+	tickets[0].Done(context.Background(), Overloaded)
+	if got := limit(); got != 10 {
+		t.Fatalf("after the first overload the rate is %v, want 10 (half of 20/s)", got)
+	}
+	tickets[1].Done(context.Background(), Overloaded) // same burst: no second cut
+	if got := limit(); got != 10 {
+		t.Errorf("a second overload within CutEvery cut again: %v", got)
+	}
+	clk.add(CutEvery)
+	tickets[2].Done(context.Background(), Overloaded)
+	if got := limit(); got != 5 {
+		t.Errorf("after a second overload the rate is %v, want 5", got)
+	}
+	// Requests beyond the rate park (the first may take the one turn
+	// that accrued).
+	if _, err := c.Admit(context.Background(), Request{ID: "y0", HostPort: "h:443", Key: "h:443"}); err == nil {
+		parked(t, c, Request{ID: "y", HostPort: "h:443", Key: "h:443"})
+	}
+	for _, tk := range tickets[3:8] {
+		tk.Done(context.Background(), Succeeded)
+	}
+	if got := limit(); got <= 5 || got >= 20 {
+		t.Errorf("after 5 successes the rate is %v, want raised from 5 but below 20", got)
+	}
+	for i := 0; limit() != 0; i++ {
+		if i > 1000 {
+			t.Fatalf("the rate never recovered: %v", limit())
+		}
+		tickets[3].Done(context.Background(), Succeeded)
+	}
+	// Off: overloads cut nothing.
+	off := newController(t, redistest.Start(t).Client(), Config{Concurrency: 100, FairShare: 1}, &waker{}, clk)
+	admit(t, off, req).Done(context.Background(), Overloaded)
+	admit(t, off, req)
+}
+
+// What workers publish is what GET /flows reads, summed over workers.
+func TestPublishAndRead(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.Now()}
+	cfg := Config{Concurrency: 10, FairShare: 1}
+	w1, w2 := newController(t, rdb, cfg, &waker{}, clk), newController(t, rdb, cfg, &waker{}, clk)
+	req := Request{ID: "a", HostPort: "h:443", Key: "tenant", Parallelism: 5, Timeout: time.Second}
+	admit(t, w1, req)
+	req.ID = "b"
+	admit(t, w2, req)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w1.Publish(ctx, "w1")
+	go w2.Publish(ctx, "w2")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stats, err := Read(context.Background(), rdb, clk.now())
+		if err == nil && len(stats) == 1 && stats[0].InFlight == 2 {
+			if s := stats[0]; s.Key != "tenant" || s.Parallelism != 5 {
+				t.Errorf("read %+v", s)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Read = %+v, %v; want tenant with 2 in flight", stats, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
