@@ -96,7 +96,9 @@ func TestFairnessCapsOneDestinationAtHalfTheSlots(t *testing.T) {
 	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
 	w := &waker{}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 4, FairShare: 0.5}, w, clk)
-	slow := func(id string) Request { return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Timeout: time.Second} }
+	slow := func(id string) Request {
+		return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Timeout: time.Second}
+	}
 	a, b := admit(t, c, slow("a")), admit(t, c, slow("b"))
 	if until := parked(t, c, slow("c")); !until.Equal(clk.now().Add(ParkFallback)) {
 		t.Errorf("parked until %v, want the fallback %v", until, clk.now().Add(ParkFallback))
@@ -163,7 +165,9 @@ func TestParallelismHandOverSkipsGoneRequests(t *testing.T) {
 	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
 	w := &waker{gone: map[string]bool{"b": true}}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 10, FairShare: 1}, w, clk)
-	req := func(id string) Request { return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second} }
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
+	}
 	a := admit(t, c, req("a"))
 	parked(t, c, req("b"))
 	clk.add(time.Millisecond)
@@ -179,7 +183,9 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
 	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, &waker{}, clk)
-	req := func(id string) Request { return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second} }
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
+	}
 	admit(t, c, req("dead")) // never Done
 	parked(t, c, req("b"))
 	clk.add(time.Second + LeaseMargin - time.Millisecond)
