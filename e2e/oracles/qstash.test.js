@@ -22,6 +22,7 @@ const results = {};
 
 // The destination: records every call, verified; answers by path.
 const calls = [];
+const fc = { now: 0, peak: 0 };
 const answers = new Map(); // path -> list of statuses, the last repeats
 let dest;
 const server = http.createServer((req, res) => {
@@ -38,6 +39,13 @@ const server = http.createServer((req, res) => {
     }
     const path = req.url.split("?")[0];
     calls.push({ path, url: req.url, body, verified, error, at: Date.now(), method: req.method, headers: req.headers });
+    if (path === "/fc") {
+      // Flow control: hold the call a while, counting how many overlap.
+      fc.now++;
+      fc.peak = Math.max(fc.peak, fc.now);
+      await new Promise((r) => setTimeout(r, 100));
+      fc.now--;
+    }
     const plan = answers.get(path) ?? [200];
     const status = plan.length > 1 ? plan.shift() : plan[0];
     res.writeHead(status);
@@ -293,6 +301,20 @@ test("logs show a message's life: created, the failed attempt, the retry, delive
   const next = await client.logs({ count: 5, cursor: page.cursor });
   assert.ok(next.logs.length > 0);
   assert.ok(next.logs[0].time <= page.logs[page.logs.length - 1].time, "the next page is older");
+});
+
+test("flow control: parallelism 1 lets one call at a time reach the destination", async () => {
+  const msgs = await Promise.all(
+    [1, 2, 3, 4, 5].map((i) => client.publish({ url: to("/fc"), body: `fc ${i}`, flowControl: { key: "qstash-fc", parallelism: 1 } })),
+  );
+  await until("5 flow-controlled deliveries", () => callsTo("/fc").length === 5 && fc.now === 0);
+  assert.equal(fc.peak, 1);
+  const msg = await client.messages.get(msgs[0].messageId);
+  assert.equal(msg.flowControlKey, "qstash-fc");
+  await assert.rejects(
+    client.publish({ url: to("/never"), body: "x", flowControl: { key: "k", rate: 5, period: "10ms" } }),
+    (e) => e instanceof QstashError && /Upstash-Flow-Control-Value/.test(e.message),
+  );
 });
 
 test("errors come back as readable QstashErrors", async () => {

@@ -124,6 +124,18 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, *recor
 		return nil, nil, err
 	}
 	sub := map[string]any{"url": dest, "method": "POST", "maxRetries": DefaultRetries}
+	if extra.FlowControlKey != "" {
+		// Enforced by retryd's flow control, across all workers.
+		fc, _ := flowControl(extra.FlowControlKey, h.Get("Upstash-Flow-Control-Value"))
+		m := map[string]any{"key": fc.Key}
+		if fc.Parallelism > 0 {
+			m["parallelism"] = fc.Parallelism
+		}
+		if fc.Rate > 0 {
+			m["rate"], m["periodMs"] = fc.Rate, fc.Period.Milliseconds()
+		}
+		sub["flowControl"] = m
+	}
 	headers := map[string]string{}
 	for name, values := range h {
 		lower := strings.ToLower(name)
@@ -238,8 +250,8 @@ func flowControl(key, value string) (FlowControl, error) {
 			}
 		case "period":
 			fc.Period, err = duration(v)
-			if fc.Period <= 0 {
-				err = errors.New("not positive")
+			if err == nil && fc.Period < time.Second {
+				err = errors.New("below 1s")
 			}
 		default:
 			err = errors.New("unknown setting (parallelism, rate, period)")

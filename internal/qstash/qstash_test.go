@@ -99,7 +99,8 @@ func TestPublishHeadersMapOntoTheRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"url": "https://e.com/x", "method": "PUT", "maxRetries": 2, "timeoutMs": int64(30000), "delayMs": int64(60000),
-		"callbackUrl": "https://e.com/cb", "body": "hi", "headers": map[string]string{"X-Trace": "abc", "Content-Type": "text/plain"}}
+		"callbackUrl": "https://e.com/cb", "body": "hi", "headers": map[string]string{"X-Trace": "abc", "Content-Type": "text/plain"},
+		"flowControl": map[string]any{"key": "tenant-1", "parallelism": 2, "rate": 10, "periodMs": int64(60000)}}
 	if diff := cmp.Diff(want, sub); diff != "" {
 		t.Errorf("submission (-want +got):\n%s", diff)
 	}
