@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,29 @@ func TestLoadRejectsWithExactMessages(t *testing.T) {
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestFlowSettings(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(nil))
+	if err != nil || c.FlowFairShare != 0.5 || !c.FlowAdaptive || c.FlowAdaptiveMinRate != 1 {
+		t.Errorf("flow defaults: share %v adaptive %v min %v, %v", c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, err)
+	}
+	c, err = Load(env(map[string]string{"FLOW_FAIR_SHARE": "1", "FLOW_ADAPTIVE": "false", "FLOW_ADAPTIVE_MIN_RATE": "0.5"}))
+	if err != nil || c.FlowFairShare != 1 || c.FlowAdaptive || c.FlowAdaptiveMinRate != 0.5 {
+		t.Errorf("flow settings: %+v, %v", c, err)
+	}
+	for name, v := range map[string]string{"FLOW_FAIR_SHARE": "0", "FLOW_ADAPTIVE": "sometimes", "FLOW_ADAPTIVE_MIN_RATE": "-1"} {
+		_, err := Load(env(map[string]string{name: v}))
+		if err == nil || !strings.Contains(err.Error(), name+": ") || !strings.Contains(err.Error(), strconv.Quote(v)) {
+			t.Errorf("%s=%s: %v", name, v, err)
+		}
+	}
+	for _, v := range []string{"1.5", "x", "-0.1"} {
+		if _, err := Load(env(map[string]string{"FLOW_FAIR_SHARE": v})); err == nil {
+			t.Errorf("FLOW_FAIR_SHARE=%s accepted", v)
 		}
 	}
 }

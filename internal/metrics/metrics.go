@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -149,4 +150,63 @@ func histogram(desc *prometheus.Desc, stats map[string]int64, prefix string, bou
 	}
 	count := cum + uint64(stats[prefix+"|"+strconv.Itoa(len(bounds))])
 	return prometheus.MustNewConstHistogram(desc, count, float64(stats[prefix+"_sum_ms"])/1000, buckets)
+}
+
+// FlowKeys is how many flow-control keys get series of their own; the rest
+// are summed under key="other", so a deployment with many tenants keeps a
+// bounded number of series.
+const FlowKeys = 10
+
+var (
+	descFlowInFlight = prometheus.NewDesc("retryd_flow_in_flight",
+		"Attempts in flight per flow-control key (the busiest keys; the rest under key=\"other\").", []string{"key"}, nil)
+	descFlowWaiting = prometheus.NewDesc("retryd_flow_waiting",
+		"Requests parked for a flow-control slot in the last second, per key.", []string{"key"}, nil)
+	descFlowRate = prometheus.NewDesc("retryd_flow_effective_rate",
+		"The rate per second adaptive backpressure holds a key to (0: not held), summed over workers.", []string{"key"}, nil)
+	descFlowRecent = prometheus.NewDesc("retryd_flow_recent_attempts",
+		"Attempts of the last one to two minutes per key, by what they said about its load.", []string{"key", "outcome"}, nil)
+)
+
+// FlowSource reads the flow-control keys, busiest first.
+type FlowSource func(ctx context.Context) ([]flow.KeyStats, error)
+
+// RegisterFlows adds the per-key flow-control series, read at scrape time.
+func (m *Metrics) RegisterFlows(read FlowSource) { m.Registry.MustRegister(flows{read}) }
+
+type flows struct{ read FlowSource }
+
+func (f flows) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descFlowInFlight, descFlowWaiting, descFlowRate, descFlowRecent} {
+		ch <- d
+	}
+}
+
+func (f flows) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	stats, err := f.read(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descFlowInFlight, err)
+		return
+	}
+	shown := stats[:min(len(stats), FlowKeys)]
+	if len(stats) > FlowKeys {
+		other := flow.KeyStats{Key: "other"}
+		for _, s := range stats[FlowKeys:] {
+			other.InFlight += s.InFlight
+			other.Parked += s.Parked
+			other.EffectiveRate += s.EffectiveRate
+			other.Succeeded += s.Succeeded
+			other.Overloaded += s.Overloaded
+		}
+		shown = append(append([]flow.KeyStats(nil), shown...), other)
+	}
+	for _, s := range shown {
+		ch <- prometheus.MustNewConstMetric(descFlowInFlight, prometheus.GaugeValue, float64(s.InFlight), s.Key)
+		ch <- prometheus.MustNewConstMetric(descFlowWaiting, prometheus.GaugeValue, float64(s.Parked), s.Key)
+		ch <- prometheus.MustNewConstMetric(descFlowRate, prometheus.GaugeValue, s.EffectiveRate, s.Key)
+		ch <- prometheus.MustNewConstMetric(descFlowRecent, prometheus.GaugeValue, float64(s.Succeeded), s.Key, "succeeded")
+		ch <- prometheus.MustNewConstMetric(descFlowRecent, prometheus.GaugeValue, float64(s.Overloaded), s.Key, "overloaded")
+	}
 }

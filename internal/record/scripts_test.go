@@ -207,6 +207,11 @@ func TestBeginScript(t *testing.T) {
 			},
 		},
 		{
+			name: "waiting for flow control ends when the attempt starts", now: t0, wantState: Started, wantN: 1,
+			initial: state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingForFlowControl), k0.spec(tid): specJSON},
+			want:    state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
+		},
+		{
 			name: "finished: nothing starts", now: t0, wantState: Finished,
 			initial: state{k0.req(tid): reqHash(Completed), k0.spec(tid): specJSON},
 			want:    state{k0.req(tid): reqHash(Completed)},
@@ -225,6 +230,37 @@ func TestBeginScript(t *testing.T) {
 				t.Errorf("Begin = state %v n %d, want %v %d", b.State, b.N, c.wantState, c.wantN)
 			}
 			if diff := cmp.Diff(c.want, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.stats()), jsonAware); diff != "" {
+				t.Errorf("state (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// An attempt taken back (it waits for a flow-control slot) is not counted:
+// attemptCount goes back, nothing is in flight, and the request says what
+// it waits for. A stale take-back (another run holds the attempt) does
+// nothing.
+func TestUnbeginScript(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		initial state
+		n       int
+		want    state
+	}{
+		{"the attempt in flight", state{k0.req(tid): reqHash(Retrying, fAttemptCount, "3", "inflightN", "3", "inflightAt", t0ms)}, 3,
+			state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", fWaitingFor, WaitingForFlowControl)}},
+		{"another attempt in flight", state{k0.req(tid): reqHash(Retrying, fAttemptCount, "4", "inflightN", "4", "inflightAt", t0ms)}, 3,
+			state{k0.req(tid): reqHash(Retrying, fAttemptCount, "4", "inflightN", "4", "inflightAt", t0ms)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			if err := s.Unbegin(context.Background(), tid, c.n, WaitingForFlowControl); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(c.want, dump(t, rdb, k0.req(tid)), jsonAware); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
 		})
