@@ -33,12 +33,6 @@ func (g *gauge) enter() {
 
 func (g *gauge) leave() { g.now.Add(-1) }
 
-func (g *gauge) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.starts)
-}
-
 // gaugedServer answers 200 after delay, counting concurrency and starts.
 func gaugedServer(t *testing.T, delay time.Duration) (string, *gauge) {
 	g := &gauge{}

@@ -212,7 +212,7 @@ func TestRateSpacesStarts(t *testing.T) {
 	}
 	waitWoken(t, w, []string{"b"})
 	if time.Now().Before(until) {
-		t.Errorf("woken %v before its turn", until.Sub(time.Now()))
+		t.Errorf("woken %v before its turn", time.Until(until))
 	}
 }
 
