@@ -16,6 +16,7 @@ type gauge struct {
 	now, peak atomic.Int64
 	mu        sync.Mutex
 	starts    []time.Time
+	ends      []time.Time
 }
 
 func (g *gauge) enter() {
@@ -31,7 +32,33 @@ func (g *gauge) enter() {
 	g.mu.Unlock()
 }
 
-func (g *gauge) leave() { g.now.Add(-1) }
+func (g *gauge) leave() {
+	g.mu.Lock()
+	g.ends = append(g.ends, time.Now())
+	g.mu.Unlock()
+	g.now.Add(-1)
+}
+
+// handOvers are, for each call that started while the destination was at
+// its cap, how long after a call ended it started.
+func (g *gauge) handOvers(skip int) []time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []time.Duration
+	for _, s := range g.starts[skip:] {
+		var last time.Time
+		for _, e := range g.ends {
+			if !e.After(s) && e.After(last) {
+				last = e
+			}
+		}
+		if !last.IsZero() {
+			out = append(out, s.Sub(last))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
 
 // gaugedServer answers 200 after delay, counting concurrency and starts.
 func gaugedServer(t *testing.T, delay time.Duration) (string, *gauge) {
@@ -147,6 +174,12 @@ func TestParallelismCapAcrossWorkers(t *testing.T) {
 	})
 	if peak := g.peak.Load(); peak > 2 {
 		t.Errorf("the destination served %d calls at once, want at most 2", peak)
+	}
+	// A parked request starts soon after the slot it waits for frees.
+	h := g.handOvers(2)
+	t.Logf("FLOW parallelism 2: a waiting request started after a slot freed: p50 %v p99 %v (%d hand-overs)", h[len(h)/2], p99(h), len(h))
+	if p99(h) > 50*time.Millisecond {
+		t.Errorf("waiting requests started p99 %v after a slot freed, want ≤ 50ms", p99(h))
 	}
 	if !sawWaiting {
 		t.Error("no request showed waitingFor: flow_control while it waited")

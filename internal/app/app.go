@@ -432,6 +432,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	go func() { defer close(schedDone); sched.Run(sweepCtx) }()
 	flowDone := make(chan struct{})
 	go func() { defer close(flowDone); h.Flow.Publish(sweepCtx, workerID()) }()
+	go h.Flow.Rebalance(sweepCtx)
 
 	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queues", parts.Tags())
 	<-ctx.Done()

@@ -73,6 +73,9 @@ const (
 	// CutEvery bounds how often a key is cut: one burst of failures (every
 	// attempt in flight answering 503) is one cut, not many.
 	CutEvery = time.Second
+	// MinOverloads is how many overloaded answers a key must get within a
+	// second on a worker before its first cut.
+	MinOverloads = 25
 	// RecoverShare is the additive increase: a tenth of the rate before
 	// the first cut, per second of successes (at least 1/s).
 	RecoverShare = 0.1
@@ -155,6 +158,52 @@ type host struct {
 	waiting  []string // parked request ids, oldest first
 }
 
+// takeWaiters takes as many waiters as the host has free slots here. A
+// woken request may be fetched by another worker (whose share of the
+// destination may be full, and which then parks it in its own line), so
+// every free slot wakes one, and Rebalance keeps doing so while slots
+// stay free.
+func (h *host) takeWaiters(limit int) []string {
+	n := min(limit-h.inflight, len(h.waiting))
+	if n <= 0 {
+		return nil
+	}
+	out := h.waiting[:n:n]
+	h.waiting = h.waiting[n:]
+	return out
+}
+
+// RebalanceEvery is how often a worker wakes waiters of destinations that
+// have free slots on it without an attempt ending (the woken ones went to
+// other workers).
+const RebalanceEvery = 100 * time.Millisecond
+
+// Rebalance wakes, every RebalanceEvery until ctx ends, the waiters of
+// destinations with free slots on this worker.
+func (c *Controller) Rebalance(ctx context.Context) {
+	t := time.NewTicker(RebalanceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		type wake struct{ host, id string }
+		var wakes []wake
+		c.mu.Lock()
+		for name, h := range c.hosts {
+			for _, id := range h.takeWaiters(c.FairCap()) {
+				wakes = append(wakes, wake{name, id})
+			}
+		}
+		c.mu.Unlock()
+		for _, w := range wakes {
+			c.wakeLocal(w.host, w.id)
+		}
+	}
+}
+
 // key is one flow-control key's state on this worker.
 type key struct {
 	spec     Request // the last request seen: its configured limits
@@ -167,6 +216,9 @@ type key struct {
 	// rate a first cut starts from.
 	startSec         int64
 	starts, prevSecs int
+	// overloaded answers in the current second (overSec)
+	overSec     int64
+	overThisSec int
 	// recent outcomes, for the failure share
 	ok, overloaded   int
 	windowStart      time.Time
@@ -356,12 +408,10 @@ func (t *Ticket) undo() {
 func (t *Ticket) Done(ctx context.Context, o Outcome) {
 	c, now := t.c, t.c.now()
 	c.mu.Lock()
-	var next string
+	var next []string
 	if h := c.hosts[t.req.HostPort]; h != nil {
 		h.inflight--
-		if len(h.waiting) > 0 {
-			next, h.waiting = h.waiting[0], h.waiting[1:]
-		}
+		next = h.takeWaiters(c.FairCap())
 	}
 	k := c.keys[t.req.Key]
 	if k != nil {
@@ -369,8 +419,8 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 		k.learn(c, o, now)
 	}
 	c.mu.Unlock()
-	if next != "" {
-		c.wakeLocal(t.req.HostPort, next)
+	for _, id := range next {
+		c.wakeLocal(t.req.HostPort, id)
 	}
 	if t.global {
 		c.release(ctx, t.req, t.req.ID)
@@ -414,8 +464,10 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 			}
 			c.mu.Lock()
 			id = ""
-			if h := c.hosts[hostPort]; h != nil && len(h.waiting) > 0 && h.inflight < c.FairCap() {
-				id, h.waiting = h.waiting[0], h.waiting[1:]
+			if h := c.hosts[hostPort]; h != nil {
+				if next := h.takeWaiters(h.inflight + 1); len(next) > 0 {
+					id = next[0]
+				}
 			}
 			c.mu.Unlock()
 		}
@@ -509,7 +561,15 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		k.lim.SetLimitAt(now, rate.Limit(next))
 	case Overloaded:
 		k.overloaded++
-		if !c.cfg.Adaptive || now.Sub(k.lastCut) < CutEvery {
+		sec := now.Unix()
+		if sec != k.overSec {
+			k.overSec, k.overThisSec = sec, 0
+		}
+		k.overThisSec++
+		// Only a key under load is cut: a few requests failing (and
+		// retrying on their own backoff) are not a destination to ease
+		// off, and their retries must keep their timing.
+		if !c.cfg.Adaptive || now.Sub(k.lastCut) < CutEvery || (k.lim == nil && k.overThisSec < MinOverloads) {
 			return
 		}
 		k.lastCut = now

@@ -144,8 +144,8 @@ func TestParallelismHoldsAcrossWorkersAndHandsSlotsOver(t *testing.T) {
 	}
 	a, _ := admit(t, w1, req("a")), admit(t, w2, req("b"))
 	until := parked(t, w1, req("c"))
-	if want := clk.now().Add(ParkFallback); !until.Equal(want) {
-		t.Errorf("parked until %v, want the fallback %v (before the first lease's end)", until, want)
+	if want := clk.now().Add(10*time.Second + LeaseMargin + 10*time.Millisecond); !until.Equal(want) {
+		t.Errorf("parked until %v, want the first lease's end %v", until, want)
 	}
 	clk.add(time.Millisecond)
 	parked(t, w2, req("d"))
@@ -225,7 +225,7 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}, &waker{}, clk)
 	req := Request{ID: "x", HostPort: "h:443", Key: "h:443"}
 	var tickets []*Ticket
-	for range 20 { // 20 starts in this second: the observed rate
+	for range 40 { // 40 starts in this second: the observed rate
 		tickets = append(tickets, admit(t, c, req))
 	}
 	limit := func() float64 {
@@ -236,39 +236,49 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 		}
 		return 0
 	}
-	tickets[0].Done(context.Background(), Overloaded)
-	if got := limit(); got != 10 {
-		t.Fatalf("after the first overload the rate is %v, want 10 (half of 20/s)", got)
+	// A few overloaded answers are not a key under load: no cut.
+	for _, tk := range tickets[:MinOverloads-1] {
+		tk.Done(context.Background(), Overloaded)
 	}
-	tickets[1].Done(context.Background(), Overloaded) // same burst: no second cut
-	if got := limit(); got != 10 {
+	if got := limit(); got != 0 {
+		t.Fatalf("%d overloaded answers cut the rate to %v", MinOverloads-1, got)
+	}
+	tickets[MinOverloads-1].Done(context.Background(), Overloaded)
+	if got := limit(); got != 20 {
+		t.Fatalf("after %d overloaded answers in a second the rate is %v, want 20 (half of 40/s)", MinOverloads, got)
+	}
+	tickets[MinOverloads].Done(context.Background(), Overloaded) // same burst: no second cut
+	if got := limit(); got != 20 {
 		t.Errorf("a second overload within CutEvery cut again: %v", got)
 	}
 	clk.add(CutEvery)
-	tickets[2].Done(context.Background(), Overloaded)
-	if got := limit(); got != 5 {
-		t.Errorf("after a second overload the rate is %v, want 5", got)
+	tickets[MinOverloads+1].Done(context.Background(), Overloaded) // cut once limited: one is enough
+	if got := limit(); got != 10 {
+		t.Errorf("after a second overload the rate is %v, want 10", got)
 	}
+	tickets = tickets[MinOverloads+2:]
 	// Requests beyond the rate park (the first may take the one turn
 	// that accrued).
 	if _, err := c.Admit(context.Background(), Request{ID: "y0", HostPort: "h:443", Key: "h:443"}); err == nil {
 		parked(t, c, Request{ID: "y", HostPort: "h:443", Key: "h:443"})
 	}
-	for _, tk := range tickets[3:8] {
+	for _, tk := range tickets[:5] {
 		tk.Done(context.Background(), Succeeded)
 	}
-	if got := limit(); got <= 5 || got >= 20 {
-		t.Errorf("after 5 successes the rate is %v, want raised from 5 but below 20", got)
+	if got := limit(); got <= 10 || got >= 40 {
+		t.Errorf("after 5 successes the rate is %v, want raised from 10 but below 40", got)
 	}
 	for i := 0; limit() != 0; i++ {
 		if i > 1000 {
 			t.Fatalf("the rate never recovered: %v", limit())
 		}
-		tickets[3].Done(context.Background(), Succeeded)
+		tickets[5].Done(context.Background(), Succeeded)
 	}
 	// Off: overloads cut nothing.
 	off := newController(t, redistest.Start(t).Client(), Config{Concurrency: 100, FairShare: 1}, &waker{}, clk)
-	admit(t, off, req).Done(context.Background(), Overloaded)
+	for range 2 * MinOverloads {
+		admit(t, off, req).Done(context.Background(), Overloaded)
+	}
 	admit(t, off, req)
 }
 
@@ -301,4 +311,26 @@ func TestPublishAndRead(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A woken request may start on another worker; the slot it left free here
+// still wakes the next waiter (Rebalance), instead of idling until the
+// fallback deadline.
+func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, w, clk)
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
+	a := admit(t, c, req("a"))
+	for _, id := range []string{"b", "c", "d"} {
+		parked(t, c, req(id))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Rebalance(ctx)
+	a.Done(context.Background(), Succeeded)
+	// None of them comes back here (they went to other workers), yet each
+	// is woken in turn.
+	waitWoken(t, w, []string{"b", "c", "d"})
 }
