@@ -1,0 +1,425 @@
+// Package client is a typed Go client of retryd's HTTP API (the one
+// /openapi.json describes; a test keeps the two in step). It is what
+// cmd/retryctl is built on, and Go services can import it:
+//
+//	c := client.New("http://127.0.0.1:3000", os.Getenv("RETRYD_API_KEY"))
+//	acc, err := c.Submit(ctx, client.Submission{URL: "https://example.com/hook", Method: "POST", Body: "{}"}, "order-1")
+//
+// Every call has a timeout (Client.Timeout, 30 s by default) on top of its
+// context. An answer other than 2xx is an *Error carrying the API's code
+// and message.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client calls one retryd API.
+type Client struct {
+	BaseURL string // e.g. http://127.0.0.1:3000
+	APIKey  string // sent as Authorization: Bearer; empty sends none
+	HTTP    *http.Client
+	// Timeout bounds each call (30 s when zero).
+	Timeout time.Duration
+}
+
+// New returns a client of the API at baseURL.
+func New(baseURL, apiKey string) *Client {
+	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), APIKey: apiKey, HTTP: &http.Client{}}
+}
+
+// Error is an answer other than 2xx.
+type Error struct {
+	Status  int    // the HTTP status
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	if e.Code != "" {
+		return fmt.Sprintf("%d %s: %s", e.Status, e.Code, msg)
+	}
+	return fmt.Sprintf("%d: %s", e.Status, msg)
+}
+
+// IsNotFound reports whether err is the API's 404.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == http.StatusNotFound
+}
+
+// The API's paths.
+const (
+	PathRequests  = "/requests"
+	PathDLQ       = "/dlq"
+	PathSchedules = "/schedules"
+	PathFlows     = "/flows"
+)
+
+// Raw performs one call and returns the API's JSON answer as sent. body,
+// when not nil, is sent as JSON. header adds request headers.
+func (c *Client) Raw(ctx context.Context, method, path string, query url.Values, body any, header http.Header) ([]byte, error) {
+	timeout := c.Timeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	u := c.BaseURL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("encode the request body: %w", err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read the answer of %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &Error{Status: resp.StatusCode}
+		var body struct {
+			Error *Error `json:"error"`
+		}
+		if json.Unmarshal(raw, &body) == nil && body.Error != nil {
+			e.Code, e.Message, e.Field = body.Error.Code, body.Error.Message, body.Error.Field
+		} else {
+			e.Message = strings.TrimSpace(string(raw))
+		}
+		return raw, e
+	}
+	return raw, nil
+}
+
+// call performs a call and decodes its answer into out.
+func (c *Client) call(ctx context.Context, method, path string, query url.Values, body, out any, header http.Header) error {
+	raw, err := c.Raw(ctx, method, path, query, body, header)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decode the answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Submission is the body of POST /requests.
+type Submission struct {
+	URL          string            `json:"url"`
+	Method       string            `json:"method,omitempty"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Body         string            `json:"body,omitempty"`
+	MaxRetries   *int              `json:"maxRetries,omitempty"`
+	BackoffMs    int64             `json:"backoffMs,omitempty"`
+	MaxBackoffMs int64             `json:"maxBackoffMs,omitempty"`
+	TimeoutMs    int64             `json:"timeoutMs,omitempty"`
+	DelayMs      int64             `json:"delayMs,omitempty"`
+	NotBefore    string            `json:"notBefore,omitempty"`
+	CallbackURL  string            `json:"callbackUrl,omitempty"`
+	FlowControl  *FlowControl      `json:"flowControl,omitempty"`
+}
+
+// FlowControl limits the requests sharing Key across all workers.
+type FlowControl struct {
+	Key         string `json:"key,omitempty"`
+	Parallelism int    `json:"parallelism,omitempty"`
+	Rate        int    `json:"rate,omitempty"`
+	PeriodMs    int64  `json:"periodMs,omitempty"`
+}
+
+// Accepted is the answer to a submission.
+type Accepted struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// Request is a request's document (GET /requests/{id}).
+type Request struct {
+	ID              string            `json:"id"`
+	URL             string            `json:"url"`
+	Method          string            `json:"method"`
+	Headers         map[string]string `json:"headers"`
+	Status          string            `json:"status"`
+	AttemptCount    int               `json:"attemptCount"`
+	MaxRetries      int               `json:"maxRetries"`
+	BackoffMs       int64             `json:"backoffMs"`
+	MaxBackoffMs    int64             `json:"maxBackoffMs"`
+	TimeoutMs       int64             `json:"timeoutMs"`
+	NextRetryAt     *time.Time        `json:"nextRetryAt"`
+	LastError       *string           `json:"lastError"`
+	LastStatusCode  *int              `json:"lastStatusCode"`
+	FailureClass    *string           `json:"failureClass"`
+	Result          *string           `json:"result"`
+	ResultTruncated bool              `json:"resultTruncated"`
+	IdempotencyKey  *string           `json:"idempotencyKey"`
+	RedriveCount    int               `json:"redriveCount"`
+	CreatedAt       *time.Time        `json:"createdAt"`
+	UpdatedAt       *time.Time        `json:"updatedAt"`
+	CompletedAt     *time.Time        `json:"completedAt"`
+	CallbackURL     *string           `json:"callbackUrl"`
+	Callback        *Callback         `json:"callback"`
+	FlowControl     *FlowControl      `json:"flowControl,omitempty"`
+	WaitingFor      *string           `json:"waitingFor"`
+	Attempts        []Attempt         `json:"attempts,omitempty"`
+	Redrives        []Redrive         `json:"redrives"`
+}
+
+// Attempt is one attempt of a request.
+type Attempt struct {
+	N            int        `json:"n"`
+	StartedAt    *time.Time `json:"startedAt"`
+	DurationMs   *int64     `json:"durationMs"`
+	StatusCode   *int       `json:"statusCode"`
+	Outcome      string     `json:"outcome"`
+	FailureClass *string    `json:"failureClass"`
+	Error        *string    `json:"error"`
+	ResponseBody *string    `json:"responseBody"`
+}
+
+// Redrive is one redrive of a request.
+type Redrive struct {
+	N                    int        `json:"n"`
+	At                   *time.Time `json:"at"`
+	Actor                string     `json:"actor"`
+	Reason               string     `json:"reason"`
+	PreviousFailureClass *string    `json:"previousFailureClass"`
+	PreviousAttemptCount int        `json:"previousAttemptCount"`
+	Outcome              *string    `json:"outcome"`
+}
+
+// Callback is the state of a request's outcome callback.
+type Callback struct {
+	URL            string     `json:"url"`
+	Status         string     `json:"status"`
+	Attempts       int        `json:"attempts"`
+	LastStatusCode *int       `json:"lastStatusCode"`
+	LastError      *string    `json:"lastError"`
+	UpdatedAt      *time.Time `json:"updatedAt"`
+}
+
+// Page is one page of requests, newest first.
+type Page struct {
+	Data       []Request `json:"data"`
+	NextCursor *string   `json:"nextCursor"`
+}
+
+// Submit submits a request; idempotencyKey may be empty.
+func (c *Client) Submit(ctx context.Context, s Submission, idempotencyKey string) (*Accepted, error) {
+	var h http.Header
+	if idempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {idempotencyKey}}
+	}
+	var out Accepted
+	return &out, c.call(ctx, http.MethodPost, PathRequests, nil, s, &out, h)
+}
+
+// Get returns request id's document with its attempts.
+func (c *Client) Get(ctx context.Context, id string) (*Request, error) {
+	var out Request
+	return &out, c.call(ctx, http.MethodGet, PathRequests+"/"+url.PathEscape(id), nil, nil, &out, nil)
+}
+
+// ListOptions select a page of requests.
+type ListOptions struct {
+	Status string // pending, retrying, completed, failed, canceled; "" for all
+	Limit  int    // 1–500; 0 for the API's default
+	Cursor string
+}
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	if o.Status != "" {
+		q.Set("status", o.Status)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return q
+}
+
+// ListQuery is the query of GET /requests for o.
+func ListQuery(o ListOptions) url.Values { return o.query() }
+
+// List returns a page of requests, newest first.
+func (c *Client) List(ctx context.Context, o ListOptions) (*Page, error) {
+	var out Page
+	return &out, c.call(ctx, http.MethodGet, PathRequests, o.query(), nil, &out, nil)
+}
+
+// Cancel cancels request id and returns its document.
+func (c *Client) Cancel(ctx context.Context, id string) (*Request, error) {
+	var out Request
+	return &out, c.call(ctx, http.MethodDelete, PathRequests+"/"+url.PathEscape(id), nil, nil, &out, nil)
+}
+
+// DLQOptions select failed requests.
+type DLQOptions struct {
+	FailureClass string
+	Host         string // a host name, or host:port
+	Limit        int
+	Cursor       string
+}
+
+// DLQQuery is the query of GET /dlq for o.
+func DLQQuery(o DLQOptions) url.Values {
+	q := url.Values{}
+	if o.FailureClass != "" {
+		q.Set("failureClass", o.FailureClass)
+	}
+	if o.Host != "" {
+		q.Set("host", o.Host)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return q
+}
+
+// DLQ returns a page of failed requests, newest first.
+func (c *Client) DLQ(ctx context.Context, o DLQOptions) (*Page, error) {
+	var out Page
+	return &out, c.call(ctx, http.MethodGet, PathDLQ, DLQQuery(o), nil, &out, nil)
+}
+
+// RedriveInput is who redrives and why.
+type RedriveInput struct {
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Redrive sends failed request id again and returns its document.
+func (c *Client) Redrive(ctx context.Context, id string, in RedriveInput) (*Request, error) {
+	var out Request
+	return &out, c.call(ctx, http.MethodPost, PathDLQ+"/"+url.PathEscape(id)+"/redrive", nil, in, &out, nil)
+}
+
+// BulkRedriveInput selects the failed requests to send again.
+type BulkRedriveInput struct {
+	Actor        string `json:"actor,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	FailureClass string `json:"failureClass,omitempty"`
+	Host         string `json:"host,omitempty"`
+	Limit        int    `json:"limit,omitempty"`
+}
+
+// BulkRedriveResult is what a bulk redrive did.
+type BulkRedriveResult struct {
+	Redriven []string `json:"redriven"`
+	Skipped  []struct {
+		ID     string `json:"id"`
+		Reason string `json:"reason"`
+	} `json:"skipped"`
+}
+
+// BulkRedrive sends the selected failed requests again.
+func (c *Client) BulkRedrive(ctx context.Context, in BulkRedriveInput) (*BulkRedriveResult, error) {
+	var out BulkRedriveResult
+	return &out, c.call(ctx, http.MethodPost, PathDLQ+"/redrive", nil, in, &out, nil)
+}
+
+// Schedule is a recurring request.
+type Schedule struct {
+	ID            string         `json:"id"`
+	Cron          string         `json:"cron"`
+	Timezone      string         `json:"timezone"`
+	CatchUp       string         `json:"catchUp"`
+	Paused        bool           `json:"paused"`
+	Request       map[string]any `json:"request"`
+	NextFireTimes []time.Time    `json:"nextFireTimes"`
+	LastFires     []struct {
+		FireTime  time.Time `json:"fireTime"`
+		RequestID string    `json:"requestId"`
+	} `json:"lastFires"`
+	CreatedAt *time.Time `json:"createdAt"`
+}
+
+// SchedulePage is one page of schedules.
+type SchedulePage struct {
+	Data       []Schedule `json:"data"`
+	NextCursor *string    `json:"nextCursor"`
+}
+
+// Schedules returns a page of schedules.
+func (c *Client) Schedules(ctx context.Context, limit int, cursor string) (*SchedulePage, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var out SchedulePage
+	return &out, c.call(ctx, http.MethodGet, PathSchedules, q, nil, &out, nil)
+}
+
+// Flow is one active flow-control key.
+type Flow struct {
+	Key            string   `json:"key"`
+	InFlight       int64    `json:"inFlight"`
+	Waiting        int64    `json:"waiting"`
+	Parallelism    *int     `json:"parallelism"`
+	Rate           *int     `json:"rate"`
+	PeriodMs       *int64   `json:"periodMs"`
+	EffectiveRate  *float64 `json:"effectiveRate"`
+	FailureShare   float64  `json:"failureShare"`
+	RecentAttempts int      `json:"recentAttempts"`
+}
+
+// Flows returns the active flow-control keys, busiest first.
+func (c *Client) Flows(ctx context.Context) ([]Flow, error) {
+	var out struct {
+		Data []Flow `json:"data"`
+	}
+	return out.Data, c.call(ctx, http.MethodGet, PathFlows, nil, nil, &out, nil)
+}

@@ -1,0 +1,86 @@
+package client
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/retryd/retryd/internal/openapi"
+)
+
+type spec struct {
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	Components struct {
+		Schemas map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"schemas"`
+	} `json:"components"`
+}
+
+func loadSpec(t *testing.T) spec {
+	t.Helper()
+	var s spec
+	if err := json.Unmarshal(openapi.Document, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// jsonNames are the JSON member names of a struct type.
+func jsonNames(v any) []string {
+	var out []string
+	rt := reflect.TypeOf(v)
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The client's types have exactly the members of the schemas of
+// /openapi.json: a field added to the API without the client (or the
+// other way round) fails here.
+func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
+	t.Parallel()
+	s := loadSpec(t)
+	for schema, v := range map[string]any{
+		"Submission": Submission{}, "FlowControl": FlowControl{}, "Accepted": Accepted{}, "Request": Request{},
+		"Attempt": Attempt{}, "Redrive": Redrive{}, "Callback": Callback{}, "Page": Page{},
+		"RedriveBody": RedriveInput{}, "BulkRedriveBody": BulkRedriveInput{}, "BulkRedriveResult": BulkRedriveResult{},
+		"Schedule": Schedule{}, "SchedulePage": SchedulePage{}, "Flow": Flow{},
+	} {
+		sc, ok := s.Components.Schemas[schema]
+		if !ok {
+			t.Errorf("no schema %s in /openapi.json", schema)
+			continue
+		}
+		var want []string
+		for name := range sc.Properties {
+			want = append(want, name)
+		}
+		slices.Sort(want)
+		if got := jsonNames(v); !slices.Equal(got, want) {
+			t.Errorf("%T has members %v; schema %s has %v", v, got, schema, want)
+		}
+	}
+}
+
+// Every route the client calls is in /openapi.json.
+func TestRoutesAreInTheOpenAPIDocument(t *testing.T) {
+	t.Parallel()
+	s := loadSpec(t)
+	for _, r := range []struct{ method, path string }{
+		{"post", PathRequests}, {"get", PathRequests}, {"get", PathRequests + "/{id}"}, {"delete", PathRequests + "/{id}"},
+		{"get", PathDLQ}, {"post", PathDLQ + "/{id}/redrive"}, {"post", PathDLQ + "/redrive"},
+		{"get", PathSchedules}, {"get", PathFlows},
+	} {
+		if _, ok := s.Paths[r.path][r.method]; !ok {
+			t.Errorf("%s %s is not in /openapi.json", strings.ToUpper(r.method), r.path)
+		}
+	}
+}

@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retryd/retryd/client"
+)
+
+// DefaultURL is where retryctl looks for the API without RETRYD_URL.
+const DefaultURL = "http://127.0.0.1:3000"
+
+// cli is one invocation's settings and outputs.
+type cli struct {
+	c      *client.Client
+	json   bool
+	out    io.Writer
+	errOut io.Writer
+}
+
+func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	base := getenv("RETRYD_URL")
+	if base == "" {
+		base = DefaultURL
+	}
+	x := &cli{c: client.New(base, getenv("RETRYD_API_KEY")), out: stdout, errOut: stderr}
+	root := &cobra.Command{
+		Use:   "retryctl",
+		Short: "Operate retryd: requests, the dead-letter queue, schedules, flow control",
+		Long: "retryctl talks to the retryd API at RETRYD_URL (default " + DefaultURL + ") with RETRYD_API_KEY.\n" +
+			"Tables are for people; --json prints the API's JSON as sent.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
+	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.dlqCmd(), x.schedulesCmd(), x.flowsCmd(), x.tailCmd())
+	return root
+}
+
+// printRaw prints the API's JSON answer, one document per line.
+func (x *cli) printRaw(raw []byte) {
+	fmt.Fprintln(x.out, strings.TrimSpace(string(raw)))
+}
+
+func (x *cli) table() *tabwriter.Writer { return tabwriter.NewWriter(x.out, 0, 0, 2, ' ', 0) }
+
+func (x *cli) listCmd() *cobra.Command {
+	var o client.ListOptions
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List requests, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathRequests, client.ListQuery(o), nil, nil)
+			if err != nil {
+				return err
+			}
+			if x.json {
+				x.printRaw(raw)
+				return nil
+			}
+			var page client.Page
+			if err := json.Unmarshal(raw, &page); err != nil {
+				return err
+			}
+			x.requestTable(page.Data)
+			if page.NextCursor != nil {
+				fmt.Fprintf(x.out, "more: --cursor %s\n", *page.NextCursor)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Status, "status", "", "pending, retrying, completed, failed or canceled")
+	cmd.Flags().IntVar(&o.Limit, "limit", 0, "how many (1-500; the API's default is 50)")
+	cmd.Flags().StringVar(&o.Cursor, "cursor", "", "continue after this page")
+	return cmd
+}
+
+// requestTable prints requests as a table.
+func (x *cli) requestTable(rs []client.Request) {
+	w := x.table()
+	fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tLAST\tMETHOD\tURL\tUPDATED")
+	for _, r := range rs {
+		last := "-"
+		switch {
+		case r.LastStatusCode != nil:
+			last = fmt.Sprint(*r.LastStatusCode)
+		case r.FailureClass != nil:
+			last = *r.FailureClass
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.AttemptCount, r.MaxRetries+1, last, r.Method,
+			shorten(r.URL, 60), when(r.UpdatedAt))
+	}
+	_ = w.Flush()
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func when(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func (x *cli) getCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a request with its attempts and redrives",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathRequests+"/"+url.PathEscape(args[0]), nil, nil, nil)
+			if err != nil {
+				return err
+			}
+			if x.json {
+				x.printRaw(raw)
+				return nil
+			}
+			var r client.Request
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return err
+			}
+			x.requestDetail(&r)
+			return nil
+		},
+	}
+}
+
+func (x *cli) requestDetail(r *client.Request) {
+	w := x.table()
+	row := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
+	row("id", r.ID)
+	row("status", r.Status)
+	row("request", r.Method+" "+r.URL)
+	row("attempts", fmt.Sprintf("%d of %d", r.AttemptCount, r.MaxRetries+1))
+	if r.NextRetryAt != nil {
+		row("next attempt", when(r.NextRetryAt))
+	}
+	if r.WaitingFor != nil {
+		row("waiting for", *r.WaitingFor)
+	}
+	if r.LastError != nil {
+		row("last error", *r.LastError)
+	}
+	if r.FailureClass != nil {
+		row("failure class", *r.FailureClass)
+	}
+	row("redrives", fmt.Sprint(r.RedriveCount))
+	row("created", when(r.CreatedAt))
+	row("updated", when(r.UpdatedAt))
+	if r.Callback != nil {
+		row("callback", fmt.Sprintf("%s (%s, %d attempts)", r.Callback.URL, r.Callback.Status, r.Callback.Attempts))
+	}
+	_ = w.Flush()
+	if len(r.Attempts) > 0 {
+		fmt.Fprintln(x.out)
+		w := x.table()
+		fmt.Fprintln(w, "N\tSTARTED\tMS\tSTATUS\tOUTCOME\tERROR")
+		for _, a := range r.Attempts {
+			code, ms, errText := "-", "-", ""
+			if a.StatusCode != nil {
+				code = fmt.Sprint(*a.StatusCode)
+			}
+			if a.DurationMs != nil {
+				ms = fmt.Sprint(*a.DurationMs)
+			}
+			if a.Error != nil {
+				errText = shorten(*a.Error, 80)
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", a.N, when(a.StartedAt), ms, code, a.Outcome, errText)
+		}
+		_ = w.Flush()
+	}
+	for _, rd := range r.Redrives {
+		fmt.Fprintf(x.out, "redrive %d at %s by %s: %s\n", rd.N, when(rd.At), rd.Actor, rd.Reason)
+	}
+}
+
+func (x *cli) cancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a pending or retrying request",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := x.c.Raw(cmd.Context(), http.MethodDelete, client.PathRequests+"/"+url.PathEscape(args[0]), nil, nil, nil)
+			if err != nil {
+				return err
+			}
+			if x.json {
+				x.printRaw(raw)
+				return nil
+			}
+			var r client.Request
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return err
+			}
+			fmt.Fprintf(x.out, "%s %s\n", r.ID, r.Status)
+			return nil
+		},
+	}
+}
+
+func (x *cli) dlqCmd() *cobra.Command {
+	dlq := &cobra.Command{Use: "dlq", Short: "The dead-letter queue: failed requests"}
+	var o client.DLQOptions
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List failed requests, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathDLQ, client.DLQQuery(o), nil, nil)
+			if err != nil {
+				return err
+			}
+			if x.json {
+				x.printRaw(raw)
+				return nil
+			}
+			var page client.Page
+			if err := json.Unmarshal(raw, &page); err != nil {
+				return err
+			}
+			x.requestTable(page.Data)
+			if page.NextCursor != nil {
+				fmt.Fprintf(x.out, "more: --cursor %s\n", *page.NextCursor)
+			}
+			return nil
+		},
+	}
+	list.Flags().StringVar(&o.FailureClass, "failure-class", "", "client_error, redirect, server_error, rate_limited, timeout, network or blocked_destination")
+	list.Flags().StringVar(&o.Host, "host", "", "a destination host name, or host:port")
+	list.Flags().IntVar(&o.Limit, "limit", 0, "how many (1-500; the API's default is 50)")
+	list.Flags().StringVar(&o.Cursor, "cursor", "", "continue after this page")
+	dlq.AddCommand(list, x.redriveCmd())
+	return dlq
+}
+
+func (x *cli) redriveCmd() *cobra.Command {
+	var in client.BulkRedriveInput
+	var all, dryRun bool
+	cmd := &cobra.Command{
+		Use:   "redrive [ID] --actor A --reason R | redrive --all [--failure-class C] [--host H] [--limit N] --actor A --reason R [--dry-run]",
+		Short: "Send failed requests again (one by id, or every one the filters select)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			switch {
+			case len(args) == 1 && all:
+				return errors.New("give an ID or --all, not both")
+			case len(args) == 0 && !all:
+				return errors.New("give the ID of a failed request, or --all with filters")
+			case len(args) == 1 && (in.FailureClass != "" || in.Host != "" || dryRun):
+				return errors.New("--failure-class, --host and --dry-run go with --all")
+			}
+			if len(args) == 1 {
+				raw, err := x.c.Raw(ctx, http.MethodPost, client.PathDLQ+"/"+url.PathEscape(args[0])+"/redrive", nil,
+					client.RedriveInput{Actor: in.Actor, Reason: in.Reason}, nil)
+				if err != nil {
+					return err
+				}
+				if x.json {
+					x.printRaw(raw)
+					return nil
+				}
+				var r client.Request
+				if err := json.Unmarshal(raw, &r); err != nil {
+					return err
+				}
+				fmt.Fprintf(x.out, "%s redriven (%s, redrive %d)\n", r.ID, r.Status, r.RedriveCount)
+				return nil
+			}
+			if dryRun {
+				return x.dryRun(ctx, in)
+			}
+			raw, err := x.c.Raw(ctx, http.MethodPost, client.PathDLQ+"/redrive", nil, in, nil)
+			if err != nil {
+				return err
+			}
+			if x.json {
+				x.printRaw(raw)
+				return nil
+			}
+			var res client.BulkRedriveResult
+			if err := json.Unmarshal(raw, &res); err != nil {
+				return err
+			}
+			for _, id := range res.Redriven {
+				fmt.Fprintf(x.out, "%s redriven\n", id)
+			}
+			for _, s := range res.Skipped {
+				fmt.Fprintf(x.out, "%s skipped: %s\n", s.ID, s.Reason)
+			}
+			fmt.Fprintf(x.out, "%d redriven, %d skipped\n", len(res.Redriven), len(res.Skipped))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in.Actor, "actor", "", "who redrives (recorded in the request's audit trail)")
+	cmd.Flags().StringVar(&in.Reason, "reason", "", "why (recorded in the request's audit trail)")
+	cmd.Flags().BoolVar(&all, "all", false, "every failed request the filters select")
+	cmd.Flags().StringVar(&in.FailureClass, "failure-class", "", "with --all: only this failure class")
+	cmd.Flags().StringVar(&in.Host, "host", "", "with --all: only this destination host (or host:port)")
+	cmd.Flags().IntVar(&in.Limit, "limit", 0, "with --all: at most this many (1-1000; the API's default is 100)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "with --all: show what would be redriven, change nothing")
+	return cmd
+}
+
+// dryRun lists what a bulk redrive would select, changing nothing.
+func (x *cli) dryRun(ctx context.Context, in client.BulkRedriveInput) error {
+	limit := in.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	var picked []client.Request
+	var raws []json.RawMessage
+	o := client.DLQOptions{FailureClass: in.FailureClass, Host: in.Host}
+	for len(picked) < limit {
+		o.Limit = min(500, limit-len(picked))
+		raw, err := x.c.Raw(ctx, http.MethodGet, client.PathDLQ, client.DLQQuery(o), nil, nil)
+		if err != nil {
+			return err
+		}
+		var page struct {
+			Data       []json.RawMessage `json:"data"`
+			NextCursor *string           `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return err
+		}
+		for _, d := range page.Data {
+			var r client.Request
+			if err := json.Unmarshal(d, &r); err != nil {
+				return err
+			}
+			picked, raws = append(picked, r), append(raws, d)
+		}
+		if page.NextCursor == nil {
+			break
+		}
+		o.Cursor = *page.NextCursor
+	}
+	if x.json {
+		b, _ := json.Marshal(map[string]any{"dryRun": true, "wouldRedrive": raws})
+		x.printRaw(b)
+		return nil
+	}
+	x.requestTable(picked)
+	fmt.Fprintf(x.out, "dry run: %d would be redriven (those at their redrive limit would be skipped); nothing changed\n", len(picked))
+	return nil
+}
+
+func (x *cli) schedulesCmd() *cobra.Command {
+	schedules := &cobra.Command{Use: "schedules", Short: "Recurring requests"}
+	var limit int
+	var cursor string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List schedules, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if limit > 0 {
+				q.Set("limit", fmt.Sprint(limit))
+			}
+			if cursor != "" {
+				q.Set("cursor", cursor)
+			}
+			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathSchedules, q, nil, nil)
+			if err != nil {
+				return err
+			}
+			if x.json {
+				x.printRaw(raw)
+				return nil
+			}
+			var page client.SchedulePage
+			if err := json.Unmarshal(raw, &page); err != nil {
+				return err
+			}
+			w := x.table()
+			fmt.Fprintln(w, "ID\tCRON\tTIMEZONE\tSTATE\tNEXT\tLAST REQUEST\tURL")
+			for _, s := range page.Data {
+				state, next, last := "active", "-", "-"
+				if s.Paused {
+					state = "paused"
+				}
+				if len(s.NextFireTimes) > 0 {
+					next = s.NextFireTimes[0].UTC().Format(time.RFC3339)
+				}
+				if len(s.LastFires) > 0 {
+					last = s.LastFires[0].RequestID
+				}
+				u, _ := s.Request["url"].(string)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Cron, s.Timezone, state, next, last, shorten(u, 50))
+			}
+			_ = w.Flush()
+			if page.NextCursor != nil {
+				fmt.Fprintf(x.out, "more: --cursor %s\n", *page.NextCursor)
+			}
+			return nil
+		},
+	}
+	list.Flags().IntVar(&limit, "limit", 0, "how many (1-500)")
+	list.Flags().StringVar(&cursor, "cursor", "", "continue after this page")
+	schedules.AddCommand(list)
+	return schedules
+}
+
+func (x *cli) flowsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "flows",
+		Short: "Active flow-control keys: in flight, waiting, limits, effective rate",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathFlows, nil, nil, nil)
+			if err != nil {
+				return err
+			}
+			if x.json {
+				x.printRaw(raw)
+				return nil
+			}
+			var res struct {
+				Data []client.Flow `json:"data"`
+			}
+			if err := json.Unmarshal(raw, &res); err != nil {
+				return err
+			}
+			w := x.table()
+			fmt.Fprintln(w, "KEY\tIN FLIGHT\tWAITING\tPARALLELISM\tRATE\tEFFECTIVE RATE\tFAILURES")
+			for _, f := range res.Data {
+				par, rate, eff := "-", "-", "-"
+				if f.Parallelism != nil {
+					par = fmt.Sprint(*f.Parallelism)
+				}
+				if f.Rate != nil && f.PeriodMs != nil {
+					rate = fmt.Sprintf("%d/%dms", *f.Rate, *f.PeriodMs)
+				}
+				if f.EffectiveRate != nil {
+					eff = fmt.Sprintf("%.1f/s", *f.EffectiveRate)
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%.0f%%\n", f.Key, f.InFlight, f.Waiting, par, rate, eff, 100*f.FailureShare)
+			}
+			return w.Flush()
+		},
+	}
+}

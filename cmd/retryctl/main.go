@@ -1,0 +1,32 @@
+// Command retryctl is retryd's operator CLI: list, inspect and cancel
+// requests, work the dead-letter queue, see schedules and flow control, and
+// follow outcomes live. It reads RETRYD_URL (default http://127.0.0.1:3000)
+// and RETRYD_API_KEY. Tables are for people; --json prints the API's JSON
+// as sent. Any error exits non-zero with the API's message.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	root := newRoot(getenv, stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "retryctl:", err)
+		return 1
+	}
+	return 0
+}
