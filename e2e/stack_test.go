@@ -22,7 +22,7 @@ import (
 )
 
 // bin holds the programs built once for the whole package.
-var bin struct{ api, worker string }
+var bin struct{ api, worker, retryctl string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "retryd-e2e-bin")
@@ -30,8 +30,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin.api, bin.worker = filepath.Join(dir, "api"), filepath.Join(dir, "worker")
-	for out, pkg := range map[string]string{bin.api: "./cmd/api", bin.worker: "./cmd/worker"} {
+	bin.api, bin.worker, bin.retryctl = filepath.Join(dir, "api"), filepath.Join(dir, "worker"), filepath.Join(dir, "retryctl")
+	for out, pkg := range map[string]string{bin.api: "./cmd/api", bin.worker: "./cmd/worker", bin.retryctl: "./cmd/retryctl"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = ".."
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

@@ -57,6 +57,9 @@ func (x *cli) tailCmd() *cobra.Command {
 					}
 					x.tailLine(page.Data[i], &r)
 				}
+				if first {
+					fmt.Fprintf(x.errOut, "retryctl: following the newest %d requests every %v (Ctrl-C to stop)\n", limit, interval)
+				}
 				first = false
 				select {
 				case <-ctx.Done():
