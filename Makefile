@@ -4,7 +4,11 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: run test deps bench lint fuzz chaos
+.PHONY: help run test deps bench lint fuzz chaos
+
+## help: list the targets
+help:
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
 
 ## run: the whole service in one process (embedded Redis, in-process worker)
 run:
