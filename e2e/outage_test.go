@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -86,10 +87,20 @@ func TestRedisKillAndAOFRestartLosesNothing(t *testing.T) {
 func TestRedisDownThenBack(t *testing.T) {
 	t.Parallel()
 	r := redistest.StartServer(t, redistest.Options{Persistent: true})
-	s := startStackOn(t, r, 1)
+	workerAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	s := startStackOn(t, r, 1, "METRICS_ADDR="+workerAddr)
 	dest := newDestination(t)
 	before := s.submit(t, fmt.Sprintf(`{"url":%q,"delayMs":1500}`, dest.script("/before", 200)))
+	waitFor(t, 10*time.Second, "the worker ready", func() bool { return call(t, "GET", "http://"+workerAddr+"/readyz", "").status == 200 })
+	logBefore, _ := os.ReadFile(s.workers[0].log)
 	r.Kill()
+	// The worker's readiness follows Redis; its liveness does not.
+	waitFor(t, 10*time.Second, "the worker's /readyz to fail", func() bool {
+		return call(t, "GET", "http://"+workerAddr+"/readyz", "").status == 503
+	})
+	if a := call(t, "GET", "http://"+workerAddr+"/healthz", ""); a.status != 200 {
+		t.Errorf("the worker's /healthz with Redis down: %d", a.status)
+	}
 	a := call(t, "POST", s.api+"/requests", fmt.Sprintf(`{"url":%q}`, dest.script("/during", 200)))
 	if e, _ := a.body["error"].(map[string]any); a.status != 503 || e["code"] != "unavailable" {
 		t.Errorf("submit with Redis down: %d %s", a.status, a.raw)
@@ -101,8 +112,16 @@ func TestRedisDownThenBack(t *testing.T) {
 		t.Errorf("/healthz with Redis down: %d", a.status)
 	}
 	time.Sleep(2 * time.Second) // the workers meet the outage too
+	logDuring, _ := os.ReadFile(s.workers[0].log)
+	// Repeated errors are summarised, not written on every poll.
+	n := strings.Count(string(logDuring[len(logBefore):]), "\n")
+	t.Logf("LOGS the worker wrote %d lines in the first 2 s of a Redis outage", n)
+	if n > 40 {
+		t.Errorf("the worker wrote %d log lines in about 2 s of outage, want repeats summarised", n)
+	}
 	r.Restart()
 	waitFor(t, 20*time.Second, "/readyz back", func() bool { return call(t, "GET", s.api+"/readyz", "").status == 200 })
+	waitFor(t, 20*time.Second, "the worker's /readyz back", func() bool { return call(t, "GET", "http://"+workerAddr+"/readyz", "").status == 200 })
 	after := s.submit(t, fmt.Sprintf(`{"url":%q}`, dest.script("/after", 200)))
 	for _, id := range []string{before, after} {
 		if doc := s.waitTerminal(t, id, 30*time.Second); doc["status"] != "completed" {

@@ -26,6 +26,7 @@ import (
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/logs"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/openapi"
 	"github.com/retryd/retryd/internal/partition"
@@ -76,12 +77,16 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: redactAttr}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			return slog.New(slog.NewTextHandler(w, opts))
+			h = slog.NewTextHandler(w, opts)
 		}
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	log := slog.New(logs.Dedup(h))
+	// go-redis logs through its own package-level logger: route it here.
+	redis.SetLogger(logs.Redis{L: log.With("component", "go-redis")})
+	return log
 }
 
 // redactAttr masks secret URL query parameters in every logged string and
@@ -420,7 +425,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	stopMetrics := serveWorkerMetrics(cfg.MetricsAddr, metrics.New(store, inspector), log)
+	stopMetrics := serveWorkerMetrics(cfg.MetricsAddr, metrics.New(store, inspector), store, log)
 	defer stopMetrics()
 	sw := newSweeper(cfg, rdb, store, queue, log)
 	sched := &scheduler.Scheduler{Store: store, Queue: queue, Log: log.With("component", "scheduler"),
@@ -467,11 +472,11 @@ func queueWeights(parts partition.Set) map[string]int {
 
 // serveWorkerMetrics serves /metrics and /healthz on addr (nothing when
 // addr is empty) and returns the function that stops it.
-func serveWorkerMetrics(addr string, reg *metrics.Metrics, log *slog.Logger) (stop func()) {
+func serveWorkerMetrics(addr string, reg *metrics.Metrics, redis pinger, log *slog.Logger) (stop func()) {
 	if addr == "" {
 		return func() {}
 	}
-	srv := &http.Server{Addr: addr, Handler: workerMux(reg), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: workerMux(reg, redis), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("worker metrics listener failed", "addr", addr, "err", err)
@@ -502,12 +507,30 @@ func newSweeper(cfg config.Config, rdb redis.UniversalClient, store *record.Stor
 	}
 }
 
-func workerMux(reg *metrics.Metrics) http.Handler {
+// pinger says whether Redis answers.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// workerMux serves a worker's /metrics, /healthz (liveness: the process
+// runs) and /readyz (readiness: Redis answers, so the worker can work).
+func workerMux(reg *metrics.Metrics, redis pinger) http.Handler {
 	m := http.NewServeMux()
 	m.Handle("GET /metrics", reg.Handler())
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	m.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := redis.Ping(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"status":"unavailable","reason":"redis unreachable"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":"ready"}`)
 	})
 	return m
 }
