@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,6 +26,8 @@ type composeFile struct {
 		} `yaml:"build"`
 		Environment map[string]string `yaml:"environment"`
 		Ports       []string          `yaml:"ports"`
+		Restart     string            `yaml:"restart"`
+		Networks    []string          `yaml:"networks"`
 		Volumes     []string          `yaml:"volumes"`
 		Deploy      struct {
 			Replicas int `yaml:"replicas"`
@@ -33,12 +36,37 @@ type composeFile struct {
 			Test []string `yaml:"test"`
 		} `yaml:"healthcheck"`
 	} `yaml:"services"`
+	Networks map[string]struct {
+		IPAM struct {
+			Config []struct {
+				Subnet string `yaml:"subnet"`
+			} `yaml:"config"`
+		} `yaml:"ipam"`
+	} `yaml:"networks"`
 }
 
 // No Docker engine runs here, so this test keeps docker-compose.yml and the
 // Dockerfile honest against the code: the stages exist and build the right
 // programs, every variable set is one the programs read, ports match, and
 // Redis gets the durability settings.
+// Where a Docker engine exists (not on this CI machine), docker compose
+// itself validates the file.
+func TestComposeConfigValidates(t *testing.T) {
+	t.Parallel()
+	var cmd *exec.Cmd
+	switch {
+	case exec.Command("docker", "compose", "version").Run() == nil:
+		cmd = exec.Command("docker", "compose", "-f", "../docker-compose.yml", "config", "--quiet")
+	case exec.Command("docker-compose", "version").Run() == nil:
+		cmd = exec.Command("docker-compose", "-f", "../docker-compose.yml", "config", "--quiet")
+	default:
+		t.Skip("neither docker compose nor docker-compose is installed; TestComposeAndDockerfileMatchThePrograms checks the file instead")
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%v: %v\n%s", cmd.Args, err, out)
+	}
+}
+
 func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../docker-compose.yml")
@@ -96,8 +124,52 @@ func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 	if port == "" {
 		port = strconv.Itoa(config.DefaultPort)
 	}
-	if !slices.Contains(api.Ports, port+":"+port) || !strings.Contains(df, "EXPOSE "+port) {
+	if len(api.Ports) != 1 || !strings.HasSuffix(api.Ports[0], ":"+port) || !strings.Contains(df, "EXPOSE "+port) {
 		t.Errorf("api PORT %s, ports %v: they do not match (or the Dockerfile does not EXPOSE it)", port, api.Ports)
+	}
+	// Published on loopback unless the operator says otherwise.
+	if len(api.Ports) == 1 && !strings.Contains(api.Ports[0], ":-127.0.0.1:"+port+"}") {
+		t.Errorf("api ports %v: the default must publish on 127.0.0.1 only", api.Ports)
+	}
+	for name, svc := range c.Services {
+		if svc.Restart != "unless-stopped" {
+			t.Errorf("%s: restart %q, want unless-stopped", name, svc.Restart)
+		}
+		if strings.HasSuffix(svc.Image, ":latest") || (svc.Image != "" && !strings.Contains(svc.Image, ":")) {
+			t.Errorf("%s: image %q is not pinned", name, svc.Image)
+		}
+	}
+	if !regexp.MustCompile(`^redis:\d+\.\d+\.\d+$`).MatchString(c.Services["redis"].Image) {
+		t.Errorf("redis image %q: pin a patch version", c.Services["redis"].Image)
+	}
+	// Destinations on the apps network are allowed, by exactly its subnet;
+	// Redis is not on it.
+	apps := c.Networks["apps"].IPAM.Config
+	if len(apps) != 1 {
+		t.Fatalf("no apps network with a subnet: %+v", c.Networks)
+	}
+	subnet := regexp.MustCompile(`:-([^}]+)}`).FindStringSubmatch(apps[0].Subnet)
+	for _, svc := range []string{"api", "worker"} {
+		cidr := regexp.MustCompile(`:-([^}]+)}`).FindStringSubmatch(c.Services[svc].Environment["ALLOWED_CIDRS"])
+		if subnet == nil || cidr == nil || cidr[1] != subnet[1] {
+			t.Errorf("%s: ALLOWED_CIDRS %q does not default to the apps subnet %q", svc, c.Services[svc].Environment["ALLOWED_CIDRS"], apps[0].Subnet)
+		}
+		if !slices.Contains(c.Services[svc].Networks, "apps") {
+			t.Errorf("%s is not on the apps network", svc)
+		}
+	}
+	if slices.Contains(c.Services["redis"].Networks, "apps") {
+		t.Error("redis is on the apps network, where destinations could reach it")
+	}
+	ignore, err := os.ReadFile("../.dockerignore")
+	if err != nil || !regexp.MustCompile(`(?m)^\.git$`).Match(ignore) || !strings.Contains(string(ignore), "node_modules") {
+		t.Errorf(".dockerignore missing or incomplete: %v", err)
+	}
+	if !strings.Contains(df, `HEALTHCHECK --interval=10s --timeout=4s CMD ["/retryd-worker", "-healthcheck"]`) {
+		t.Error("the worker image has no HEALTHCHECK")
+	}
+	if regexp.MustCompile(`(?m)^FROM golang:\d+\.\d+ AS`).MatchString(df) || strings.Contains(df, ":latest") {
+		t.Error("the Dockerfile's base images are not pinned")
 	}
 	worker := c.Services["worker"]
 	if worker.Deploy.Replicas != 2 {
