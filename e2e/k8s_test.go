@@ -28,10 +28,22 @@ type k8sObject struct {
 		Ports []struct {
 			TargetPort string `yaml:"targetPort"`
 		} `yaml:"ports"`
-		Template struct {
+		Selector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"selector"`
+		MinAvailable   *int `yaml:"minAvailable"`
+		MaxUnavailable *int `yaml:"maxUnavailable"`
+		Template       struct {
+			Metadata struct {
+				Labels      map[string]string `yaml:"labels"`
+				Annotations map[string]string `yaml:"annotations"`
+			} `yaml:"metadata"`
 			Spec struct {
 				TerminationGracePeriodSeconds int `yaml:"terminationGracePeriodSeconds"`
-				Containers                    []struct {
+				SecurityContext               struct {
+					RunAsNonRoot bool `yaml:"runAsNonRoot"`
+				} `yaml:"securityContext"`
+				Containers []struct {
 					Name  string `yaml:"name"`
 					Image string `yaml:"image"`
 					Ports []struct {
@@ -42,8 +54,15 @@ type k8sObject struct {
 						Name  string `yaml:"name"`
 						Value string `yaml:"value"`
 					} `yaml:"env"`
-					LivenessProbe  *probe `yaml:"livenessProbe"`
-					ReadinessProbe *probe `yaml:"readinessProbe"`
+					LivenessProbe   *probe `yaml:"livenessProbe"`
+					ReadinessProbe  *probe `yaml:"readinessProbe"`
+					SecurityContext struct {
+						ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
+						AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+						Capabilities             struct {
+							Drop []string `yaml:"drop"`
+						} `yaml:"capabilities"`
+					} `yaml:"securityContext"`
 				} `yaml:"containers"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
@@ -62,10 +81,33 @@ type probe struct {
 // ports, and the worker gets time to drain.
 func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 	t.Parallel()
-	files, _ := filepath.Glob("../deployments/k8s/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no manifests in deployments/k8s")
+	// What kubectl apply -k renders: the resources of kustomization.yaml.
+	var kust struct {
+		Resources []string `yaml:"resources"`
 	}
+	raw, err := os.ReadFile("../deployments/k8s/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &kust); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, r := range kust.Resources {
+		files = append(files, filepath.Join("../deployments/k8s", r))
+	}
+	// Every manifest of the directory is rendered, and no Secret example
+	// sits where kubectl apply -f deployments/k8s/ would pick it up.
+	all, _ := filepath.Glob("../deployments/k8s/*.yaml")
+	for _, f := range all {
+		if base := filepath.Base(f); base != "kustomization.yaml" && !slices.Contains(kust.Resources, base) {
+			t.Errorf("%s is not in kustomization.yaml", base)
+		}
+		if strings.Contains(filepath.Base(f), "secret") {
+			t.Errorf("%s: a Secret example must not be in deployments/k8s", f)
+		}
+	}
+	files = append(files, "../deployments/k8s-secret.example.yaml")
 	objs := map[string]k8sObject{}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
@@ -101,7 +143,7 @@ func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 		probes                []string
 	}{
 		{"Deployment/retryd-api", "api", "PORT", []string{"/healthz", "/readyz"}},
-		{"Deployment/retryd-worker", "worker", "METRICS_ADDR", []string{"/healthz"}},
+		{"Deployment/retryd-worker", "worker", "METRICS_ADDR", []string{"/healthz", "/readyz"}},
 	} {
 		d, ok := objs[c.deployment]
 		if !ok || len(d.Spec.Template.Spec.Containers) != 1 {
@@ -152,5 +194,48 @@ func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 	}
 	if svc := objs["Service/retryd-api"]; len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "http" {
 		t.Errorf("Service/retryd-api does not target the api's http port: %+v", svc.Spec.Ports)
+	}
+	// Hardened pods: non-root, read-only root filesystem, no privilege
+	// escalation, no capabilities; pinned images.
+	for _, name := range []string{"Deployment/retryd-api", "Deployment/retryd-worker", "StatefulSet/redis"} {
+		o, ok := objs[name]
+		if !ok {
+			t.Errorf("%s is not rendered", name)
+			continue
+		}
+		if !o.Spec.Template.Spec.SecurityContext.RunAsNonRoot {
+			t.Errorf("%s: pod securityContext.runAsNonRoot is not true", name)
+		}
+		for _, ct := range o.Spec.Template.Spec.Containers {
+			sc := ct.SecurityContext
+			if !sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+				t.Errorf("%s/%s: securityContext %+v", name, ct.Name, sc)
+			}
+			if strings.HasSuffix(ct.Image, ":latest") || !strings.Contains(ct.Image, ":") {
+				t.Errorf("%s/%s: image %q is not pinned", name, ct.Name, ct.Image)
+			}
+		}
+	}
+	// A disruption budget per component.
+	for _, component := range []string{"api", "worker"} {
+		pdb := objs["PodDisruptionBudget/retryd-"+component]
+		if pdb.Spec.Selector.MatchLabels["component"] != component || (pdb.Spec.MinAvailable == nil && pdb.Spec.MaxUnavailable == nil) {
+			t.Errorf("no PodDisruptionBudget for the %s: %+v", component, pdb.Spec)
+		}
+	}
+	// Prometheus finds the workers' /metrics.
+	w := objs["Deployment/retryd-worker"].Spec.Template.Metadata.Annotations
+	if w["prometheus.io/scrape"] != "true" || w["prometheus.io/port"] != "9090" || w["prometheus.io/path"] != "/metrics" {
+		t.Errorf("worker scrape annotations %v", w)
+	}
+	if svc := objs["Service/retryd-worker-metrics"]; len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "metrics" {
+		t.Errorf("Service/retryd-worker-metrics: %+v", svc.Spec.Ports)
+	}
+	// Redis is part of the deployment, where REDIS_URL points.
+	if _, ok := objs["Service/redis"]; !ok || !strings.HasPrefix(objs["ConfigMap/retryd-config"].Data["REDIS_URL"], "redis://redis:6379") {
+		t.Errorf("REDIS_URL %q does not point at the redis Service", objs["ConfigMap/retryd-config"].Data["REDIS_URL"])
+	}
+	if conf := objs["ConfigMap/retryd-redis-config"].Data["redis.conf"]; !strings.Contains(conf, "appendonly yes") || !strings.Contains(conf, "maxmemory-policy noeviction") {
+		t.Errorf("redis.conf of the StatefulSet: %q", conf)
 	}
 }
