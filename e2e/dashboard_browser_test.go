@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,26 +28,9 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// An operator opens the dashboard (behind the API key), goes to the
-// archived tasks of retryd's queue, sees the failed request, and runs it
-// again: the request completes and shows a "dashboard" redrive.
-func TestDashboardRunInABrowser(t *testing.T) {
-	const key = "dash-key"
-	s := startStack(t, 1, "API_KEYS="+key)
-	dest := newDestination(t)
-	path := "/browser"
-	url := dest.script(path, 500)
-	a := call(t, "POST", s.api+"/requests", fmt.Sprintf(`{"url":%q,"maxRetries":0}`, url), "Authorization", "Bearer "+key)
-	if a.status != 202 {
-		t.Fatalf("submit: %d %s", a.status, a.raw)
-	}
-	id := a.body["id"].(string)
-	get := func() map[string]any {
-		return call(t, "GET", s.api+"/requests/"+id, "", "Authorization", "Bearer "+key).body
-	}
-	waitFor(t, 10*time.Second, "request failed", func() bool { return get()["status"] == "failed" })
-	dest.script(path, 200)
-
+// browser starts headless Chromium sending the API key with every request.
+func browser(t *testing.T, key string) context.Context {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.Flag("headless", true),
@@ -60,13 +44,11 @@ func TestDashboardRunInABrowser(t *testing.T) {
 		chromedp.WindowSize(1400, 900),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelTimeout()
-
-	rowXPath := fmt.Sprintf(`//tr[contains(., %q)]`, id[:10])
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
 	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
@@ -75,27 +57,32 @@ func TestDashboardRunInABrowser(t *testing.T) {
 		network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + key}}); err != nil {
 		t.Fatal(err)
 	}
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=archived"),
-		chromedp.WaitVisible(rowXPath),
-	)
-	if err != nil {
-		t.Fatalf("open the archived tasks page: %v", err)
-	}
-	screenshot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100 gives a PNG
+	return ctx
+}
+
+// screenshot saves the page as name.png under E2E_ARTIFACT_DIR (docs/ keeps
+// the committed ones), or a temp dir.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100 gives a PNG
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	shot := filepath.Join(t.TempDir(), "archived-tasks.png")
-	if dir := os.Getenv("E2E_ARTIFACT_DIR"); dir != "" {
-		shot = filepath.Join(dir, "archived-tasks.png")
+	dir := os.Getenv("E2E_ARTIFACT_DIR")
+	if dir == "" {
+		dir = t.TempDir()
 	}
-	if err := os.WriteFile(shot, screenshot, 0o644); err != nil {
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot of the archived tasks page: %s", shot)
+	t.Logf("screenshot: %s", path)
+}
 
-	// The row's actions appear when the pointer is over its action cell.
+// clickRowAction hovers a row's action cell (its buttons appear then) and
+// clicks the button named action.
+func clickRowAction(t *testing.T, ctx context.Context, rowXPath, action string) {
+	t.Helper()
 	box, err := chromedp.Run(ctx,
 		chromedp.Evaluate[[]float64](fmt.Sprintf(`(() => {
 			const row = document.evaluate(%q, document, null, XPathResult.FIRST_ORDERED_NODE_TYPE, null).singleNodeValue;
@@ -105,26 +92,120 @@ func TestDashboardRunInABrowser(t *testing.T) {
 	if err != nil || len(box) != 2 {
 		t.Fatalf("locate the action cell: %v %v", err, box)
 	}
-	run := rowXPath + `//button[@title="Run" or @aria-label="Run"]`
-	err = chromedp.Do(ctx,
+	button := rowXPath + fmt.Sprintf(`//button[@title=%q or @aria-label=%q]`, action, action)
+	if err := chromedp.Do(ctx,
 		chromedp.MouseEvent(chromedp.MouseMoved, box[0], box[1]),
-		chromedp.WaitVisible(run),
-		chromedp.Click(run),
-	)
-	if err != nil {
-		t.Fatalf("click Run: %v", err)
+		chromedp.WaitVisible(button),
+		chromedp.Click(button),
+	); err != nil {
+		t.Fatalf("click %s: %v", action, err)
 	}
+}
 
+// An operator works retryd from the dashboard in a real browser:
+//   - a failed request's row shows its method, host and path, attempt n of
+//     max and the last answer;
+//   - Run redrives it through retryd (actor "dashboard"), and Run past
+//     REDRIVE_LIMIT shows retryd's refusal on the page;
+//   - Delete on a delayed request cancels it for good (the sweeper does not
+//     bring it back).
+func TestDashboardInABrowser(t *testing.T) {
+	const key = "dash-key"
+	s := startStack(t, 1, "API_KEYS="+key, "REDRIVE_LIMIT=1", "SWEEP_INTERVAL=1s")
+	authed := func(method, url, body string) answer {
+		return call(t, method, url, body, "Authorization", "Bearer "+key)
+	}
+	dest := newDestination(t)
+	url := dest.script("/browser/orders", 500)
+	a := authed("POST", s.api+"/requests", fmt.Sprintf(`{"url":%q,"method":"POST","maxRetries":0}`, url+"?token=s3cret"))
+	if a.status != 202 {
+		t.Fatalf("submit: %d %s", a.status, a.raw)
+	}
+	id := a.body["id"].(string)
+	get := func() map[string]any { return authed("GET", s.api+"/requests/"+id, "").body }
+	waitFor(t, 10*time.Second, "request failed", func() bool { return get()["status"] == "failed" })
+
+	ctx := browser(t, key)
+	host := strings.TrimPrefix(dest.URL, "http://")
+	rowXPath := fmt.Sprintf(`//tr[contains(., %q) and contains(., %q) and contains(., %q)]`, id[:10], "failed · attempt 1/1 · POST "+host+"/browser/orders", "last 500")
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=archived"),
+		chromedp.WaitVisible(rowXPath),
+	); err != nil {
+		t.Fatalf("the archived tasks page shows no row with the request's method, host and path: %v", err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text("body"))
+	if err != nil || strings.Contains(text, "s3cret") {
+		t.Errorf("the page shows the URL's secret (or cannot be read: %v)", err)
+	}
+	screenshot(t, ctx, "dashboard-archived-request")
+
+	// Run: a redrive through retryd; the destination still fails.
+	clickRowAction(t, ctx, rowXPath, "Run")
 	var doc map[string]any
-	waitFor(t, 15*time.Second, "completed with a dashboard redrive", func() bool {
+	waitFor(t, 15*time.Second, "the redrive to fail again", func() bool {
 		doc = get()
 		r, _ := doc["redrives"].([]any)
-		return doc["status"] == "completed" && len(r) == 1 && r[0].(map[string]any)["outcome"] == "completed"
+		return doc["status"] == "failed" && len(r) == 1 && r[0].(map[string]any)["outcome"] == "failed"
 	})
 	if r := doc["redrives"].([]any)[0].(map[string]any); r["actor"] != "dashboard" {
 		t.Errorf("redrive actor %v, want dashboard", r["actor"])
 	}
-	if n := len(dest.calls(path)); n != 2 {
-		t.Errorf("destination got %d calls, want 2 (the failure, then the run from the dashboard)", n)
+	// Run again, past REDRIVE_LIMIT=1: the page shows retryd's refusal.
+	rowXPath = fmt.Sprintf(`//tr[contains(., %q) and contains(., "redriven 1")]`, id[:10])
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=archived"),
+		chromedp.WaitVisible(rowXPath),
+	); err != nil {
+		t.Fatalf("the failed request after its redrive: %v", err)
+	}
+	clickRowAction(t, ctx, rowXPath, "Run")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#retryd-error`)); err != nil {
+		t.Fatalf("no error shown for a Run past the redrive limit: %v", err)
+	}
+	alert, err := chromedp.Run(ctx, chromedp.Text(`#retryd-error`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(alert, "limit") {
+		t.Errorf("the error shown: %q, want the redrive limit named", alert)
+	}
+	screenshot(t, ctx, "dashboard-run-past-redrive-limit")
+	if n := len(dest.calls("/browser/orders")); n != 2 {
+		t.Errorf("destination got %d calls, want 2 (the failure and the one redrive)", n)
+	}
+
+	// Delete on a delayed request: canceled through retryd, for good.
+	later := authed("POST", s.api+"/requests", fmt.Sprintf(`{"url":%q,"delayMs":600000}`, dest.script("/browser/later", 200))).body["id"].(string)
+	rowXPath = fmt.Sprintf(`//tr[contains(., %q)]`, later[:10])
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=scheduled"),
+		chromedp.WaitVisible(rowXPath),
+	); err != nil {
+		t.Fatalf("the scheduled tasks page: %v", err)
+	}
+	screenshot(t, ctx, "dashboard-delayed-request")
+	clickRowAction(t, ctx, rowXPath, "Delete")
+	waitFor(t, 10*time.Second, "the delayed request canceled", func() bool {
+		return authed("GET", s.api+"/requests/"+later, "").body["status"] == "canceled"
+	})
+	// Actions that would move retryd's tasks behind its back are refused
+	// with a message (the page shows it like any refusal).
+	for _, path := range []string{"/archived_tasks:run_all", "/scheduled_tasks:delete_all", "/retry_tasks:archive_all"} {
+		method := "POST"
+		if strings.HasSuffix(path, "delete_all") {
+			method = "DELETE"
+		}
+		if r := authed(method, s.api+"/monitoring/api/queues/retryd"+path, ""); r.status != 409 || !strings.Contains(r.raw, "retryctl") {
+			t.Errorf("%s %s: %d %s", method, path, r.status, r.raw)
+		}
+	}
+	// The sweeper (every second here) does not bring it back.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := authed("GET", s.api+"/requests/"+later, "").body["status"]; st != "canceled" {
+			t.Fatalf("the deleted request came back as %v", st)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/app"
+	"github.com/retryd/retryd/internal/dashboard"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
@@ -47,9 +48,9 @@ func TestEveryRouteButProbesNeedsAKey(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.Options{})
 	rdb := srv.Client()
 	api := &handlers.API{Store: record.NewStore(rdb, time.Hour), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}
-	dashboard := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
+	ui := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
 	engine := app.NewEngine(api, app.Access{Keys: []string{"key-one", "key-two"}}, api.Log,
-		&handlers.DLQ{Store: api.Store.(*record.Store), API: api}, app.MountDashboard(dashboard))
+		&handlers.DLQ{Store: api.Store.(*record.Store), API: api}, &dashboard.Dashboard{UI: ui, Root: app.DashboardPath, Log: api.Log})
 	ts := httptest.NewServer(engine)
 	defer ts.Close()
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/dashboard"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
@@ -271,7 +272,9 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
 		Parts: parts, CreateRings: parts.Len() == 1}
-	dashboard := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts}})
+	rows := dashboard.Row{Records: store}
+	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
+		PayloadFormatter: rows, ResultFormatter: rows})
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
 	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
@@ -279,12 +282,12 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		schedules,
 		&handlers.Flows{RDB: rdb, API: api},
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
-		MountDashboard(dashboard),
+		&dashboard.Dashboard{UI: ui, Root: DashboardPath, Actions: dashboardActions{dlq, api}, Log: log},
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/metrics", gin.WrapH(m.Handler()))
 			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })
 		}))
-	return engine, func() { _ = dashboard.Close() }
+	return engine, func() { _ = ui.Close() }
 }
 
 // Access is the API's access control: keys and the rate limit.
@@ -310,14 +313,18 @@ type RouterFunc func(gin.IRouter)
 // Routes implements Router.
 func (f RouterFunc) Routes(r gin.IRouter) { f(r) }
 
-// MountDashboard serves h (asynqmon) under DashboardPath.
-func MountDashboard(h http.Handler) Router {
-	return RouterFunc(func(r gin.IRouter) {
-		// asynqmon serves the full path itself (no prefix stripping).
-		r.Any(DashboardPath, gin.WrapH(h))
-		r.Any(DashboardPath+"/*any", gin.WrapH(h))
-	})
+// dashboardActions are the dashboard's actions: retryd's redrive and
+// cancel.
+type dashboardActions struct {
+	dlq *handlers.DLQ
+	api *handlers.API
 }
+
+func (a dashboardActions) Redrive(ctx context.Context, id, actor, reason string) error {
+	return a.dlq.Redrive(ctx, id, actor, reason)
+}
+
+func (a dashboardActions) Cancel(ctx context.Context, id string) error { return a.api.Cancel(ctx, id) }
 
 // NewEngine builds the gin engine of the API: the probes, then everything
 // else behind the API keys and the rate limit.
