@@ -30,8 +30,9 @@ type FlowDocument struct {
 	Parallelism *int   `json:"parallelism"`
 	Rate        *int   `json:"rate"`
 	PeriodMs    *int64 `json:"periodMs"`
-	// EffectiveRate is the rate adaptive backpressure holds the key to
-	// now, per second summed over workers; null when it does not.
+	// EffectiveRate is the starts per second the key is held to now: its
+	// configured rate, or lower where adaptive backpressure cut it (summed
+	// over the workers that did); null when nothing limits it.
 	EffectiveRate *float64 `json:"effectiveRate"`
 	// FailureShare is the share of the key's recent attempts (the last
 	// one to two minutes) that answered 429 or 503 or timed out.
@@ -55,11 +56,16 @@ func (f *Flows) list(c *gin.Context) {
 				d.InFlight, d.Waiting = taken, waiting
 			}
 		}
+		var eff float64
 		if s.Rate > 0 {
 			d.Rate, d.PeriodMs = &s.Rate, &s.PeriodMs
+			eff = float64(s.Rate) * 1000 / float64(max(s.PeriodMs, 1))
 		}
-		if s.EffectiveRate > 0 {
-			d.EffectiveRate = &s.EffectiveRate
+		if s.EffectiveRate > 0 && (eff == 0 || s.EffectiveRate < eff) {
+			eff = s.EffectiveRate
+		}
+		if eff > 0 {
+			d.EffectiveRate = &eff
 		}
 		if d.Attempts > 0 {
 			d.FailureShare = float64(s.Overloaded) / float64(d.Attempts)
