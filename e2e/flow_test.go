@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -260,6 +261,20 @@ func TestAdaptiveBackpressureEasesOffAnOverloadedHost(t *testing.T) {
 		for i := 0; time.Since(start) < 10*time.Second; i++ {
 			ids = append(ids, s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":25,"backoffMs":100,"maxBackoffMs":1000}`, url+"/busy")))
 			time.Sleep(time.Until(start.Add(time.Duration(i+1) * 50 * time.Millisecond)))
+		}
+		if adaptive == "true" {
+			// GET /flows shows the cut while the host is overloaded.
+			key := strings.TrimPrefix(url, "http://")
+			f := call(t, "GET", s.api+"/flows", "")
+			found := false
+			for _, d := range f.body["data"].([]any) {
+				if d := d.(map[string]any); d["key"] == key {
+					found = d["effectiveRate"] != nil && d["failureShare"].(float64) > 0.5
+				}
+			}
+			if !found {
+				t.Errorf("GET /flows does not show %s cut with a high failure share: %s", key, f.raw)
+			}
 		}
 		recovered.Store(true)
 		n := int(during.Load())
