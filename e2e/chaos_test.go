@@ -169,6 +169,19 @@ func TestChaos(t *testing.T) {
 		dups, kills.Load(), redisKills.Load(), calls.Load(), submitted.Round(time.Millisecond), drain.Round(time.Millisecond))
 	if counts["lost"] != 0 || counts["non-terminal"] != 0 || counts["unknown"] != 0 {
 		t.Errorf("lost %d, non-terminal %d, unknown %d; want 0, 0, 0", counts["lost"], counts["non-terminal"], counts["unknown"])
+		// What the unfinished ones look like, for the diagnosis.
+		shown := 0
+		for _, id := range ids {
+			if a, err := tryCall("GET", s.api+"/requests/"+id, ""); err == nil && a.status == 200 && shown < 5 {
+				if st := a.body["status"]; st == "pending" || st == "retrying" {
+					shown++
+					t.Logf("unfinished: %s", a.raw)
+				}
+			}
+		}
+		if f, err := tryCall("GET", s.api+"/flows", ""); err == nil {
+			t.Logf("flows: %s", f.raw)
+		}
 	}
 }
 

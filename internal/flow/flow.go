@@ -73,9 +73,14 @@ const (
 	// CutEvery bounds how often a key is cut: one burst of failures (every
 	// attempt in flight answering 503) is one cut, not many.
 	CutEvery = time.Second
-	// MinOverloads is how many overloaded answers a key must get within a
-	// second on a worker before its first cut.
+	// MinOverloads is how many overloaded answers a key must get within
+	// two seconds on a worker before its first cut.
 	MinOverloads = 25
+	// CutShare is the share of a key's answers (of the last one to two
+	// seconds) that must be overloaded for a cut; below it, successes
+	// raise the rate again. A destination that sheds some load (30 % of
+	// 503s) keeps its rate; one that mostly refuses is eased off.
+	CutShare = 0.5
 	// RecoverShare is the additive increase: a tenth of the rate before
 	// the first cut, per second of successes (at least 1/s).
 	RecoverShare = 0.1
@@ -88,7 +93,7 @@ const (
 	// LeaseMargin is added to an attempt's timeout for its slot's lease;
 	// HandOverLease is the lease of a slot handed to a woken request.
 	LeaseMargin   = 5 * time.Second
-	HandOverLease = 60 * time.Second
+	HandOverLease = 15 * time.Second
 	// KeyTTL is how long a key's Redis state lives untouched.
 	KeyTTL = 24 * time.Hour
 )
@@ -156,20 +161,39 @@ type Controller struct {
 type host struct {
 	inflight int
 	waiting  []string // parked request ids, oldest first
+	// woken are the waiters woken and not yet back (id -> when): a woken
+	// request may be fetched by another worker, so a wake-up counts
+	// against this worker's free slots for WakeTTL only.
+	woken map[string]time.Time
 }
 
-// takeWaiters takes as many waiters as the host has free slots here. A
-// woken request may be fetched by another worker (whose share of the
-// destination may be full, and which then parks it in its own line), so
-// every free slot wakes one, and Rebalance keeps doing so while slots
-// stay free.
-func (h *host) takeWaiters(limit int) []string {
-	n := min(limit-h.inflight, len(h.waiting))
+// WakeTTL is how long a woken waiter holds a free slot of the worker that
+// woke it before that worker wakes another in its place.
+const WakeTTL = 2 * time.Second
+
+// takeWaiters takes as many waiters as the host has free slots here, not
+// counting slots already promised to waiters woken in the last WakeTTL.
+func (h *host) takeWaiters(limit int, now time.Time) []string {
+	pending := 0
+	for id, at := range h.woken {
+		if now.Sub(at) >= WakeTTL {
+			delete(h.woken, id)
+			continue
+		}
+		pending++
+	}
+	n := min(limit-h.inflight-pending, len(h.waiting))
 	if n <= 0 {
 		return nil
 	}
 	out := h.waiting[:n:n]
 	h.waiting = h.waiting[n:]
+	if h.woken == nil {
+		h.woken = map[string]time.Time{}
+	}
+	for _, id := range out {
+		h.woken[id] = now
+	}
 	return out
 }
 
@@ -192,8 +216,9 @@ func (c *Controller) Rebalance(ctx context.Context) {
 		type wake struct{ host, id string }
 		var wakes []wake
 		c.mu.Lock()
+		now := c.now()
 		for name, h := range c.hosts {
-			for _, id := range h.takeWaiters(c.FairCap()) {
+			for _, id := range h.takeWaiters(c.FairCap(), now) {
 				wakes = append(wakes, wake{name, id})
 			}
 		}
@@ -216,9 +241,11 @@ type key struct {
 	// rate a first cut starts from.
 	startSec         int64
 	starts, prevSecs int
-	// overloaded answers in the current second (overSec)
-	overSec     int64
-	overThisSec int
+	// outcomes of the current second (sec) and the one before: the share
+	// of overloaded answers decides cuts and increases
+	sec                  int64
+	secOK, secOver       int
+	lastSecOK, lastSecOv int
 	// recent outcomes, for the failure share
 	ok, overloaded   int
 	windowStart      time.Time
@@ -286,6 +313,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		h = &host{}
 		c.hosts[req.HostPort] = h
 	}
+	delete(h.woken, req.ID) // back (here) from a wake-up
 	if h.inflight >= c.FairCap() {
 		if !contains(h.waiting, req.ID) {
 			h.waiting = append(h.waiting, req.ID)
@@ -411,7 +439,7 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 	var next []string
 	if h := c.hosts[t.req.HostPort]; h != nil {
 		h.inflight--
-		next = h.takeWaiters(c.FairCap())
+		next = h.takeWaiters(c.FairCap(), now)
 	}
 	k := c.keys[t.req.Key]
 	if k != nil {
@@ -445,7 +473,12 @@ func (c *Controller) release(ctx context.Context, req Request, id string) {
 			c.log.Warn("could not give back a flow-control slot; its lease will", "key", req.Key, "requestId", id, "err", err)
 			return
 		}
-		if c.wake(ctx, next) {
+		switch c.wake(ctx, next) {
+		case woken:
+			return
+		case stalled:
+			// Redis or asynq trouble: the handed-over slot's lease
+			// (HandOverLease) gives it back.
 			return
 		}
 		id = next // gone: give its handed-over slot on
@@ -459,13 +492,17 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 	go func() {
 		defer c.wakes.Done()
 		for id != "" && c.stop.Err() == nil {
-			if c.wake(c.stop, id) {
+			if c.wake(c.stop, id) == woken {
 				return
 			}
+			// Gone, or not wakeable now (its fallback deadline wakes it):
+			// its promised slot goes to the next waiter.
 			c.mu.Lock()
+			gone := id
 			id = ""
 			if h := c.hosts[hostPort]; h != nil {
-				if next := h.takeWaiters(h.inflight + 1); len(next) > 0 {
+				delete(h.woken, gone)
+				if next := h.takeWaiters(c.FairCap(), c.now()); len(next) > 0 {
 					id = next[0]
 				}
 			}
@@ -474,20 +511,28 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 	}()
 }
 
-// wake makes id's task runnable, waiting briefly for a task still on its
-// way to being parked. It reports false when id is gone.
-func (c *Controller) wake(ctx context.Context, id string) bool {
+// wakeResult is what came of a wake-up.
+type wakeResult int
+
+const (
+	woken   wakeResult = iota
+	gone               // no parked task any more
+	stalled            // could not be woken now; its fallback deadline will
+)
+
+// wake makes id's task runnable, waiting up to a second for a task still
+// on its way to being parked.
+func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 	for i := 0; ; i++ {
 		err := c.waker.Wake(ctx, id)
 		switch {
 		case err == nil:
-			return true
+			return woken
 		case errors.Is(err, ErrGone):
-			return false
-		case i >= 25 || ctx.Err() != nil:
-			// Its fallback deadline wakes it.
-			c.log.Warn("could not wake a parked request", "requestId", id, "err", err)
-			return true
+			return gone
+		case i >= 50 || ctx.Err() != nil:
+			c.log.Warn("could not wake a parked request; its deadline will", "requestId", id, "err", err)
+			return stalled
 		}
 		select {
 		case <-ctx.Done():
@@ -504,7 +549,7 @@ func (c *Controller) wakeAt(id string, at time.Time) {
 	time.AfterFunc(at.Sub(c.now()), func() {
 		defer c.wakes.Done()
 		if c.stop.Err() == nil {
-			c.wake(c.stop, id)
+			_ = c.wake(c.stop, id)
 		}
 	})
 }
@@ -546,12 +591,28 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 	if now.Sub(k.windowStart) >= time.Minute {
 		k.prevOK, k.prevOver, k.ok, k.overloaded, k.windowStart = k.ok, k.overloaded, 0, 0, now
 	}
+	switch sec := now.Unix(); {
+	case sec == k.sec:
+	case sec == k.sec+1:
+		k.lastSecOK, k.lastSecOv, k.secOK, k.secOver, k.sec = k.secOK, k.secOver, 0, 0, sec
+	default:
+		k.lastSecOK, k.lastSecOv, k.secOK, k.secOver, k.sec = 0, 0, 0, 0, sec
+	}
 	switch o {
 	case Succeeded:
 		k.ok++
-		if k.lim == nil {
-			return
-		}
+		k.secOK++
+	case Overloaded:
+		k.overloaded++
+		k.secOver++
+	default:
+		return
+	}
+	over, all := k.secOver+k.lastSecOv, k.secOK+k.secOver+k.lastSecOK+k.lastSecOv
+	overloaded := float64(over) >= CutShare*float64(all)
+	switch {
+	case o == Succeeded && k.lim != nil && !overloaded:
+		// Additive increase, while most answers are good.
 		cur := float64(k.lim.Limit())
 		next := cur + max(1, k.base*RecoverShare)/max(cur, 1)
 		if next >= k.base {
@@ -559,17 +620,12 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 			return
 		}
 		k.lim.SetLimitAt(now, rate.Limit(next))
-	case Overloaded:
-		k.overloaded++
-		sec := now.Unix()
-		if sec != k.overSec {
-			k.overSec, k.overThisSec = sec, 0
-		}
-		k.overThisSec++
+	case o == Overloaded && c.cfg.Adaptive && overloaded && now.Sub(k.lastCut) >= CutEvery:
 		// Only a key under load is cut: a few requests failing (and
 		// retrying on their own backoff) are not a destination to ease
-		// off, and their retries must keep their timing.
-		if !c.cfg.Adaptive || now.Sub(k.lastCut) < CutEvery || (k.lim == nil && k.overThisSec < MinOverloads) {
+		// off, and their retries must keep their timing. A limited key is
+		// cut again on a few samples.
+		if (k.lim == nil && over < MinOverloads) || (k.lim != nil && all < 3) {
 			return
 		}
 		k.lastCut = now

@@ -262,6 +262,13 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 	if _, err := c.Admit(context.Background(), Request{ID: "y0", HostPort: "h:443", Key: "h:443"}); err == nil {
 		parked(t, c, Request{ID: "y", HostPort: "h:443", Key: "h:443"})
 	}
+	// While most answers of the last seconds are overloaded, successes do
+	// not raise it; once they are not, they do.
+	tickets[0].Done(context.Background(), Succeeded)
+	if got := limit(); got != 10 {
+		t.Errorf("a success among overloads raised the rate to %v", got)
+	}
+	clk.add(2 * time.Second)
 	for _, tk := range tickets[:5] {
 		tk.Done(context.Background(), Succeeded)
 	}
@@ -330,7 +337,15 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	defer cancel()
 	go c.Rebalance(ctx)
 	a.Done(context.Background(), Succeeded)
-	// None of them comes back here (they went to other workers), yet each
-	// is woken in turn.
+	waitWoken(t, w, []string{"b"})
+	// b holds the free slot for WakeTTL, so nothing else is woken (no
+	// herd of wake-ups while b is on its way) ...
+	time.Sleep(3 * RebalanceEvery)
+	waitWoken(t, w, []string{"b"})
+	// ... but b never came back here (another worker took it): the slot
+	// goes to the next waiter, and then the next.
+	clk.add(WakeTTL)
+	waitWoken(t, w, []string{"b", "c"})
+	clk.add(WakeTTL)
 	waitWoken(t, w, []string{"b", "c", "d"})
 }
