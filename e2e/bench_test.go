@@ -274,6 +274,7 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	ctx := context.Background()
 	usedBefore := usedMemory(t, rdb)
 	callsBefore := commandCalls(t, rdb)
+	statsBefore := commandStats(t, rdb)
 	dest.reset(false, false)
 	hc := tunedClient()
 	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}}`, dest.URL+"/bench", payload)
@@ -313,6 +314,9 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	for k := range cpu1 {
 		fp.cpu[k] = (cpu1[k] - cpu0[k]) * 1e6 / float64(n)
 		fp.switches[k] = (cs1[k] - cs0[k]) / float64(n)
+	}
+	if os.Getenv("BENCH_COMMANDSTATS") == "1" {
+		printCommandStats(statsBefore, commandStats(t, rdb), n)
 	}
 	fp = footprint{cpu: fp.cpu, switches: fp.switches,
 		commands: float64(commandCalls(t, rdb)-callsBefore) / float64(n),
@@ -459,6 +463,52 @@ func usedMemory(t testing.TB, rdb *redis.Client) int64 {
 		}
 	}
 	return 0
+}
+
+// commandStats is INFO commandstats: calls and usec per command.
+func commandStats(t testing.TB, rdb *redis.Client) map[string][2]int64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][2]int64{}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		var v [2]int64
+		for _, kv := range strings.Split(rest, ",") {
+			if x, ok := strings.CutPrefix(kv, "calls="); ok {
+				v[0], _ = strconv.ParseInt(x, 10, 64)
+			}
+			if x, ok := strings.CutPrefix(kv, "usec="); ok {
+				v[1], _ = strconv.ParseInt(x, 10, 64)
+			}
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// printCommandStats prints each command's calls and usec per request
+// (BENCH_COMMANDSTATS=1), busiest first.
+func printCommandStats(before, after map[string][2]int64, n int) {
+	type row struct {
+		name        string
+		calls, usec float64
+	}
+	var rows []row
+	for k, v := range after {
+		d := row{k, float64(v[0]-before[k][0]) / float64(n), float64(v[1]-before[k][1]) / float64(n)}
+		if d.calls > 0.001 {
+			rows = append(rows, d)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].calls > rows[j].calls })
+	for _, r := range rows {
+		fmt.Printf("COMMANDSTATS %-28s %7.2f calls %8.2f usec per request\n", r.name, r.calls, r.usec)
+	}
 }
 
 func commandCalls(t testing.TB, rdb *redis.Client) int64 {

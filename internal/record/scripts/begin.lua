@@ -11,18 +11,28 @@
 -- {"ok", n, HGETALL of the request, spec}
 local kReq, kAtt, kStats, kSpec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now, ierr = ARGV[1], ARGV[2]
-local st = redis.call("HGET", kReq, "status")
-if not st then return {"missing"} end
-if st ~= "pending" and st ~= "retrying" then return {st, redis.call("HGET", kReq, "failedRun") or "-1"} end
-local due = tonumber(redis.call("HGET", kReq, "nextAttemptAt") or "0")
+-- One read of the whole hash decides; the answer is that hash, patched
+-- with what this script writes (fewer commands than reading field by field).
+local flat = redis.call("HGETALL", kReq)
+if #flat == 0 then return {"missing"} end
+local h, at = {}, {}
+for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1]; at[flat[i]] = i + 1 end
+local st = h.status
+if st ~= "pending" and st ~= "retrying" then return {st, h.failedRun or "-1"} end
+local due = tonumber(h.nextAttemptAt or "0")
 if due > tonumber(now) then return {"notdue", tostring(due)} end
-local inN = redis.call("HGET", kReq, "inflightN")
-if inN then
-  local at = redis.call("HGET", kReq, "inflightAt")
-  redis.call("RPUSH", kAtt, cjson.encode({n = tonumber(inN), startedAtMs = tonumber(at), outcome = "interrupted", error = ierr}))
+if h.inflightN then
+  redis.call("RPUSH", kAtt, cjson.encode({n = tonumber(h.inflightN), startedAtMs = tonumber(h.inflightAt), outcome = "interrupted", error = ierr}))
   redis.call("HINCRBY", kStats, "att|interrupted|", 1)
 end
-local n = redis.call("HINCRBY", kReq, "attemptCount", 1)
-redis.call("HSET", kReq, "inflightN", n, "inflightAt", now, "updatedAt", now)
-redis.call("HDEL", kReq, "waitingFor")
-return {"ok", tostring(n), redis.call("HGETALL", kReq), redis.call("GET", kSpec)}
+local n = tonumber(h.attemptCount or "0") + 1
+redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
+local set = {attemptCount = tostring(n), inflightN = tostring(n), inflightAt = now, updatedAt = now}
+for f, v in pairs(set) do
+  if at[f] then flat[at[f]] = v else flat[#flat + 1] = f; flat[#flat + 1] = v end
+end
+if h.waitingFor then
+  redis.call("HDEL", kReq, "waitingFor")
+  flat[at.waitingFor] = ""
+end
+return {"ok", tostring(n), flat, redis.call("GET", kSpec)}

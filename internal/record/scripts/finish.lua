@@ -25,7 +25,10 @@
 -- ARGV[11]: the response body
 -- ARGV[12..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
-if redis.call("HGET", KEYS[1], "inflightN") ~= ARGV[2] then return "stale" end
+-- One read of what decides, one write of the hash and one delete of its
+-- fields: fewer commands than field by field.
+local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb")
+if cur[1] ~= ARGV[2] then return "stale" end
 local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
 redis.call("HINCRBY", KEYS[10], c, 1)
 redis.call("HINCRBY", KEYS[10], d, 1)
@@ -33,37 +36,47 @@ redis.call("HINCRBY", KEYS[10], "dur_sum_ms", ARGV[8])
 redis.call("HINCRBY", KEYS[10], l, 1)
 redis.call("HINCRBY", KEYS[10], "late_sum_ms", ARGV[9])
 redis.call("RPUSH", KEYS[2], ARGV[3])
-redis.call("HDEL", KEYS[1], "inflightN", "inflightAt")
-redis.call("HINCRBY", KEYS[1], "budgetUsed", 1)
-local st = redis.call("HGET", KEYS[1], "status")
-if st == "canceled" then return "canceled" end
+local budget = tonumber(cur[3] or "0") + 1
+local st = cur[2]
+if st == "canceled" then
+  redis.call("HSET", KEYS[1], "budgetUsed", budget)
+  redis.call("HDEL", KEYS[1], "inflightN", "inflightAt")
+  return "canceled"
+end
 local idx = {pending = KEYS[4], retrying = KEYS[5], completed = KEYS[6], failed = KEYS[7], canceled = KEYS[8]}
 if st ~= ARGV[4] then
   redis.call("ZREM", idx[st], ARGV[1])
   redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
 end
-redis.call("HSET", KEYS[1], "status", ARGV[4], "updatedAt", ARGV[5], unpack(ARGV, 12))
+local terminal = ARGV[4] ~= "pending" and ARGV[4] ~= "retrying"
+local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget}
+for i = 12, #ARGV do set[#set + 1] = ARGV[i] end
 if ARGV[10] == "1" then
   redis.call("SET", KEYS[12], ARGV[11])
-  redis.call("HSET", KEYS[1], "hasResult", "1")
+  set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
-if ARGV[4] == "pending" or ARGV[4] == "retrying" then return "ok" end
-redis.call("HDEL", KEYS[1], "nextAttemptAt")
-redis.call("HSET", KEYS[1], "completedAt", ARGV[5])
+local del = {"inflightN", "inflightAt"}
+if terminal then
+  set[#set + 1] = "completedAt"; set[#set + 1] = ARGV[5]
+  del[#del + 1] = "nextAttemptAt"
+  if cur[4] then del[#del + 1] = "redriveOpen" end
+  if cur[5] == "1" then set[#set + 1] = "cbStatus"; set[#set + 1] = "pending" end
+end
+redis.call("HSET", KEYS[1], unpack(set))
+redis.call("HDEL", KEYS[1], unpack(del))
+if not terminal then return "ok" end
 if ARGV[4] == "failed" then
   -- Entries of requests redriven or expired since are dropped when read.
   redis.call("ZADD", KEYS[13], 0, ARGV[1])
   redis.call("PEXPIRE", KEYS[13], ARGV[6])
 end
-if redis.call("HGET", KEYS[1], "redriveOpen") then
+if cur[4] then
   local e = cjson.decode(redis.call("LINDEX", KEYS[3], -1))
-  e.outcome = redis.call("HGET", KEYS[1], "status")
+  e.outcome = ARGV[4]
   redis.call("LSET", KEYS[3], -1, cjson.encode(e))
-  redis.call("HDEL", KEYS[1], "redriveOpen")
 end
 for _, i in ipairs({1, 2, 3, 11, 12}) do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
-if redis.call("HGET", KEYS[1], "cb") == "1" then
-  redis.call("HSET", KEYS[1], "cbStatus", "pending")
+if cur[5] == "1" then
   redis.call("ZADD", KEYS[9], 0, ARGV[1])
   return "callback"
 end
