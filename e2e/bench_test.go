@@ -225,6 +225,15 @@ func benchCeiling(t testing.TB, dest *sink, n int) float64 {
 	opt := asynq.RedisClientOpt{Addr: r.Addr}
 	client := asynq.NewClient(opt)
 	defer client.Close()
+	var statsBefore map[string][2]int64
+	if os.Getenv("BENCH_COMMANDSTATS") == "1" {
+		// What asynq alone costs Redis per task: the floor under retryd's.
+		statsBefore = commandStats(t, r.Client())
+		defer func() {
+			fmt.Println("COMMANDSTATS asynq alone (enqueue, dequeue, done; the ceiling run):")
+			printCommandStats(statsBefore, commandStats(t, r.Client()), n)
+		}()
+	}
 	for i := 0; i < n; i++ {
 		if _, err := client.Enqueue(asynq.NewTask("post", []byte(payload)), asynq.Queue("bench")); err != nil {
 			t.Fatalf("enqueue: %v", err)
@@ -256,6 +265,10 @@ func benchCeiling(t testing.TB, dest *sink, n int) float64 {
 	el := time.Since(start)
 	for _, s := range servers {
 		s.Shutdown()
+	}
+	if statsBefore != nil {
+		// The idle servers' polling after the drain is not per task.
+		fmt.Println("COMMANDSTATS (the figures below include the servers' polling while idle at shutdown)")
 	}
 	return float64(n) / el.Seconds()
 }
@@ -316,6 +329,7 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 		fp.switches[k] = (cs1[k] - cs0[k]) / float64(n)
 	}
 	if os.Getenv("BENCH_COMMANDSTATS") == "1" {
+		fmt.Println("COMMANDSTATS retryd (submission to recorded outcome):")
 		printCommandStats(statsBefore, commandStats(t, rdb), n)
 	}
 	fp = footprint{cpu: fp.cpu, switches: fp.switches,
