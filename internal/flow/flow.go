@@ -332,10 +332,10 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		if period <= 0 {
 			period = time.Second
 		}
-		// Evenly spaced (burst 1), one percent slower than asked: the
+		// Evenly spaced (burst 1), three percent slower than asked: the
 		// destination sees the starts a little after they are granted,
 		// unevenly, and must never count more than Rate in a period.
-		res, err := c.rates.Allow(ctx, "flow:"+req.Key, redis_rate.Limit{Rate: req.Rate, Burst: 1, Period: period + period/100})
+		res, err := c.rates.Allow(ctx, "flow:"+req.Key, redis_rate.Limit{Rate: req.Rate, Burst: 1, Period: period + period*3/100})
 		if err != nil {
 			t.undo()
 			return nil, err
