@@ -289,23 +289,26 @@ func (s *Schedules) delete(c *gin.Context) {
 func (s *Schedules) pause(c *gin.Context)  { s.setPaused(c, true) }
 func (s *Schedules) resume(c *gin.Context) { s.setPaused(c, false) }
 
+// SetPaused pauses schedule sc, or resumes it from the next tick after
+// now: a paused schedule does not replay what it missed.
+func (s *Schedules) SetPaused(ctx context.Context, sc *record.Schedule, paused bool) error {
+	spec, err := scheduler.Parse(sc.Cron, sc.Timezone)
+	if err != nil {
+		return err
+	}
+	return s.Store.SetPaused(ctx, sc.ID, paused, spec.Next(s.API.Now()))
+}
+
 func (s *Schedules) setPaused(c *gin.Context, paused bool) {
 	sc, ok := s.load(c)
 	if !ok {
 		return
 	}
-	spec, err := scheduler.Parse(sc.Cron, sc.Timezone)
-	if err != nil {
+	if err := s.SetPaused(c.Request.Context(), sc, paused); err != nil {
 		Abort(c, s.API.Log, err)
 		return
 	}
-	// Resuming starts from the next tick after now: a paused schedule
-	// does not replay what it missed.
-	if err := s.Store.SetPaused(c.Request.Context(), sc.ID, paused, spec.Next(s.API.Now())); err != nil {
-		Abort(c, s.API.Log, err)
-		return
-	}
-	sc, err = s.Store.GetSchedule(c.Request.Context(), sc.ID)
+	sc, err := s.Store.GetSchedule(c.Request.Context(), sc.ID)
 	if err != nil {
 		Abort(c, s.API.Log, err)
 		return

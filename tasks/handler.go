@@ -256,7 +256,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, n, r.ID, err)
 	}
 	h.Log.Info("attempt",
-		"requestId", r.ID, "host", r.HostPort(), "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,
+		"requestId", r.ID, "host", r.Host, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,
 		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", start.Sub(r.NextAttemptAt).Milliseconds(),
 		"status", o.Status, "stale", fin == record.Stale)
 	h.Faults.Hit(faultpoint.AfterRecord)

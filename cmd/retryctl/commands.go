@@ -49,6 +49,20 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	return root
 }
 
+// fetch calls the API. With --json it prints the answer as sent and
+// reports printed; otherwise it decodes the answer into out.
+func (x *cli) fetch(ctx context.Context, method, path string, query url.Values, body, out any) (printed bool, err error) {
+	raw, err := x.c.Raw(ctx, method, path, query, body, nil)
+	if err != nil {
+		return false, err
+	}
+	if x.json {
+		x.printRaw(raw)
+		return true, nil
+	}
+	return false, json.Unmarshal(raw, out)
+}
+
 // printRaw prints the API's JSON answer, one document per line.
 func (x *cli) printRaw(raw []byte) {
 	fmt.Fprintln(x.out, strings.TrimSpace(string(raw)))
@@ -63,29 +77,27 @@ func (x *cli) listCmd() *cobra.Command {
 		Short: "List requests, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathRequests, client.ListQuery(o), nil, nil)
-			if err != nil {
-				return err
-			}
-			if x.json {
-				x.printRaw(raw)
-				return nil
-			}
-			var page client.Page
-			if err := json.Unmarshal(raw, &page); err != nil {
-				return err
-			}
-			x.requestTable(page.Data)
-			if page.NextCursor != nil {
-				fmt.Fprintf(x.out, "more: --cursor %s\n", *page.NextCursor)
-			}
-			return nil
+			return x.listPage(cmd.Context(), client.PathRequests, client.ListQuery(o))
 		},
 	}
 	cmd.Flags().StringVar(&o.Status, "status", "", "pending, retrying, completed, failed or canceled")
 	cmd.Flags().IntVar(&o.Limit, "limit", 0, "how many (1-500; the API's default is 50)")
 	cmd.Flags().StringVar(&o.Cursor, "cursor", "", "continue after this page")
 	return cmd
+}
+
+// listPage prints a page of requests (GET path with query) as a table,
+// and the cursor of the next page.
+func (x *cli) listPage(ctx context.Context, path string, query url.Values) error {
+	var page client.Page
+	if printed, err := x.fetch(ctx, http.MethodGet, path, query, nil, &page); printed || err != nil {
+		return err
+	}
+	x.requestTable(page.Data)
+	if page.NextCursor != nil {
+		fmt.Fprintf(x.out, "more: --cursor %s\n", *page.NextCursor)
+	}
+	return nil
 }
 
 // requestTable prints requests as a table.
@@ -126,16 +138,8 @@ func (x *cli) getCmd() *cobra.Command {
 		Short: "Show a request with its attempts and redrives",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathRequests+"/"+url.PathEscape(args[0]), nil, nil, nil)
-			if err != nil {
-				return err
-			}
-			if x.json {
-				x.printRaw(raw)
-				return nil
-			}
 			var r client.Request
-			if err := json.Unmarshal(raw, &r); err != nil {
+			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathRequests+"/"+url.PathEscape(args[0]), nil, nil, &r); printed || err != nil {
 				return err
 			}
 			x.requestDetail(&r)
@@ -200,16 +204,8 @@ func (x *cli) cancelCmd() *cobra.Command {
 		Short: "Cancel a pending or retrying request",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, err := x.c.Raw(cmd.Context(), http.MethodDelete, client.PathRequests+"/"+url.PathEscape(args[0]), nil, nil, nil)
-			if err != nil {
-				return err
-			}
-			if x.json {
-				x.printRaw(raw)
-				return nil
-			}
 			var r client.Request
-			if err := json.Unmarshal(raw, &r); err != nil {
+			if printed, err := x.fetch(cmd.Context(), http.MethodDelete, client.PathRequests+"/"+url.PathEscape(args[0]), nil, nil, &r); printed || err != nil {
 				return err
 			}
 			fmt.Fprintf(x.out, "%s %s\n", r.ID, r.Status)
@@ -226,23 +222,7 @@ func (x *cli) dlqCmd() *cobra.Command {
 		Short: "List failed requests, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathDLQ, client.DLQQuery(o), nil, nil)
-			if err != nil {
-				return err
-			}
-			if x.json {
-				x.printRaw(raw)
-				return nil
-			}
-			var page client.Page
-			if err := json.Unmarshal(raw, &page); err != nil {
-				return err
-			}
-			x.requestTable(page.Data)
-			if page.NextCursor != nil {
-				fmt.Fprintf(x.out, "more: --cursor %s\n", *page.NextCursor)
-			}
-			return nil
+			return x.listPage(cmd.Context(), client.PathDLQ, client.DLQQuery(o))
 		},
 	}
 	list.Flags().StringVar(&o.FailureClass, "failure-class", "", "client_error, redirect, server_error, rate_limited, timeout, network or blocked_destination")
@@ -271,17 +251,9 @@ func (x *cli) redriveCmd() *cobra.Command {
 				return errors.New("--failure-class, --host and --dry-run go with --all")
 			}
 			if len(args) == 1 {
-				raw, err := x.c.Raw(ctx, http.MethodPost, client.PathDLQ+"/"+url.PathEscape(args[0])+"/redrive", nil,
-					client.RedriveInput{Actor: in.Actor, Reason: in.Reason}, nil)
-				if err != nil {
-					return err
-				}
-				if x.json {
-					x.printRaw(raw)
-					return nil
-				}
 				var r client.Request
-				if err := json.Unmarshal(raw, &r); err != nil {
+				if printed, err := x.fetch(ctx, http.MethodPost, client.PathDLQ+"/"+url.PathEscape(args[0])+"/redrive", nil,
+					client.RedriveInput{Actor: in.Actor, Reason: in.Reason}, &r); printed || err != nil {
 					return err
 				}
 				fmt.Fprintf(x.out, "%s redriven (%s, redrive %d)\n", r.ID, r.Status, r.RedriveCount)
@@ -290,16 +262,8 @@ func (x *cli) redriveCmd() *cobra.Command {
 			if dryRun {
 				return x.dryRun(ctx, in)
 			}
-			raw, err := x.c.Raw(ctx, http.MethodPost, client.PathDLQ+"/redrive", nil, in, nil)
-			if err != nil {
-				return err
-			}
-			if x.json {
-				x.printRaw(raw)
-				return nil
-			}
 			var res client.BulkRedriveResult
-			if err := json.Unmarshal(raw, &res); err != nil {
+			if printed, err := x.fetch(ctx, http.MethodPost, client.PathDLQ+"/redrive", nil, in, &res); printed || err != nil {
 				return err
 			}
 			for _, id := range res.Redriven {
@@ -382,16 +346,8 @@ func (x *cli) schedulesCmd() *cobra.Command {
 			if cursor != "" {
 				q.Set("cursor", cursor)
 			}
-			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathSchedules, q, nil, nil)
-			if err != nil {
-				return err
-			}
-			if x.json {
-				x.printRaw(raw)
-				return nil
-			}
 			var page client.SchedulePage
-			if err := json.Unmarshal(raw, &page); err != nil {
+			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathSchedules, q, nil, &page); printed || err != nil {
 				return err
 			}
 			w := x.table()
@@ -429,18 +385,10 @@ func (x *cli) flowsCmd() *cobra.Command {
 		Short: "Active flow-control keys: in flight, waiting, limits, effective rate",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			raw, err := x.c.Raw(cmd.Context(), http.MethodGet, client.PathFlows, nil, nil, nil)
-			if err != nil {
-				return err
-			}
-			if x.json {
-				x.printRaw(raw)
-				return nil
-			}
 			var res struct {
 				Data []client.Flow `json:"data"`
 			}
-			if err := json.Unmarshal(raw, &res); err != nil {
+			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathFlows, nil, nil, &res); printed || err != nil {
 				return err
 			}
 			w := x.table()

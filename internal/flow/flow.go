@@ -205,14 +205,7 @@ const RebalanceEvery = 100 * time.Millisecond
 // Rebalance wakes, every RebalanceEvery until ctx ends, the waiters of
 // destinations with free slots on this worker.
 func (c *Controller) Rebalance(ctx context.Context) {
-	t := time.NewTicker(RebalanceEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, RebalanceEvery, func() {
 		type wake struct{ host, id string }
 		var wakes []wake
 		c.mu.Lock()
@@ -225,6 +218,20 @@ func (c *Controller) Rebalance(ctx context.Context) {
 		c.mu.Unlock()
 		for _, w := range wakes {
 			c.wakeLocal(w.host, w.id)
+		}
+	})
+}
+
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
 		}
 	}
 }

@@ -87,14 +87,7 @@ func activity(s KeyStats) int { return s.InFlight*1000 + s.Parked*100 + s.Succee
 // Publish writes this worker's keys for GET /flows every PublishEvery
 // until ctx ends.
 func (c *Controller) Publish(ctx context.Context, worker string) {
-	t := time.NewTicker(PublishEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, PublishEvery, func() {
 		now := c.now()
 		stats := c.snapshot(now)
 		fields := make([]any, 0, 2*len(stats))
@@ -115,7 +108,7 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 			c.log.Debug("could not publish flow-control state", "err", err)
 		}
 		cancel()
-	}
+	})
 }
 
 // Read sums what the live workers published, per key, busiest first. For

@@ -3,7 +3,6 @@ package qstash
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -55,18 +54,9 @@ func (q *API) listDLQ(c *gin.Context) {
 		c.JSON(http.StatusOK, out)
 		return
 	}
-	count := 100
-	if v := c.Query("count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			q.fail(c, badRequest("count", "count must be between 1 and 500"))
-			return
-		}
-		count = n
-	}
-	cursor := c.Query("cursor")
-	if cursor != "" && !ids.Valid(cursor) {
-		q.fail(c, badRequest("cursor", "cursor is not one this API returned"))
+	count, cursor, err := pageOf(c, 500)
+	if err != nil {
+		q.fail(c, err)
 		return
 	}
 	f, err := filterOf(c)

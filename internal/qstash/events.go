@@ -3,7 +3,6 @@ package qstash
 import (
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -94,18 +93,9 @@ const MaxEvents = 1000
 // (or repeated messageIds), state, and the filters of bulk calls (url,
 // host, path, label, …).
 func (q *API) events(c *gin.Context) {
-	count := 100
-	if v := c.Query("count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxEvents {
-			q.fail(c, badRequest("count", "count must be between 1 and "+strconv.Itoa(MaxEvents)))
-			return
-		}
-		count = n
-	}
-	cursor := c.Query("cursor")
-	if cursor != "" && !ids.Valid(cursor) {
-		q.fail(c, badRequest("cursor", "cursor is not one this API returned"))
+	count, cursor, err := pageOf(c, MaxEvents)
+	if err != nil {
+		q.fail(c, err)
 		return
 	}
 	f, err := filterOf(c)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -23,6 +24,24 @@ type filter struct {
 // filterParams are the filter parameters retryd understands. Messages
 // have no topic, queue or caller IP here, so those match nothing.
 var filterParams = []string{"url", "host", "path", "label", "flowControlKey", "scheduleId", "responseStatus", "topicName", "urlGroup", "queueName", "callerIp"}
+
+// pageOf reads the count (default 100, at most max) and cursor of a
+// paged list call.
+func pageOf(c *gin.Context, max int) (count int, cursor string, err error) {
+	count = 100
+	if v := c.Query("count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > max {
+			return 0, "", badRequest("count", "count must be between 1 and "+strconv.Itoa(max))
+		}
+		count = n
+	}
+	cursor = c.Query("cursor")
+	if cursor != "" && !ids.Valid(cursor) {
+		return 0, "", badRequest("cursor", "cursor is not one this API returned")
+	}
+	return count, cursor, nil
+}
 
 func filterOf(c *gin.Context) (filter, error) {
 	f := filter{values: map[string][]string{}}

@@ -124,9 +124,12 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, *recor
 		return nil, nil, err
 	}
 	sub := map[string]any{"url": dest, "method": "POST", "maxRetries": DefaultRetries}
-	if extra.FlowControlKey != "" {
+	if v := h.Get("Upstash-Flow-Control-Value"); v != "" || extra.FlowControlKey != "" {
 		// Enforced by retryd's flow control, across all workers.
-		fc, _ := flowControl(extra.FlowControlKey, h.Get("Upstash-Flow-Control-Value"))
+		fc, err := flowControl(extra.FlowControlKey, v)
+		if err != nil {
+			return nil, nil, err
+		}
 		m := map[string]any{"key": fc.Key}
 		if fc.Parallelism > 0 {
 			m["parallelism"] = fc.Parallelism
@@ -204,11 +207,6 @@ func extras(h http.Header) (*record.QStash, error) {
 		u, err := url.Parse(cb)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, badRequest("Upstash-Failure-Callback", "Upstash-Failure-Callback must be an absolute http or https URL")
-		}
-	}
-	if v := h.Get("Upstash-Flow-Control-Value"); v != "" || q.FlowControlKey != "" {
-		if _, err := flowControl(q.FlowControlKey, v); err != nil {
-			return nil, err
 		}
 	}
 	return q, nil

@@ -227,12 +227,7 @@ func (q *API) setPaused(c *gin.Context, paused bool) {
 	if !ok {
 		return
 	}
-	spec, err := scheduler.Parse(sc.Cron, sc.Timezone)
-	if err != nil {
-		q.fail(c, err)
-		return
-	}
-	if err := q.Schedules.Store.SetPaused(c.Request.Context(), sc.ID, paused, spec.Next(q.API.Now())); err != nil {
+	if err := q.Schedules.SetPaused(c.Request.Context(), sc, paused); err != nil {
 		q.fail(c, err)
 		return
 	}
