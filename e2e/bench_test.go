@@ -293,6 +293,7 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}}`, dest.URL+"/bench", payload)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	stopPerf := perfRecord(t, s)
 	cpu0, cs0 := stackCPU(s), stackSwitches(s)
 	start := time.Now()
 	for c := 0; c < 32; c++ {
@@ -323,6 +324,7 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	})
 	el := time.Since(start)
 	cpu1, cs1 := stackCPU(s), stackSwitches(s)
+	stopPerf()
 	fp := footprint{cpu: map[string]float64{}, switches: map[string]float64{}}
 	for k := range cpu1 {
 		fp.cpu[k] = (cpu1[k] - cpu0[k]) * 1e6 / float64(n)

@@ -5,9 +5,12 @@ package record
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // BeginState says whether an attempt may start.
@@ -45,11 +48,34 @@ const InterruptedError = "worker stopped during the attempt; attempt repeated"
 
 // Begin starts an attempt of request id at now, if it is due.
 func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
-	res, err := beginScript.Run(ctx, s.rdb, []string{s.k(id).req(id), s.k(id).attempts(id), s.k(id).stats(), s.k(id).spec(id)}, now.UnixMilli(), InterruptedError).Slice()
-	if err != nil {
-		return nil, wrap(err)
+	k := s.k(id)
+	keys, args := []string{k.req(id), k.attempts(id), k.stats()}, []any{now.UnixMilli(), InterruptedError}
+	for loaded := false; ; loaded = true {
+		// One transaction: the script decides and writes, and the record
+		// is read back as the script left it.
+		pipe := s.rdb.TxPipeline()
+		res := beginScript.EvalSha(ctx, pipe, keys, args...)
+		hash := pipe.HGetAll(ctx, k.req(id))
+		spec := pipe.Get(ctx, k.spec(id))
+		_, _ = pipe.Exec(ctx)
+		if err := res.Err(); err != nil {
+			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := beginScript.Load(ctx, s.rdb).Err(); err != nil {
+					return nil, wrap(err)
+				}
+				continue
+			}
+			return nil, wrap(err)
+		}
+		if err := hash.Err(); err != nil {
+			return nil, wrap(err)
+		}
+		if err := spec.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, wrap(err)
+		}
+		v, _ := res.Slice()
+		return parseBegin(id, v, hash.Val(), spec.Val()), nil
 	}
-	return parseBegin(id, res), nil
 }
 
 // unbeginScript: scripts/unbegin.lua.
@@ -62,7 +88,7 @@ func (s *Store) Unbegin(ctx context.Context, id string, n int, waitingFor string
 	return wrap(unbeginScript.Run(ctx, s.rdb, []string{s.k(id).req(id)}, n, waitingFor).Err())
 }
 
-func parseBegin(id string, res []any) *Begin {
+func parseBegin(id string, res []any, hash map[string]string, spec string) *Begin {
 	head, _ := res[0].(string)
 	switch head {
 	case "missing":
@@ -72,15 +98,7 @@ func parseBegin(id string, res []any) *Begin {
 		return &Begin{State: NotDue, Due: time.UnixMilli(dueMs)}
 	case "ok":
 		n, _ := strconv.Atoi(res[1].(string))
-		flat, _ := res[2].([]any)
-		h := make(map[string]string, len(flat)/2)
-		for i := 0; i+1 < len(flat); i += 2 {
-			k, _ := flat[i].(string)
-			v, _ := flat[i+1].(string)
-			h[k] = v
-		}
-		sp, _ := res[3].(string)
-		return &Begin{State: Started, N: n, Request: decode(id, h, sp)}
+		return &Begin{State: Started, N: n, Request: decode(id, hash, spec)}
 	default:
 		failedRun, _ := strconv.Atoi(res[1].(string))
 		return &Begin{State: Finished, Status: Status(head), FailedRun: failedRun}

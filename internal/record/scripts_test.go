@@ -363,6 +363,59 @@ func TestFinishScript(t *testing.T) {
 	}
 }
 
+// A finished request's keys all get the retention TTL: those it always has
+// and, only when it has them, its redrives (from earlier redrives) and its
+// result (from this attempt or an earlier one).
+func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
+	t.Parallel()
+	dur := int64(7)
+	body := "ok"
+	redriven := state{
+		k0.req(tid):      reqHash(Pending, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms, fRedriveCount, "1", fHasResult, "1"),
+		k0.spec(tid):     specJSON,
+		k0.attempts(tid): []string{`{"n":1}`},
+		k0.redrives(tid): []string{`{"n":1}`},
+		k0.result(tid):   "earlier",
+	}
+	fresh := state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms), k0.spec(tid): specJSON}
+	for _, c := range []struct {
+		name    string
+		initial state
+		n       int
+		result  *string
+		want    []string // keys with a TTL
+		without []string // keys that do not exist
+	}{
+		{"redriven, with an earlier result", redriven, 2, nil,
+			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.redrives(tid), k0.result(tid)}, nil},
+		{"first run, keeping its result", fresh, 1, &body,
+			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.result(tid)}, []string{k0.redrives(tid)}},
+		{"first run, no result", fresh, 1, nil,
+			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid)}, []string{k0.redrives(tid), k0.result(tid)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			res, err := s.Finish(context.Background(), tid, Outcome{Attempt: Attempt{N: c.n, StartedAt: t0, DurationMs: &dur, Outcome: "success"},
+				Status: Completed, Result: c.result}, t0)
+			if err != nil || res != Recorded {
+				t.Fatalf("Finish = %v, %v", res, err)
+			}
+			for _, k := range c.want {
+				if ttl := rdb.PTTL(context.Background(), k).Val(); ttl <= 0 || ttl > time.Hour {
+					t.Errorf("%s: TTL %v, want the retention (≤ 1h)", k, ttl)
+				}
+			}
+			for _, k := range c.without {
+				if n := rdb.Exists(context.Background(), k).Val(); n != 0 {
+					t.Errorf("%s exists", k)
+				}
+			}
+		})
+	}
+}
+
 func TestCancelScript(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

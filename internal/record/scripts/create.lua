@@ -35,8 +35,8 @@ if ARGV[2] ~= "" then
 end
 redis.call("SET", KEYS[5], ARGV[4])
 redis.call("HSET", KEYS[1], unpack(ARGV, 9))
-redis.call("ZADD", KEYS[2], 0, ARGV[1])
-redis.call("ZADD", KEYS[3], 0, ARGV[1])
+redis.call("ZADD", KEYS[2], "0", ARGV[1])
+redis.call("ZADD", KEYS[3], "0", ARGV[1])
 -- The ring comes just before the task's enqueue: a woken worker that
 -- finds the queue still empty tries again for a few milliseconds.
 if ARGV[8] == "1" and redis.call("LLEN", KEYS[7]) == 0 then

@@ -26,17 +26,18 @@
 -- ARGV[12..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
 -- One read of what decides, one write of the hash and one delete of its
--- fields: fewer commands than field by field.
-local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb")
+-- fields: fewer commands than field by field. Numbers go to redis.call as
+-- strings: Redis formats a Lua number with snprintf on every call.
+local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "redriveCount", "hasResult")
 if cur[1] ~= ARGV[2] then return "stale" end
 local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
-redis.call("HINCRBY", KEYS[10], c, 1)
-redis.call("HINCRBY", KEYS[10], d, 1)
+redis.call("HINCRBY", KEYS[10], c, "1")
+redis.call("HINCRBY", KEYS[10], d, "1")
 redis.call("HINCRBY", KEYS[10], "dur_sum_ms", ARGV[8])
-redis.call("HINCRBY", KEYS[10], l, 1)
+redis.call("HINCRBY", KEYS[10], l, "1")
 redis.call("HINCRBY", KEYS[10], "late_sum_ms", ARGV[9])
 redis.call("RPUSH", KEYS[2], ARGV[3])
-local budget = tonumber(cur[3] or "0") + 1
+local budget = tostring(tonumber(cur[3] or "0") + 1)
 local st = cur[2]
 if st == "canceled" then
   redis.call("HSET", KEYS[1], "budgetUsed", budget)
@@ -46,7 +47,7 @@ end
 local idx = {pending = KEYS[4], retrying = KEYS[5], completed = KEYS[6], failed = KEYS[7], canceled = KEYS[8]}
 if st ~= ARGV[4] then
   redis.call("ZREM", idx[st], ARGV[1])
-  redis.call("ZADD", idx[ARGV[4]], 0, ARGV[1])
+  redis.call("ZADD", idx[ARGV[4]], "0", ARGV[1])
 end
 local terminal = ARGV[4] ~= "pending" and ARGV[4] ~= "retrying"
 local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget}
@@ -67,7 +68,7 @@ redis.call("HDEL", KEYS[1], unpack(del))
 if not terminal then return "ok" end
 if ARGV[4] == "failed" then
   -- Entries of requests redriven or expired since are dropped when read.
-  redis.call("ZADD", KEYS[13], 0, ARGV[1])
+  redis.call("ZADD", KEYS[13], "0", ARGV[1])
   redis.call("PEXPIRE", KEYS[13], ARGV[6])
 end
 if cur[4] then
@@ -75,9 +76,15 @@ if cur[4] then
   e.outcome = ARGV[4]
   redis.call("LSET", KEYS[3], -1, cjson.encode(e))
 end
-for _, i in ipairs({1, 2, 3, 11, 12}) do redis.call("PEXPIRE", KEYS[i], ARGV[6]) end
+-- The request, its attempts and its spec always exist; its redrives and
+-- its result only when it has them.
+redis.call("PEXPIRE", KEYS[1], ARGV[6])
+redis.call("PEXPIRE", KEYS[2], ARGV[6])
+redis.call("PEXPIRE", KEYS[11], ARGV[6])
+if tonumber(cur[6] or "0") > 0 then redis.call("PEXPIRE", KEYS[3], ARGV[6]) end
+if cur[7] == "1" or ARGV[10] == "1" then redis.call("PEXPIRE", KEYS[12], ARGV[6]) end
 if cur[5] == "1" then
-  redis.call("ZADD", KEYS[9], 0, ARGV[1])
+  redis.call("ZADD", KEYS[9], "0", ARGV[1])
   return "callback"
 end
 return "ok"

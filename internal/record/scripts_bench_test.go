@@ -1,0 +1,96 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// BenchmarkScripts measures what each of a delivery's three record scripts
+// costs Redis, the way the API and the workers call them (owner cap on,
+// doorbell rung, 1 KiB body): b.N creates, then b.N begins, then b.N
+// finishes, each phase reported as Redis' script time (INFO commandstats)
+// per call. Under `valgrind --tool=callgrind redis-server` (REDIS_URL) the
+// same phases give instruction counts, which do not drift with the machine.
+func BenchmarkScripts(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client()
+	s := NewStore(rdb, time.Hour)
+	s.SetBell(func(tag string) string { return "{" + tag + "}:bell" })
+	ctx := context.Background()
+	now := time.Now()
+	body := strings.Repeat("x", 1024)
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("01m8mhyychtfy%07d", i)
+	}
+	phase := func(name string, run func(id string) error) {
+		before := evalUsec(b, rdb)
+		for _, id := range ids {
+			if err := run(id); err != nil {
+				b.Fatalf("%s: %v", name, err)
+			}
+		}
+		calls, usec := evalUsec(b, rdb).minus(before)
+		b.ReportMetric(float64(usec)/float64(calls), name+"-µs/call")
+		if os.Getenv("BENCH_CALLGRIND") == "1" {
+			// A mark between the phases for callgrind_control -d.
+			fmt.Printf("PHASE %s done\n", name)
+		}
+	}
+	b.ResetTimer()
+	phase("create", func(id string) error {
+		r := newRequest(id, now)
+		r.Method, r.Body = "POST", body
+		_, err := s.Create(ctx, r, "", nil, CreateOptions{Owner: Owner{ID: "bench", Limit: 100000}, Ring: true})
+		return err
+	})
+	phase("begin", func(id string) error {
+		_, err := s.Begin(ctx, id, now)
+		return err
+	})
+	dur := int64(3)
+	phase("finish", func(id string) error {
+		_, err := s.Finish(ctx, id, Outcome{Attempt: Attempt{N: 1, StartedAt: now, DurationMs: &dur, Outcome: "success", StatusCode: 200},
+			Status: Completed, Host: "e.com", Lateness: time.Millisecond}, now)
+		return err
+	})
+}
+
+type evalStats struct{ calls, usec int64 }
+
+func (a evalStats) minus(b evalStats) (int64, int64) { return a.calls - b.calls, a.usec - b.usec }
+
+// evalUsec reads the EVALSHA line of INFO commandstats.
+func evalUsec(b *testing.B, rdb *redis.Client) evalStats {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st evalStats
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				st.calls = n
+			case "usec":
+				st.usec = n
+			}
+		}
+	}
+	return st
+}
