@@ -132,7 +132,13 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 	add := func(k string, v float64) { samples[k] = append(samples[k], v) }
 
 	for round := 0; round < cfg.Rounds; round++ {
-		add("ceiling_asynq", benchCeiling(t, dest, cfg.N))
+		ceiling, ceilingCPU := benchCeiling(t, dest, cfg.N)
+		add("ceiling_asynq", ceiling)
+		// The yardstick for the CPU figures below, from the same run: what
+		// one task costs asynq alone (its servers and the destination in
+		// one process; its Redis).
+		add("ceiling_cpu_per_task_process", ceilingCPU["process"])
+		add("ceiling_cpu_per_task_redis", ceilingCPU["redis"])
 
 		r := redistest.StartServer(t, redistest.Options{})
 		s := startStackOn(t, r, envInt("BENCH_WORKERS", 2), "WORKER_CONCURRENCY=200")
@@ -185,6 +191,10 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		med[k] = pct(v, 50)
 	}
 	med["ratio_to_ceiling"] = med["retryd_end_to_end"] / med["ceiling_asynq"]
+	// Both runs keep the 2 cores busy, so the ratio is about the inverse
+	// ratio of these two totals.
+	med["cpu_per_request_total"] = med["cpu_per_request_api"] + med["cpu_per_request_workers"] + med["cpu_per_request_redis"] + med["cpu_per_request_loadgen_and_destination"]
+	med["ceiling_cpu_per_task_total"] = med["ceiling_cpu_per_task_process"] + med["ceiling_cpu_per_task_redis"]
 	med["redis_bytes_per_request_excl_payload"] = med["redis_bytes_per_request"] - float64(len(payload))
 	if cfg.BullMQ {
 		med["ratio_to_bullmq_fetch"] = med["retryd_end_to_end"] / med["bullmq_fetch"]
@@ -200,7 +210,9 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"redis_bytes_per_request_excl_payload": "bytes",
 		"cpu_per_request_api":                  "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
 		"cpu_per_request_loadgen_and_destination": "us", "idle_worker_cpu": "% of a core",
-		"switches_per_request_api": "switches", "switches_per_request_workers": "switches",
+		"ceiling_cpu_per_task_process": "us", "ceiling_cpu_per_task_redis": "us", "cpu_per_request_total": "us",
+		"ceiling_cpu_per_task_total": "us",
+		"switches_per_request_api":   "switches", "switches_per_request_workers": "switches",
 		"switches_per_request_redis": "switches", "switches_per_request_loadgen_and_destination": "switches",
 	}
 	keys := make([]string, 0, len(med))
@@ -220,7 +232,7 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 
 // benchCeiling: raw asynq, two servers in one process, a handler doing the
 // same POST with a tuned client; N tasks enqueued first, then drained.
-func benchCeiling(t testing.TB, dest *sink, n int) float64 {
+func benchCeiling(t testing.TB, dest *sink, n int) (float64, map[string]float64) {
 	r := redistest.StartServer(t, redistest.Options{})
 	opt := asynq.RedisClientOpt{Addr: r.Addr}
 	client := asynq.NewClient(opt)
@@ -252,6 +264,7 @@ func benchCeiling(t testing.TB, dest *sink, n int) float64 {
 		return nil
 	})
 	start := time.Now()
+	self0, redis0 := procCPU(os.Getpid()), procCPU(r.Pid())
 	var servers []*asynq.Server
 	for i := 0; i < 2; i++ {
 		srv := asynq.NewServer(opt, asynq.Config{Concurrency: 100, Queues: map[string]int{"bench": 1},
@@ -263,6 +276,10 @@ func benchCeiling(t testing.TB, dest *sink, n int) float64 {
 	}
 	waitFor(t, 10*time.Minute, "ceiling drain", func() bool { return dest.hits.Load() >= int64(n) })
 	el := time.Since(start)
+	cpu := map[string]float64{
+		"process": (procCPU(os.Getpid()) - self0) * 1e6 / float64(n),
+		"redis":   (procCPU(r.Pid()) - redis0) * 1e6 / float64(n),
+	}
 	for _, s := range servers {
 		s.Shutdown()
 	}
@@ -270,7 +287,7 @@ func benchCeiling(t testing.TB, dest *sink, n int) float64 {
 		// The idle servers' polling after the drain is not per task.
 		fmt.Println("COMMANDSTATS (the figures below include the servers' polling while idle at shutdown)")
 	}
-	return float64(n) / el.Seconds()
+	return float64(n) / el.Seconds(), cpu
 }
 
 type footprint struct {
