@@ -141,7 +141,7 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("ceiling_cpu_per_task_redis", ceilingCPU["redis"])
 
 		r := redistest.StartServer(t, redistest.Options{})
-		s := startStackOn(t, r, envInt("BENCH_WORKERS", 2), "WORKER_CONCURRENCY=200")
+		s := startStackOn(t, r, envInt("BENCH_WORKERS", 2), append([]string{"WORKER_CONCURRENCY=200"}, strings.Fields(os.Getenv("BENCH_STACK_ENV"))...)...)
 		tp, fp := benchRetryd(t, s, dest, cfg.N)
 		add("retryd_end_to_end", tp)
 		add("redis_commands_per_request", fp.commands)

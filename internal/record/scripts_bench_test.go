@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,8 +19,9 @@ import (
 // costs Redis, the way the API and the workers call them (owner cap on,
 // doorbell rung, 1 KiB body): b.N creates, then b.N begins, then b.N
 // finishes, each phase reported as Redis' script time (INFO commandstats)
-// per call. Under `valgrind --tool=callgrind redis-server` (REDIS_URL) the
-// same phases give instruction counts, which do not drift with the machine.
+// per call. Under `valgrind --tool=callgrind redis-server` (REDIS_URL and
+// BENCH_CALLGRIND_PID; e2e/profile.sh) the same phases give instruction
+// counts, which do not drift with the machine.
 func BenchmarkScripts(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client()
@@ -32,7 +34,17 @@ func BenchmarkScripts(b *testing.B) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("01m8mhyychtfy%07d", i)
 	}
+	// Under callgrind (BENCH_CALLGRIND_PID: the valgrind'ed redis-server),
+	// each phase's instructions go to their own dump.
+	callgrind := func(args ...string) {
+		if pid := os.Getenv("BENCH_CALLGRIND_PID"); pid != "" {
+			if out, err := exec.Command("callgrind_control", append(args, pid)...).CombinedOutput(); err != nil {
+				b.Fatalf("callgrind_control %v: %v %s", args, err, out)
+			}
+		}
+	}
 	phase := func(name string, run func(id string) error) {
+		callgrind("-z")
 		before := evalUsec(b, rdb)
 		for _, id := range ids {
 			if err := run(id); err != nil {
@@ -41,10 +53,7 @@ func BenchmarkScripts(b *testing.B) {
 		}
 		calls, usec := evalUsec(b, rdb).minus(before)
 		b.ReportMetric(float64(usec)/float64(calls), name+"-µs/call")
-		if os.Getenv("BENCH_CALLGRIND") == "1" {
-			// A mark between the phases for callgrind_control -d.
-			fmt.Printf("PHASE %s done\n", name)
-		}
+		callgrind("-d", fmt.Sprintf("%s-%d", name, b.N))
 	}
 	b.ResetTimer()
 	phase("create", func(id string) error {
