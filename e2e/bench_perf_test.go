@@ -56,6 +56,13 @@ func perfRecord(t testing.TB, s *stack) (stop func()) {
 		for _, c := range cmds {
 			_ = c.Wait()
 		}
+		// The programs are built into a temporary directory that goes
+		// with the test; perf report finds them again by build id.
+		for _, b := range []string{bin.api, bin.worker} {
+			if out, err := exec.Command("perf", "buildid-cache", "-a", b).CombinedOutput(); err != nil {
+				t.Logf("perf buildid-cache %s: %v %s", b, err, out)
+			}
+		}
 		fmt.Printf("PERF recorded in %s: %s\n", dir, "api.data workers.data redis.data loadgen.data")
 	}
 }

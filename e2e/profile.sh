@@ -11,8 +11,14 @@
 set -euo pipefail
 out=${PROFILE_DIR:-$(mktemp -d)}
 n=${PROFILE_N:-10000}
-for tool in perf valgrind callgrind_annotate redis-server redis-cli; do
-  command -v "$tool" >/dev/null || { echo "profile needs $tool: apt-get install -y linux-perf valgrind redis-server"; exit 1; }
+if ! command -v perf >/dev/null || ! command -v valgrind >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing linux-perf valgrind with apt-get"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf valgrind >/dev/null
+  fi
+fi
+for tool in perf valgrind callgrind_annotate callgrind_control redis-server redis-cli python3; do
+  command -v "$tool" >/dev/null || { echo "profile needs $tool: apt-get install -y linux-perf valgrind redis-server python3"; exit 1; }
 done
 echo "profiles in $out"
 
