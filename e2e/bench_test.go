@@ -141,7 +141,17 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("ceiling_cpu_per_task_redis", ceilingCPU["redis"])
 
 		r := redistest.StartServer(t, redistest.Options{})
-		s := startStackOn(t, r, envInt("BENCH_WORKERS", 2), append([]string{"WORKER_CONCURRENCY=200"}, strings.Fields(os.Getenv("BENCH_STACK_ENV"))...)...)
+		// The workers run with GOMAXPROCS=1, as docker-compose.yml and the
+		// Kubernetes manifest run them. BENCH_API_ENV and BENCH_WORKER_ENV
+		// set either side's extra environment, for A/B runs of the same
+		// code (BENCH_WORKER_ENV= runs the workers with Go's default).
+		workerEnv, ok := os.LookupEnv("BENCH_WORKER_ENV")
+		if !ok {
+			workerEnv = "GOMAXPROCS=1"
+		}
+		env := []string{"ALLOW_PRIVATE_TARGETS=true", "WORKER_CONCURRENCY=200"}
+		s := startStackFull(t, r, envInt("BENCH_WORKERS", 2), append(env, strings.Fields(os.Getenv("BENCH_API_ENV"))...),
+			append(env, strings.Fields(workerEnv)...))
 		tp, fp := benchRetryd(t, s, dest, cfg.N)
 		add("retryd_end_to_end", tp)
 		add("redis_commands_per_request", fp.commands)

@@ -108,7 +108,7 @@ func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 			t.Errorf("%s: Dockerfile does not build %s from %s", svc, binary, cmd)
 		}
 		for k := range s.Environment {
-			if !slices.Contains(config.Names, k) {
+			if !readEnv(k) {
 				t.Errorf("%s sets %s, which retryd does not read", svc, k)
 			}
 		}
@@ -178,6 +178,9 @@ func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 	if worker.Environment["METRICS_ADDR"] == "" {
 		t.Error("worker has no METRICS_ADDR, so its healthcheck has nothing to ask")
 	}
+	if worker.Environment["GOMAXPROCS"] != "1" {
+		t.Errorf("worker GOMAXPROCS %q, want 1 (docs/benchmarks.md: one P per worker process)", worker.Environment["GOMAXPROCS"])
+	}
 
 	redis := c.Services["redis"]
 	var conf string
@@ -199,3 +202,11 @@ func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 		}
 	}
 }
+
+// goRuntimeEnv are the Go runtime's own settings a deployment may set on
+// retryd's programs.
+var goRuntimeEnv = []string{"GOMAXPROCS", "GOGC", "GOMEMLIMIT"}
+
+// readEnv says whether retryd's programs read environment variable k:
+// their configuration, or the Go runtime's.
+func readEnv(k string) bool { return slices.Contains(config.Names, k) || slices.Contains(goRuntimeEnv, k) }

@@ -160,9 +160,12 @@ func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 		env := map[string]string{}
 		for _, e := range ct.Env {
 			env[e.Name] = e.Value
-			if !slices.Contains(config.Names, e.Name) {
+			if !readEnv(e.Name) {
 				t.Errorf("%s sets %s, which retryd does not read", c.deployment, e.Name)
 			}
+		}
+		if c.component == "worker" && env["GOMAXPROCS"] != "1" {
+			t.Errorf("%s GOMAXPROCS %q, want 1 (docs/benchmarks.md: one P per worker process)", c.deployment, env["GOMAXPROCS"])
 		}
 		want, _ := strconv.Atoi(strings.TrimPrefix(env[c.portEnv], ":"))
 		found := false
