@@ -209,4 +209,6 @@ var goRuntimeEnv = []string{"GOMAXPROCS", "GOGC", "GOMEMLIMIT"}
 
 // readEnv says whether retryd's programs read environment variable k:
 // their configuration, or the Go runtime's.
-func readEnv(k string) bool { return slices.Contains(config.Names, k) || slices.Contains(goRuntimeEnv, k) }
+func readEnv(k string) bool {
+	return slices.Contains(config.Names, k) || slices.Contains(goRuntimeEnv, k)
+}
