@@ -91,7 +91,9 @@ func TestRedisDownThenBack(t *testing.T) {
 	s := startStackOn(t, r, 1, "METRICS_ADDR="+workerAddr)
 	dest := newDestination(t)
 	before := s.submit(t, fmt.Sprintf(`{"url":%q,"delayMs":1500}`, dest.script("/before", 200)))
-	waitFor(t, 10*time.Second, "the worker ready", func() bool { return call(t, "GET", "http://"+workerAddr+"/readyz", "").status == 200 })
+	// The worker's listener may come up after the API's: until it does, the
+	// GET fails, which is "not ready yet" here.
+	waitFor(t, 10*time.Second, "the worker ready", func() bool { return statusOf("http://"+workerAddr+"/readyz") == 200 })
 	logBefore, _ := os.ReadFile(s.workers[0].log)
 	r.Kill()
 	// The worker's readiness follows Redis; its liveness does not.
@@ -121,7 +123,7 @@ func TestRedisDownThenBack(t *testing.T) {
 	}
 	r.Restart()
 	waitFor(t, 20*time.Second, "/readyz back", func() bool { return call(t, "GET", s.api+"/readyz", "").status == 200 })
-	waitFor(t, 20*time.Second, "the worker's /readyz back", func() bool { return call(t, "GET", "http://"+workerAddr+"/readyz", "").status == 200 })
+	waitFor(t, 20*time.Second, "the worker's /readyz back", func() bool { return statusOf("http://"+workerAddr+"/readyz") == 200 })
 	after := s.submit(t, fmt.Sprintf(`{"url":%q}`, dest.script("/after", 200)))
 	for _, id := range []string{before, after} {
 		if doc := s.waitTerminal(t, id, 30*time.Second); doc["status"] != "completed" {

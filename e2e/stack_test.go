@@ -130,14 +130,7 @@ func (s *stack) restartAPI(t testing.TB) {
 
 func (s *stack) waitHealthy(t testing.TB) {
 	t.Helper()
-	waitFor(t, 20*time.Second, "API /healthz", func() bool {
-		resp, err := http.Get(s.api + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	waitFor(t, 20*time.Second, "API /healthz", func() bool { return statusOf(s.api+"/healthz") == 200 })
 }
 
 func freePort(t testing.TB) int {
@@ -227,6 +220,17 @@ func call(t testing.TB, method, url, body string, headers ...string) answer {
 	a := answer{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
 	_ = json.Unmarshal(raw, &a.body)
 	return a
+}
+
+// statusOf is the status of a GET of url, 0 when it gets no answer (for
+// polls of a listener that may not be up yet).
+func statusOf(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func (s *stack) submit(t testing.TB, body string, headers ...string) string {
