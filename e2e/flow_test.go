@@ -146,8 +146,11 @@ func TestSlowHostDoesNotStarveOthers(t *testing.T) {
 	t.Run("fairness off", func(t *testing.T) { off = run(t, "1") })
 	t.Logf("FLOW slow host: first attempt of the other host's requests: fairness on p50 %v p99 %v; off p50 %v p99 %v",
 		on[len(on)/2], p99(on), off[len(off)/2], p99(off))
-	if p99(on) > 100*time.Millisecond {
-		t.Errorf("with fairness the other host's first attempts start with p99 %v, want ≤ 100ms", p99(on))
+	// Starved, they wait for the slow host's queue: 14 s. Not starved, they
+	// wait only for the slow requests ahead of them to be parked: 30–70 ms
+	// alone on 2 cores, up to ~100 ms while the rest of the suite runs.
+	if p99(on) > 250*time.Millisecond {
+		t.Errorf("with fairness the other host's first attempts start with p99 %v, want ≤ 250ms", p99(on))
 	}
 }
 

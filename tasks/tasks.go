@@ -166,3 +166,16 @@ func (e *Enqueuer) Wake(_ context.Context, id string) error {
 	}
 	return err
 }
+
+// Waiting says whether request id's task is runnable and not yet taken by
+// a worker (flow.Waker): a woken request still on its way.
+func (e *Enqueuer) Waiting(_ context.Context, id string) (bool, error) {
+	info, err := e.Inspector.GetTaskInfo(e.QueueOf(id), id)
+	switch {
+	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return info.State == asynq.TaskStatePending, nil
+}

@@ -128,6 +128,9 @@ type Waker interface {
 	// (canceled, finished), and ErrInTransit while its task is still on
 	// its way to being parked.
 	Wake(ctx context.Context, id string) error
+	// Waiting says whether a woken request's task still waits to be
+	// fetched (runnable, taken by no worker yet).
+	Waiting(ctx context.Context, id string) (bool, error)
 }
 
 // Wake's errors.
@@ -203,9 +206,13 @@ func (h *host) takeWaiters(limit int, now time.Time) []string {
 const RebalanceEvery = 100 * time.Millisecond
 
 // Rebalance wakes, every RebalanceEvery until ctx ends, the waiters of
-// destinations with free slots on this worker.
+// destinations with free slots on this worker. A slot promised to a woken
+// request is freed as soon as that request's task was fetched (by any
+// worker): with several workers it mostly lands on another one, and the
+// promise would otherwise idle the slot for the rest of WakeTTL.
 func (c *Controller) Rebalance(ctx context.Context) {
 	every(ctx, RebalanceEvery, func() {
+		c.releaseFetched(ctx)
 		type wake struct{ host, id string }
 		var wakes []wake
 		c.mu.Lock()
@@ -220,6 +227,32 @@ func (c *Controller) Rebalance(ctx context.Context) {
 			c.wakeLocal(w.host, w.id)
 		}
 	})
+}
+
+// releaseFetched drops the promises of woken requests whose tasks are no
+// longer waiting to be fetched. A request fetched here is already counted
+// in flight (Admit drops its promise); one fetched elsewhere leaves this
+// worker's slot free.
+func (c *Controller) releaseFetched(ctx context.Context) {
+	type promise struct{ host, id string }
+	var check []promise
+	c.mu.Lock()
+	for name, h := range c.hosts {
+		for id := range h.woken {
+			check = append(check, promise{name, id})
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range check {
+		if waiting, err := c.waker.Waiting(ctx, p.id); err != nil || waiting {
+			continue // unknown: WakeTTL ends the promise
+		}
+		c.mu.Lock()
+		if h := c.hosts[p.host]; h != nil {
+			delete(h.woken, p.id)
+		}
+		c.mu.Unlock()
+	}
 }
 
 // every runs fn every d until ctx ends.

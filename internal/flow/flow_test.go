@@ -20,6 +20,24 @@ type waker struct {
 	mu    sync.Mutex
 	woken []string
 	gone  map[string]bool
+	// fetched are woken requests whose tasks a worker took (all others
+	// still wait to be fetched).
+	fetched map[string]bool
+}
+
+func (w *waker) Waiting(_ context.Context, id string) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.fetched[id] && !w.gone[id], nil
+}
+
+func (w *waker) fetch(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fetched == nil {
+		w.fetched = map[string]bool{}
+	}
+	w.fetched[id] = true
 }
 
 func (w *waker) Wake(_ context.Context, id string) error {
@@ -342,10 +360,12 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	// herd of wake-ups while b is on its way) ...
 	time.Sleep(3 * RebalanceEvery)
 	waitWoken(t, w, []string{"b"})
-	// ... but b never came back here (another worker took it): the slot
-	// goes to the next waiter, and then the next.
+	// ... but b never came back here (still waiting to be fetched after
+	// WakeTTL): the slot goes to the next waiter ...
 	clk.add(WakeTTL)
 	waitWoken(t, w, []string{"b", "c"})
-	clk.add(WakeTTL)
+	// ... and as soon as another worker fetched c, to the next one,
+	// without waiting out WakeTTL.
+	w.fetch("c")
 	waitWoken(t, w, []string{"b", "c", "d"})
 }
