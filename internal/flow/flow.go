@@ -232,14 +232,18 @@ func (c *Controller) Rebalance(ctx context.Context) {
 // releaseFetched drops the promises of woken requests whose tasks are no
 // longer waiting to be fetched. A request fetched here is already counted
 // in flight (Admit drops its promise); one fetched elsewhere leaves this
-// worker's slot free.
+// worker's slot free. A promise younger than half a RebalanceEvery is
+// left alone: its wake-up may not have made the task runnable yet.
 func (c *Controller) releaseFetched(ctx context.Context) {
 	type promise struct{ host, id string }
 	var check []promise
 	c.mu.Lock()
+	now := c.now()
 	for name, h := range c.hosts {
-		for id := range h.woken {
-			check = append(check, promise{name, id})
+		for id, at := range h.woken {
+			if now.Sub(at) >= RebalanceEvery/2 {
+				check = append(check, promise{name, id})
+			}
 		}
 	}
 	c.mu.Unlock()

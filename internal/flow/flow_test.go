@@ -367,5 +367,6 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	// ... and as soon as another worker fetched c, to the next one,
 	// without waiting out WakeTTL.
 	w.fetch("c")
+	clk.add(RebalanceEvery)
 	waitWoken(t, w, []string{"b", "c", "d"})
 }
