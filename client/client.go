@@ -271,27 +271,32 @@ type ListOptions struct {
 	Cursor string
 }
 
-func (o ListOptions) query() url.Values {
+// PageQuery is the query of one page of a list: its size (0 for the API's
+// default) and the cursor of a previous page ("" for the first).
+func PageQuery(limit int, cursor string) url.Values {
 	q := url.Values{}
-	if o.Status != "" {
-		q.Set("status", o.Status)
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
 	}
-	if o.Limit > 0 {
-		q.Set("limit", strconv.Itoa(o.Limit))
-	}
-	if o.Cursor != "" {
-		q.Set("cursor", o.Cursor)
+	if cursor != "" {
+		q.Set("cursor", cursor)
 	}
 	return q
 }
 
 // ListQuery is the query of GET /requests for o.
-func ListQuery(o ListOptions) url.Values { return o.query() }
+func ListQuery(o ListOptions) url.Values {
+	q := PageQuery(o.Limit, o.Cursor)
+	if o.Status != "" {
+		q.Set("status", o.Status)
+	}
+	return q
+}
 
 // List returns a page of requests, newest first.
 func (c *Client) List(ctx context.Context, o ListOptions) (*Page, error) {
 	var out Page
-	return &out, c.call(ctx, http.MethodGet, PathRequests, o.query(), nil, &out, nil)
+	return &out, c.call(ctx, http.MethodGet, PathRequests, ListQuery(o), nil, &out, nil)
 }
 
 // Cancel cancels request id and returns its document.
@@ -310,18 +315,12 @@ type DLQOptions struct {
 
 // DLQQuery is the query of GET /dlq for o.
 func DLQQuery(o DLQOptions) url.Values {
-	q := url.Values{}
+	q := PageQuery(o.Limit, o.Cursor)
 	if o.FailureClass != "" {
 		q.Set("failureClass", o.FailureClass)
 	}
 	if o.Host != "" {
 		q.Set("host", o.Host)
-	}
-	if o.Limit > 0 {
-		q.Set("limit", strconv.Itoa(o.Limit))
-	}
-	if o.Cursor != "" {
-		q.Set("cursor", o.Cursor)
 	}
 	return q
 }
@@ -392,15 +391,8 @@ type SchedulePage struct {
 
 // Schedules returns a page of schedules.
 func (c *Client) Schedules(ctx context.Context, limit int, cursor string) (*SchedulePage, error) {
-	q := url.Values{}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
 	var out SchedulePage
-	return &out, c.call(ctx, http.MethodGet, PathSchedules, q, nil, &out, nil)
+	return &out, c.call(ctx, http.MethodGet, PathSchedules, PageQuery(limit, cursor), nil, &out, nil)
 }
 
 // Flow is one active flow-control key.

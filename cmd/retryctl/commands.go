@@ -339,15 +339,8 @@ func (x *cli) schedulesCmd() *cobra.Command {
 		Short: "List schedules, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q := url.Values{}
-			if limit > 0 {
-				q.Set("limit", fmt.Sprint(limit))
-			}
-			if cursor != "" {
-				q.Set("cursor", cursor)
-			}
 			var page client.SchedulePage
-			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathSchedules, q, nil, &page); printed || err != nil {
+			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathSchedules, client.PageQuery(limit, cursor), nil, &page); printed || err != nil {
 				return err
 			}
 			w := x.table()
