@@ -17,6 +17,7 @@ import (
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
 )
 
@@ -64,18 +65,57 @@ func checkClass(class string) error {
 	return nil
 }
 
-func (d *DLQ) list(c *gin.Context) {
-	f := record.DLQFilter{FailureClass: c.Query("failureClass"), Host: strings.ToLower(c.Query("host"))}
-	if err := checkClass(f.FailureClass); err != nil {
-		Abort(c, d.API.Log, err)
-		return
+// What retryd's own DLQ routes accept. A bulk redrive naming no id and no
+// filter covers every failed request (within its limit), as it always has.
+var (
+	dlqListRoute = selection.Route{Filters: []string{selection.FailureClass, selection.Host},
+		CountParam: "limit", DefaultCount: DefaultListLimit, MaxCount: MaxListLimit, Cursor: true, NothingIsAll: true}
+	bulkRedriveRoute = selection.Route{IDs: "ids", Filters: []string{selection.FailureClass, selection.Host}, Params: []string{"actor", "reason"},
+		CountParam: "limit", DefaultCount: DefaultBulkLimit, MaxCount: MaxBulkLimit, Cursor: true, NothingIsAll: true}
+)
+
+// checkSelection refuses a failure class that does not exist.
+func checkSelection(s selection.Selection) error {
+	for _, class := range s.Values[selection.FailureClass] {
+		if err := checkClass(class); err != nil {
+			return err
+		}
 	}
-	limit, cursor, err := pageParams(c)
+	return nil
+}
+
+// walkFailed acts with fn on the failed requests s selects and returns the
+// cursor to continue from. A single host or class is read from the DLQ's
+// indexes; the selection decides on every entry.
+func (d *DLQ) walkFailed(ctx context.Context, s selection.Selection, fn func(*record.Request) error) (string, error) {
+	var f record.DLQFilter
+	if v := s.Values[selection.FailureClass]; len(v) == 1 {
+		f.FailureClass = v[0]
+	}
+	if v := s.Values[selection.Host]; len(v) == 1 {
+		f.Host = strings.ToLower(v[0])
+	}
+	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
+		return d.Store.ListFailed(ctx, f, cursor, n)
+	}
+	failed := func(r *record.Request) bool { return r.Status == record.Failed }
+	return s.Walk(ctx, list, d.Store.Get, failed, fn)
+}
+
+func (d *DLQ) list(c *gin.Context) {
+	s, err := selection.Parse(dlqListRoute, c.Request.URL.Query(), nil)
+	if err == nil {
+		err = checkSelection(s)
+	}
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
 	}
-	page, err := d.Store.ListFailed(c.Request.Context(), f, cursor, limit)
+	page := &record.Page{Requests: []*record.Request{}}
+	page.NextCursor, err = d.walkFailed(c.Request.Context(), s, func(r *record.Request) error {
+		page.Requests = append(page.Requests, r)
+		return nil
+	})
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
@@ -83,22 +123,31 @@ func (d *DLQ) list(c *gin.Context) {
 	writePage(c, page)
 }
 
-// redriveBody is the body of both redrive routes.
+// redriveBody is who redrives and why.
 type redriveBody struct {
-	Actor        string `json:"actor"`
-	Reason       string `json:"reason"`
-	FailureClass string `json:"failureClass"`
-	Host         string `json:"host"`
-	Limit        *int   `json:"limit"`
+	Actor  string `json:"actor"`
+	Reason string `json:"reason"`
 }
 
 // DefaultActor is recorded when a redrive names no actor.
 const DefaultActor = "api"
 
-func readRedriveBody(c *gin.Context) (*redriveBody, error) {
-	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, 64<<10))
+// readBody reads a small JSON body.
+func readBody(c *gin.Context) ([]byte, error) {
+	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, 64<<10+1))
 	if err != nil {
 		return nil, Errorf(CodeInvalid, "", "could not read the request body")
+	}
+	if len(raw) > 64<<10 {
+		return nil, Errorf(CodeTooLarge, "", "body is larger than 64 KiB")
+	}
+	return raw, nil
+}
+
+func readRedriveBody(c *gin.Context) (*redriveBody, error) {
+	raw, err := readBody(c)
+	if err != nil {
+		return nil, err
 	}
 	b := &redriveBody{}
 	if len(strings.TrimSpace(string(raw))) > 0 {
@@ -106,6 +155,11 @@ func readRedriveBody(c *gin.Context) (*redriveBody, error) {
 			return nil, Errorf(CodeInvalid, "", "body must be a JSON object like {\"actor\": \"alice\", \"reason\": \"fixed the endpoint\"}")
 		}
 	}
+	return b.check()
+}
+
+// check fills the default actor and bounds both fields.
+func (b *redriveBody) check() (*redriveBody, error) {
 	if b.Actor == "" {
 		b.Actor = DefaultActor
 	}
@@ -193,53 +247,44 @@ type skipped struct {
 }
 
 func (d *DLQ) bulkRedrive(c *gin.Context) {
-	b, err := readRedriveBody(c)
+	raw, err := readBody(c)
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
 	}
-	if err := checkClass(b.FailureClass); err != nil {
+	s, err := selection.Parse(bulkRedriveRoute, c.Request.URL.Query(), raw)
+	if err == nil {
+		err = checkSelection(s)
+	}
+	var b *redriveBody
+	if err == nil {
+		b, err = (&redriveBody{Actor: s.Params["actor"], Reason: s.Params["reason"]}).check()
+	}
+	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
 	}
-	limit := DefaultBulkLimit
-	if b.Limit != nil {
-		if *b.Limit < 1 || *b.Limit > MaxBulkLimit {
-			Abort(c, d.API.Log, Errorf(CodeInvalid, "limit", "limit must be between 1 and 1000"))
-			return
-		}
-		limit = *b.Limit
-	}
-	ctx := c.Request.Context()
-	f := record.DLQFilter{FailureClass: b.FailureClass, Host: strings.ToLower(b.Host)}
 	out := struct {
 		Redriven []string  `json:"redriven"`
 		Skipped  []skipped `json:"skipped"`
+		Cursor   *string   `json:"nextCursor"`
 	}{Redriven: []string{}, Skipped: []skipped{}}
-	cursor := ""
-	for seen := 0; seen < limit; {
-		page, err := d.Store.ListFailed(ctx, f, cursor, min(limit-seen, MaxListLimit))
-		if err != nil {
-			Abort(c, d.API.Log, err)
-			return
+	next, err := d.walkFailed(c.Request.Context(), s, func(r *record.Request) error {
+		_, err := d.redriveOne(c.Request.Context(), r.ID, b, "")
+		switch {
+		case err == nil:
+			out.Redriven = append(out.Redriven, r.ID)
+		case errors.Is(err, record.ErrRedriveLimit), errors.Is(err, record.ErrNotFailed):
+			out.Skipped = append(out.Skipped, skipped{ID: r.ID, Reason: err.Error()})
+		default:
+			return err
 		}
-		for _, r := range page.Requests {
-			seen++
-			_, err := d.redriveOne(ctx, r.ID, b, "")
-			switch {
-			case err == nil:
-				out.Redriven = append(out.Redriven, r.ID)
-			case errors.Is(err, record.ErrRedriveLimit), errors.Is(err, record.ErrNotFailed):
-				out.Skipped = append(out.Skipped, skipped{ID: r.ID, Reason: err.Error()})
-			default:
-				Abort(c, d.API.Log, err)
-				return
-			}
-		}
-		if page.NextCursor == "" {
-			break
-		}
-		cursor = page.NextCursor
+		return nil
+	})
+	if err != nil {
+		Abort(c, d.API.Log, err)
+		return
 	}
+	out.Cursor = nullable(next)
 	c.JSON(http.StatusOK, out)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
 )
 
@@ -31,6 +32,7 @@ type Store interface {
 	Remove(ctx context.Context, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
+	ListIn(ctx context.Context, statuses []record.Status, cursor string, limit int) (*record.Page, error)
 	Cancel(ctx context.Context, id string, now time.Time) (callbackDue bool, err error)
 	Ping(ctx context.Context) error
 }
@@ -272,8 +274,17 @@ const (
 	MaxListLimit     = 500
 )
 
+// listRoute is what GET /requests accepts: a status, a limit and a cursor.
+var listRoute = selection.Route{Params: []string{"status"}, CountParam: "limit", DefaultCount: DefaultListLimit, MaxCount: MaxListLimit,
+	Cursor: true, NothingIsAll: true}
+
 func (a *API) list(c *gin.Context) {
-	status := record.Status(c.Query("status"))
+	s, err := selection.Parse(listRoute, c.Request.URL.Query(), nil)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	status := record.Status(s.Params["status"])
 	if status != "" && !status.Valid() {
 		names := make([]string, len(record.Statuses))
 		for i, s := range record.Statuses {
@@ -282,12 +293,7 @@ func (a *API) list(c *gin.Context) {
 		Abort(c, a.Log, Errorf(CodeInvalid, "status", "status must be one of "+strings.Join(names, ", ")))
 		return
 	}
-	limit, cursor, err := pageParams(c)
-	if err != nil {
-		Abort(c, a.Log, err)
-		return
-	}
-	page, err := a.Store.List(c.Request.Context(), status, cursor, limit)
+	page, err := a.Store.List(c.Request.Context(), status, s.Cursor, s.Count)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return

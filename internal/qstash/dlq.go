@@ -20,17 +20,6 @@ type DLQMessage struct {
 	ResponseBody   string `json:"responseBody,omitempty"`
 }
 
-// idsOf reads the repeated query parameter name, keeping valid ids only.
-func idsOf(c *gin.Context, name string) []string {
-	var out []string
-	for _, id := range c.QueryArray(name) {
-		if ids.Valid(id) {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
 func dlqMessage(r *record.Request) DLQMessage {
 	m := DLQMessage{Message: message(r), DLQID: r.ID, ResponseStatus: r.LastStatusCode}
 	if n := len(r.Attempts); n > 0 && r.Attempts[n-1].ResponseBody != nil {
@@ -40,46 +29,26 @@ func dlqMessage(r *record.Request) DLQMessage {
 }
 
 func (q *API) listDLQ(c *gin.Context) {
-	ctx := c.Request.Context()
-	out := gin.H{"messages": []DLQMessage{}}
-	if want := idsOf(c, "dlqIds"); len(want) > 0 {
-		msgs := []DLQMessage{}
-		for _, id := range want {
-			r, err := q.API.Store.Get(ctx, id)
-			if err == nil && r.Status == record.Failed {
-				msgs = append(msgs, dlqMessage(r))
-			}
-		}
-		out["messages"] = msgs
-		c.JSON(http.StatusOK, out)
-		return
-	}
-	count, cursor, err := pageOf(c, 500)
-	if err != nil {
-		q.fail(c, err)
-		return
-	}
-	f, err := filterOf(c)
-	if err != nil {
-		q.fail(c, err)
-		return
-	}
-	page, err := q.DLQ.Store.ListFailed(ctx, record.DLQFilter{}, cursor, count)
+	s, err := selection(c, dlqList)
 	if err != nil {
 		q.fail(c, err)
 		return
 	}
 	msgs := []DLQMessage{}
-	for _, r := range page.Requests {
-		full, err := q.API.Store.Get(ctx, r.ID) // with its attempts, for the response
-		if err != nil || !f.match(full) {
-			continue
+	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
+		full, err := q.API.Store.Get(c.Request.Context(), r.ID) // with its attempts, for the response
+		if err == nil {
+			msgs = append(msgs, dlqMessage(full))
 		}
-		msgs = append(msgs, dlqMessage(full))
+		return nil
+	})
+	if err != nil {
+		q.fail(c, err)
+		return
 	}
-	out["messages"] = msgs
-	if page.NextCursor != "" {
-		out["cursor"] = page.NextCursor
+	out := gin.H{"messages": msgs}
+	if next != "" {
+		out["cursor"] = next
 	}
 	c.JSON(http.StatusOK, out)
 }
@@ -110,93 +79,87 @@ func (q *API) deleteDLQ(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"deleted": 1})
 }
 
-// selected is the ids a bulk call names in the repeated parameter name,
-// or, without any, those of status its filter (or "all") selects.
-func (q *API) selected(c *gin.Context, name string, status record.Status) ([]string, error) {
-	if want := idsOf(c, name); len(want) > 0 || len(c.QueryArray(name)) > 0 {
-		return want, nil
-	}
-	f, err := filterOf(c)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	statuses := []record.Status{status}
-	if status == record.Pending {
-		statuses = append(statuses, record.Retrying) // "pending" here means not finished
-	}
-	for _, st := range statuses {
-		err := q.each(c.Request.Context(), st, f, func(r *record.Request) error {
-			out = append(out, r.ID)
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 func (q *API) deleteDLQMany(c *gin.Context) {
-	want, err := q.selected(c, "dlqIds", record.Failed)
+	s, err := selection(c, dlqBulk)
 	if err != nil {
 		q.fail(c, err)
 		return
 	}
 	deleted := 0
-	for _, id := range want {
-		switch err := q.removeFailed(c, id); {
+	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
+		switch err := q.removeFailed(c, r.ID); {
 		case err == nil:
 			deleted++
 		case !errors.Is(err, record.ErrNotFound):
-			q.fail(c, err)
-			return
+			return err
 		}
+		return nil
+	})
+	if err != nil {
+		q.fail(c, err)
+		return
 	}
-	c.JSON(http.StatusOK, gin.H{"deleted": deleted})
+	c.JSON(http.StatusOK, withCursor(gin.H{"deleted": deleted}, next))
+}
+
+// withCursor adds the cursor a bulk call continues from, when there is
+// one.
+func withCursor(h gin.H, cursor string) gin.H {
+	if cursor != "" {
+		h["cursor"] = cursor
+	}
+	return h
 }
 
 // RetryActor is the actor recorded on redrives made through dlq.retry.
 const RetryActor = "qstash"
 
 func (q *API) retryDLQ(c *gin.Context) {
-	want, err := q.selected(c, "dlqIds", record.Failed)
+	s, err := selection(c, dlqBulk)
 	if err != nil {
 		q.fail(c, err)
 		return
 	}
 	responses := []gin.H{}
-	for _, id := range want {
-		err := q.DLQ.Redrive(c.Request.Context(), id, RetryActor, "dlq.retry through the QStash API")
+	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
+		err := q.DLQ.Redrive(c.Request.Context(), r.ID, RetryActor, "dlq.retry through the QStash API")
 		switch {
 		case err == nil:
-			responses = append(responses, gin.H{"messageId": id})
+			responses = append(responses, gin.H{"messageId": r.ID})
 		case errors.Is(err, record.ErrUnavailable):
-			q.fail(c, err)
-			return
+			return err
 		default:
 			// At its redrive limit, or not failed: QStash leaves it out.
-			q.API.Log.Info("dlq.retry skipped a message", "requestId", id, "err", err)
+			q.API.Log.Info("dlq.retry skipped a message", "requestId", r.ID, "err", err)
 		}
+		return nil
+	})
+	if err != nil {
+		q.fail(c, err)
+		return
 	}
-	c.JSON(http.StatusOK, gin.H{"responses": responses})
+	c.JSON(http.StatusOK, withCursor(gin.H{"responses": responses}, next))
 }
 
 func (q *API) cancelMessages(c *gin.Context) {
-	want, err := q.selected(c, "messageIds", record.Pending)
+	s, err := selection(c, cancelBulk)
 	if err != nil {
 		q.fail(c, err)
 		return
 	}
 	cancelled := 0
-	for _, id := range want {
-		switch err := q.API.Cancel(c.Request.Context(), id); {
+	next, err := q.walk(c, s, []record.Status{record.Pending, record.Retrying}, func(r *record.Request) error {
+		switch err := q.API.Cancel(c.Request.Context(), r.ID); {
 		case err == nil:
 			cancelled++
 		case errors.Is(err, record.ErrUnavailable):
-			q.fail(c, err)
-			return
+			return err
 		}
+		return nil
+	})
+	if err != nil {
+		q.fail(c, err)
+		return
 	}
-	c.JSON(http.StatusOK, gin.H{"cancelled": cancelled})
+	c.JSON(http.StatusOK, withCursor(gin.H{"cancelled": cancelled}, next))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
+	sel "github.com/retryd/retryd/internal/selection"
 )
 
 // QStash's logs (GET /v2/events) are derived from retryd's records: each
@@ -93,26 +94,18 @@ const MaxEvents = 1000
 // (or repeated messageIds), state, and the filters of bulk calls (url,
 // host, path, label, …).
 func (q *API) events(c *gin.Context) {
-	count, cursor, err := pageOf(c, MaxEvents)
+	s, err := selection(c, eventsList)
 	if err != nil {
 		q.fail(c, err)
 		return
 	}
-	f, err := filterOf(c)
-	if err != nil {
-		q.fail(c, err)
-		return
-	}
-	keep := func(e Event) bool {
-		if s := c.Query("state"); s != "" && e.State != s {
-			return false
-		}
-		return true
-	}
+	count, cursor := s.Count, s.Cursor
+	state := s.Params["state"]
+	keep := func(e Event) bool { return state == "" || e.State == state }
 	ctx := c.Request.Context()
 	out := []Event{}
 	add := func(r *record.Request) {
-		if !f.match(r) {
+		if !s.Match(r) {
 			return
 		}
 		evs := eventsOf(r)
@@ -122,7 +115,10 @@ func (q *API) events(c *gin.Context) {
 			}
 		}
 	}
-	wanted := append(c.QueryArray("messageIds"), c.QueryArray("messageId")...)
+	wanted := s.IDs
+	if !s.Named {
+		wanted = s.Values[sel.MessageID]
+	}
 	if len(wanted) > 0 {
 		for _, id := range wanted {
 			if !ids.Valid(id) {

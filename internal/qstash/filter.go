@@ -2,122 +2,61 @@ package qstash
 
 import (
 	"context"
-	"net/url"
-	"strconv"
-	"strings"
+	"io"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/record"
+	sel "github.com/retryd/retryd/internal/selection"
 )
 
-// filter is what a bulk call (messages.cancel, dlq.deleteMany, dlq.retry)
-// or dlq.listMessages selects by: each parameter may repeat (a message
-// matches any of its values) and parameters combine with AND. A bulk call
-// with no ids and no filter selects everything (QStash's {all: true}).
-type filter struct {
-	values   map[string][]string
-	from, to int64 // createdAt bounds, ms; 0 = open
+// What each /v2 call that selects messages accepts, as QStash's official
+// clients send it. A call naming no id and no filter selects everything:
+// that is how QStash's {all: true} arrives (count and cursor only).
+var (
+	// dlqFilters are the DLQ's filters (QStash's DLQ has no host or path).
+	dlqFilters = []string{sel.MessageID, sel.URL, sel.Label, sel.FlowControlKey, sel.ScheduleID, sel.ResponseStatus,
+		sel.FromDate, sel.ToDate, sel.TopicName, sel.URLGroup, sel.QueueName, sel.CallerIP}
+	// messageFilters are those of messages.cancel.
+	messageFilters = []string{sel.URL, sel.Host, sel.Path, sel.Label, sel.FlowControlKey, sel.ScheduleID,
+		sel.FromDate, sel.ToDate, sel.TopicName, sel.URLGroup, sel.QueueName, sel.CallerIP}
+
+	dlqList    = sel.Route{IDs: "dlqIds", Filters: dlqFilters, CountParam: "count", DefaultCount: 100, MaxCount: 500, Cursor: true, NothingIsAll: true}
+	dlqBulk    = sel.Route{IDs: "dlqIds", Filters: dlqFilters, CountParam: "count", DefaultCount: 100, MaxCount: handlers.MaxBulkLimit, Cursor: true, NothingIsAll: true}
+	cancelBulk = sel.Route{IDs: "messageIds", Filters: messageFilters, CountParam: "count", DefaultCount: 100, MaxCount: handlers.MaxBulkLimit, Cursor: true, NothingIsAll: true}
+	eventsList = sel.Route{IDs: "messageIds", Filters: append([]string{sel.MessageID}, messageFilters...), Params: []string{"state"},
+		CountParam: "count", DefaultCount: 100, MaxCount: MaxEvents, Cursor: true, NothingIsAll: true}
+)
+
+// selection reads the selection of a call from its query and its JSON
+// body (qstash-py sends {"messageIds": [...]} in a DELETE's body).
+func selection(c *gin.Context, rt sel.Route) (sel.Selection, error) {
+	var body []byte
+	if c.Request.Body != nil && c.Request.Method != "GET" {
+		b, err := io.ReadAll(io.LimitReader(c.Request.Body, 1<<20+1))
+		if err != nil || len(b) > 1<<20 {
+			return sel.Selection{}, handlers.Errorf(handlers.CodeTooLarge, "", "body is larger than 1 MiB")
+		}
+		body = b
+	}
+	return sel.Parse(rt, c.Request.URL.Query(), body)
 }
 
-// filterParams are the filter parameters retryd understands. Messages
-// have no topic, queue or caller IP here, so those match nothing.
-var filterParams = []string{"url", "host", "path", "label", "flowControlKey", "scheduleId", "responseStatus", "topicName", "urlGroup", "queueName", "callerIp"}
-
-// pageOf reads the count (default 100, at most max) and cursor of a
-// paged list call.
-func pageOf(c *gin.Context, max int) (count int, cursor string, err error) {
-	count = 100
-	if v := c.Query("count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > max {
-			return 0, "", badRequest("count", "count must be between 1 and "+strconv.Itoa(max))
-		}
-		count = n
+// walk acts with fn on what s selects among requests of statuses, and
+// returns the cursor to continue from.
+func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn func(*record.Request) error) (string, error) {
+	ctx := c.Request.Context()
+	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
+		return q.API.Store.ListIn(ctx, statuses, cursor, n)
 	}
-	cursor = c.Query("cursor")
-	if cursor != "" && !ids.Valid(cursor) {
-		return 0, "", badRequest("cursor", "cursor is not one this API returned")
-	}
-	return count, cursor, nil
-}
-
-func filterOf(c *gin.Context) (filter, error) {
-	f := filter{values: map[string][]string{}}
-	for _, p := range filterParams {
-		if v := c.QueryArray(p); len(v) > 0 {
-			f.values[p] = v
-		}
-	}
-	for name, dst := range map[string]*int64{"fromDate": &f.from, "toDate": &f.to} {
-		if v := c.Query(name); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return f, badRequest(name, name+" must be a Unix time in milliseconds")
-			}
-			*dst = n
-		}
-	}
-	return f, nil
-}
-
-func (f filter) match(r *record.Request) bool {
-	var q record.QStash
-	if r.QStash != nil {
-		q = *r.QStash
-	}
-	path := ""
-	if u, err := url.Parse(r.URL); err == nil {
-		path = u.Path
-	}
-	field := map[string]string{
-		"url": r.URL, "host": r.Host, "path": path, "label": q.Label, "flowControlKey": q.FlowControlKey, "scheduleId": q.ScheduleID,
-		"responseStatus": strconv.Itoa(r.LastStatusCode),
-	}
-	for p, want := range f.values {
-		got, known := field[p]
-		if !known || got == "" {
-			return false
-		}
-		hit := false
-		for _, w := range want {
-			if w == got || (p != "url" && p != "path" && strings.EqualFold(w, got)) {
-				hit = true
-				break
+	keep := func(r *record.Request) bool {
+		for _, st := range statuses {
+			if r.Status == st {
+				return true
 			}
 		}
-		if !hit {
-			return false
-		}
+		return false
 	}
-	created := r.CreatedAt.UnixMilli()
-	return (f.from == 0 || created >= f.from) && (f.to == 0 || created <= f.to)
-}
-
-// each calls fn on every request of status that f matches, reading the
-// index page by page; fn's error stops the walk.
-func (q *API) each(ctx context.Context, status record.Status, f filter, fn func(*record.Request) error) error {
-	cursor := ""
-	for {
-		page, err := q.API.Store.List(ctx, status, cursor, 500)
-		if err != nil {
-			return err
-		}
-		for _, listed := range page.Requests {
-			r, err := q.API.Store.Get(ctx, listed.ID)
-			if err != nil {
-				continue // finished and expired meanwhile
-			}
-			if r.Status == status && f.match(r) {
-				if err := fn(r); err != nil {
-					return err
-				}
-			}
-		}
-		if page.NextCursor == "" {
-			return nil
-		}
-		cursor = page.NextCursor
-	}
+	return s.Walk(ctx, list, q.API.Store.Get, keep, fn)
 }

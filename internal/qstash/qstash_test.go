@@ -114,42 +114,6 @@ func TestPublishHeadersMapOntoTheRequest(t *testing.T) {
 	}
 }
 
-func TestFilterMatches(t *testing.T) {
-	t.Parallel()
-	now := time.UnixMilli(1_700_000_000_000)
-	r := &record.Request{URL: "https://api.e.com/hooks/a?x=1", Host: "api.e.com", CreatedAt: now, LastStatusCode: 410,
-		QStash: &record.QStash{Label: "nightly", FlowControlKey: "t1", ScheduleID: "s1"}}
-	for _, tc := range []struct {
-		name   string
-		values map[string][]string
-		from   int64
-		to     int64
-		want   bool
-	}{
-		{"nothing", nil, 0, 0, true},
-		{"label", map[string][]string{"label": {"nightly"}}, 0, 0, true},
-		{"one of two labels", map[string][]string{"label": {"x", "nightly"}}, 0, 0, true},
-		{"other label", map[string][]string{"label": {"x"}}, 0, 0, false},
-		{"host and path", map[string][]string{"host": {"API.e.com"}, "path": {"/hooks/a"}}, 0, 0, true},
-		{"path is case-sensitive", map[string][]string{"path": {"/Hooks/a"}}, 0, 0, false},
-		{"url exact", map[string][]string{"url": {"https://api.e.com/hooks/a?x=1"}}, 0, 0, true},
-		{"status", map[string][]string{"responseStatus": {"410"}}, 0, 0, true},
-		{"schedule and key", map[string][]string{"scheduleId": {"s1"}, "flowControlKey": {"t1"}}, 0, 0, true},
-		{"a queue it has not", map[string][]string{"queueName": {"q"}}, 0, 0, false},
-		{"in the window", nil, now.UnixMilli() - 1, now.UnixMilli() + 1, true},
-		{"before the window", nil, now.UnixMilli() + 1, 0, false},
-		{"after the window", nil, 0, now.UnixMilli() - 1, false},
-	} {
-		f := filter{values: tc.values, from: tc.from, to: tc.to}
-		if f.values == nil {
-			f.values = map[string][]string{}
-		}
-		if got := f.match(r); got != tc.want {
-			t.Errorf("%s: match = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
 func TestEventsOfARequestsLife(t *testing.T) {
 	t.Parallel()
 	t0 := time.UnixMilli(1_700_000_000_000)

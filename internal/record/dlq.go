@@ -83,7 +83,8 @@ type DLQFilter struct {
 	Host string
 }
 
-func (f DLQFilter) match(r *Request) bool {
+// Match reports whether r is one f selects.
+func (f DLQFilter) Match(r *Request) bool {
 	if f.FailureClass != "" && r.FailureClass != f.FailureClass {
 		return false
 	}
@@ -121,7 +122,7 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 		}
 	}
 	for {
-		ids, err := s.newest(ctx, failed, cursor, batch)
+		ids, err := s.newest(ctx, cursor, batch, failed)
 		if err != nil {
 			return nil, wrap(err)
 		}
@@ -138,7 +139,7 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 				s.rdb.ZRem(ctx, failed(s.k(id)), id)
 				continue
 			}
-			if r := decode(id, h, specs[i]); f.match(r) {
+			if r := decode(id, h, specs[i]); f.Match(r) {
 				page.Requests = append(page.Requests, r)
 			}
 			if len(page.Requests) == limit || scanned >= maxScan {

@@ -32,7 +32,7 @@ func TestDLQHostFilterTakesHostOrHostPort(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := decode("01x", map[string]string{fStatus: "failed"}, `{"u":"`+c.url+`","m":"GET"}`)
-		if got := (DLQFilter{Host: strings.ToLower(c.filter)}).match(r); got != c.want {
+		if got := (DLQFilter{Host: strings.ToLower(c.filter)}).Match(r); got != c.want {
 			t.Errorf("host=%s on %s: %v, want %v", c.filter, c.url, got, c.want)
 		}
 	}

@@ -106,7 +106,7 @@ func decodeSchedule(id string, h map[string]string, fires []string) *Schedule {
 
 // ListSchedules returns schedules newest first after cursor.
 func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]*Schedule, string, error) {
-	ids, err := s.newest(ctx, keys.schedules, cursor, int64(limit)+1)
+	ids, err := s.newest(ctx, cursor, int64(limit)+1, keys.schedules)
 	if err != nil {
 		return nil, "", wrap(err)
 	}

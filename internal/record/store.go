@@ -257,11 +257,23 @@ type Page struct {
 // after cursor (an id from a previous page's NextCursor). Attempts are not
 // loaded.
 func (s *Store) List(ctx context.Context, status Status, cursor string, limit int) (*Page, error) {
-	index := keys.all
-	if status != "" {
-		index = func(k keys) string { return k.index(status) }
+	if status == "" {
+		return s.ListIn(ctx, nil, cursor, limit)
 	}
-	ids, err := s.newest(ctx, index, cursor, int64(limit)+1)
+	return s.ListIn(ctx, []Status{status}, cursor, limit)
+}
+
+// ListIn is List over any of statuses (nil: every request), merged into
+// one newest-first order behind one cursor.
+func (s *Store) ListIn(ctx context.Context, statuses []Status, cursor string, limit int) (*Page, error) {
+	indexes := []func(keys) string{keys.all}
+	if statuses != nil {
+		indexes = indexes[:0]
+		for _, st := range statuses {
+			indexes = append(indexes, func(k keys) string { return k.index(st) })
+		}
+	}
+	ids, err := s.newest(ctx, cursor, int64(limit)+1, indexes...)
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -274,43 +286,43 @@ func (s *Store) List(ctx context.Context, status Status, cursor string, limit in
 	if err != nil {
 		return nil, err
 	}
-	var gone []any
 	for i, id := range ids {
 		h := hs[i]
 		if len(h) == 0 {
-			// The record expired after its retention; its index entry is
-			// cleaned up lazily, here.
-			gone = append(gone, id)
+			// The record expired after its retention; its index entries
+			// are cleaned up lazily, here.
+			for _, index := range indexes {
+				s.rdb.ZRem(ctx, index(s.k(id)), id)
+			}
 			continue
 		}
 		r := decode(id, h, specs[i])
-		if status != "" && r.Status != status {
+		if statuses != nil && !slices.Contains(statuses, r.Status) {
 			continue // moved between the two reads
 		}
 		page.Requests = append(page.Requests, r)
 	}
-	for _, id := range gone {
-		s.rdb.ZRem(ctx, index(s.k(id.(string))), id)
-	}
 	return page, nil
 }
 
-// newest returns up to n ids of one index, newest first, after cursor (""
-// from the newest), merged over every partition. Ids sort by creation time
-// across partitions, so one cursor serves them all.
-func (s *Store) newest(ctx context.Context, index func(keys) string, cursor string, n int64) ([]string, error) {
+// newest returns up to n ids of the indexes, newest first, after cursor
+// ("" from the newest), merged over every partition. Ids sort by creation
+// time across partitions, so one cursor serves them all.
+func (s *Store) newest(ctx context.Context, cursor string, n int64, indexes ...func(keys) string) ([]string, error) {
 	start := "+"
 	if cursor != "" {
 		start = "(" + cursor
 	}
 	parts := s.each()
-	if len(parts) == 1 {
-		return s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index(parts[0]), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n}).Result()
+	if len(parts) == 1 && len(indexes) == 1 {
+		return s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: indexes[0](parts[0]), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n}).Result()
 	}
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, len(parts))
-	for i, k := range parts {
-		cmds[i] = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index(k), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n})
+	var cmds []*redis.StringSliceCmd
+	for _, k := range parts {
+		for _, index := range indexes {
+			cmds = append(cmds, pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index(k), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n}))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
@@ -320,6 +332,7 @@ func (s *Store) newest(ctx context.Context, index func(keys) string, cursor stri
 		all = append(all, c.Val()...)
 	}
 	slices.Sort(all)
+	all = slices.Compact(all)
 	slices.Reverse(all)
 	if int64(len(all)) > n {
 		all = all[:n]

@@ -1,0 +1,342 @@
+// Package selection reads what a bulk call or a filtered list names (ids,
+// filter values, a count and a cursor) from its query string and its JSON
+// body, the same way for every such route of both APIs, and decides which
+// requests it matches. It exists because a selection read loosely acts on
+// everything: an id list sent in the body, a misspelled filter key or an
+// ignored count each once made a bulk call act on every request of the
+// deployment. So here an unknown key is an error naming it, ids come from
+// the query or the body, a count caps every call, and a call that names
+// nothing selects everything only where its route says that is what naming
+// nothing means.
+package selection
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
+)
+
+// Error is a selection the route cannot take; Field names the key.
+type Error struct {
+	Field   string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func errorf(field, format string, args ...any) *Error {
+	return &Error{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// The filter keys, as both APIs name them.
+const (
+	MessageID      = "messageId"
+	URL            = "url"
+	Host           = "host"
+	Path           = "path"
+	Label          = "label"
+	FlowControlKey = "flowControlKey"
+	ScheduleID     = "scheduleId"
+	ResponseStatus = "responseStatus"
+	FailureClass   = "failureClass"
+	FromDate       = "fromDate"
+	ToDate         = "toDate"
+	// Keys QStash defines that no retryd request carries (yet): a filter
+	// on them is understood and matches nothing, rather than everything.
+	TopicName = "topicName"
+	URLGroup  = "urlGroup"
+	QueueName = "queueName"
+	CallerIP  = "callerIp"
+)
+
+// Route is what one route accepts.
+type Route struct {
+	// IDs is the parameter that lists ids ("messageIds", "dlqIds"); ""
+	// when the route takes none.
+	IDs string
+	// Filters are the filter keys the route understands.
+	Filters []string
+	// Params are other keys the route reads itself (an actor, a reason):
+	// accepted here, not filters.
+	Params []string
+	// CountParam names the count ("count", or "limit" in retryd's API).
+	CountParam   string
+	DefaultCount int
+	MaxCount     int
+	// Cursor: the route continues with a cursor.
+	Cursor bool
+	// NothingIsAll: a call that names no id and no filter selects
+	// everything (QStash's {all: true} sends no filter). Without it such a
+	// call is refused.
+	NothingIsAll bool
+}
+
+// MaxIDs bounds the ids one call names.
+const MaxIDs = 1000
+
+// Selection is what one call names.
+type Selection struct {
+	// IDs are the ids named (valid ones only: an id this API never issued
+	// matches nothing). Named says ids were named at all.
+	IDs   []string
+	Named bool
+	// Values holds each filter key's values: a request matches any value
+	// of a key, and every key.
+	Values   map[string][]string
+	From, To int64 // createdAt bounds in ms; 0 is open
+	Count    int
+	Cursor   string
+	// Params are the values of the route's own Params.
+	Params map[string]string
+}
+
+// All reports whether the call names no id and no filter.
+func (s Selection) All() bool { return !s.Named && len(s.Values) == 0 && s.From == 0 && s.To == 0 }
+
+// Parse reads a selection from query and body (a JSON object, or empty).
+func Parse(rt Route, query url.Values, body []byte) (Selection, error) {
+	merged := url.Values{}
+	for k, v := range query {
+		merged[k] = append(merged[k], v...)
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		fromBody, err := bodyValues(body)
+		if err != nil {
+			return Selection{}, err
+		}
+		for k, v := range fromBody {
+			merged[k] = append(merged[k], v...)
+		}
+	}
+	s := Selection{Values: map[string][]string{}, Count: rt.DefaultCount, Params: map[string]string{}}
+	keys := make([]string, 0, len(merged))
+	for k := range merged {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first unknown key named is the same every time
+	for _, k := range keys {
+		v := merged[k]
+		switch {
+		case rt.IDs != "" && k == rt.IDs:
+			s.Named = true
+			for _, id := range v {
+				for _, one := range strings.Split(id, ",") {
+					if one = strings.TrimSpace(one); ids.Valid(one) {
+						s.IDs = append(s.IDs, one)
+					}
+				}
+			}
+		case k == rt.CountParam && rt.CountParam != "":
+			n, err := strconv.Atoi(last(v))
+			if err != nil || n < 1 || n > rt.MaxCount {
+				return Selection{}, errorf(k, "%s must be an integer between 1 and %d", k, rt.MaxCount)
+			}
+			s.Count = n
+		case k == "cursor" && rt.Cursor:
+			if c := last(v); c != "" {
+				if !ids.Valid(c) {
+					return Selection{}, errorf(k, "cursor is not one this API returned")
+				}
+				s.Cursor = c
+			}
+		case slices.Contains(rt.Params, k):
+			s.Params[k] = last(v)
+		case slices.Contains(rt.Filters, k) && (k == FromDate || k == ToDate):
+			n, err := strconv.ParseInt(last(v), 10, 64)
+			if err != nil || n < 0 {
+				return Selection{}, errorf(k, "%s must be a Unix time in milliseconds", k)
+			}
+			if k == FromDate {
+				s.From = n
+			} else {
+				s.To = n
+			}
+		case slices.Contains(rt.Filters, k):
+			var vals []string
+			for _, one := range v {
+				if one = strings.TrimSpace(one); one != "" {
+					vals = append(vals, one)
+				}
+			}
+			if len(vals) == 0 {
+				return Selection{}, errorf(k, "filter %s has no value", k)
+			}
+			if k == URLGroup { // QStash's new name of topicName
+				k = TopicName
+			}
+			s.Values[k] = append(s.Values[k], vals...)
+		default:
+			return Selection{}, errorf(k, "unknown parameter %q; this call takes %s", k, strings.Join(rt.known(), ", "))
+		}
+	}
+	if s.Named && merged.Get(rt.CountParam) == "" {
+		s.Count = min(len(s.IDs), MaxIDs) // named ids are acted on, all of them, unless a count says otherwise
+	}
+	if len(s.IDs) > MaxIDs {
+		return Selection{}, errorf(rt.IDs, "%s names %d ids; at most %d per call", rt.IDs, len(s.IDs), MaxIDs)
+	}
+	if s.Named && (len(s.Values) > 0 || s.From != 0 || s.To != 0) {
+		return Selection{}, errorf(rt.IDs, "name %s or filters, not both", rt.IDs)
+	}
+	if s.All() && !rt.NothingIsAll {
+		return Selection{}, errorf("", "this call must name %s", rt.selectors())
+	}
+	return s, nil
+}
+
+func last(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
+}
+
+func (rt Route) selectors() string {
+	filters := "a filter (" + strings.Join(rt.Filters, ", ") + ")"
+	if rt.IDs == "" {
+		return filters
+	}
+	return rt.IDs + " or " + filters
+}
+
+func (rt Route) known() []string {
+	var out []string
+	if rt.IDs != "" {
+		out = append(out, rt.IDs)
+	}
+	out = append(out, rt.Filters...)
+	if rt.CountParam != "" {
+		out = append(out, rt.CountParam)
+	}
+	if rt.Cursor {
+		out = append(out, "cursor")
+	}
+	return append(out, rt.Params...)
+}
+
+// bodyValues reads a JSON object whose members are strings, numbers,
+// booleans or arrays of them (qstash-py sends {"messageIds": [...]}).
+func bodyValues(body []byte) (url.Values, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, errorf("", "body must be a JSON object such as {\"messageIds\": [\"...\"]}")
+	}
+	out := url.Values{}
+	for k, raw := range obj {
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			list = []json.RawMessage{raw}
+		}
+		for _, item := range list {
+			v, err := scalar(item)
+			if err != nil {
+				return nil, errorf(k, "%s must be a string, a number or a list of them", k)
+			}
+			if v != nil {
+				out[k] = append(out[k], *v)
+			}
+		}
+		if _, ok := out[k]; !ok {
+			out[k] = []string{} // named, with nothing: still named
+		}
+	}
+	return out, nil
+}
+
+// scalar is a JSON string, number or boolean as text; nil for null.
+func scalar(raw json.RawMessage) (*string, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	var s string
+	switch t := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		s = t
+	case bool:
+		s = strconv.FormatBool(t)
+	case float64:
+		s = strings.TrimSpace(string(raw))
+	default:
+		return nil, fmt.Errorf("not a scalar")
+	}
+	return &s, nil
+}
+
+// Match reports whether r is selected: one of the named ids, or, without
+// ids, a request every filter key matches (a key matches when one of its
+// values does). A key whose field r does not have never matches.
+func (s Selection) Match(r *record.Request) bool {
+	if s.Named {
+		return slices.Contains(s.IDs, r.ID)
+	}
+	for k, want := range s.Values {
+		got := field(r, k)
+		if got == "" || !slices.ContainsFunc(want, func(w string) bool { return equal(r, k, w, got) }) {
+			return false
+		}
+	}
+	created := r.CreatedAt.UnixMilli()
+	return (s.From == 0 || created >= s.From) && (s.To == 0 || created <= s.To)
+}
+
+// equal compares a filter value with r's field: URLs, paths, ids, labels
+// and keys exactly; a host (or host:port, that port) as the DLQ's host
+// filter does; other names without regard to case.
+func equal(r *record.Request, key, want, got string) bool {
+	switch key {
+	case URL, Path, MessageID, ScheduleID, Label, FlowControlKey:
+		return want == got
+	case Host:
+		return record.DLQFilter{Host: strings.ToLower(want)}.Match(r)
+	}
+	return strings.EqualFold(want, got)
+}
+
+// field is r's value for filter key k ("" when it has none).
+func field(r *record.Request, k string) string {
+	var q record.QStash
+	if r.QStash != nil {
+		q = *r.QStash
+	}
+	switch k {
+	case MessageID:
+		return r.ID
+	case URL:
+		return r.URL
+	case Host:
+		return r.Host
+	case Path:
+		if u, err := url.Parse(r.URL); err == nil {
+			return u.Path
+		}
+	case Label:
+		return q.Label
+	case FlowControlKey:
+		if q.FlowControlKey != "" {
+			return q.FlowControlKey
+		}
+		if r.FlowControl != nil {
+			return r.FlowControl.Key
+		}
+	case ScheduleID:
+		return q.ScheduleID
+	case ResponseStatus:
+		if r.LastStatusCode != 0 {
+			return strconv.Itoa(r.LastStatusCode)
+		}
+	case FailureClass:
+		return r.FailureClass
+	}
+	return ""
+}
