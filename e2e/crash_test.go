@@ -96,3 +96,43 @@ func TestWorkerCrashAtEachFaultPoint(t *testing.T) {
 		}
 	})
 }
+
+// A request whose attempts keep killing workers (here each worker dies at
+// the call, as an OOM kill would) ends: its third interrupted attempt ends
+// it failed with failureClass "interrupted", whatever its maxRetries, and a
+// redrive gives it a fresh allowance.
+func TestPoisonRequestEndsAfterThreeInterruptions(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 0, "SWEEP_INTERVAL=1s")
+	dest := newDestination(t)
+	id := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":0}`, dest.script("/poison", 200)))
+	for i := 1; i <= 3; i++ {
+		doomed := s.startWorker(t, faultpoint.EnvVar+"="+faultpoint.BeforeCall)
+		select {
+		case <-doomed.done:
+		case <-time.After(crashRecovery):
+			t.Fatalf("worker %d did not die at the call", i)
+		}
+	}
+	s.startWorker(t)
+	doc := s.waitTerminal(t, id, crashRecovery)
+	var outcomes []string
+	for _, a := range doc["attempts"].([]any) {
+		outcomes = append(outcomes, a.(map[string]any)["outcome"].(string))
+	}
+	if doc["status"] != "failed" || doc["failureClass"] != "interrupted" || strings.Join(outcomes, ",") != "interrupted,interrupted,interrupted" {
+		t.Fatalf("status %v class %v outcomes %v, want failed, interrupted after 3 interrupted attempts", doc["status"], doc["failureClass"], outcomes)
+	}
+	if last, _ := doc["lastError"].(string); !strings.Contains(last, "interrupted") {
+		t.Errorf("lastError %q does not say why", last)
+	}
+	if dlq := s.dlqIDs(t, "failureClass=interrupted"); dlq[id] == nil {
+		t.Errorf("the request is not in the DLQ under failureClass=interrupted")
+	}
+	if a := call(t, "POST", s.api+"/dlq/"+id+"/redrive", `{"actor":"ops"}`); a.status != 202 {
+		t.Fatalf("redrive: %d %s", a.status, a.raw)
+	}
+	if doc := s.waitTerminal(t, id, 20*time.Second); doc["status"] != "completed" {
+		t.Errorf("after the redrive: %v (%v)", doc["status"], doc["lastError"])
+	}
+}

@@ -111,6 +111,8 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			return h.dashboardRedrive(ctx, t, id)
 		}
 		return nil
+	case record.Poisoned:
+		return h.endPoisoned(ctx, b)
 	}
 	if h.Flow == nil {
 		return h.attempt(ctx, b.Request, b.N, nil)
@@ -247,17 +249,48 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 		next = retry.At(o.NextAttemptAt, errors.New(a.Error))
 	}
 
+	return h.record(ctx, r, o, next)
+}
+
+// endPoisoned ends a request whose attempts crashed workers
+// record.MaxInterruptions times (an answer that gets the worker killed for
+// memory, say): the last interrupted attempt is recorded as the request's
+// end, failed, redrivable like any failure.
+func (h *Handler) endPoisoned(ctx context.Context, b *record.Begin) error {
+	r := b.Request
+	msg := fmt.Sprintf("%d attempts in a row were interrupted (the worker stopped during each: a crash, or killed for memory); "+
+		"the request was ended so it cannot keep killing workers; redrive it once the cause is fixed", record.MaxInterruptions)
+	run, ok := asynq.GetRetryCount(ctx)
+	if !ok {
+		run = -1
+	}
+	o := record.Outcome{
+		Attempt: record.Attempt{N: b.N, StartedAt: b.StartedAt, Outcome: string(retry.Interrupted), FailureClass: string(retry.InterruptedClass), Error: msg},
+		Status:  record.Failed, Run: run, Host: r.Host,
+	}
+	h.Log.Warn("request ended after repeated interruptions", "requestId", r.ID, "interruptions", record.MaxInterruptions)
+	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
+}
+
+// record stores outcome o of an attempt of r, hands its callback on when
+// it is due, and returns next, what asynq is told.
+func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcome, next error) error {
+	a := o.Attempt
 	// The record write must happen even if the task's context is ending
 	// (shutdown): the attempt already reached the destination.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	fin, err := h.Store.Finish(wctx, r.ID, o, h.Now())
 	if err != nil {
-		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, n, r.ID, err)
+		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, a.N, r.ID, err)
+	}
+	var dur int64
+	if a.DurationMs != nil {
+		dur = *a.DurationMs
 	}
 	h.Log.Info("attempt",
-		"requestId", r.ID, "host", r.Host, "attempt", n, "statusCode", a.StatusCode, "outcome", a.Outcome,
-		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", start.Sub(r.NextAttemptAt).Milliseconds(),
+		"requestId", r.ID, "host", r.Host, "attempt", a.N, "statusCode", a.StatusCode, "outcome", a.Outcome,
+		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", a.StartedAt.Sub(r.NextAttemptAt).Milliseconds(),
 		"status", o.Status, "stale", fin == record.Stale)
 	h.Faults.Hit(faultpoint.AfterRecord)
 	switch fin {

@@ -150,6 +150,11 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
+// MaxResponseHeaderBytes caps a destination's response headers, in all
+// (HTTP/1 and HTTP/2): over it the attempt fails, with Go's error saying
+// the headers exceeded it.
+const MaxResponseHeaderBytes = 64 << 10
+
 // Client returns the HTTP client for destinations: no proxy from the
 // environment, redirects returned rather than followed, every connection
 // checked by the guard, and connection reuse tuned for many calls to few
@@ -195,6 +200,10 @@ func (g *Guard) Client() *http.Client {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		ForceAttemptHTTP2:     true,
+		// A destination's headers are read into memory whole: Go's
+		// default (1 MiB per line, ~16 MB for a 9 MiB line) let 100
+		// hostile answers take a worker past its memory limit.
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	return &http.Client{
 		Transport: tr,

@@ -26,7 +26,17 @@ const (
 	Finished
 	// Missing: no such record (expired or never stored).
 	Missing
+	// Poisoned: the attempt left in flight (N, begun at StartedAt) was the
+	// request's MaxInterruptions-th interrupted one: no attempt starts, and
+	// the caller ends the request failed (Finish with that attempt).
+	Poisoned
 )
+
+// MaxInterruptions is how many attempts of one run (since submission or
+// the last redrive) a crash may interrupt; the last of them ends the
+// request failed with FailureClass "interrupted", so a request whose
+// answer kills workers (an OOM kill, say) does not loop forever.
+const MaxInterruptions = 3
 
 // Begin is Store.Begin's answer.
 type Begin struct {
@@ -37,7 +47,9 @@ type Begin struct {
 	// FailedRun is the asynq retry count of the run that failed the
 	// request, when Finished as failed (-1 when unknown).
 	FailedRun int
-	Request   *Request // the record as of the start, when Started
+	Request   *Request // the record as of the start, when Started or Poisoned
+	// StartedAt is when the interrupted attempt began, when Poisoned.
+	StartedAt time.Time
 }
 
 // beginScript: scripts/begin.lua.
@@ -49,7 +61,7 @@ const InterruptedError = "worker stopped during the attempt; attempt repeated"
 // Begin starts an attempt of request id at now, if it is due.
 func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
 	k := s.k(id)
-	keys, args := []string{k.req(id), k.attempts(id), k.stats()}, []any{now.UnixMilli(), InterruptedError}
+	keys, args := []string{k.req(id), k.attempts(id), k.stats()}, []any{now.UnixMilli(), InterruptedError, MaxInterruptions}
 	for loaded := false; ; loaded = true {
 		// One transaction: the script decides and writes, and the record
 		// is read back as the script left it.
@@ -73,8 +85,11 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 		if err := spec.Err(); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, wrap(err)
 		}
-		v, _ := res.Slice()
-		return parseBegin(id, v, hash.Val(), spec.Val()), nil
+		v, err := res.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("begin script: %w", err)
+		}
+		return parseBegin(id, v, hash.Val(), spec.Val())
 	}
 }
 
@@ -88,21 +103,70 @@ func (s *Store) Unbegin(ctx context.Context, id string, n int, waitingFor string
 	return wrap(unbeginScript.Run(ctx, s.rdb, []string{s.k(id).req(id)}, n, waitingFor).Err())
 }
 
-func parseBegin(id string, res []any, hash map[string]string, spec string) *Begin {
-	head, _ := res[0].(string)
-	switch head {
-	case "missing":
-		return &Begin{State: Missing}
-	case "notdue":
-		dueMs, _ := strconv.ParseInt(res[1].(string), 10, 64)
-		return &Begin{State: NotDue, Due: time.UnixMilli(dueMs)}
-	case "ok":
-		n, _ := strconv.Atoi(res[1].(string))
-		return &Begin{State: Started, N: n, Request: decode(id, hash, spec)}
-	default:
-		failedRun, _ := strconv.Atoi(res[1].(string))
-		return &Begin{State: Finished, Status: Status(head), FailedRun: failedRun}
+// errReply is a script reply of an unexpected shape: an error, never a
+// guess.
+func errReply(script string, reply any) error {
+	return fmt.Errorf("%s script: unexpected reply %v", script, reply)
+}
+
+// replyStrings reads a script's reply of n or more strings.
+func replyStrings(script string, res []any, n int) ([]string, error) {
+	if len(res) < n {
+		return nil, errReply(script, res)
 	}
+	out := make([]string, len(res))
+	for i, v := range res {
+		s, ok := v.(string)
+		if !ok {
+			return nil, errReply(script, res)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// replyInt reads a decimal number of a script's reply.
+func replyInt(script, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, errReply(script, v)
+	}
+	return n, nil
+}
+
+func parseBegin(id string, res []any, hash map[string]string, spec string) (*Begin, error) {
+	v, err := replyStrings("begin", res, 1)
+	if err != nil {
+		return nil, err
+	}
+	if v[0] == "missing" {
+		return &Begin{State: Missing}, nil
+	}
+	if len(v) < 2 {
+		return nil, errReply("begin", res)
+	}
+	n, err := replyInt("begin", v[1])
+	if err != nil {
+		return nil, err
+	}
+	switch Status(v[0]) {
+	case "notdue":
+		return &Begin{State: NotDue, Due: time.UnixMilli(n)}, nil
+	case "ok":
+		return &Begin{State: Started, N: int(n), Request: decode(id, hash, spec)}, nil
+	case "poison":
+		if len(v) < 3 {
+			return nil, errReply("begin", res)
+		}
+		at, err := replyInt("begin", v[2])
+		if err != nil {
+			return nil, err
+		}
+		return &Begin{State: Poisoned, N: int(n), StartedAt: time.UnixMilli(at), Request: decode(id, hash, spec)}, nil
+	case Completed, Failed, Canceled:
+		return &Begin{State: Finished, Status: Status(v[0]), FailedRun: int(n)}, nil
+	}
+	return nil, errReply("begin", res)
 }
 
 // Outcome is the result of a finished attempt and the state it leads to.
@@ -191,6 +255,8 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 		return CanceledMeanwhile, nil
 	case "callback":
 		return RecordedCallback, nil
+	case "ok":
+		return Recorded, nil
 	}
-	return Recorded, nil
+	return 0, errReply("finish", res)
 }

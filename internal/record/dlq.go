@@ -57,6 +57,9 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 	if err != nil {
 		return nil, wrap(err)
 	}
+	if len(res) < 1 || (res[0] != "missing" && len(res) < 2) {
+		return nil, errReply("redrive", res)
+	}
 	switch res[0] {
 	case "replay":
 		if res[1] != id {
@@ -69,10 +72,14 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 		return nil, fmt.Errorf("%w (it is %s)", ErrNotFailed, res[1])
 	case "limit":
 		return nil, fmt.Errorf("%w (redriven %s times)", ErrRedriveLimit, res[1])
-	default:
-		n, _ := strconv.Atoi(res[1])
-		return &RedriveResult{N: n}, nil
+	case "ok":
+		n, err := replyInt("redrive", res[1])
+		if err != nil {
+			return nil, err
+		}
+		return &RedriveResult{N: int(n)}, nil
 	}
+	return nil, errReply("redrive", res)
 }
 
 // DLQFilter selects failed requests.

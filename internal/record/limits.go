@@ -26,6 +26,9 @@ func (s *Store) AuthFailure(ctx context.Context, ip string, window time.Duration
 	if err != nil {
 		return 0, 0, wrap(err)
 	}
+	if len(res) != 2 {
+		return 0, 0, errReply("auth_failure", res)
+	}
 	return res[0], time.Duration(max(res[1], 0)) * time.Millisecond, nil
 }
 

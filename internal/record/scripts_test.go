@@ -201,9 +201,27 @@ func TestBeginScript(t *testing.T) {
 			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "1", "inflightN", "1", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10)),
 				k0.spec(tid): specJSON},
 			want: state{
-				k0.req(tid):      reqHash(Retrying, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms),
+				k0.req(tid):      reqHash(Retrying, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms, "interrupted", "1"),
 				k0.attempts(tid): []string{interrupted},
 				k0.stats():       map[string]string{"att|interrupted|": "1"},
+			},
+		},
+		{
+			name: "the second interruption is counted too", now: t0, wantState: Started, wantN: 3,
+			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", "inflightN", "2", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10), "interrupted", "1"),
+				k0.spec(tid): specJSON},
+			want: state{
+				k0.req(tid):      reqHash(Retrying, fAttemptCount, "3", "inflightN", "3", "inflightAt", t0ms, "interrupted", "2"),
+				k0.attempts(tid): []string{strings.Replace(interrupted, `"n":1`, `"n":2`, 1)},
+				k0.stats():       map[string]string{"att|interrupted|": "1"},
+			},
+		},
+		{
+			name: "the third interruption poisons the request: nothing starts, nothing is written", now: t0, wantState: Poisoned, wantN: 3,
+			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "3", "inflightN", "3", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10), "interrupted", "2"),
+				k0.spec(tid): specJSON},
+			want: state{
+				k0.req(tid): reqHash(Retrying, fAttemptCount, "3", "inflightN", "3", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10), "interrupted", "2"),
 			},
 		},
 		{
@@ -464,7 +482,8 @@ func TestCancelScript(t *testing.T) {
 
 func TestRedriveScript(t *testing.T) {
 	t.Parallel()
-	failed := reqHash(Failed, fAttemptCount, "3", fBudgetUsed, "3", fFailureClass, "server_error", fLastError, "boom", "completedAt", t0ms)
+	failed := reqHash(Failed, fAttemptCount, "3", fBudgetUsed, "3", fFailureClass, "interrupted", fLastError, "boom", "completedAt", t0ms,
+		"interrupted", "2")
 	cases := []struct {
 		name    string
 		initial state
@@ -473,7 +492,7 @@ func TestRedriveScript(t *testing.T) {
 		check   func(t *testing.T, got state)
 	}{
 		{
-			name:    "a failed request goes back to pending with a fresh budget and an audit entry",
+			name:    "a failed request goes back to pending with a fresh budget, a fresh interruption allowance and an audit entry",
 			initial: state{k0.req(tid): failed, k0.index(Failed): zset{tid}},
 			in:      RedriveInput{Actor: "erin", Reason: "fixed", Limit: 3, Now: t0},
 			check: func(t *testing.T, got state) {

@@ -179,6 +179,9 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 			continue
 		}
 		id, bodyHash, _ := cutSpace(prev)
+		if id == "" {
+			return nil, errReply("create", prev)
+		}
 		return &Replay{ID: id, SameBody: idemVal != "" && bodyHash == hashHex(string(body))}, nil
 	}
 }
@@ -384,7 +387,8 @@ func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (callbackD
 		return true, nil
 	case "missing":
 		return false, ErrNotFound
-	default:
+	case string(Completed), string(Failed), string(Canceled):
 		return false, fmt.Errorf("%w: request is %s", ErrConflict, res)
 	}
+	return false, errReply("cancel", res)
 }

@@ -31,6 +31,10 @@ const (
 	Timeout            FailureClass = "timeout"
 	Network            FailureClass = "network"
 	BlockedDestination FailureClass = "blocked_destination"
+	// Interrupted: crashes cut record.MaxInterruptions attempts short, and
+	// the request was ended rather than looping (no destination answer
+	// decided it).
+	InterruptedClass FailureClass = "interrupted"
 )
 
 // ErrBlocked marks an error caused by the destination safety rules (the

@@ -1,6 +1,9 @@
 -- Starts an attempt: records an attempt left in flight by a crashed worker
 -- as "interrupted" (it does not count against the budget), numbers the new
--- attempt and marks it in flight. Store.Begin reads the record back in the
+-- attempt and marks it in flight. The interruption that reaches the
+-- allowance is not recorded here: the request is poison (its attempts keep
+-- killing workers), and Go ends it failed through Finish, writing nothing
+-- here. Store.Begin reads the record back in the
 -- same transaction, with plain commands: a script's reply costs Redis far
 -- more per field than a plain HGETALL's.
 -- KEYS[1]: request hash
@@ -8,17 +11,21 @@
 -- KEYS[3]: stats hash
 -- ARGV[1]: now (ms)
 -- ARGV[2]: the error text of an interrupted attempt
+-- ARGV[3]: interruptions allowed per run (since submission or redrive)
 -- Returns: {"missing"}; {status, failedRun} when terminal; {"notdue", dueMs};
--- {"ok", n}
+-- {"poison", inflightN, inflightAt}; {"ok", n}
 local kReq, kAtt, kStats = KEYS[1], KEYS[2], KEYS[3]
 local now = ARGV[1]
-local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor")
+local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor", "interrupted")
 local st = cur[1]
 if not st then return {"missing"} end
 if st ~= "pending" and st ~= "retrying" then return {st, cur[2] or "-1"} end
 local due = tonumber(cur[3] or "0")
 if due > tonumber(now) then return {"notdue", cur[3]} end
 if cur[5] then
+  local k = tonumber(cur[8] or "0") + 1
+  if k >= tonumber(ARGV[3]) then return {"poison", cur[5], cur[6] or now} end
+  redis.call("HSET", kReq, "interrupted", tostring(k))
   redis.call("RPUSH", kAtt, cjson.encode({n = tonumber(cur[5]), startedAtMs = tonumber(cur[6]), outcome = "interrupted", error = ARGV[2]}))
   redis.call("HINCRBY", kStats, "att|interrupted|", "1")
 end

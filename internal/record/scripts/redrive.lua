@@ -34,7 +34,7 @@ redis.call("RPUSH", KEYS[3], cjson.encode({
   previousAttemptCount = tonumber(redis.call("HGET", KEYS[1], "attemptCount") or "0")}))
 redis.call("HSET", KEYS[1], "status", "pending", "redriveCount", n, "redriveOpen", n, "budgetUsed", 0,
   "nextAttemptAt", ARGV[2], "updatedAt", ARGV[2])
-redis.call("HDEL", KEYS[1], "completedAt", "failedRun", "lastError", "failureClass", "lastStatusCode", "cbStatus")
+redis.call("HDEL", KEYS[1], "completedAt", "failedRun", "lastError", "failureClass", "lastStatusCode", "cbStatus", "interrupted")
 redis.call("ZREM", KEYS[5], ARGV[1])
 redis.call("ZADD", KEYS[4], 0, ARGV[1])
 for _, i in ipairs({1, 2, 3, 8, 9}) do redis.call("PERSIST", KEYS[i]) end
