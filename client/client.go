@@ -198,6 +198,7 @@ type Request struct {
 	ResultTruncated bool              `json:"resultTruncated"`
 	IdempotencyKey  *string           `json:"idempotencyKey"`
 	RedriveCount    int               `json:"redriveCount"`
+	CanceledBy      string            `json:"canceledBy,omitempty"`
 	CreatedAt       *time.Time        `json:"createdAt"`
 	UpdatedAt       *time.Time        `json:"updatedAt"`
 	CompletedAt     *time.Time        `json:"completedAt"`

@@ -32,3 +32,79 @@ func TestResponseHeadersAreCapped(t *testing.T) {
 		t.Errorf("60 KiB of headers: %v %v, want completed", doc["status"], doc["lastError"])
 	}
 }
+
+// Dashboard actions are retryd's, decided on the request's real state:
+// asynqmon's cancel of an active task is retryd's cancel (final, actor
+// dashboard), never a failed attempt that lands in the DLQ; a route of the
+// archived list naming a live task cannot delete it behind retryd's back.
+func TestDashboardActionsMatchWhatTheyDo(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	slow := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	dash := s.api + "/monitoring/api/queues/retryd"
+	active := func() string {
+		t.Helper()
+		id := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":0,"timeoutMs":60000}`, slow+"/hold"))
+		waitFor(t, 10*time.Second, "the attempt in flight", func() bool {
+			return s.get(t, id)["attemptCount"] == 1.0
+		})
+		return id
+	}
+	expectCanceled := func(id string) {
+		t.Helper()
+		var doc map[string]any
+		waitFor(t, 10*time.Second, id+" canceled, its attempt over", func() bool {
+			doc = s.get(t, id)
+			return doc["status"] == "canceled" && len(doc["attempts"].([]any)) == 1
+		})
+		// No late write may turn it into a failure (it would land in the DLQ).
+		for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); {
+			if doc = s.get(t, id); doc["status"] != "canceled" || doc["canceledBy"] != "dashboard" {
+				t.Fatalf("%s: status %v canceledBy %v, want canceled by dashboard", id, doc["status"], doc["canceledBy"])
+			}
+		}
+	}
+
+	one := active()
+	if a := call(t, "POST", dash+"/active_tasks/"+one+":cancel", ""); a.status != 204 {
+		t.Fatalf("cancel of an active task: %d %s", a.status, a.raw)
+	}
+	expectCanceled(one)
+	if a := call(t, "POST", dash+"/active_tasks/"+one+":cancel", ""); a.status != 409 {
+		t.Errorf("cancel of a canceled request: %d %s, want 409", a.status, a.raw)
+	}
+	two := active()
+	a := call(t, "POST", dash+"/active_tasks:batch_cancel", fmt.Sprintf(`{"task_ids":[%q]}`, two))
+	if ids, _ := a.body["canceled_ids"].([]any); a.status != 200 || len(ids) != 1 || ids[0] != two {
+		t.Fatalf("batch cancel: %d %s", a.status, a.raw)
+	}
+	expectCanceled(two)
+	if a := call(t, "POST", dash+"/active_tasks:cancel_all", ""); a.status != 409 {
+		t.Errorf("cancel_all: %d %s, want 409", a.status, a.raw)
+	}
+
+	// A delayed request named through the archived list.
+	later := s.submit(t, fmt.Sprintf(`{"url":%q,"delayMs":600000}`, slow+"/later"))
+	if a := call(t, "POST", dash+"/archived_tasks/"+later+":run", ""); a.status != 409 {
+		t.Errorf("run of a delayed request through the archived list: %d %s, want 409", a.status, a.raw)
+	}
+	if a := call(t, "POST", dash+"/pending_tasks/"+later+":archive", ""); a.status != 409 {
+		t.Errorf("archive of a delayed request: %d %s, want 409", a.status, a.raw)
+	}
+	if doc := s.get(t, later); doc["status"] != "pending" {
+		t.Fatalf("refused actions changed the request: %v", doc["status"])
+	}
+	if a := call(t, "DELETE", dash+"/archived_tasks/"+later, ""); a.status != 204 {
+		t.Fatalf("delete through the archived list: %d %s", a.status, a.raw)
+	}
+	if doc := s.get(t, later); doc["status"] != "canceled" || doc["canceledBy"] != "dashboard" {
+		t.Errorf("a live request deleted through the archived list: %v by %v, want canceled by dashboard", doc["status"], doc["canceledBy"])
+	}
+}

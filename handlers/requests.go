@@ -33,7 +33,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
 	ListIn(ctx context.Context, statuses []record.Status, cursor string, limit int) (*record.Page, error)
-	Cancel(ctx context.Context, id string, now time.Time) (callbackDue bool, err error)
+	Cancel(ctx context.Context, id, actor string, now time.Time) (callbackDue bool, err error)
 	Ping(ctx context.Context) error
 }
 
@@ -332,7 +332,7 @@ func (a *API) cancel(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if err := a.Cancel(ctx, id); err != nil {
+	if err := a.Cancel(ctx, id, CancelActor); err != nil {
 		Abort(c, a.Log, err)
 		return
 	}
@@ -344,11 +344,15 @@ func (a *API) cancel(c *gin.Context) {
 	c.JSON(http.StatusOK, apidoc.NewDocument(r, true))
 }
 
-// Cancel moves pending or retrying request id to canceled for good (its
+// CancelActor is the actor recorded on a cancel through DELETE /requests/{id}.
+const CancelActor = "api"
+
+// Cancel moves pending or retrying request id to canceled for good, as
+// actor (its
 // outcome callback, if any, becomes due). It returns record.ErrNotFound,
 // or record.ErrConflict when the request already finished.
-func (a *API) Cancel(ctx context.Context, id string) error {
-	callbackDue, err := a.Store.Cancel(ctx, id, a.Now())
+func (a *API) Cancel(ctx context.Context, id, actor string) error {
+	callbackDue, err := a.Store.Cancel(ctx, id, actor, a.Now())
 	if err != nil {
 		return err
 	}
@@ -364,7 +368,7 @@ func (a *API) Cancel(ctx context.Context, id string) error {
 	if err := a.Queue.Delete(ctx, id); err != nil {
 		a.Log.Debug("could not delete the task of a canceled request", "requestId", id, "err", err)
 	}
-	a.Log.Info("request canceled", "requestId", id)
+	a.Log.Info("request canceled", "requestId", id, "actor", actor)
 	return nil
 }
 

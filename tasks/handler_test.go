@@ -225,7 +225,7 @@ func TestCanceledRequestIsNotAttempted(t *testing.T) {
 	t.Parallel()
 	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(200) })
 	r := b.submit(t, `{"url":"`+b.dest.URL+`"}`)
-	if _, err := b.store.Cancel(context.Background(), r.ID, time.Now()); err != nil {
+	if _, err := b.store.Cancel(context.Background(), r.ID, "api", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.ProcessTask(context.Background(), NewDeliver(r.ID)); err != nil {

@@ -54,6 +54,7 @@ type Document struct {
 	ResultTruncated bool              `json:"resultTruncated"`
 	IdempotencyKey  *string           `json:"idempotencyKey"`
 	RedriveCount    int               `json:"redriveCount"`
+	CanceledBy      string            `json:"canceledBy,omitempty"`
 	CreatedAt       *string           `json:"createdAt"`
 	UpdatedAt       *string           `json:"updatedAt"`
 	CompletedAt     *string           `json:"completedAt"`
@@ -128,6 +129,7 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		ResultTruncated: r.ResultTruncated,
 		IdempotencyKey:  strPtr(r.IdempotencyKey),
 		RedriveCount:    r.RedriveCount,
+		CanceledBy:      r.CanceledBy,
 		CreatedAt:       timePtr(r.CreatedAt),
 		UpdatedAt:       timePtr(r.UpdatedAt),
 		CompletedAt:     timePtr(r.CompletedAt),

@@ -282,7 +282,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		schedules,
 		&handlers.Flows{RDB: rdb, API: api},
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
-		&dashboard.Dashboard{UI: ui, Root: DashboardPath, Actions: dashboardActions{dlq, api}, Log: log},
+		&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Actions: dashboardActions{dlq, api}, Log: log},
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/metrics", gin.WrapH(m.Handler()))
 			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })
@@ -324,7 +324,9 @@ func (a dashboardActions) Redrive(ctx context.Context, id, actor, reason string)
 	return a.dlq.Redrive(ctx, id, actor, reason)
 }
 
-func (a dashboardActions) Cancel(ctx context.Context, id string) error { return a.api.Cancel(ctx, id) }
+func (a dashboardActions) Cancel(ctx context.Context, id string) error {
+	return a.api.Cancel(ctx, id, dashboard.Actor)
+}
 
 // NewEngine builds the gin engine of the API: the probes, then everything
 // else behind the API keys and the rate limit.

@@ -4,11 +4,13 @@
 //   - rows show the request (method, host and path, redacted; attempt n of
 //     max; the last answer; the status), through asynqmon's own
 //     PayloadFormatter and ResultFormatter;
-//   - the actions that change a request go through retryd: Run on a failed
-//     request is an audited redrive (within REDRIVE_LIMIT), Delete on a
-//     request waiting for its next attempt cancels it for good; actions
-//     that would strand a request (archiving its task, "all" actions) are
-//     refused with a message;
+//   - the actions that change a request go through retryd, decided on the
+//     request's real state whatever list the route names: Run on a failed
+//     request is an audited redrive (within REDRIVE_LIMIT), Delete or
+//     Cancel of a request still due (waiting or in flight) is retryd's
+//     cancel, final and audited (actor dashboard); actions that would
+//     strand a request (archiving its task, Run of one not failed, "all"
+//     actions) are refused with a message;
 //   - asynqmon's UI shows no error when an action fails, so every page gets
 //     a small script that shows the message of a refused action.
 package dashboard
@@ -17,12 +19,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,6 +112,7 @@ func Summary(r *record.Request) string {
 type Dashboard struct {
 	UI      http.Handler // asynqmon
 	Root    string       // where it is mounted, e.g. /monitoring
+	Records Records      // the requests' real state, which decides actions
 	Actions Actions
 	Log     *slog.Logger
 }
@@ -119,59 +124,152 @@ func (d *Dashboard) Routes(r gin.IRouter) {
 }
 
 var (
-	// POST .../queues/{q}/archived_tasks/{id}:run
-	runOne = regexp.MustCompile(`^/api/queues/[^/]+/archived_tasks/([^/:]+):run$`)
-	// DELETE .../queues/{q}/{pending|scheduled|retry}_tasks/{id}
-	deleteOne = regexp.MustCompile(`^/api/queues/[^/]+/(?:pending|scheduled|retry)_tasks/([^/:]+)$`)
-	// POST .../archived_tasks:batch_run and .../{state}_tasks:batch_delete
-	batchRun    = regexp.MustCompile(`^/api/queues/[^/]+/archived_tasks:batch_run$`)
-	batchDelete = regexp.MustCompile(`^/api/queues/[^/]+/(?:pending|scheduled|retry)_tasks:batch_delete$`)
-	// What would strand a request or act on all of them at once.
-	refused = regexp.MustCompile(`^/api/queues/[^/]+/(?:(?:pending|scheduled|retry)_tasks(?:/[^/]+:archive|:archive_all|:batch_archive|:delete_all)|archived_tasks:run_all|retry_tasks(?:/[^/]+:run|:run_all|:batch_run)|scheduled_tasks(?:/[^/]+:run|:run_all|:batch_run))$`)
+	// An action on one task: DELETE .../{state}_tasks/{id}, POST
+	// .../{state}_tasks/{id}:{run|archive|cancel}.
+	oneTask = regexp.MustCompile(`^/api/queues/[^/]+/(?:groups/[^/]+/)?\w+_tasks/([^/:]+)(?::(\w+))?$`)
+	// An action on several: POST .../{state}_tasks:batch_{run|delete|
+	// archive|cancel}, and the "all" actions (:run_all, :delete_all, …).
+	manyTasks = regexp.MustCompile(`^/api/queues/[^/]+/(?:groups/[^/]+/)?\w+_tasks:(\w+)$`)
 )
+
+// The answer names of asynqmon's batch actions: ok ids, failed ids.
+var batchNames = map[string][2]string{
+	"run": {"pending_ids", "error_ids"}, "delete": {"deleted_ids", "failed_ids"},
+	"archive": {"archived_ids", "error_ids"}, "cancel": {"canceled_ids", "error_ids"},
+}
 
 func (d *Dashboard) serve(c *gin.Context) {
 	path := strings.TrimPrefix(c.Request.URL.Path, d.Root)
 	method := c.Request.Method
 	switch {
-	case method == http.MethodPost && runOne.MatchString(path):
-		d.one(c, runOne.FindStringSubmatch(path)[1], d.redrive)
-	case method == http.MethodDelete && deleteOne.MatchString(path):
-		d.one(c, deleteOne.FindStringSubmatch(path)[1], d.Actions.Cancel)
-	case method == http.MethodPost && batchRun.MatchString(path):
-		d.batch(c, d.redrive, "pending_ids", "error_ids")
-	case method == http.MethodPost && batchDelete.MatchString(path):
-		d.batch(c, d.Actions.Cancel, "deleted_ids", "failed_ids")
-	case method != http.MethodGet && refused.MatchString(path):
-		c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": handlers.Errorf(handlers.CodeConflict, "",
-			"not from the dashboard: this would move retryd's tasks behind its back. Use retryctl (dlq redrive --all, cancel) or the API")})
 	case method == http.MethodGet && !strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/static/"):
 		d.page(c)
+	case method == http.MethodGet || method == http.MethodHead:
+		d.UI.ServeHTTP(c.Writer, c.Request)
+	case oneTask.MatchString(path):
+		m := oneTask.FindStringSubmatch(path)
+		action := m[2]
+		if action == "" && method == http.MethodDelete {
+			action = "delete"
+		}
+		d.one(c, m[1], action)
+	case manyTasks.MatchString(path):
+		action := manyTasks.FindStringSubmatch(path)[1]
+		if name, ok := strings.CutPrefix(action, "batch_"); ok && method == http.MethodPost {
+			if _, known := batchNames[name]; known {
+				d.batch(c, name)
+				return
+			}
+		}
+		refuse(c, "not from the dashboard: an \"all\" action would move every request's task behind retryd's back. "+
+			"Use retryctl (dlq redrive --all, which has a dry run) or the API")
 	default:
+		// Queue-level actions (pause, resume, delete queue) and the rest.
 		d.UI.ServeHTTP(c.Writer, c.Request)
 	}
 }
 
-func (d *Dashboard) redrive(ctx context.Context, id string) error {
-	return d.Actions.Redrive(ctx, id, Actor, "run from the dashboard")
+func refuse(c *gin.Context, msg string) {
+	c.AbortWithStatusJSON(http.StatusConflict, gin.H{"error": handlers.Errorf(handlers.CodeConflict, "", msg)})
 }
 
-// one applies act to a request task; callback tasks go to asynqmon.
-func (d *Dashboard) one(c *gin.Context, id string, act func(context.Context, string) error) {
+// verdict is what the dashboard does with an action on a task.
+type verdict int
+
+const (
+	forward verdict = iota // let asynqmon do it: it cannot touch a live request
+	redrive                // retryd's audited redrive
+	cancel                 // retryd's cancel (final, audited)
+	refused                // neither: it would strand or mislead
+)
+
+// decide turns an action on a task into what is done, from the request's
+// real state (nil: no record), never from the state the route names: a
+// route of the archived list can name any task.
+func decide(action string, r *record.Request) (verdict, string) {
+	if r == nil {
+		return forward, ""
+	}
+	live := !r.Status.Terminal()
+	switch action {
+	case "run":
+		if r.Status == record.Failed {
+			return redrive, ""
+		}
+		return refused, fmt.Sprintf("only a failed request can be run again from the dashboard; this one is %s", r.Status)
+	case "delete", "cancel":
+		if live {
+			return cancel, ""
+		}
+		if action == "cancel" {
+			return refused, fmt.Sprintf("the request is %s already", r.Status)
+		}
+		return forward, "" // a finished request's task; its record stays
+	case "archive":
+		if live {
+			return refused, "archiving would strand a request that is still due: cancel it instead"
+		}
+		return forward, ""
+	}
+	return refused, fmt.Sprintf("the dashboard action %q is not one retryd knows", action)
+}
+
+// record is the request behind task id, nil when it has none (a callback
+// task, or a record gone).
+func (d *Dashboard) record(ctx context.Context, id string) (*record.Request, error) {
 	if strings.HasPrefix(id, "callback:") {
-		d.UI.ServeHTTP(c.Writer, c.Request)
-		return
+		return nil, nil
 	}
-	if err := act(c.Request.Context(), id); err != nil {
+	r, err := d.Records.Get(ctx, id)
+	if errors.Is(err, record.ErrNotFound) {
+		return nil, nil
+	}
+	return r, err
+}
+
+// act does what v says to request id; forward is the caller's.
+func (d *Dashboard) act(ctx context.Context, v verdict, id, why string) error {
+	switch v {
+	case redrive:
+		return d.Actions.Redrive(ctx, id, Actor, "run from the dashboard")
+	case cancel:
+		return d.Actions.Cancel(ctx, id)
+	case refused:
+		return handlers.Errorf(handlers.CodeConflict, "", why)
+	}
+	return nil
+}
+
+// one applies an action to one task.
+func (d *Dashboard) one(c *gin.Context, id, action string) {
+	ctx := c.Request.Context()
+	r, err := d.record(ctx, id)
+	if err != nil {
 		handlers.Abort(c, d.Log, err)
 		return
+	}
+	v, why := decide(action, r)
+	if v == forward {
+		d.UI.ServeHTTP(c.Writer, c.Request)
+		return
+	}
+	if err := d.act(ctx, v, id, why); err != nil {
+		handlers.Abort(c, d.Log, err)
+		return
+	}
+	if v == cancel && action == "cancel" {
+		// The record is canceled for good; asynqmon's cancel then stops
+		// the call in flight (what it records is dropped: the request
+		// stays canceled).
+		rec := httptest.NewRecorder()
+		d.UI.ServeHTTP(rec, c.Request)
 	}
 	c.Status(http.StatusNoContent)
 }
 
-// batch applies act to each task id of a batch, answering in asynqmon's
-// shape (ok ids, failed ids).
-func (d *Dashboard) batch(c *gin.Context, act func(context.Context, string) error, okName, failedName string) {
+// batch applies an action to each task of a batch, each decided on its
+// request's real state, answering in asynqmon's shape (ok ids, failed ids).
+func (d *Dashboard) batch(c *gin.Context, action string) {
 	var req struct {
 		TaskIDs []string `json:"task_ids"`
 	}
@@ -179,20 +277,60 @@ func (d *Dashboard) batch(c *gin.Context, act func(context.Context, string) erro
 		handlers.Abort(c, d.Log, handlers.Errorf(handlers.CodeInvalid, "task_ids", "body must be {\"task_ids\": [...]}"))
 		return
 	}
+	ctx := c.Request.Context()
 	ok, failed := []string{}, []string{}
 	var last error
+	var toUI []string // asynqmon's to do: forwarded, or canceled active tasks to stop
 	for _, id := range req.TaskIDs {
-		if err := act(c.Request.Context(), id); err != nil {
+		r, err := d.record(ctx, id)
+		v, why := decide(action, r)
+		if err == nil && v == forward {
+			toUI = append(toUI, id)
+			continue
+		}
+		if err == nil {
+			err = d.act(ctx, v, id, why)
+		}
+		if err != nil {
 			failed, last = append(failed, id), err
 			continue
 		}
 		ok = append(ok, id)
+		if v == cancel && action == "cancel" {
+			toUI = append(toUI, id)
+		}
+	}
+	names := batchNames[action]
+	if len(toUI) > 0 {
+		uiOK, uiFailed := d.forwardBatch(c, toUI, names)
+		for _, id := range toUI {
+			if slices.Contains(uiFailed, id) && !slices.Contains(ok, id) {
+				failed = append(failed, id)
+			} else if slices.Contains(uiOK, id) && !slices.Contains(ok, id) {
+				ok = append(ok, id)
+			}
+		}
 	}
 	if len(ok) == 0 && last != nil {
 		handlers.Abort(c, d.Log, last)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{okName: ok, failedName: failed})
+	c.JSON(http.StatusOK, gin.H{names[0]: ok, names[1]: failed})
+}
+
+// forwardBatch has asynqmon apply the batch action of c's route to ids
+// only, and returns its ok and failed ids.
+func (d *Dashboard) forwardBatch(c *gin.Context, ids []string, names [2]string) (ok, failed []string) {
+	body, _ := json.Marshal(map[string][]string{"task_ids": ids})
+	req := c.Request.Clone(c.Request.Context())
+	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	rec := httptest.NewRecorder()
+	d.UI.ServeHTTP(rec, req)
+	var out map[string][]string
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &out) != nil {
+		return nil, ids
+	}
+	return out[names[0]], out[names[1]]
 }
 
 // page serves asynqmon's page with the script that shows refused actions.

@@ -111,7 +111,7 @@ func withCursor(h gin.H, cursor string) gin.H {
 	return h
 }
 
-// RetryActor is the actor recorded on redrives made through dlq.retry.
+// RetryActor is the actor recorded on redrives (dlq.retry) and cancels made through the QStash API.
 const RetryActor = "qstash"
 
 func (q *API) retryDLQ(c *gin.Context) {
@@ -149,7 +149,7 @@ func (q *API) cancelMessages(c *gin.Context) {
 	}
 	cancelled := 0
 	next, err := q.walk(c, s, []record.Status{record.Pending, record.Retrying}, func(r *record.Request) error {
-		switch err := q.API.Cancel(c.Request.Context(), r.ID); {
+		switch err := q.API.Cancel(c.Request.Context(), r.ID, RetryActor); {
 		case err == nil:
 			cancelled++
 		case errors.Is(err, record.ErrUnavailable):

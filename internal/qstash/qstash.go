@@ -439,7 +439,7 @@ func (q *API) cancelMessage(c *gin.Context) {
 		q.fail(c, notFound(id))
 		return
 	}
-	if err := q.API.Cancel(c.Request.Context(), id); err != nil {
+	if err := q.API.Cancel(c.Request.Context(), id, RetryActor); err != nil {
 		if errors.Is(err, record.ErrNotFound) {
 			err = notFound(id)
 		}

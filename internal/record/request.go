@@ -84,6 +84,7 @@ type Request struct {
 	HasResult       bool
 	ResultTruncated bool
 	RedriveCount    int
+	CanceledBy      string // who canceled it: api, qstash, dashboard
 	// FailedRun is asynq's retry count of the task run that ended the
 	// request as failed (-1 when unknown); a later run of the same task with
 	// the same count is a run started from the dashboard.
@@ -155,6 +156,7 @@ const (
 	fHasResult      = "hasResult"
 	fResultTrunc    = "resultTruncated"
 	fRedriveCount   = "redriveCount"
+	fCanceledBy     = "canceledBy"
 	fCreatedAt      = "createdAt"
 	fUpdatedAt      = "updatedAt"
 	fCompletedAt    = "completedAt"
@@ -343,6 +345,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		FailureClass:    h[fFailureClass],
 		ResultTruncated: h[fResultTrunc] == "1",
 		RedriveCount:    atoi(h[fRedriveCount]),
+		CanceledBy:      h[fCanceledBy],
 		CreatedAt:       fromMs(h[fCreatedAt]),
 		UpdatedAt:       fromMs(h[fUpdatedAt]),
 		CompletedAt:     fromMs(h[fCompletedAt]),

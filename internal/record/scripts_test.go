@@ -453,7 +453,7 @@ func TestCancelScript(t *testing.T) {
 			t.Parallel()
 			s, rdb := newStoreOn(t)
 			seed(t, rdb, c.initial)
-			due, err := s.Cancel(context.Background(), tid, t0)
+			due, err := s.Cancel(context.Background(), tid, "api", t0)
 			if !errors.Is(err, c.wantErr) || due != c.wantDue {
 				t.Fatalf("Cancel = %v, %v; want %v, %v", due, err, c.wantDue, c.wantErr)
 			}

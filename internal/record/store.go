@@ -369,14 +369,15 @@ func (s *Store) loadMany(ctx context.Context, ids []string) ([]map[string]string
 // cancelScript: scripts/cancel.lua.
 var cancelScript = script("cancel")
 
-// Cancel moves a pending or retrying request to canceled. It returns
+// Cancel moves a pending or retrying request to canceled, recording actor
+// as who did. It returns
 // ErrNotFound, or ErrConflict when the request already finished; on
 // success, callbackDue says the request's outcome callback is now due.
-func (s *Store) Cancel(ctx context.Context, id string, now time.Time) (callbackDue bool, err error) {
+func (s *Store) Cancel(ctx context.Context, id, actor string, now time.Time) (callbackDue bool, err error) {
 	k := s.k(id)
 	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.statusIndexes()...), k.spec(id), k.result(id),
 		k.callbackDue())
-	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds()).Text()
+	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds(), actor).Text()
 	if err != nil {
 		return false, wrap(err)
 	}

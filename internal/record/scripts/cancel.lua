@@ -10,6 +10,7 @@
 -- ARGV[1]: request id
 -- ARGV[2]: now (ms)
 -- ARGV[3]: retention (ms)
+-- ARGV[4]: who cancels (the audit's actor)
 -- Returns: "missing"; the status when it cannot be canceled; "callback"
 -- (canceled, callback due); "ok"
 local st = redis.call("HGET", KEYS[1], "status")
@@ -18,7 +19,7 @@ if st ~= "pending" and st ~= "retrying" then return st end
 redis.call("ZREM", KEYS[4], ARGV[1])
 redis.call("ZREM", KEYS[5], ARGV[1])
 redis.call("ZADD", KEYS[8], 0, ARGV[1])
-redis.call("HSET", KEYS[1], "status", "canceled", "updatedAt", ARGV[2], "completedAt", ARGV[2])
+redis.call("HSET", KEYS[1], "status", "canceled", "updatedAt", ARGV[2], "completedAt", ARGV[2], "canceledBy", ARGV[4])
 redis.call("HDEL", KEYS[1], "nextAttemptAt")
 if redis.call("HGET", KEYS[1], "redriveOpen") then
   local e = cjson.decode(redis.call("LINDEX", KEYS[3], -1))
