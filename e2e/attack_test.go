@@ -213,6 +213,39 @@ func TestDevModeKeepsMetadataRefusedAndListensOnLoopback(t *testing.T) {
 		t.Fatalf("-dev refused a loopback destination: %d %s", a.status, a.raw)
 	}
 	waitFor(t, 10*time.Second, "the loopback delivery", func() bool { return len(dest.calls("/local")) == 1 })
+	// DNS rebinding: a page of rebind.attacker.example whose name now
+	// points at 127.0.0.1 reaches the port, with its own Host and Origin.
+	for _, host := range []string{"rebind.attacker.example", fmt.Sprintf("rebind.attacker.example:%d", port), "127.0.0.1.nip.io", "localhost.attacker.example"} {
+		for _, method := range []string{"GET", "POST"} {
+			req, _ := http.NewRequest(method, base+"/requests", strings.NewReader(fmt.Sprintf(`{"url":%q}`, dest.script("/rebound", 200))))
+			req.Host = host
+			req.Header.Set("Origin", "http://"+host)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 403 {
+				t.Errorf("%s /requests with Host %s: %d, want 403", method, host, resp.StatusCode)
+			}
+		}
+	}
+	for _, host := range []string{"localhost", fmt.Sprintf("LOCALHOST:%d", port), fmt.Sprintf("[::1]:%d", port), "127.0.0.1"} {
+		req, _ := http.NewRequest("GET", base+"/requests", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET /requests with Host %s: %d, want 200", host, resp.StatusCode)
+		}
+	}
+	if n := len(dest.calls("/rebound")); n != 0 {
+		t.Errorf("a rebound page got %d deliveries made", n)
+	}
 	// Not reachable on any other address of this machine.
 	addrs, _ := net.InterfaceAddrs()
 	for _, ad := range addrs {

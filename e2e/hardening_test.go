@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -106,5 +108,31 @@ func TestDashboardActionsMatchWhatTheyDo(t *testing.T) {
 	}
 	if doc := s.get(t, later); doc["status"] != "canceled" || doc["canceledBy"] != "dashboard" {
 		t.Errorf("a live request deleted through the archived list: %v by %v, want canceled by dashboard", doc["status"], doc["canceledBy"])
+	}
+}
+
+// A request without a valid key is answered 401 at once, before its body
+// is read: a body that never arrives holds nothing (the connection is
+// closed after the answer).
+func TestUnauthenticatedRequestsAreRefusedBeforeTheirBody(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 0, "API_KEYS=the-key")
+	addr := strings.TrimPrefix(s.api, "http://")
+	for _, auth := range []string{"", "Authorization: Bearer wrong\r\n"} {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST /requests HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n%s\r\n{\"url\":", addr, auth)
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer while the body is still due (%q): %v", auth, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !resp.Close {
+			t.Errorf("answer %d (close %v) with auth %q, want 401 and the connection closed", resp.StatusCode, resp.Close, auth)
+		}
 	}
 }

@@ -104,4 +104,15 @@ func TestDevModeServesAsTheQStashDevServer(t *testing.T) {
 	if !strings.Contains(call(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/v2/keys", qport), "", "Authorization", "Bearer some-key").raw, "sig_7kYjw48mhY7kAjqNGcy6cr29RJ6r") {
 		t.Error("-dev does not sign with the SDK's dev keys")
 	}
+	// The public dev token is a key of the QStash dev listener only: on
+	// the main listener (and so the dashboard) it is refused.
+	devToken := "eyJVc2VySUQiOiJkZWZhdWx0VXNlciIsIlBhc3N3b3JkIjoiZGVmYXVsdFBhc3N3b3JkIn0="
+	for _, path := range []string{"/v2/keys", "/requests", "/monitoring/api/queues"} {
+		if a := call(t, "GET", fmt.Sprintf("http://127.0.0.1:%d%s", port, path), "", "Authorization", "Bearer "+devToken); a.status != 401 {
+			t.Errorf("the dev token on the main listener, GET %s: %d", path, a.status)
+		}
+	}
+	if a := call(t, "GET", fmt.Sprintf("http://127.0.0.1:%d/v2/keys", qport), "", "Authorization", "Bearer "+devToken); a.status != 200 {
+		t.Errorf("the dev token on the QStash dev listener: %d %s", a.status, a.raw)
+	}
 }

@@ -61,6 +61,37 @@ func SameOrigin(log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
+// LoopbackHost refuses (403) every request whose Host is not a loopback
+// name: localhost, 127.0.0.1 or [::1], with any port. It guards -dev,
+// which listens on loopback with loopback destinations allowed: a web page
+// whose name an attacker re-points at 127.0.0.1 (DNS rebinding) reaches
+// the port from the browser, but its requests still name the attacker's
+// host.
+func LoopbackHost(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if !loopbackName(c.Request.Host) {
+			c.Header("Connection", "close")
+			Abort(c, log, Errorf(CodeForbidden, "", "Host "+strconv.Quote(c.Request.Host)+" refused: in -dev mode retryd answers only requests "+
+				"addressed to localhost, 127.0.0.1 or [::1], so that no web page can drive it through DNS rebinding"))
+		}
+	}
+}
+
+// loopbackName reports whether host (a Host header, maybe with a port)
+// names the loopback interface.
+func loopbackName(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		host = host[1 : len(host)-1]
+	}
+	switch strings.ToLower(host) {
+	case "localhost", "127.0.0.1", "::1":
+		return true
+	}
+	return false
+}
+
 func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
@@ -149,6 +180,9 @@ type AuthFailures interface {
 // Retry-After once its address has failed more than AuthFailureLimit
 // times in the window. If Redis cannot count, the answer stays 401.
 func authFailed(c *gin.Context, failures AuthFailures, log *slog.Logger, unauthorized *Error) {
+	// Answer now and close: the server would otherwise read (up to 256 KiB
+	// of) a body first, and wait for one that never comes.
+	c.Header("Connection", "close")
 	if failures != nil {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
 		n, left, err := failures.AuthFailure(ctx, c.ClientIP(), AuthFailureWindow)

@@ -32,7 +32,7 @@ func engineServer(t *testing.T, srv *redistest.Server, env map[string]string) *h
 	// The API must know the port it listens on to refuse itself.
 	cfg.Port = ts.Listener.Addr().(*net.TCPAddr).Port
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	engine, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, nil, log)
+	engine, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, app.EngineOptions{}, log)
 	ts.Config.Handler = engine
 	ts.Start()
 	t.Cleanup(func() { ts.Close(); closeEngine() })

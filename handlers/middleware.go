@@ -19,20 +19,43 @@ import (
 // keyDigestCtx is where Auth leaves the caller's key digest for RateLimit.
 const keyDigestCtx = "retryd.keyDigest"
 
+// devListener marks a request that came in on the QStash dev listener.
+type devListener struct{}
+
+// OnDevListener marks every request of h as one that came in on the QStash
+// dev listener of -dev, where the SDK's public dev token is a key.
+func OnDevListener(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), devListener{}, true)))
+	})
+}
+
 // Auth requires one of keys as "Authorization: Bearer <key>", or as the
-// password of basic auth (so a browser can log in to the dashboard). With no
-// keys configured it lets everything through. Failures are counted per
+// password of basic auth (so a browser can log in to the dashboard); on the
+// QStash dev listener (OnDevListener) devKeys are keys too, and only there:
+// the SDK's dev token is public. With no keys configured it lets
+// everything through. It decides on the headers alone, before anything
+// reads the body, and a refusal closes the connection, so a client without
+// a key cannot hold the API waiting for a body. Failures are counted per
 // client address in failures (nil: not counted): past AuthFailureLimit a
 // minute, a request without a valid key gets 429 instead of 401, so keys
 // cannot be guessed at speed; a valid key keeps working.
-func Auth(keys []string, failures AuthFailures, log *slog.Logger) gin.HandlerFunc {
+func Auth(keys, devKeys []string, failures AuthFailures, log *slog.Logger) gin.HandlerFunc {
 	digests := make([][32]byte, len(keys))
 	for i, k := range keys {
 		digests[i] = sha256.Sum256([]byte(k))
 	}
+	devDigests := append([][32]byte{}, digests...)
+	for _, k := range devKeys {
+		devDigests = append(devDigests, sha256.Sum256([]byte(k)))
+	}
 	return func(c *gin.Context) {
 		if len(digests) == 0 {
 			return
+		}
+		digests := digests
+		if c.Request.Context().Value(devListener{}) != nil {
+			digests = devDigests
 		}
 		presented, ok := credential(c.Request)
 		if ok {

@@ -163,9 +163,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 			if cfg.QStashCurrentSigningKey == "" {
 				cfg.QStashCurrentSigningKey, cfg.QStashNextSigningKey = QStashDevCurrentKey, QStashDevNextKey
 			}
-			if len(cfg.APIKeys) > 0 {
-				cfg.APIKeys = append(cfg.APIKeys, QStashDevToken)
-			}
+
 		}
 		log.Warn("DEV MODE: embedded in-memory Redis and an in-process worker; NOTHING PERSISTS, loopback and private destinations are allowed (link-local and cloud metadata stay refused)")
 	}
@@ -193,7 +191,15 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 			cfg.Port = p
 		}
 	}
-	engine, closeEngine := APIEngine(cfg, rdb, connOpt, opts.Faults, log)
+	eo := EngineOptions{Faults: opts.Faults}
+	if opts.Dev {
+		eo.LoopbackOnly = true
+		if opts.QStashDevAddr != "" {
+			// The SDK's dev token is public: a key on its listener only.
+			eo.DevListenerKeys = []string{QStashDevToken}
+		}
+	}
+	engine, closeEngine := APIEngine(cfg, rdb, connOpt, eo, log)
 	defer closeEngine()
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -227,7 +233,10 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 			if qln, err := net.Listen("tcp", addr); err != nil {
 				log.Warn("the QStash dev server address is taken; QSTASH_DEV=true clients will not reach retryd", "addr", addr, "err", err)
 			} else {
-				go func() { serveErr <- srv.Serve(qln) }()
+				qsrv := &http.Server{Handler: handlers.OnDevListener(engine), ReadHeaderTimeout: srv.ReadHeaderTimeout, ReadTimeout: srv.ReadTimeout,
+					WriteTimeout: srv.WriteTimeout, IdleTimeout: srv.IdleTimeout}
+				defer qsrv.Close()
+				go func() { serveErr <- qsrv.Serve(qln) }()
 				fmt.Fprintf(os.Stderr, "  QStash dev: http://%s (QSTASH_DEV=true clients; token and signing keys are the SDK's dev ones)\n", qln.Addr().String())
 			}
 		}
@@ -250,10 +259,20 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	return err
 }
 
+// EngineOptions are what APIEngine takes beyond the configuration.
+type EngineOptions struct {
+	// Faults are crash-test fault points; nil in production.
+	Faults *faultpoint.Points
+	// DevListenerKeys and LoopbackOnly: see Access (-dev sets them).
+	DevListenerKeys []string
+	LoopbackOnly    bool
+}
+
 // APIEngine wires the whole API over one Redis: requests, DLQ, dashboard,
 // metrics and the OpenAPI document, behind the access rules of cfg. close
 // releases the dashboard's own Redis connection.
-func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.RedisConnOpt, faults *faultpoint.Points, log *slog.Logger) (engine *gin.Engine, close func()) {
+func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.RedisConnOpt, eo EngineOptions, log *slog.Logger) (engine *gin.Engine, close func()) {
+	faults := eo.Faults
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
@@ -277,7 +296,8 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		PayloadFormatter: rows, ResultFormatter: rows})
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
-	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store}, log,
+	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store,
+		DevListenerKeys: eo.DevListenerKeys, LoopbackOnly: eo.LoopbackOnly}, log,
 		dlq,
 		schedules,
 		&handlers.Flows{RDB: rdb, API: api},
@@ -299,6 +319,12 @@ type Access struct {
 	// Failures counts failed authentications per client address; nil
 	// turns the throttle off.
 	Failures handlers.AuthFailures
+	// DevListenerKeys are keys on the QStash dev listener only (the SDK's
+	// public dev token).
+	DevListenerKeys []string
+	// LoopbackOnly refuses requests not addressed to a loopback name
+	// (-dev).
+	LoopbackOnly bool
 }
 
 // DashboardPath is where the asynqmon dashboard is mounted.
@@ -346,9 +372,12 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Route
 	e.NoMethod(func(c *gin.Context) {
 		c.AbortWithStatusJSON(http.StatusMethodNotAllowed, gin.H{"error": handlers.Errorf("method_not_allowed", "", "method not allowed on "+c.Request.URL.Path)})
 	})
+	if access.LoopbackOnly {
+		e.Use(handlers.LoopbackHost(log))
+	}
 	api.Health(e)
 	e.Use(handlers.SameOrigin(log), handlers.NoLoops(log))
-	guarded := e.Group("/", handlers.Auth(access.Keys, access.Failures, log))
+	guarded := e.Group("/", handlers.Auth(access.Keys, access.DevListenerKeys, access.Failures, log))
 	if access.RateLimitRPS > 0 {
 		guarded.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))
 	}

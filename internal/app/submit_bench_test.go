@@ -23,7 +23,7 @@ func BenchmarkSubmit(b *testing.B) {
 	cfg, _ := config.Load(func(k string) string {
 		return map[string]string{"REDIS_URL": srv.URL, "ALLOW_PRIVATE_TARGETS": "true"}[k]
 	})
-	e, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, nil, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	e, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, app.EngineOptions{}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	defer closeEngine()
 	body := `{"url":"http://127.0.0.1:9/bench","method":"POST","body":"` + strings.Repeat("x", 1024) + `"}`
 	b.ReportAllocs()
