@@ -47,6 +47,10 @@ func TestSSRFSpellingsOfLoopbackAreRefused(t *testing.T) {
 		"[::1%25lo]", "[::1%25eth0]", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::127.0.0.1]", "[64:ff9b::7f00:1]",
 		"[64:ff9b::127.0.0.1]", "[2002:7f00:1::1]", "2130706433", "0x7f000001", "0177.0.0.1", "0x7f.0.0.1", "127.1", "127.0.1",
 		"127.0.0.1.", "[::]", "0.0.0.0", "0", "[fe80::1%25lo]", "169.254.169.254", "0xa9fea9fe", "[::ffff:169.254.169.254]",
+		// What IDNA maps onto loopback: the transport dials 127.0.0.1.
+		"１２７.０.０.１", "127。0。0。1", "ｌｏｃａｌｈｏｓｔ", "locaLhost。", "app.localhost",
+		// Not globally reachable per IANA: documentation, benchmarking.
+		"192.0.2.1", "198.51.100.1", "203.0.113.1", "[2001:db8::1]", "198.18.0.1", "[64:ff9b:1::808:808]",
 	}
 	for _, h := range hosts {
 		target := fmt.Sprintf("http://%s:%d/", h, port)

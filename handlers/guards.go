@@ -139,7 +139,7 @@ func (s *Self) targets(raw, requestHost string) bool {
 	if err != nil {
 		reqHost, reqPort = requestHost, port
 	}
-	host := strings.TrimRight(strings.ToLower(u.Hostname()), ".")
+	host := strings.TrimRight(egress.DialHost(u.Hostname()), ".")
 	if port == reqPort && host == strings.TrimRight(strings.ToLower(reqHost), ".") {
 		return true
 	}

@@ -4,6 +4,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // Every spelling of an address is reduced to one canonical form before the
@@ -15,11 +18,53 @@ import (
 // trailing dot. Deciding on one spelling and connecting to another is how
 // SSRF guards get bypassed, so the guard decides only on Canonical.
 
+// DialHost is host as Go's HTTP transport will dial it: a name that is
+// not ASCII goes through IDNA's lookup mapping (UTS #46), which turns
+// full-width digits and letters into ASCII and ideographic full stops into
+// dots (１２７。０。０。１ is 127.0.0.1), and comes out in lower case. A
+// name the mapping refuses is dialled as written, as the transport does.
+// Every check decides on this, never on the host as written.
+func DialHost(host string) string {
+	if !isASCII(host) {
+		if v, err := idna.Lookup.ToASCII(host); err == nil {
+			host = v
+		}
+	}
+	return strings.ToLower(host)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// localName reports whether host is localhost or a name under it, which
+// RFC 6761 reserves for the loopback interface: it is decided as loopback,
+// never asked of DNS (which would answer anything).
+func localName(host string) bool {
+	h := strings.TrimRight(host, ".")
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
 // ParseHost reads host (as url.URL.Hostname returns it) as an IP address in
 // any of the forms above. ok is false for a host name, which must be
 // resolved; the address returned is canonical.
 func ParseHost(host string) (addr netip.Addr, ok bool) {
-	h := strings.TrimRight(host, ".")
+	raw, ok := parseRaw(host)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return Canonical(raw), true
+}
+
+// parseRaw is ParseHost before canonicalisation: the address as written
+// (an inet_aton form read as the IPv4 address it means).
+func parseRaw(host string) (netip.Addr, bool) {
+	h := strings.TrimRight(DialHost(host), ".")
 	if h == "" {
 		return netip.Addr{}, false
 	}
@@ -28,12 +73,9 @@ func ParseHost(host string) (addr netip.Addr, ok bool) {
 		if err != nil {
 			return netip.Addr{}, false
 		}
-		return Canonical(a), true
+		return a, true
 	}
-	if a, ok := parseInetAton(h); ok {
-		return Canonical(a), true
-	}
-	return netip.Addr{}, false
+	return parseInetAton(h)
 }
 
 // parseInetAton parses IPv4 the way inet_aton does: one to four parts,

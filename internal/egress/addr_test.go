@@ -112,11 +112,18 @@ func TestEveryFormOfARefusedAddressIsRefused(t *testing.T) {
 	dev := &Guard{AllowPrivate: true, Resolver: noLookups{t}}
 	ctx := context.Background()
 	cases := 0
-	for _, p := range blocked {
+	for _, b := range registry {
+		p := b.prefix
+		if b.global == "True" || b.global == "N/A" || p == netip.MustParsePrefix("::ffff:0:0/96") {
+			continue // reachable, or decided by the address it embeds
+		}
 		for i := 0; i < 40; i++ {
 			a := randomIn(r, p)
 			if i == 0 {
 				a = p.Addr() // the range's first address, e.g. 0.0.0.0 or ::
+			}
+			if in, _ := special(a); in.prefix != p {
+				continue // inside a more specific block, which decides
 			}
 			forms := v6Forms(a)
 			if a.Is4() {
@@ -146,6 +153,11 @@ func TestPublicAddressesStayAllowedInEveryForm(t *testing.T) {
 	g := &Guard{Resolver: noLookups{t}}
 	for _, s := range []string{"8.8.8.8", "1.1.1.1", "93.184.216.34"} {
 		for _, form := range v4Forms(netip.MustParseAddr(s)) {
+			if strings.HasPrefix(form, "64:ff9b:1:") {
+				// The local-use NAT64 prefix is not globally reachable,
+				// whatever it embeds (TestRegistryRanges).
+				continue
+			}
 			if err := g.CheckHost(context.Background(), form); err != nil {
 				t.Errorf("CheckHost(%q) = %v, want allowed (%s is public)", form, err, s)
 			}
@@ -255,4 +267,58 @@ func FuzzParseHost(f *testing.F) {
 			t.Fatalf("ParseHost(%q) = %v, netip reads %v", s, a, std)
 		}
 	})
+}
+
+// Hosts are decided as the transport dials them: IDNA's mapping turns
+// full-width and ideographic spellings into ASCII first, and localhost
+// names are loopback without asking DNS.
+func TestHostsAreDecidedAsTheTransportDialsThem(t *testing.T) {
+	t.Parallel()
+	g := &Guard{Resolver: noLookups{t}}
+	for _, host := range []string{"１２７.０.０.１", "127。0。0。1", "１２７。０。０。１", "ｌｏｃａｌｈｏｓｔ", "locaLhost。", "LOCALHOST", "api.localhost",
+		"１６９.２５４.１６９.２５４", "１０.０.０.１", "０ｘ７ｆ０００００１"} {
+		if err := g.CheckHost(context.Background(), host); !errors.Is(err, retry.ErrBlocked) {
+			t.Errorf("CheckHost(%q) (dialled as %q) = %v, want refused", host, DialHost(host), err)
+		}
+	}
+	for host, want := range map[string]string{"１２７.０.０.１": "127.0.0.1", "127。0。0。1": "127.0.0.1", "ｌｏｃａｌｈｏｓｔ": "localhost", "Example.COM": "example.com"} {
+		if got := DialHost(host); got != want {
+			t.Errorf("DialHost(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
+
+// Every block the IANA registries do not mark globally reachable is
+// refused, the documentation and benchmarking ranges included; blocks
+// marked reachable, even inside a refused one, are not.
+func TestRegistryRanges(t *testing.T) {
+	t.Parallel()
+	g := &Guard{Resolver: noLookups{t}}
+	refused := []string{"192.0.2.1", "198.51.100.7", "203.0.113.200", "198.18.0.1", "198.19.255.255", "192.0.0.8", "192.0.0.171",
+		"192.88.99.2", "255.255.255.255", "240.0.0.1", "0.0.0.0", "100.64.0.1",
+		"2001:db8::1", "3fff::1", "5f00::1", "100:0:0:1::1", "2001:2::1", "2001:10::1", "64:ff9b:1::808:808", "100::1", "::", "::1"}
+	allowed := []string{"192.0.0.9", "192.0.0.10", "192.31.196.1", "192.52.193.1", "192.175.48.1", "8.8.8.8",
+		"2001:1::1", "2001:3::1", "2001:4:112::1", "2001:20::1", "2620:4f:8000::1", "64:ff9b::808:808", "2606:4700:4700::1111"}
+	for _, a := range refused {
+		if err := g.CheckHost(context.Background(), a); !errors.Is(err, retry.ErrBlocked) || !strings.Contains(err.Error(), "IANA") {
+			t.Errorf("%s: %v, want refused naming its IANA block", a, err)
+		}
+	}
+	for _, a := range allowed {
+		if err := g.CheckHost(context.Background(), a); err != nil {
+			t.Errorf("%s: %v, want allowed", a, err)
+		}
+	}
+	if n := len(registry); n < 50 {
+		t.Errorf("%d blocks read from the registries, want the whole files", n)
+	}
+}
+
+func TestRegistryParseRefusesAnotherFile(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"", "a,b\n1,2\n", "Address Block,Name,RFC,Allocation Date,Termination Date,Source,Destination,Forwardable,Globally Reachable\nnot-a-block,x,,,,,,,False\n"} {
+		if _, err := parseRegistry([]byte(raw)); err == nil {
+			t.Errorf("parseRegistry(%q) took it", raw)
+		}
+	}
 }

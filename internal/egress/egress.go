@@ -22,30 +22,6 @@ import (
 	"github.com/retryd/retryd/internal/retry"
 )
 
-// blocked lists the ranges refused unless opted in. The guard decides on
-// Canonical addresses, so an IPv4 range here covers its IPv4-mapped,
-// -compatible, NAT64, 6to4 and Teredo spellings too.
-var blocked = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),      // "this network", includes 0.0.0.0
-	netip.MustParsePrefix("10.0.0.0/8"),     // RFC 1918
-	netip.MustParsePrefix("100.64.0.0/10"),  // RFC 6598 carrier-grade NAT
-	netip.MustParsePrefix("127.0.0.0/8"),    // loopback
-	netip.MustParsePrefix("169.254.0.0/16"), // link-local, cloud metadata
-	netip.MustParsePrefix("172.16.0.0/12"),  // RFC 1918
-	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments (NAT64 discovery, DS-Lite)
-	netip.MustParsePrefix("192.168.0.0/16"), // RFC 1918
-	netip.MustParsePrefix("198.18.0.0/15"),  // benchmarking, often used inside networks
-	netip.MustParsePrefix("224.0.0.0/4"),    // multicast
-	netip.MustParsePrefix("240.0.0.0/4"),    // reserved, includes broadcast
-	netip.MustParsePrefix("::/128"),         // unspecified
-	netip.MustParsePrefix("::1/128"),        // loopback
-	netip.MustParsePrefix("100::/64"),       // discard-only
-	netip.MustParsePrefix("fc00::/7"),       // unique-local
-	netip.MustParsePrefix("fe80::/10"),      // link-local
-	netip.MustParsePrefix("fec0::/10"),      // deprecated site-local
-	netip.MustParsePrefix("ff00::/8"),       // multicast
-}
-
 // linkLocal stays refused even with AllowPrivate (as in -dev): it holds
 // the cloud metadata endpoints (169.254.169.254, fd00:ec2::254 aside), whose
 // credentials no local development needs. ALLOWED_CIDRS can still open it.
@@ -80,30 +56,51 @@ func (g *Guard) AddrAllowed(addr netip.Addr) bool {
 			return true
 		}
 	}
-	refused := blocked
 	if g.AllowPrivate {
-		refused = linkLocal
-	}
-	for _, p := range refused {
-		if p.Contains(canon) {
-			return false
+		for _, p := range linkLocal {
+			if p.Contains(canon) {
+				return false
+			}
 		}
+		return true
 	}
-	return true
+	_, refused := refusal(addr)
+	return !refused
 }
 
-func refusedAddr(addr netip.Addr) error {
-	if c := Canonical(addr); c != addr {
-		return fmt.Errorf("%w: %s (%s) is a private or reserved address", retry.ErrBlocked, addr, c)
+// refusal is the block that refuses addr: the address as written (the
+// local-use NAT64 prefix is refused whatever it embeds), else the
+// canonical address it reaches (a translation prefix, "N/A" in the
+// registry, is decided by the address it embeds).
+func refusal(addr netip.Addr) (block, bool) {
+	if b, ok := notGlobal(addr.WithZone("").Unmap()); ok && b.global != "N/A" {
+		return b, true
 	}
-	return fmt.Errorf("%w: %s is a private or reserved address", retry.ErrBlocked, addr)
+	return notGlobal(Canonical(addr))
+}
+
+// refusedAddr says why addr is refused: the block it is in.
+func refusedAddr(addr netip.Addr) error {
+	c := Canonical(addr)
+	why := "a private or reserved address"
+	if b, ok := refusal(addr); ok {
+		why = fmt.Sprintf("in %s (%s), which IANA does not mark globally reachable", b.prefix, b.name)
+	}
+	if c != addr {
+		return fmt.Errorf("%w: %s (%s) is %s", retry.ErrBlocked, addr, c, why)
+	}
+	return fmt.Errorf("%w: %s is %s", retry.ErrBlocked, addr, why)
 }
 
 // CheckHost resolves host and refuses it if any address it resolves to is
 // blocked. A host that does not resolve is not refused here: DNS may be
 // down only for now, and the attempt will classify the failure.
 func (g *Guard) CheckHost(ctx context.Context, host string) error {
-	if addr, ok := ParseHost(host); ok {
+	host = DialHost(host)
+	if localName(host) {
+		host = "127.0.0.1"
+	}
+	if addr, ok := parseRaw(host); ok {
 		if !g.AddrAllowed(addr) {
 			return refusedAddr(addr)
 		}
@@ -122,7 +119,7 @@ func (g *Guard) CheckHost(ctx context.Context, host string) error {
 	}
 	for _, a := range addrs {
 		if !g.AddrAllowed(a) {
-			return fmt.Errorf("%w: %s resolves to %s, a private or reserved address", retry.ErrBlocked, host, Canonical(a))
+			return fmt.Errorf("%w: %s resolves to %s", retry.ErrBlocked, host, strings.TrimPrefix(refusedAddr(a).Error(), retry.ErrBlocked.Error()+": "))
 		}
 	}
 	return nil
@@ -166,14 +163,17 @@ func (g *Guard) Client() *http.Client {
 		if err != nil {
 			return nil, err
 		}
-		if addr, ok := ParseHost(host); ok {
+		if localName(host) {
+			host = "127.0.0.1" // RFC 6761: never a DNS question
+		}
+		if raw, ok := parseRaw(host); ok {
 			// Dial the address the guard decided on; a numeric form
 			// such as 0177.0.0.1 never reaches a resolver, which might
 			// read it differently (glibc reads it as octal).
-			if !g.AddrAllowed(addr) {
-				return nil, refusedAddr(addr)
+			if !g.AddrAllowed(raw) {
+				return nil, refusedAddr(raw)
 			}
-			return dialer.DialContext(ctx, network, net.JoinHostPort(addr.String(), port))
+			return dialer.DialContext(ctx, network, net.JoinHostPort(Canonical(raw).String(), port))
 		}
 		if g.Resolver != nil {
 			// With an injected resolver, look the name up ourselves and
