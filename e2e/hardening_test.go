@@ -136,3 +136,40 @@ func TestUnauthenticatedRequestsAreRefusedBeforeTheirBody(t *testing.T) {
 		}
 	}
 }
+
+// QStash headers parse without overflow, Upstash-Failure-Callback follows
+// the callbackUrl rules, and the framing headers the official SDKs forward
+// are dropped on /v2 (retryd's own API stays strict about them).
+func TestQStashHeadersParseSafely(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 1)
+	dest := newDestination(t)
+	publish := func(headers ...string) answer {
+		return call(t, "POST", s.api+"/v2/publish/"+dest.script("/qstash-headers", 200), "hello", headers...)
+	}
+	for _, h := range [][2]string{
+		{"Upstash-Timeout", "18446744073710s"}, {"Upstash-Delay", "213504d"}, {"Upstash-Delay", "9223372036854775807"},
+		{"Upstash-Not-Before", "99999999999999"}, {"Upstash-Retries", "99999999999999999999"},
+		{"Upstash-Failure-Callback", "http://user:pass@example.com/cb"}, {"Upstash-Failure-Callback", "ftp://example.com/cb"},
+	} {
+		if a := publish(h[0], h[1]); a.status != 400 || !strings.Contains(a.raw, h[0]) {
+			t.Errorf("%s: %s: %d %s, want 400 naming it", h[0], h[1], a.status, a.raw)
+		}
+	}
+	a := publish("Upstash-Forward-Content-Length", "999", "Upstash-Forward-Host", "evil.example", "Upstash-Forward-Connection", "close",
+		"Upstash-Forward-Transfer-Encoding", "chunked", "Upstash-Forward-X-Kept", "yes")
+	if a.status != 201 {
+		t.Fatalf("publish with forwarded framing headers: %d %s", a.status, a.raw)
+	}
+	id := a.body["messageId"].(string)
+	if doc := s.waitTerminal(t, id, 10*time.Second); doc["status"] != "completed" {
+		t.Fatalf("the message: %v %v", doc["status"], doc["lastError"])
+	}
+	hit := dest.calls("/qstash-headers")[0]
+	if hit.header.Get("X-Kept") != "yes" || hit.body != "hello" {
+		t.Errorf("the delivery lost a forwarded header or its body: %v %q", hit.header, hit.body)
+	}
+	if a := call(t, "POST", s.api+"/requests", fmt.Sprintf(`{"url":%q,"headers":{"Content-Length":"5"}}`, dest.URL)); a.status != 400 {
+		t.Errorf("/requests with a Content-Length header: %d, want 400", a.status)
+	}
+}

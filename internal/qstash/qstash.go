@@ -14,7 +14,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/delayexpr"
+	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
@@ -95,25 +95,36 @@ func (q *API) readBody(c *gin.Context) ([]byte, bool) {
 	return body, true
 }
 
-// duration reads QStash's "10s", "5m", "2h", "1d" (or plain seconds).
+// duration reads QStash's "10s", "5m", "2h", "1d" (or plain seconds). A
+// value a time.Duration cannot hold is an error, never a wrapped one
+// (213504d once wrapped to 25 minutes).
 func duration(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
-	if n, err := strconv.Atoi(v); err == nil {
-		return time.Duration(n) * time.Second, nil
+	digits, unit := v, time.Second
+	if len(v) > 0 {
+		if u, ok := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[v[len(v)-1]]; ok {
+			digits, unit = v[:len(v)-1], u
+		}
 	}
-	if len(v) < 2 {
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 || digits == "" || digits[0] == '+' {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, errors.New("out of range")
+		}
 		return 0, errors.New("invalid duration")
 	}
-	n, err := strconv.Atoi(v[:len(v)-1])
-	if err != nil || n < 0 {
-		return 0, errors.New("invalid duration")
-	}
-	unit := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[v[len(v)-1]]
-	if unit == 0 {
-		return 0, errors.New("invalid duration unit")
+	if n > int64(maxDuration/unit) {
+		return 0, errors.New("out of range")
 	}
 	return time.Duration(n) * unit, nil
 }
+
+// maxNotBefore is the last second of the year 9999.
+const maxNotBefore = 253402300799
+
+// maxDuration bounds a QStash duration: far beyond any limit of retryd's
+// (which then answers with its own message), far below int64's wrap.
+const maxDuration = 100 * 365 * 24 * time.Hour
 
 // submission translates a publish call into retryd's submission body, so
 // every rule of retryd's API applies to it unchanged, and the fields QStash
@@ -144,7 +155,14 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, *recor
 		lower := strings.ToLower(name)
 		switch {
 		case strings.HasPrefix(lower, "upstash-forward-"):
-			headers[name[len("upstash-forward-"):]] = strings.Join(values, ", ")
+			fwd := name[len("upstash-forward-"):]
+			if submit.Framing(http.CanonicalHeaderKey(fwd)) {
+				// The official SDKs forward Content-Length and Host (the
+				// workflow SDK always): framing is retryd's to set, so
+				// they are dropped here, not refused.
+				continue
+			}
+			headers[fwd] = strings.Join(values, ", ")
 		case lower == "content-type":
 			headers["Content-Type"] = values[0]
 		}
@@ -169,8 +187,8 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, *recor
 	switch nb, delay := h.Get("Upstash-Not-Before"), h.Get("Upstash-Delay"); {
 	case nb != "":
 		sec, err := strconv.ParseInt(nb, 10, 64)
-		if err != nil {
-			return nil, nil, badRequest("Upstash-Not-Before", "Upstash-Not-Before must be a Unix time in seconds")
+		if err != nil || sec < 0 || sec > maxNotBefore {
+			return nil, nil, badRequest("Upstash-Not-Before", "Upstash-Not-Before must be a Unix time in seconds (before the year 10000)")
 		}
 		sub["notBefore"] = time.Unix(sec, 0).UTC().Format(time.RFC3339)
 	case delay != "":
@@ -204,9 +222,10 @@ func extras(h http.Header) (*record.QStash, error) {
 		}
 	}
 	if cb := q.FailureCallback; cb != "" {
-		u, err := url.Parse(cb)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, badRequest("Upstash-Failure-Callback", "Upstash-Failure-Callback must be an absolute http or https URL")
+		// The rules of callbackUrl: absolute http(s), a host, no
+		// user:password, at most 2048 characters.
+		if _, err := egress.ValidateURL(cb); err != nil {
+			return nil, badRequest("Upstash-Failure-Callback", "Upstash-Failure-Callback "+err.Error())
 		}
 	}
 	return q, nil

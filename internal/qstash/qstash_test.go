@@ -20,7 +20,9 @@ func TestDuration(t *testing.T) {
 			t.Errorf("duration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "s", "10x", "-5m", "abc"} {
+	// Out of range is refused, never wrapped: 18446744073710s was stored
+	// as 448 ms, 213504d as about 25 minutes.
+	for _, in := range []string{"", "s", "10x", "-5m", "abc", "+5s", "18446744073710s", "213504d", "9223372036854775807", "99999999999999999999s", "36501d"} {
 		if _, err := duration(in); err == nil {
 			t.Errorf("duration(%q) accepted", in)
 		}

@@ -357,6 +357,12 @@ func unknownMember(f fields) error {
 // connection, not the request, and Host/Content-Length are retryd's to set.
 var hopByHop = []string{"Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade", "Host", "Content-Length"}
 
+// Framing reports whether header name (canonical) is one a client may not
+// set: hop-by-hop, Proxy-*, Host or Content-Length.
+func Framing(name string) bool {
+	return contains(hopByHop, name) || strings.HasPrefix(name, "Proxy-")
+}
+
 func checkHeaders(h map[string]string) error {
 	if len(h) > MaxHeaders {
 		return fieldErr("headers", "must have at most %d entries, got %d", MaxHeaders, len(h))
@@ -375,7 +381,7 @@ func checkHeaders(h map[string]string) error {
 			return fieldErr("headers", "names %q twice (header names are case-insensitive)", ck)
 		}
 		seen[ck] = true
-		if contains(hopByHop, ck) || strings.HasPrefix(ck, "Proxy-") {
+		if Framing(ck) {
 			return fieldErr("headers", "must not set %q: hop-by-hop headers, Host and Content-Length are set by retryd", ck)
 		}
 		total += len(k) + len(v)
