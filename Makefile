@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench profile lint fuzz chaos
+.PHONY: help run test deps bench bench-backlog profile lint fuzz chaos
 
 ## help: list the targets
 help:
@@ -41,6 +41,10 @@ test: deps
 bench: deps
 	@command -v node >/dev/null 2>&1 || { echo "node is missing (needed for the BullMQ peer): apt-get install -y nodejs npm, or run with BENCH_BULLMQ=0"; exit 1; }
 	$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./e2e/ | grep -vE '^(goos|goarch|pkg|cpu):' 
+
+## bench-backlog: what waiting costs (SPEC 8.1): commands and CPU per attempt with a backlog queued (BENCH_BACKLOG=20000, BENCH_WINDOW=30 s, BENCH_SCENARIOS=rate,slow,failing)
+bench-backlog: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkBacklog$$' -benchtime 1x -timeout 60m ./e2e/ | grep -E '^(BACKLOG|ok|FAIL|---)'
 
 ## profile: where each process's CPU per request goes: perf on the running stack, pprof in process, Redis instructions per script under callgrind (needs linux-perf, valgrind)
 profile: deps

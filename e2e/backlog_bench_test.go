@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// The backlog figures of SPEC §8.1 (`make bench-backlog`): what waiting
+// costs. A backlog is submitted, then the stack is watched in its steady
+// state; the figures are per attempt made in that window, so a design
+// whose cost grows with the backlog shows here and not in the per-request
+// figures of BenchmarkSuite.
+
+// backlogScenario is one kind of backlog.
+type backlogScenario struct {
+	name string
+	// body is the submission of the backlog's requests to url.
+	body func(url string) string
+	// handler is the backlog's destination.
+	handler http.HandlerFunc
+}
+
+var backlogScenarios = []backlogScenario{
+	{
+		name: "rate", // (a) behind one key with rate 20/s
+		body: func(url string) string {
+			return fmt.Sprintf(`{"url":%q,"method":"POST","flowControl":{"key":"backlog","rate":20,"periodMs":1000}}`, url)
+		},
+		handler: func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) },
+	},
+	{
+		name: "slow", // (b) a destination answering in 2 s, default fairness
+		body: func(url string) string { return fmt.Sprintf(`{"url":%q,"method":"POST","timeoutMs":30000}`, url) },
+		handler: func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-r.Context().Done():
+			}
+		},
+	},
+	{
+		name: "failing", // (c) a destination answering 503
+		body: func(url string) string {
+			return fmt.Sprintf(`{"url":%q,"method":"POST","maxRetries":25,"backoffMs":1000,"maxBackoffMs":60000}`, url)
+		},
+		handler: func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+	},
+}
+
+// BenchmarkBacklog prints the backlog figures: BENCH_BACKLOG requests
+// (default 20000) per scenario, BENCH_WINDOW seconds of steady state
+// (default 30), scenarios named in BENCH_SCENARIOS (default all).
+func BenchmarkBacklog(b *testing.B) {
+	n, window := envInt("BENCH_BACKLOG", 20000), time.Duration(envInt("BENCH_WINDOW", 30))*time.Second
+	want := strings.Fields(strings.ReplaceAll(os.Getenv("BENCH_SCENARIOS"), ",", " "))
+	for i := 0; i < b.N; i++ {
+		for _, sc := range backlogScenarios {
+			if len(want) > 0 && !contains(want, sc.name) {
+				continue
+			}
+			res := runBacklog(b, sc, n, window)
+			keys := make([]string, 0, len(res))
+			for k := range res {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Printf("BACKLOG %s n=%d %s %.2f\n", sc.name, n, k, res[k])
+			}
+		}
+	}
+}
+
+// TestBacklogSmoke keeps the backlog benchmark working: a tiny run of each
+// scenario. It asserts no figure, only that each is produced.
+func TestBacklogSmoke(t *testing.T) {
+	t.Parallel()
+	for _, sc := range backlogScenarios {
+		res := runBacklog(t, sc, 50, 2*time.Second)
+		for _, k := range []string{"commands_per_attempt", "cpu_ms_per_attempt", "other_destination_first_attempt_max_ms", "attempts_per_s"} {
+			if _, ok := res[k]; !ok {
+				t.Errorf("%s: no figure %s", sc.name, k)
+			}
+		}
+	}
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// runBacklog submits n requests of sc, lets the stack settle, and measures
+// window of steady state: Redis commands and CPU (Redis and workers) per
+// attempt made, and how soon a request to another destination starts.
+func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) map[string]float64 {
+	var hits atomic.Int64
+	backlog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		sc.handler(w, r)
+	}))
+	t.Cleanup(backlog.Close)
+	probe := newSink(t)
+	probe.reset(true, false)
+
+	r := redistest.StartServer(t, redistest.Options{})
+	// As deployed: two workers at GOMAXPROCS=1, default concurrency.
+	s := startStackFull(t, r, 2, []string{"ALLOW_PRIVATE_TARGETS=true"}, []string{"ALLOW_PRIVATE_TARGETS=true", "GOMAXPROCS=1"})
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	defer rdb.Close()
+
+	hc := tunedClient()
+	body := sc.body(backlog.URL + "/backlog")
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	submitted := time.Now()
+	for c := 0; c < 16; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				resp, err := hc.Post(s.api+"/requests", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Errorf("submit: %v", err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 202 {
+					t.Errorf("submit answered %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	submitTime := time.Since(submitted)
+	// Settle: the first wave of parks and wake-ups is not the steady state.
+	time.Sleep(min(10*time.Second, window))
+
+	cmd0, cpu0, hits0 := commandCalls(t, rdb), stackCPU(s), hits.Load()
+	start := time.Now()
+	// Probes to another destination, spread over the window.
+	var probeWorst time.Duration
+	probes := 10
+	gap := window / time.Duration(probes+1)
+	for i := 0; i < probes; i++ {
+		time.Sleep(gap)
+		at := time.Now()
+		id := s.submit(t, fmt.Sprintf(`{"url":%q,"method":"POST"}`, probe.URL+"/probe"))
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			if hit, ok := probe.arrival(id, 0); ok {
+				probeWorst = max(probeWorst, hit.Sub(at))
+				break
+			}
+			if time.Now().After(deadline) {
+				probeWorst = max(probeWorst, time.Since(at))
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if rest := window - time.Since(start); rest > 0 {
+		time.Sleep(rest)
+	}
+	el := time.Since(start)
+	cmd1, cpu1, hits1 := commandCalls(t, rdb), stackCPU(s), hits.Load()
+	attempts := float64(hits1 - hits0)
+	cpu := (cpu1["redis"] - cpu0["redis"]) + (cpu1["workers"] - cpu0["workers"])
+	per := func(v float64) float64 {
+		if attempts == 0 {
+			return v // no attempt: the whole window's cost, for one
+		}
+		return v / attempts
+	}
+	out := map[string]float64{
+		"submit_s":                               submitTime.Seconds(),
+		"attempts_per_s":                         attempts / el.Seconds(),
+		"redis_commands_per_s":                   float64(cmd1-cmd0) / el.Seconds(),
+		"cpu_cores_redis":                        (cpu1["redis"] - cpu0["redis"]) / el.Seconds(),
+		"cpu_cores_workers":                      (cpu1["workers"] - cpu0["workers"]) / el.Seconds(),
+		"commands_per_attempt":                   per(float64(cmd1 - cmd0)),
+		"cpu_ms_per_attempt":                     per(cpu * 1000),
+		"other_destination_first_attempt_max_ms": float64(probeWorst.Microseconds()) / 1000,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if info, err := rdb.Info(ctx, "memory").Result(); err == nil {
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				var b float64
+				fmt.Sscan(v, &b)
+				out["redis_used_mib"] = b / (1 << 20)
+			}
+		}
+	}
+	return out
+}
