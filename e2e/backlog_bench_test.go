@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/tasks"
 )
 
 // The backlog figures of SPEC §8.1 (`make bench-backlog`): what waiting
@@ -153,10 +155,18 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 	}
 	wg.Wait()
 	submitTime := time.Since(submitted)
-	// Settle: the first wave of parks and wake-ups is not the steady state.
-	time.Sleep(min(10*time.Second, window))
+	// Settle: the first admission of every request (a park, for most) is
+	// not the steady state; wait until asynq holds no backlog of runnable
+	// tasks, then a little more.
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	waitFor(t, 10*time.Minute, "the backlog's first admissions", func() bool {
+		q, err := insp.GetQueueInfo(tasks.Queue)
+		return err == nil && q.Pending < 100
+	})
+	time.Sleep(min(5*time.Second, window))
 
 	cmd0, cpu0, hits0 := commandCalls(t, rdb), stackCPU(s), hits.Load()
+	stats0 := commandStats(t, rdb)
 	start := time.Now()
 	// Probes to another destination, spread over the window.
 	var probeWorst time.Duration
@@ -185,6 +195,10 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 	el := time.Since(start)
 	cmd1, cpu1, hits1 := commandCalls(t, rdb), stackCPU(s), hits.Load()
 	attempts := float64(hits1 - hits0)
+	if os.Getenv("BENCH_COMMANDSTATS") == "1" {
+		fmt.Printf("COMMANDSTATS backlog %s, per attempt made:\n", sc.name)
+		printCommandStats(stats0, commandStats(t, rdb), int(max(attempts, 1)))
+	}
 	cpu := (cpu1["redis"] - cpu0["redis"]) + (cpu1["workers"] - cpu0["workers"])
 	per := func(v float64) float64 {
 		if attempts == 0 {

@@ -93,6 +93,33 @@ func TaskStates(ctx context.Context, rdb redis.UniversalClient, queue string, id
 	return out, nil
 }
 
+// Stranded returns the active tasks of queue whose lease is gone or ended
+// before now (whole seconds, as asynq keeps leases): tasks of a worker that
+// died. It reads asynq's active list and lease set only, so its cost
+// follows the attempts in flight, not the backlog.
+func Stranded(ctx context.Context, rdb redis.UniversalClient, queue string, now time.Time) ([]string, error) {
+	k := QueueKeys(queue)
+	active, err := rdb.LRange(ctx, k.Active(), 0, -1).Result()
+	if err != nil || len(active) == 0 {
+		return nil, err
+	}
+	pipe := rdb.Pipeline()
+	leases := make([]*redis.FloatCmd, len(active))
+	for i, id := range active {
+		leases[i] = pipe.ZScore(ctx, k.Lease(), id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	var out []string
+	for i, id := range active {
+		if l := leases[i].Val(); l == 0 || time.Unix(int64(l), 0).Before(now.Truncate(time.Second)) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // requeueStrandedScript moves an active task whose lease is gone or expired
 // back to pending. asynq's recoverer does the same for an expired lease a
 // minute or more later, and never for an active task without a lease entry

@@ -47,6 +47,10 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 	strand(t, srv, "q", "nolease", time.Time{})
 	strand(t, srv, "q", "live", now.Add(time.Minute))
 
+	stranded, err := Stranded(ctx, rdb, "q", now)
+	if err != nil || len(stranded) != 2 || !contains(stranded, "expired") || !contains(stranded, "nolease") {
+		t.Errorf("Stranded = %v, %v; want expired and nolease", stranded, err)
+	}
 	states, err := TaskStates(ctx, rdb, "q", []string{"expired", "nolease", "live", "missing"})
 	if err != nil {
 		t.Fatal(err)
@@ -75,3 +79,12 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

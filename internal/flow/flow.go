@@ -1,14 +1,16 @@
 // Package flow decides when an attempt may start, so that no destination
 // can starve the others and a struggling one is eased off. Four checks run
-// before an attempt, cheapest first:
+// before an attempt:
 //
 //   - adaptive backpressure (this worker): a key whose attempts answer 429
 //     or 503 or time out gets an effective rate, cut multiplicatively on
 //     overload and raised additively as attempts succeed (AIMD);
+//   - the request's flowControl rate (all workers): turns spaced evenly
+//     (GCRA's virtual time) in Redis, one given to each waiter once, so a
+//     waiter sleeps until its own turn and then starts (before fairness,
+//     so a waiter for a later turn takes no part in it);
 //   - fairness (this worker): one destination (host:port) holds at most a
 //     share (half by default) of the worker's slots;
-//   - the request's flowControl rate (all workers): a GCRA in Redis
-//     (go-redis' redis_rate), spaced evenly;
 //   - the request's flowControl parallelism (all workers): slots in Redis
 //     with leases, handed straight to the longest waiter on release.
 //
@@ -26,12 +28,13 @@ import (
 	"embed"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 )
@@ -50,6 +53,7 @@ func script(name string) *redis.Script {
 var (
 	acquireScript = script("acquire")
 	releaseScript = script("release")
+	turnScript    = script("turn")
 )
 
 // Config are a worker's flow-control settings.
@@ -143,7 +147,6 @@ var (
 type Controller struct {
 	cfg   Config
 	rdb   redis.UniversalClient
-	rates *redis_rate.Limiter
 	waker Waker
 	log   *slog.Logger
 	now   func() time.Time
@@ -306,7 +309,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, n
 		cfg.MinRate = 1
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &Controller{cfg: cfg, rdb: rdb, rates: redis_rate.NewLimiter(rdb), waker: waker, log: log, now: now,
+	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, now: now,
 		hosts: map[string]*host{}, keys: map[string]*key{}, booked: map[string]time.Time{}, stop: stop, cancel: cancel}
 }
 
@@ -333,9 +336,50 @@ func (p *Parked) Error() string { return "waiting for a flow-control slot" }
 
 // keyNames are the Redis keys of a flow-control key's parallelism.
 func keyNames(k string) (slots, wait string) {
-	sum := sha1.Sum([]byte(k))
-	tag := "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}"
+	tag := keyTag(k)
 	return tag + ":slots", tag + ":wait"
+}
+
+// turnNames are the Redis keys of a flow-control key's rate turns.
+func turnNames(k string) (next, given string) {
+	tag := keyTag(k)
+	return tag + ":turn", tag + ":turns"
+}
+
+func keyTag(k string) string {
+	sum := sha1.Sum([]byte(k))
+	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}"
+}
+
+// Turn spacing: turns are spaced three percent wider than the rate asks
+// (the destination sees starts a little after they are granted, unevenly,
+// and must never count more than Rate in a period), and a turn may be
+// taken up to that margin late without bunching starts past the rate.
+const turnMargin = 3 // percent of the period
+
+// turn gives req its rate turn: ok when it may start now, else until when
+// its task sleeps (its own turn, kept for it).
+func (c *Controller) turn(ctx context.Context, req Request, now time.Time) (time.Time, bool, error) {
+	period := req.Period
+	if period <= 0 {
+		period = time.Second
+	}
+	interval := (period + period*turnMargin/100) / time.Duration(req.Rate)
+	grace := period * turnMargin / 100
+	next, given := turnNames(req.Key)
+	res, err := turnScript.Run(ctx, c.rdb, []string{next, given}, req.ID, now.UnixMicro(), max(interval.Microseconds(), 1),
+		grace.Microseconds(), KeyTTL.Milliseconds()).StringSlice()
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if len(res) != 2 {
+		return time.Time{}, false, fmt.Errorf("turn script: unexpected reply %v", res)
+	}
+	at, err := strconv.ParseInt(res[1], 10, 64)
+	if err != nil || (res[0] != "0" && res[0] != "1") {
+		return time.Time{}, false, fmt.Errorf("turn script: unexpected reply %v", res)
+	}
+	return time.UnixMicro(at), res[0] == "1", nil
 }
 
 // Admit runs the checks: a Ticket when the attempt may start now, or a
@@ -352,6 +396,22 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 			return nil, &Parked{Until: until}
 		}
 	}
+	c.mu.Unlock()
+	if req.Rate > 0 {
+		// The rate first: a request whose turn is later sleeps until its
+		// own turn without taking part in fairness meanwhile (a backlog
+		// behind a rate would otherwise churn through the fairness line).
+		until, ok, err := c.turn(ctx, req, now)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			c.parkedOne(req.Key)
+			c.wakeAt(req.ID, until)
+			return nil, &Parked{Until: until}
+		}
+	}
+	c.mu.Lock()
 	h := c.hosts[req.HostPort]
 	if h == nil {
 		h = &host{}
@@ -371,27 +431,6 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	c.mu.Unlock()
 
 	t := &Ticket{c: c, req: req}
-	if req.Rate > 0 {
-		period := req.Period
-		if period <= 0 {
-			period = time.Second
-		}
-		// Evenly spaced (burst 1), three percent slower than asked: the
-		// destination sees the starts a little after they are granted,
-		// unevenly, and must never count more than Rate in a period.
-		res, err := c.rates.Allow(ctx, "flow:"+req.Key, redis_rate.Limit{Rate: req.Rate, Burst: 1, Period: period + period*3/100})
-		if err != nil {
-			t.undo()
-			return nil, err
-		}
-		if res.Allowed == 0 {
-			t.undo()
-			c.parkedOne(req.Key)
-			until := now.Add(res.RetryAfter)
-			c.wakeAt(req.ID, until)
-			return nil, &Parked{Until: until}
-		}
-	}
 	if req.Parallelism > 0 {
 		slots, wait := keyNames(req.Key)
 		res, err := acquireScript.Run(ctx, c.rdb, []string{slots, wait}, req.ID, req.Parallelism, now.UnixMilli(),

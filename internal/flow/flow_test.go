@@ -234,6 +234,47 @@ func TestRateSpacesStarts(t *testing.T) {
 	}
 }
 
+// Each waiter of a rate gets its own turn once, in arrival order, kept for
+// it across workers: coming back early it waits for the same turn (no new
+// one, no herd), at its turn it starts. 10 per second: turns 103 ms apart.
+func TestRateTurnsAreGivenOnceInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	one := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, &waker{}, clk)
+	two := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, &waker{}, clk)
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "turns", Rate: 10, Period: time.Second, Timeout: time.Second}
+	}
+	t0 := clk.now()
+	const interval = 103 * time.Millisecond
+	admit(t, one, req("a")).Done(context.Background(), Succeeded)
+	turns := map[string]time.Time{}
+	for i, id := range []string{"b", "c", "d"} {
+		turns[id] = parked(t, one, req(id))
+		if want := t0.Add(time.Duration(i+1) * interval); !turns[id].Equal(want) {
+			t.Errorf("%s's turn at +%v, want +%v", id, turns[id].Sub(t0), want.Sub(t0))
+		}
+	}
+	clk.add(50 * time.Millisecond)
+	if again := parked(t, two, req("c")); !again.Equal(turns["c"]) {
+		t.Errorf("c back early on another worker: turn +%v, want its own +%v", again.Sub(t0), turns["c"].Sub(t0))
+	}
+	if e := parked(t, two, req("e")); !e.Equal(t0.Add(4 * interval)) {
+		t.Errorf("a later arrival's turn +%v, want after d's (+%v)", e.Sub(t0), 4*interval)
+	}
+	clk.add(turns["b"].Sub(clk.now()))
+	admit(t, two, req("b")).Done(context.Background(), Succeeded)
+	clk.add(turns["c"].Sub(clk.now()) + 5*time.Millisecond)
+	admit(t, one, req("c")).Done(context.Background(), Succeeded)
+	// d comes back past its turn and the grace (30 ms): the turn is lost,
+	// a new one is given at the back of the line.
+	clk.add(turns["d"].Sub(clk.now()) + 40*time.Millisecond)
+	if late := parked(t, one, req("d")); !late.Equal(t0.Add(5 * interval)) {
+		t.Errorf("d, too late for its turn: new turn +%v, want +%v", late.Sub(t0), 5*interval)
+	}
+}
+
 // Adaptive backpressure: overload cuts a key's rate by half (once per
 // CutEvery), successes raise it additively, and it is lifted once back
 // at the rate before the first cut.

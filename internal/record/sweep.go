@@ -19,7 +19,7 @@ type Unfinished struct {
 
 // Unfinished returns up to n pending or retrying requests of one status in
 // partition part, in id order after cursor, and the cursor of the next
-// batch ("" at the end). Index entries whose record is gone or finished
+// batch ("" when there is no more). Index entries whose record is gone or finished
 // are skipped.
 func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor string, n int) ([]Unfinished, string, error) {
 	k := keysOf(s.parts.Tag(part))
@@ -27,9 +27,14 @@ func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor 
 	if cursor != "" {
 		start = "(" + cursor
 	}
-	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.index(status), Start: start, Stop: "+", ByLex: true, Count: int64(n)}).Result()
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.index(status), Start: start, Stop: "+", ByLex: true, Count: int64(n) + 1}).Result()
 	if err != nil || len(ids) == 0 {
 		return nil, "", wrap(err)
+	}
+	next := ""
+	if len(ids) > n {
+		ids = ids[:n]
+		next = ids[n-1]
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
@@ -51,11 +56,13 @@ func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor 
 		timeout, _ := v[3].(string)
 		out = append(out, Unfinished{ID: id, Status: Status(st), NextAttemptAt: fromMs(next), UpdatedAt: fromMs(upd), TimeoutMs: int64(atoi(timeout))})
 	}
-	next := ""
-	if len(ids) == n {
-		next = ids[len(ids)-1]
-	}
 	return out, next, nil
+}
+
+// UnfinishedCount is how many requests of status partition part indexes.
+func (s *Store) UnfinishedCount(ctx context.Context, part int, status Status) (int64, error) {
+	n, err := s.rdb.ZCard(ctx, keysOf(s.parts.Tag(part)).index(status)).Result()
+	return n, wrap(err)
 }
 
 // CallbacksDue returns up to n ids per partition whose callback is due and

@@ -7,10 +7,18 @@
 // to the workers; every due callback whose task is missing; and it drops
 // index entries of records that expired after their retention. One sweeper
 // runs at a time across all workers, under a Redis lock.
+//
+// It is a safety net, and its cost must not grow with the backlog: every
+// sweep reads asynq's active tasks (as many as attempts in flight) for
+// stranded ones, but looks at the unfinished records a slice at a time,
+// continuing where the last sweep stopped, so each waiting request is
+// looked at about once per SafetyNetPeriod (more often only while the
+// backlog is small: a sweep looks at MinPerSweep at least).
 package sweeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -25,6 +33,7 @@ import (
 
 // Store is the part of the record store the sweeper reads.
 type Store interface {
+	UnfinishedCount(ctx context.Context, part int, status record.Status) (int64, error)
 	Unfinished(ctx context.Context, part int, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
 	Partitions() partition.Set
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
@@ -67,7 +76,33 @@ type Sweeper struct {
 	OnSweep func(Stats)
 }
 
-const lockKey = "{retryd}:sweeper:lock"
+const (
+	lockKey = "{retryd}:sweeper:lock"
+	// cursorKey holds where each partition's and status's slice stopped
+	// (field "<part>:<status>"), so the sweep goes on where the last one
+	// stopped, whichever worker ran it.
+	cursorKey = "{retryd}:sweeper:cursor"
+)
+
+// The safety net's pace.
+const (
+	// SafetyNetPeriod is about how often each unfinished request is looked
+	// at, once the backlog is larger than MinPerSweep per sweep covers.
+	SafetyNetPeriod = 5 * time.Minute
+	// MinPerSweep is the records of one status and partition one sweep
+	// looks at, at least: a small backlog (a crash test's, say) is
+	// covered in a sweep or two, at a cost that stays bounded.
+	MinPerSweep = 200
+)
+
+// budget is how many of total unfinished records one sweep looks at.
+func (s *Sweeper) budget(total int64) int64 {
+	if s.Interval <= 0 || s.Interval >= SafetyNetPeriod {
+		return total
+	}
+	per := (total*int64(s.Interval) + int64(SafetyNetPeriod) - 1) / int64(SafetyNetPeriod)
+	return min(total, max(per, MinPerSweep))
+}
 
 // lockTTL bounds how long a crashed sweeper holds the lock.
 const lockTTL = 2 * time.Minute
@@ -124,20 +159,12 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	}
 	parts := s.Store.Partitions()
 	for part := 0; part < parts.Len(); part++ {
+		if err := s.repairStranded(ctx, parts.Tag(part), now, &st); err != nil {
+			return st, err
+		}
 		for _, status := range []record.Status{record.Pending, record.Retrying} {
-			cursor := ""
-			for {
-				batch, next, err := s.Store.Unfinished(ctx, part, status, cursor, 500)
-				if err != nil {
-					return st, err
-				}
-				if err := s.repair(ctx, parts.Tag(part), batch, now, &st); err != nil {
-					return st, err
-				}
-				if next == "" {
-					break
-				}
-				cursor = next
+			if err := s.sweepSlice(ctx, part, status, now, &st); err != nil {
+				return st, err
 			}
 		}
 	}
@@ -160,6 +187,61 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// sweepSlice looks at the next slice of the unfinished records of status
+// in partition part, going on from where the last sweep stopped.
+func (s *Sweeper) sweepSlice(ctx context.Context, part int, status record.Status, now time.Time, st *Stats) error {
+	total, err := s.Store.UnfinishedCount(ctx, part, status)
+	if err != nil || total == 0 {
+		return err
+	}
+	field := fmt.Sprintf("%d:%s", part, status)
+	cursor, err := s.RDB.HGet(ctx, cursorKey, field).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	queue := s.Store.Partitions().Tag(part)
+	wrapped := cursor == ""
+	for left := s.budget(total); left > 0; {
+		n := min(left, 500)
+		batch, next, err := s.Store.Unfinished(ctx, part, status, cursor, int(n))
+		if err != nil {
+			return err
+		}
+		if err := s.repair(ctx, queue, batch, now, st); err != nil {
+			return err
+		}
+		left -= n
+		cursor = next
+		if next == "" {
+			if wrapped {
+				break
+			}
+			wrapped = true // the end: go on from the start
+		}
+	}
+	return s.RDB.HSet(ctx, cursorKey, field, cursor).Err()
+}
+
+// repairStranded puts back to pending the active tasks of queue whose
+// worker died (lease gone or ended).
+func (s *Sweeper) repairStranded(ctx context.Context, queue string, now time.Time, st *Stats) error {
+	ids, err := asynqx.Stranded(ctx, s.RDB, queue, now)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		moved, err := asynqx.RequeueStranded(ctx, s.RDB, queue, id, now)
+		if err != nil {
+			return fmt.Errorf("requeue stranded %s: %w", id, err)
+		}
+		if moved {
+			st.Stranded++
+			s.Log.Warn("sweeper: task was active without a live lease (worker gone); back to pending", "taskId", id)
+		}
+	}
+	return nil
 }
 
 // repairCallbacks enqueues the due callbacks among ids (of the queue) that
@@ -212,19 +294,9 @@ func (s *Sweeper) repair(ctx context.Context, queue string, batch []record.Unfin
 			}
 			st.Archived++
 			s.Log.Warn("sweeper: unfinished request's task was archived; requeued", "requestId", u.ID)
-		case "active":
-			if !states[i].LeaseExpiry.Before(now.Truncate(time.Second)) {
-				continue
-			}
-			moved, err := asynqx.RequeueStranded(ctx, s.RDB, queue, u.ID, now)
-			if err != nil {
-				return fmt.Errorf("requeue stranded %s: %w", u.ID, err)
-			}
-			if moved {
-				st.Stranded++
-				s.Log.Warn("sweeper: task was active without a live lease (worker gone); back to pending", "requestId", u.ID)
-			}
 		}
+		// An active task is repairStranded's: it reads them all, every
+		// sweep.
 	}
 	return nil
 }

@@ -145,3 +145,38 @@ func TestOneSweeperAtATime(t *testing.T) {
 		t.Errorf("the lock is still held by %q after the sweep", owner)
 	}
 }
+
+// The safety net's cost does not grow with the backlog: a sweep looks at a
+// slice of the unfinished records (MinPerSweep here, as 1,000 records at a
+// 10 s interval are under it), and the next sweep goes on where it
+// stopped, so every record is looked at once per round, none twice.
+func TestASweepLooksAtASliceAndTheNextGoesOn(t *testing.T) {
+	t.Parallel()
+	sw, b := setup(t)
+	sw.Interval = 10 * time.Second
+	const n = 1000
+	for range n {
+		b.create(t, `{"url":"https://example.com"}`)
+	}
+	b.now = b.now.Add(sw.Grace + time.Second)
+	missing := 0
+	for i := 0; i < n/MinPerSweep; i++ {
+		st, _, err := sw.SweepOnce(context.Background())
+		if err != nil || st.Checked != MinPerSweep || st.Missing != MinPerSweep {
+			t.Fatalf("sweep %d: %+v %v, want %d looked at and repaired", i, st, err, MinPerSweep)
+		}
+		missing += st.Missing
+	}
+	if missing != n {
+		t.Errorf("%d repaired over a round, want %d", missing, n)
+	}
+	// The next round finds every one with its task.
+	if st, _, _ := sw.SweepOnce(context.Background()); st.Missing != 0 || st.Checked != MinPerSweep {
+		t.Errorf("the next round's first sweep: %+v", st)
+	}
+	// A backlog past MinPerSweep's reach is looked at once per
+	// SafetyNetPeriod.
+	if got, want := sw.budget(100_000), int64(100_000*10/300); got != want+1 && got != want {
+		t.Errorf("budget(100000) = %d, want about %d", got, want)
+	}
+}
