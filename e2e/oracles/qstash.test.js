@@ -198,6 +198,10 @@ test("messages.cancel: one, many, by filter, and all", async () => {
   assert.deepEqual(await client.messages.cancel({ filter: { label: "nightly" } }), { cancelled: 2 });
   const kept = await client.messages.get(keep.messageId);
   assert.equal(kept.label, "other");
+  // count caps a call: one of the two "capped" messages is cancelled.
+  await later("/later-7", { label: "capped" });
+  await later("/later-8", { label: "capped" });
+  assert.equal((await client.messages.cancel({ filter: { label: "capped" }, count: 1 })).cancelled, 1);
   const all = await client.messages.cancel({ all: true });
   assert.ok(all.cancelled >= 1, JSON.stringify(all));
   results.cancelled = one.messageId;
@@ -222,6 +226,14 @@ test("the DLQ: listMessages, retry, delete one, delete many, delete by filter", 
   assert.equal(flakyEntry.url, to("/dlq-flaky"));
   const byLabel = await client.dlq.listMessages({ filter: { label: "batch-7" } });
   assert.deepEqual(byLabel.messages.map((m) => m.dlqId), [f1.messageId]);
+
+  // A selection acts on what it names: a misspelled filter is refused
+  // (it once deleted the whole DLQ), a messageId filter lists one message.
+  for (const call of [() => client.dlq.delete({ filter: { labeel: "batch-7" } }), () => client.dlq.retry({ filter: { labeel: "x" } })]) {
+    await assert.rejects(call(), (e) => e instanceof QstashError && /labeel/.test(e.message));
+  }
+  const byId = await client.dlq.listMessages({ filter: { messageId: m1.messageId } });
+  assert.deepEqual(byId.messages.map((m) => m.dlqId), [m1.messageId]);
 
   answers.set("/dlq-flaky", [200]);
   const retried = await client.dlq.retry([flaky.messageId]);
