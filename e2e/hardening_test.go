@@ -173,3 +173,28 @@ func TestQStashHeadersParseSafely(t *testing.T) {
 		t.Errorf("/requests with a Content-Length header: %d, want 400", a.status)
 	}
 }
+
+// asynqmon shows a request's own budget: a task's max retry is the
+// request's maxRetries plus the interrupted-attempt allowance (3), and its
+// retry count is the request's failed attempts, never 1048576.
+func TestDashboardShowsTheRequestsBudget(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 1)
+	dest := newDestination(t)
+	id := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":2,"backoffMs":60000,"maxBackoffMs":60000}`, dest.script("/budget", 500)))
+	var task map[string]any
+	waitFor(t, 15*time.Second, "the request's task waiting for its retry", func() bool {
+		a := call(t, "GET", s.api+"/monitoring/api/queues/retryd/retry_tasks", "")
+		list, _ := a.body["tasks"].([]any)
+		for _, x := range list {
+			if m := x.(map[string]any); m["id"] == id {
+				task = m
+				return true
+			}
+		}
+		return false
+	})
+	if task["max_retry"] != 5.0 || task["retried"] != 1.0 {
+		t.Errorf("the dashboard shows retried %v of max %v, want 1 of 5 (maxRetries 2 + 3 interruptions)", task["retried"], task["max_retry"])
+	}
+}

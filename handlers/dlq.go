@@ -32,7 +32,7 @@ type DLQStore interface {
 type Requeuer interface {
 	// Requeue replaces the request's (archived) task with a fresh one, so
 	// asynq's own retry counter starts over too.
-	Requeue(ctx context.Context, id string, attemptTimeout time.Duration) error
+	Requeue(ctx context.Context, id string, attemptTimeout time.Duration, maxRetries int) error
 }
 
 // DLQ serves the dead-letter queue: failed requests and their redrive.
@@ -227,7 +227,7 @@ func (d *DLQ) redriveOne(ctx context.Context, id string, b *redriveBody, idemKey
 	if err != nil {
 		return nil, err
 	}
-	if err := d.Queue.Requeue(ctx, id, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+	if err := d.Queue.Requeue(ctx, id, time.Duration(r.TimeoutMs)*time.Millisecond, r.MaxRetries); err != nil {
 		// The record is pending again; the sweeper hands requests that
 		// have no task back to the workers.
 		d.API.Log.Error("redriven request could not be requeued now", "requestId", id, "err", err)

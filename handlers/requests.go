@@ -41,7 +41,7 @@ type Store interface {
 type Queue interface {
 	// Enqueue hands a stored request to the workers, due at due; a task
 	// that exists already is not an error.
-	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration, maxRetries int) error
 	// PendingAtOnce says whether a task due at due is pending as soon as
 	// it is enqueued (so its submission rings the workers' doorbell).
 	PendingAtOnce(due time.Time) bool
@@ -186,7 +186,7 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 		if rang {
 			enqCtx = asynqx.WithoutRing(ctx)
 		}
-		if err = a.Queue.Enqueue(enqCtx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+		if err = a.Queue.Enqueue(enqCtx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond, r.MaxRetries); err != nil {
 			err, unconfirmed = fmt.Errorf("%w: enqueue %s: %w", record.ErrUnavailable, r.ID, err), true
 		}
 	}

@@ -108,7 +108,7 @@ func TestSubmissionWakesTheIdleWorker(t *testing.T) {
 	api.AddHook(NewBell(api, 0))
 	q := &Enqueuer{Client: asynq.NewClientFromRedisClient(api), Inspector: asynq.NewInspectorFromRedisClient(api)}
 	id := "01m8mhyychtfy2pdj6g7"
-	if err := q.Enqueue(context.Background(), id, time.Now(), time.Second); err != nil {
+	if err := q.Enqueue(context.Background(), id, time.Now(), time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
 	expectRun(t, ran, id, "submission")

@@ -14,6 +14,7 @@ import (
 	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/partition"
+	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -24,9 +25,18 @@ const TypeDeliver = "retryd:deliver"
 // Queue is the asynq queue retryd uses.
 const Queue = "retryd"
 
-// maxAsynqRetry keeps asynq from ever deciding a request is exhausted: the
-// record's budget decides, and the handler ends the task itself (SkipRetry).
+// maxAsynqRetry keeps asynq from ever deciding a callback is exhausted:
+// its record decides, and the handler ends the task itself (SkipRetry).
 const maxAsynqRetry = 1 << 20
+
+// MaxRetry is the asynq MaxRetry of a delivery task of a request with
+// maxRetries, so the dashboard shows the request's own budget. asynq counts
+// a run as retried when the handler returns a failure (a failed attempt)
+// and when its recoverer finds a lease expired (a crash), never for a park
+// or retryd's own trouble (retry.IsFailure), so the count stays within the
+// budget plus the interrupted-attempt allowance; the record still decides
+// when the request ends (the handler returns SkipRetry).
+func MaxRetry(maxRetries int) int { return maxRetries + record.MaxInterruptions }
 
 // maxWait bounds how long a handler waits out an early hand-over before it
 // gives the task back to the queue instead.
@@ -57,11 +67,11 @@ func (e *Enqueuer) QueueOf(id string) string {
 // Enqueue schedules the delivery of request id for due. The task is handed
 // to a worker retry.Lead before due; the handler waits out the rest. A task
 // of that id that already exists is not an error.
-func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error {
+func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration, maxRetries int) error {
 	opts := []asynq.Option{
 		asynq.TaskID(id),
 		asynq.Queue(e.QueueOf(id)),
-		asynq.MaxRetry(maxAsynqRetry),
+		asynq.MaxRetry(MaxRetry(maxRetries)),
 		asynq.Timeout(TaskTimeout(attemptTimeout)),
 	}
 	if at := handOverAt(due); !at.IsZero() {
@@ -117,11 +127,11 @@ func (e *Enqueuer) Delete(ctx context.Context, id string) error {
 // task of a failed request is deleted (asynq's RunTask would keep its retry
 // counter) and a new one enqueued. A task still active is left to finish;
 // the record decides what it does.
-func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.Duration) error {
+func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.Duration, maxRetries int) error {
 	if err := e.Delete(ctx, id); err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
 		return fmt.Errorf("delete task of %s: %w", id, err)
 	}
-	return e.Enqueue(ctx, id, time.Now(), attemptTimeout)
+	return e.Enqueue(ctx, id, time.Now(), attemptTimeout, maxRetries)
 }
 
 // NewBell returns the doorbell of retryd's queue, to add as a hook to the

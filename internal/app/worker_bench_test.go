@@ -47,7 +47,7 @@ func BenchmarkWorker(b *testing.B) {
 		if _, err := store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		if err := queue.Enqueue(ctx, r.ID, now, time.Minute); err != nil {
+		if err := queue.Enqueue(ctx, r.ID, now, time.Minute, r.MaxRetries); err != nil {
 			b.Fatal(err)
 		}
 	}

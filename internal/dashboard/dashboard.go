@@ -98,7 +98,9 @@ func Summary(r *record.Request) string {
 	}
 	// Short and the destination early: asynqmon cuts a long payload at the
 	// column's width.
-	s := fmt.Sprintf("%s · attempt %d/%d · %s %s · %s", r.Status, r.AttemptCount, r.MaxRetries+1, r.Method, target, last)
+	// Attempts of this run (since submission or the last redrive) against
+	// its budget: a redriven request reads 1/1 again, not 2/1.
+	s := fmt.Sprintf("%s · attempt %d/%d · %s %s · %s", r.Status, r.BudgetUsed, r.MaxRetries+1, r.Method, target, last)
 	if r.WaitingFor != "" && !r.Status.Terminal() {
 		s += " · waiting for " + r.WaitingFor
 	}

@@ -15,6 +15,7 @@ type Unfinished struct {
 	NextAttemptAt time.Time
 	UpdatedAt     time.Time
 	TimeoutMs     int64
+	MaxRetries    int
 }
 
 // Unfinished returns up to n pending or retrying requests of one status in
@@ -39,7 +40,7 @@ func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor 
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, k.req(id), fStatus, fNextAttemptAt, fUpdatedAt, fTimeout)
+		cmds[i] = pipe.HMGet(ctx, k.req(id), fStatus, fNextAttemptAt, fUpdatedAt, fTimeout, fMaxRetries)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, "", wrap(err)
@@ -54,7 +55,9 @@ func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor 
 		next, _ := v[1].(string)
 		upd, _ := v[2].(string)
 		timeout, _ := v[3].(string)
-		out = append(out, Unfinished{ID: id, Status: Status(st), NextAttemptAt: fromMs(next), UpdatedAt: fromMs(upd), TimeoutMs: int64(atoi(timeout))})
+		maxRetries, _ := v[4].(string)
+		out = append(out, Unfinished{ID: id, Status: Status(st), NextAttemptAt: fromMs(next), UpdatedAt: fromMs(upd), TimeoutMs: int64(atoi(timeout)),
+			MaxRetries: atoi(maxRetries)})
 	}
 	return out, next, nil
 }

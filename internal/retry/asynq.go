@@ -74,8 +74,10 @@ func DelayFunc(now func() time.Time) asynq.RetryDelayFunc {
 	}
 }
 
-// IsFailure is asynq's IsFailure: a task that arrived early, or that
-// waits for a flow-control slot, is not a failure.
+// IsFailure is asynq's IsFailure: a task that arrived early, that waits
+// for a flow-control slot, or that retryd's own trouble (Redis) kept from
+// its attempt is not a failure. So asynq's retry count is the request's
+// failed attempts (and crashes), within the MaxRetry retryd gives it.
 func IsFailure(err error) bool {
-	return err != nil && !errors.Is(err, ErrNotDue) && !errors.Is(err, ErrParked)
+	return err != nil && !errors.Is(err, ErrNotDue) && !errors.Is(err, ErrParked) && !errors.Is(err, ErrInfrastructure)
 }

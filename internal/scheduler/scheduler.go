@@ -69,7 +69,7 @@ type Store interface {
 
 // Queue hands a new request to the workers.
 type Queue interface {
-	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration, maxRetries int) error
 }
 
 // Scheduler fires due schedules.
@@ -196,7 +196,7 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	}
 	// A failed enqueue leaves a record without a task: the sweeper
 	// enqueues it.
-	if err := s.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond); err != nil {
+	if err := s.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond, r.MaxRetries); err != nil {
 		s.Log.Warn("could not enqueue a scheduled request; the sweeper will", "requestId", r.ID, "err", err)
 	}
 	s.Log.Info("schedule fired", "scheduleId", sc.ID, "fireTime", t.UTC().Format(time.RFC3339), "requestId", r.ID)

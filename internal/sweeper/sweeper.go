@@ -42,8 +42,8 @@ type Store interface {
 
 // Queue hands tasks back to asynq.
 type Queue interface {
-	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration) error
-	Requeue(ctx context.Context, id string, attemptTimeout time.Duration) error
+	Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration, maxRetries int) error
+	Requeue(ctx context.Context, id string, attemptTimeout time.Duration, maxRetries int) error
 	EnqueueCallback(ctx context.Context, id string) error
 }
 
@@ -283,13 +283,13 @@ func (s *Sweeper) repair(ctx context.Context, queue string, batch []record.Unfin
 		timeout := time.Duration(u.TimeoutMs) * time.Millisecond
 		switch states[i].State {
 		case "":
-			if err := s.Queue.Enqueue(ctx, u.ID, u.NextAttemptAt, timeout); err != nil {
+			if err := s.Queue.Enqueue(ctx, u.ID, u.NextAttemptAt, timeout, u.MaxRetries); err != nil {
 				return fmt.Errorf("enqueue %s: %w", u.ID, err)
 			}
 			st.Missing++
 			s.Log.Warn("sweeper: request had no task; enqueued", "requestId", u.ID)
 		case "archived":
-			if err := s.Queue.Requeue(ctx, u.ID, timeout); err != nil {
+			if err := s.Queue.Requeue(ctx, u.ID, timeout, u.MaxRetries); err != nil {
 				return fmt.Errorf("requeue %s: %w", u.ID, err)
 			}
 			st.Archived++

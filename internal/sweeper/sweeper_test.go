@@ -93,7 +93,7 @@ func TestAnArchivedTaskOfAnUnfinishedRequestIsRequeued(t *testing.T) {
 	t.Parallel()
 	sw, b := setup(t)
 	id := b.create(t, `{"url":"https://example.com"}`)
-	if err := b.queue.Enqueue(context.Background(), id, b.now, time.Second); err != nil {
+	if err := b.queue.Enqueue(context.Background(), id, b.now, time.Second, 5); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.inspector.ArchiveTask(tasks.Queue, id); err != nil {
