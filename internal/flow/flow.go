@@ -54,6 +54,8 @@ var (
 	acquireScript = script("acquire")
 	releaseScript = script("release")
 	turnScript    = script("turn")
+	fairWait      = script("fair_wait")
+	fairNext      = script("fair_next")
 )
 
 // Config are a worker's flow-control settings.
@@ -89,8 +91,13 @@ const (
 	// the first cut, per second of successes (at least 1/s).
 	RecoverShare = 0.1
 	// ParkFallback is the longest a task parked for a slot sleeps before it
-	// looks again without being woken.
-	ParkFallback = 30 * time.Second
+	// looks again without being woken: only a safety net, since its place
+	// is kept in Redis (fairness lines, parallelism lines) and any worker
+	// with a free slot wakes it.
+	ParkFallback = 5 * time.Minute
+	// LineMemory is how long a worker keeps looking (every RebalanceEvery)
+	// at a destination's fairness line it last saw non-empty.
+	LineMemory = time.Minute
 	// RateHorizon is how far ahead an adaptive wait is booked; a longer
 	// wait looks again after RateHorizon to 2·RateHorizon.
 	RateHorizon = 5 * time.Second
@@ -163,10 +170,13 @@ type Controller struct {
 	cancel context.CancelFunc
 }
 
-// host is one destination's fairness state on this worker.
+// host is one destination's fairness state on this worker. Its waiters
+// wait in the destination's line in Redis, shared by all workers.
 type host struct {
 	inflight int
-	waiting  []string // parked request ids, oldest first
+	// lineSeen is when this worker last saw the destination's line
+	// non-empty (zero: empty, as far as it knows).
+	lineSeen time.Time
 	// woken are the waiters woken and not yet back (id -> when): a woken
 	// request may be fetched by another worker, so a wake-up counts
 	// against this worker's free slots for WakeTTL only.
@@ -177,9 +187,9 @@ type host struct {
 // woke it before that worker wakes another in its place.
 const WakeTTL = 2 * time.Second
 
-// takeWaiters takes as many waiters as the host has free slots here, not
-// counting slots already promised to waiters woken in the last WakeTTL.
-func (h *host) takeWaiters(limit int, now time.Time) []string {
+// freeSlots is how many of limit slots the host has free here, not
+// counting slots promised to waiters woken in the last WakeTTL.
+func (h *host) freeSlots(limit int, now time.Time) int {
 	pending := 0
 	for id, at := range h.woken {
 		if now.Sub(at) >= WakeTTL {
@@ -188,19 +198,74 @@ func (h *host) takeWaiters(limit int, now time.Time) []string {
 		}
 		pending++
 	}
-	n := min(limit-h.inflight-pending, len(h.waiting))
-	if n <= 0 {
-		return nil
-	}
-	out := h.waiting[:n:n]
-	h.waiting = h.waiting[n:]
+	return max(0, limit-h.inflight-pending)
+}
+
+// promise counts ids, just woken, against the host's free slots here.
+func (h *host) promise(ids []string, now time.Time) {
 	if h.woken == nil {
 		h.woken = map[string]time.Time{}
 	}
-	for _, id := range out {
+	for _, id := range ids {
 		h.woken[id] = now
 	}
-	return out
+}
+
+// fairNames are the Redis keys of a destination's fairness line.
+func fairNames(hostPort string) (line, promoted string) {
+	tag := keyTag("fair:" + hostPort)
+	return tag + ":line", tag + ":promoted"
+}
+
+// waitInLine puts id in hostPort's fairness line (keeping a place it had).
+func (c *Controller) waitInLine(ctx context.Context, hostPort, id string, now time.Time) error {
+	line, promoted := fairNames(hostPort)
+	return fairWait.Run(ctx, c.rdb, []string{line, promoted}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Err()
+}
+
+// nextInLine takes up to n waiters of hostPort's line, oldest first, and
+// forgets the place of ended (the request whose attempt ended, or "").
+// left is how many still wait.
+func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (ids []string, left int, err error) {
+	line, promoted := fairNames(hostPort)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	res, err := fairNext.Run(ctx, c.rdb, []string{line, promoted}, ended, n, KeyTTL.Milliseconds()).StringSlice()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(res) < 1 {
+		return nil, 0, fmt.Errorf("fair_next script: unexpected reply %v", res)
+	}
+	left, err = strconv.Atoi(res[0])
+	if err != nil {
+		return nil, 0, fmt.Errorf("fair_next script: unexpected reply %v", res)
+	}
+	return res[1:], left, nil
+}
+
+// promote takes up to free waiters of hostPort's line (forgetting ended's
+// place), promises them this worker's free slots and wakes them.
+func (c *Controller) promote(ctx context.Context, hostPort, ended string, free int) {
+	ids, left, err := c.nextInLine(ctx, hostPort, ended, free)
+	if err != nil {
+		c.log.Warn("could not read a fairness line; its waiters' deadlines will wake them", "host", hostPort, "err", err)
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	if h := c.hosts[hostPort]; h != nil {
+		h.promise(ids, now)
+		if left > 0 {
+			h.lineSeen = now
+		} else {
+			h.lineSeen = time.Time{}
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.wakeLocal(hostPort, id)
+	}
 }
 
 // RebalanceEvery is how often a worker wakes waiters of destinations that
@@ -216,18 +281,24 @@ const RebalanceEvery = 100 * time.Millisecond
 func (c *Controller) Rebalance(ctx context.Context) {
 	every(ctx, RebalanceEvery, func() {
 		c.releaseFetched(ctx)
-		type wake struct{ host, id string }
-		var wakes []wake
+		type lineFree struct {
+			host string
+			free int
+		}
+		var lines []lineFree
 		c.mu.Lock()
 		now := c.now()
 		for name, h := range c.hosts {
-			for _, id := range h.takeWaiters(c.FairCap(), now) {
-				wakes = append(wakes, wake{name, id})
+			if h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory {
+				continue
+			}
+			if free := h.freeSlots(c.FairCap(), now); free > 0 {
+				lines = append(lines, lineFree{name, free})
 			}
 		}
 		c.mu.Unlock()
-		for _, w := range wakes {
-			c.wakeLocal(w.host, w.id)
+		for _, l := range lines {
+			c.promote(ctx, l.host, "", l.free)
 		}
 	})
 }
@@ -419,11 +490,12 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	}
 	delete(h.woken, req.ID) // back (here) from a wake-up
 	if h.inflight >= c.FairCap() {
-		if !contains(h.waiting, req.ID) {
-			h.waiting = append(h.waiting, req.ID)
-		}
+		h.lineSeen = now
 		k.parked++
 		c.mu.Unlock()
+		if err := c.waitInLine(ctx, req.HostPort, req.ID, now); err != nil {
+			return nil, err
+		}
 		return nil, &Parked{Until: now.Add(ParkFallback)}
 	}
 	h.inflight++
@@ -519,10 +591,10 @@ func (t *Ticket) undo() {
 func (t *Ticket) Done(ctx context.Context, o Outcome) {
 	c, now := t.c, t.c.now()
 	c.mu.Lock()
-	var next []string
+	free := 0
 	if h := c.hosts[t.req.HostPort]; h != nil {
 		h.inflight--
-		next = h.takeWaiters(c.FairCap(), now)
+		free = h.freeSlots(c.FairCap(), now)
 	}
 	k := c.keys[t.req.Key]
 	if k != nil {
@@ -530,9 +602,9 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 		k.learn(c, o, now)
 	}
 	c.mu.Unlock()
-	for _, id := range next {
-		c.wakeLocal(t.req.HostPort, id)
-	}
+	// The slot goes to the destination's longest waiter, whichever worker
+	// parked it; one round trip, which also forgets this request's place.
+	c.promote(ctx, t.req.HostPort, t.req.ID, free)
 	if t.global {
 		c.release(ctx, t.req, t.req.ID)
 	}
@@ -569,7 +641,7 @@ func (c *Controller) release(ctx context.Context, req Request, id string) {
 }
 
 // wakeLocal wakes the request parked for a fairness slot of hostPort (or
-// the next waiting one, when it is gone), in the background.
+// the next one in line, when it is gone), in the background.
 func (c *Controller) wakeLocal(hostPort, id string) {
 	c.wakes.Add(1)
 	go func() {
@@ -579,17 +651,31 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 				return
 			}
 			// Gone, or not wakeable now (its fallback deadline wakes it):
-			// its promised slot goes to the next waiter.
+			// its promised slot goes to the next in line.
 			c.mu.Lock()
-			gone := id
-			id = ""
+			free := 0
 			if h := c.hosts[hostPort]; h != nil {
-				delete(h.woken, gone)
-				if next := h.takeWaiters(c.FairCap(), c.now()); len(next) > 0 {
-					id = next[0]
+				delete(h.woken, id)
+				free = min(1, h.freeSlots(c.FairCap(), c.now()))
+			}
+			c.mu.Unlock()
+			id = ""
+			if free == 0 {
+				return
+			}
+			next, left, err := c.nextInLine(c.stop, hostPort, "", 1)
+			if err != nil || len(next) == 0 {
+				return
+			}
+			c.mu.Lock()
+			if h := c.hosts[hostPort]; h != nil {
+				h.promise(next, c.now())
+				if left == 0 {
+					h.lineSeen = time.Time{}
 				}
 			}
 			c.mu.Unlock()
+			id = next[0]
 		}
 	}()
 }
@@ -726,13 +812,4 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		}
 		k.lim.SetLimitAt(now, rate.Limit(next))
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
