@@ -591,10 +591,11 @@ func (t *Ticket) undo() {
 func (t *Ticket) Done(ctx context.Context, o Outcome) {
 	c, now := t.c, t.c.now()
 	c.mu.Lock()
-	free := 0
+	free, line := 0, false
 	if h := c.hosts[t.req.HostPort]; h != nil {
 		h.inflight--
 		free = h.freeSlots(c.FairCap(), now)
+		line = !h.lineSeen.IsZero()
 	}
 	k := c.keys[t.req.Key]
 	if k != nil {
@@ -602,9 +603,13 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 		k.learn(c, o, now)
 	}
 	c.mu.Unlock()
-	// The slot goes to the destination's longest waiter, whichever worker
-	// parked it; one round trip, which also forgets this request's place.
-	c.promote(ctx, t.req.HostPort, t.req.ID, free)
+	if line {
+		// The slot goes to the destination's longest waiter, whichever
+		// worker parked it; one round trip, which also forgets this
+		// request's place. Without a line (as far as this worker knows:
+		// Rebalance looks at those it saw) an attempt costs nothing here.
+		c.promote(ctx, t.req.HostPort, t.req.ID, free)
+	}
 	if t.global {
 		c.release(ctx, t.req, t.req.ID)
 	}

@@ -1,7 +1,9 @@
 -- Takes the next requests of a destination's fairness line for the slots a
 -- worker has free, remembering their places (a promoted request that finds
 -- no slot where it lands goes back to its place), and forgets the place
--- of a request whose attempt ended.
+-- of a request whose attempt ended. Once the line is empty the places are
+-- dropped too: a promoted request that must wait again then starts a new
+-- line, and no place outlives the contention.
 -- KEYS[1]: the destination's line (member: request id, score: its place, ms)
 -- KEYS[2]: the promoted requests (field: request id, value: its place)
 -- ARGV[1]: the request whose attempt ended, or ""
@@ -19,5 +21,7 @@ if n > 0 then
   end
   if #popped > 0 then redis.call("PEXPIRE", KEYS[2], ARGV[3]) end
 end
-out[1] = tostring(redis.call("ZCARD", KEYS[1]))
+local left = redis.call("ZCARD", KEYS[1])
+if left == 0 then redis.call("DEL", KEYS[2]) end
+out[1] = tostring(left)
 return out
