@@ -217,46 +217,10 @@ func fairNames(hostPort string) (line, promoted string) {
 	return tag + ":line", tag + ":promoted"
 }
 
-// linesKey is the set of destinations whose fairness line may hold
-// waiters, so that a worker that never saw a line (it just started, and
-// every worker that did is gone) still takes its waiters.
-const linesKey = "{retryd-flow}:fair-lines"
-
-// LinesEvery is how often a worker reads linesKey.
-const LinesEvery = time.Second
-
 // waitInLine puts id in hostPort's fairness line (keeping a place it had).
 func (c *Controller) waitInLine(ctx context.Context, hostPort, id string, now time.Time) error {
 	line, promoted := fairNames(hostPort)
-	if err := fairWait.Run(ctx, c.rdb, []string{line, promoted}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Err(); err != nil {
-		return err
-	}
-	// Another slot than the line's: a command of its own.
-	return c.rdb.SAdd(ctx, linesKey, hostPort).Err()
-}
-
-// learnLines marks every destination of linesKey as having a line, so
-// Rebalance looks at it.
-func (c *Controller) learnLines(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	hosts, err := c.rdb.SMembers(ctx, linesKey).Result()
-	if err != nil {
-		return
-	}
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, name := range hosts {
-		h := c.hosts[name]
-		if h == nil {
-			h = &host{}
-			c.hosts[name] = h
-		}
-		if h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory/2 {
-			h.lineSeen = now
-		}
-	}
+	return fairWait.Run(ctx, c.rdb, []string{line, promoted}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Err()
 }
 
 // nextInLine takes up to n waiters of hostPort's line, oldest first, and
@@ -299,10 +263,6 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 		}
 	}
 	c.mu.Unlock()
-	if left == 0 {
-		// A request parked meanwhile adds it back (waitInLine).
-		_ = c.rdb.SRem(ctx, linesKey, hostPort).Err()
-	}
 	for _, id := range ids {
 		c.wakeLocal(hostPort, id)
 	}
@@ -319,13 +279,8 @@ const RebalanceEvery = 100 * time.Millisecond
 // worker): with several workers it mostly lands on another one, and the
 // promise would otherwise idle the slot for the rest of WakeTTL.
 func (c *Controller) Rebalance(ctx context.Context) {
-	var lastLines time.Time
 	every(ctx, RebalanceEvery, func() {
 		c.releaseFetched(ctx)
-		if now := c.now(); now.Sub(lastLines) >= LinesEvery {
-			lastLines = now
-			c.learnLines(ctx)
-		}
 		type lineFree struct {
 			host string
 			free int

@@ -234,26 +234,6 @@ func TestRateSpacesStarts(t *testing.T) {
 	}
 }
 
-// Waiters keep their place in Redis: a worker that never saw the line (it
-// started after the one that parked them died) takes them, oldest first,
-// for the slots it has free.
-func TestAFreshWorkerTakesTheWaitersOfALineItNeverSaw(t *testing.T) {
-	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
-	gone := newController(t, rdb, Config{Concurrency: 2, FairShare: 0.5}, &waker{}, clk)
-	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
-	admit(t, gone, req("a")) // never Done: its worker died
-	parked(t, gone, req("b"))
-	parked(t, gone, req("c"))
-	w := &waker{}
-	fresh := newController(t, rdb, Config{Concurrency: 2, FairShare: 0.5}, w, clk)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go fresh.Rebalance(ctx)
-	waitWoken(t, w, []string{"b"}) // its one fair slot, to the oldest
-}
-
 // Each waiter of a rate gets its own turn once, in arrival order, kept for
 // it across workers: coming back early it waits for the same turn (no new
 // one, no herd), at its turn it starts. 10 per second: turns 103 ms apart.
