@@ -652,11 +652,19 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 	go func() {
 		defer c.wakes.Done()
 		for id != "" && c.stop.Err() == nil {
-			if c.wake(c.stop, id) == woken {
+			res := c.wake(c.stop, id)
+			if res == woken {
 				return
 			}
-			// Gone, or not wakeable now (its fallback deadline wakes it):
-			// its promised slot goes to the next in line.
+			if res == stalled {
+				// Not wakeable now (on its way, or asynq trouble): back to
+				// its place in line, or it would wait for its fallback
+				// deadline out of every line.
+				if err := c.waitInLine(c.stop, hostPort, id, c.now()); err != nil {
+					c.log.Warn("could not put a waiter back in line; its deadline will wake it", "requestId", id, "err", err)
+				}
+			}
+			// Its promised slot goes to the next in line.
 			c.mu.Lock()
 			free := 0
 			if h := c.hosts[hostPort]; h != nil {
