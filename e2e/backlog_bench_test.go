@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,7 +71,7 @@ func BenchmarkBacklog(b *testing.B) {
 	want := strings.Fields(strings.ReplaceAll(os.Getenv("BENCH_SCENARIOS"), ",", " "))
 	for i := 0; i < b.N; i++ {
 		for _, sc := range backlogScenarios {
-			if len(want) > 0 && !contains(want, sc.name) {
+			if len(want) > 0 && !slices.Contains(want, sc.name) {
 				continue
 			}
 			res := runBacklog(b, sc, n, window)
@@ -101,15 +101,6 @@ func TestBacklogSmoke(t *testing.T) {
 	}
 }
 
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
 // runBacklog submits n requests of sc, lets the stack settle, and measures
 // window of steady state: Redis commands and CPU (Redis and workers) per
 // attempt made, and how soon a request to another destination starts.
@@ -131,29 +122,8 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 
 	hc := tunedClient()
 	body := sc.body(backlog.URL + "/backlog")
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	submitted := time.Now()
-	for c := 0; c < 16; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				resp, err := hc.Post(s.api+"/requests", "application/json", strings.NewReader(body))
-				if err != nil {
-					t.Errorf("submit: %v", err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 202 {
-					t.Errorf("submit answered %d", resp.StatusCode)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	submitAll(t, hc, s.api, body, n, 16)
 	submitTime := time.Since(submitted)
 	// Settle: the first admission of every request (a park, for most) is
 	// not the steady state; wait until asynq holds no backlog of runnable

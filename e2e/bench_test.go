@@ -318,31 +318,10 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	dest.reset(false, false)
 	hc := tunedClient()
 	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}}`, dest.URL+"/bench", payload)
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	stopPerf := perfRecord(t, s)
 	cpu0, cs0 := stackCPU(s), stackSwitches(s)
 	start := time.Now()
-	for c := 0; c < 32; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				resp, err := hc.Post(s.api+"/requests", "application/json", strings.NewReader(body))
-				if err != nil {
-					t.Errorf("submit: %v", err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 202 {
-					t.Errorf("submit answered %d", resp.StatusCode)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	submitAll(t, hc, s.api, body, n, 32)
 	waitFor(t, 10*time.Minute, "retryd drain", func() bool { return dest.hits.Load() >= int64(n) })
 	// Delivered is not yet recorded: wait for the records too.
 	waitFor(t, time.Minute, "records completed", func() bool {
@@ -370,6 +349,33 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	}
 	// Leave the next figures a clean Redis of completed records.
 	return float64(n) / el.Seconds(), fp
+}
+
+// submitAll submits body n times from clients concurrent clients, as fast
+// as the API answers.
+func submitAll(t testing.TB, hc *http.Client, api, body string, n, clients int) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				resp, err := hc.Post(api+"/requests", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Errorf("submit: %v", err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 202 {
+					t.Errorf("submit answered %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // benchLatency submits at a steady rate for 3 s from a pool of clients and

@@ -2,6 +2,7 @@ package asynqx
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 	strand(t, srv, "q", "live", now.Add(time.Minute))
 
 	stranded, err := Stranded(ctx, rdb, "q", now)
-	if err != nil || len(stranded) != 2 || !contains(stranded, "expired") || !contains(stranded, "nolease") {
+	if err != nil || len(stranded) != 2 || !slices.Contains(stranded, "expired") || !slices.Contains(stranded, "nolease") {
 		t.Errorf("Stranded = %v, %v; want expired and nolease", stranded, err)
 	}
 	states, err := TaskStates(ctx, rdb, "q", []string{"expired", "nolease", "live", "missing"})
@@ -78,12 +79,3 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 }
 
 func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}

@@ -3,6 +3,7 @@ package qstash
 import (
 	"context"
 	"io"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 
@@ -50,13 +51,6 @@ func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn
 	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
 		return q.API.Store.ListIn(ctx, statuses, cursor, n)
 	}
-	keep := func(r *record.Request) bool {
-		for _, st := range statuses {
-			if r.Status == st {
-				return true
-			}
-		}
-		return false
-	}
+	keep := func(r *record.Request) bool { return slices.Contains(statuses, r.Status) }
 	return s.Walk(ctx, list, q.API.Store.Get, keep, fn)
 }
