@@ -1,0 +1,175 @@
+package flow
+
+// Adaptive backpressure: AIMD on the effective rate of a key whose
+// attempts answer 429 or 503 or time out (this worker's own view).
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Adaptive tuning, which needs no setting.
+const (
+	// CutFactor multiplies a key's effective rate on overload.
+	CutFactor = 0.5
+	// CutEvery bounds how often a key is cut: one burst of failures (every
+	// attempt in flight answering 503) is one cut, not many.
+	CutEvery = time.Second
+	// MinOverloads is how many overloaded answers a key must get within
+	// two seconds on a worker before its first cut.
+	MinOverloads = 25
+	// CutShare is the share of a key's answers (of the last one to two
+	// seconds) that must be overloaded for a cut; below it, successes
+	// raise the rate again. A destination that sheds some load (30 % of
+	// 503s) keeps its rate; one that mostly refuses is eased off.
+	CutShare = 0.5
+	// RecoverShare is the additive increase: a tenth of the rate before
+	// the first cut, per second of successes (at least 1/s).
+	RecoverShare = 0.1
+	// RateHorizon is how far ahead an adaptive wait is booked; a longer
+	// wait looks again after RateHorizon to 2·RateHorizon.
+	RateHorizon = 5 * time.Second
+)
+
+// key is one flow-control key's state on this worker.
+type key struct {
+	spec     Request // the last request seen: its configured limits
+	inflight int
+	parked   int // parks since the last snapshot
+	lim      *rate.Limiter
+	base     float64 // the rate (per second) before the first cut
+	lastCut  time.Time
+	// starts in the current and the previous second, for the observed
+	// rate a first cut starts from.
+	startSec         int64
+	starts, prevSecs int
+	// outcomes of the current second (sec) and the one before: the share
+	// of overloaded answers decides cuts and increases
+	sec                  int64
+	secOK, secOver       int
+	lastSecOK, lastSecOv int
+	// recent outcomes, for the failure share
+	ok, overloaded   int
+	windowStart      time.Time
+	prevOK, prevOver int
+	lastUsed         time.Time
+}
+
+// keyOf returns key state, remembering req's limits. c.mu is held.
+func (c *Controller) keyOf(req Request, now time.Time) *key {
+	k := c.keys[req.Key]
+	if k == nil {
+		k = &key{windowStart: now}
+		c.keys[req.Key] = k
+	}
+	k.spec, k.lastUsed = req, now
+	return k
+}
+
+// adaptiveWait books the request's turn on the key's effective rate: ok
+// when it may start now, else until when its task sleeps. c.mu is held.
+func (c *Controller) adaptiveWait(k *key, id string, now time.Time) (time.Time, bool) {
+	if at, ok := c.booked[id]; ok {
+		delete(c.booked, id)
+		if !now.Before(at.Add(-50 * time.Millisecond)) {
+			return time.Time{}, true // its booked turn
+		}
+	}
+	r := k.lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	switch {
+	case d <= 0:
+		return time.Time{}, true
+	case d <= RateHorizon:
+		c.booked[id] = now.Add(d)
+		return now.Add(d), false
+	}
+	r.CancelAt(now)
+	return now.Add(RateHorizon + time.Duration(rand.Int64N(int64(RateHorizon)))), false
+}
+
+// countStart counts an attempt start for the observed rate. c.mu is held.
+func (k *key) countStart(now time.Time) {
+	sec := now.Unix()
+	switch {
+	case sec == k.startSec:
+	case sec == k.startSec+1:
+		k.prevSecs, k.starts = k.starts, 0
+	default:
+		k.prevSecs, k.starts = 0, 0
+	}
+	k.startSec = sec
+	k.starts++
+}
+
+// observedRate is the key's recent starts per second on this worker.
+func (k *key) observedRate(now time.Time) float64 {
+	if now.Unix() > k.startSec+1 {
+		return 0
+	}
+	if now.Unix() == k.startSec+1 {
+		return float64(k.starts)
+	}
+	return float64(max(k.starts, k.prevSecs))
+}
+
+// learn is AIMD on the key's effective rate. c.mu is held.
+func (k *key) learn(c *Controller, o Outcome, now time.Time) {
+	if now.Sub(k.windowStart) >= time.Minute {
+		k.prevOK, k.prevOver, k.ok, k.overloaded, k.windowStart = k.ok, k.overloaded, 0, 0, now
+	}
+	switch sec := now.Unix(); {
+	case sec == k.sec:
+	case sec == k.sec+1:
+		k.lastSecOK, k.lastSecOv, k.secOK, k.secOver, k.sec = k.secOK, k.secOver, 0, 0, sec
+	default:
+		k.lastSecOK, k.lastSecOv, k.secOK, k.secOver, k.sec = 0, 0, 0, 0, sec
+	}
+	switch o {
+	case Succeeded:
+		k.ok++
+		k.secOK++
+	case Overloaded:
+		k.overloaded++
+		k.secOver++
+	default:
+		return
+	}
+	over, all := k.secOver+k.lastSecOv, k.secOK+k.secOver+k.lastSecOK+k.lastSecOv
+	overloaded := float64(over) >= CutShare*float64(all)
+	switch {
+	case o == Succeeded && k.lim != nil && !overloaded:
+		// Additive increase, while most answers are good.
+		cur := float64(k.lim.Limit())
+		next := cur + max(1, k.base*RecoverShare)/max(cur, 1)
+		if next >= k.base {
+			k.lim = nil // recovered: no limit again
+			return
+		}
+		k.lim.SetLimitAt(now, rate.Limit(next))
+	case o == Overloaded && c.cfg.Adaptive && overloaded && now.Sub(k.lastCut) >= CutEvery:
+		// Only a key under load is cut: a few requests failing (and
+		// retrying on their own backoff) are not a destination to ease
+		// off, and their retries must keep their timing. A limited key is
+		// cut again on a few samples.
+		if (k.lim == nil && over < MinOverloads) || (k.lim != nil && all < 3) {
+			return
+		}
+		k.lastCut = now
+		cur := k.observedRate(now)
+		if k.lim != nil {
+			cur = float64(k.lim.Limit())
+		} else {
+			k.base = max(cur, c.cfg.MinRate*2)
+		}
+		next := max(c.cfg.MinRate, cur*CutFactor)
+		if k.lim == nil {
+			k.lim = rate.NewLimiter(rate.Limit(next), 1)
+			k.lim.ReserveN(now, 1) // the attempt that was just overloaded used this turn
+			return
+		}
+		k.lim.SetLimitAt(now, rate.Limit(next))
+	}
+}

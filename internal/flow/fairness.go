@@ -1,0 +1,241 @@
+package flow
+
+// Fairness: one destination (host:port) holds at most a share of a
+// worker's slots; its waiters wait in its line in Redis, shared by all
+// workers, and a freed slot goes to the longest waiter.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+const (
+	// LineMemory is how long a worker keeps looking (every RebalanceEvery)
+	// at a destination's fairness line it last saw non-empty.
+	LineMemory = time.Minute
+)
+
+// host is one destination's fairness state on this worker. Its waiters
+// wait in the destination's line in Redis, shared by all workers.
+type host struct {
+	inflight int
+	// lineSeen is when this worker last saw the destination's line
+	// non-empty (zero: empty, as far as it knows).
+	lineSeen time.Time
+	// woken are the waiters woken and not yet back (id -> when): a woken
+	// request may be fetched by another worker, so a wake-up counts
+	// against this worker's free slots for WakeTTL only.
+	woken map[string]time.Time
+}
+
+// WakeTTL is how long a woken waiter holds a free slot of the worker that
+// woke it before that worker wakes another in its place.
+const WakeTTL = 2 * time.Second
+
+// freeSlots is how many of limit slots the host has free here, not
+// counting slots promised to waiters woken in the last WakeTTL.
+func (h *host) freeSlots(limit int, now time.Time) int {
+	pending := 0
+	for id, at := range h.woken {
+		if now.Sub(at) >= WakeTTL {
+			delete(h.woken, id)
+			continue
+		}
+		pending++
+	}
+	return max(0, limit-h.inflight-pending)
+}
+
+// promise counts ids, just woken, against the host's free slots here.
+func (h *host) promise(ids []string, now time.Time) {
+	if h.woken == nil {
+		h.woken = map[string]time.Time{}
+	}
+	for _, id := range ids {
+		h.woken[id] = now
+	}
+}
+
+// fairNames are the Redis keys of a destination's fairness line.
+func fairNames(hostPort string) (line, promoted string) {
+	tag := keyTag("fair:" + hostPort)
+	return tag + ":line", tag + ":promoted"
+}
+
+// waitInLine puts id in hostPort's fairness line (keeping a place it had).
+func (c *Controller) waitInLine(ctx context.Context, hostPort, id string, now time.Time) error {
+	line, promoted := fairNames(hostPort)
+	return fairWait.Run(ctx, c.rdb, []string{line, promoted}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Err()
+}
+
+// nextInLine takes up to n waiters of hostPort's line, oldest first, and
+// forgets the place of ended (the request whose attempt ended, or "").
+// left is how many still wait.
+func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (ids []string, left int, err error) {
+	line, promoted := fairNames(hostPort)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	res, err := fairNext.Run(ctx, c.rdb, []string{line, promoted}, ended, n, KeyTTL.Milliseconds()).StringSlice()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(res) < 1 {
+		return nil, 0, fmt.Errorf("fair_next script: unexpected reply %v", res)
+	}
+	left, err = strconv.Atoi(res[0])
+	if err != nil {
+		return nil, 0, fmt.Errorf("fair_next script: unexpected reply %v", res)
+	}
+	return res[1:], left, nil
+}
+
+// promote takes up to free waiters of hostPort's line (forgetting ended's
+// place), promises them this worker's free slots and wakes them.
+func (c *Controller) promote(ctx context.Context, hostPort, ended string, free int) {
+	ids, left, err := c.nextInLine(ctx, hostPort, ended, free)
+	if err != nil {
+		c.log.Warn("could not read a fairness line; its waiters' deadlines will wake them", "host", hostPort, "err", err)
+		return
+	}
+	now := c.now()
+	c.mu.Lock()
+	if h := c.hosts[hostPort]; h != nil {
+		h.promise(ids, now)
+		if left > 0 {
+			h.lineSeen = now
+		} else {
+			h.lineSeen = time.Time{}
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.wakeLocal(hostPort, id)
+	}
+}
+
+// RebalanceEvery is how often a worker wakes waiters of destinations that
+// have free slots on it without an attempt ending (the woken ones went to
+// other workers).
+const RebalanceEvery = 100 * time.Millisecond
+
+// Rebalance wakes, every RebalanceEvery until ctx ends, the waiters of
+// destinations with free slots on this worker. A slot promised to a woken
+// request is freed as soon as that request's task was fetched (by any
+// worker): with several workers it mostly lands on another one, and the
+// promise would otherwise idle the slot for the rest of WakeTTL.
+func (c *Controller) Rebalance(ctx context.Context) {
+	every(ctx, RebalanceEvery, func() {
+		c.releaseFetched(ctx)
+		type lineFree struct {
+			host string
+			free int
+		}
+		var lines []lineFree
+		c.mu.Lock()
+		now := c.now()
+		for name, h := range c.hosts {
+			if h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory {
+				continue
+			}
+			if free := h.freeSlots(c.FairCap(), now); free > 0 {
+				lines = append(lines, lineFree{name, free})
+			}
+		}
+		c.mu.Unlock()
+		for _, l := range lines {
+			c.promote(ctx, l.host, "", l.free)
+		}
+	})
+}
+
+// releaseFetched drops the promises of woken requests whose tasks are no
+// longer waiting to be fetched. A request fetched here is already counted
+// in flight (Admit drops its promise); one fetched elsewhere leaves this
+// worker's slot free. A promise younger than half a RebalanceEvery is
+// left alone: its wake-up may not have made the task runnable yet.
+func (c *Controller) releaseFetched(ctx context.Context) {
+	type promise struct{ host, id string }
+	var check []promise
+	c.mu.Lock()
+	now := c.now()
+	for name, h := range c.hosts {
+		for id, at := range h.woken {
+			if now.Sub(at) >= RebalanceEvery/2 {
+				check = append(check, promise{name, id})
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range check {
+		if waiting, err := c.waker.Waiting(ctx, p.id); err != nil || waiting {
+			continue // unknown: WakeTTL ends the promise
+		}
+		c.mu.Lock()
+		if h := c.hosts[p.host]; h != nil {
+			delete(h.woken, p.id)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+func (c *Controller) wakeLocal(hostPort, id string) {
+	c.wakes.Add(1)
+	go func() {
+		defer c.wakes.Done()
+		for id != "" && c.stop.Err() == nil {
+			res := c.wake(c.stop, id)
+			if res == woken {
+				return
+			}
+			if res == stalled {
+				// Not wakeable now (on its way, or asynq trouble): back to
+				// its place in line, or it would wait for its fallback
+				// deadline out of every line.
+				if err := c.waitInLine(c.stop, hostPort, id, c.now()); err != nil {
+					c.log.Warn("could not put a waiter back in line; its deadline will wake it", "requestId", id, "err", err)
+				}
+			}
+			// Its promised slot goes to the next in line.
+			c.mu.Lock()
+			free := 0
+			if h := c.hosts[hostPort]; h != nil {
+				delete(h.woken, id)
+				free = min(1, h.freeSlots(c.FairCap(), c.now()))
+			}
+			c.mu.Unlock()
+			id = ""
+			if free == 0 {
+				return
+			}
+			next, left, err := c.nextInLine(c.stop, hostPort, "", 1)
+			if err != nil || len(next) == 0 {
+				return
+			}
+			c.mu.Lock()
+			if h := c.hosts[hostPort]; h != nil {
+				h.promise(next, c.now())
+				if left == 0 {
+					h.lineSeen = time.Time{}
+				}
+			}
+			c.mu.Unlock()
+			id = next[0]
+		}
+	}()
+}

@@ -1,0 +1,48 @@
+package flow
+
+// The flowControl rate: turns spaced evenly (GCRA's virtual time) in
+// Redis, one given to each waiter once.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// turnNames are the Redis keys of a flow-control key's rate turns.
+func turnNames(k string) (next, given string) {
+	tag := keyTag(k)
+	return tag + ":turn", tag + ":turns"
+}
+
+// Turn spacing: turns are spaced three percent wider than the rate asks
+// (the destination sees starts a little after they are granted, unevenly,
+// and must never count more than Rate in a period), and a turn may be
+// taken up to that margin late without bunching starts past the rate.
+const turnMargin = 3 // percent of the period
+
+// turn gives req its rate turn: ok when it may start now, else until when
+// its task sleeps (its own turn, kept for it).
+func (c *Controller) turn(ctx context.Context, req Request, now time.Time) (time.Time, bool, error) {
+	period := req.Period
+	if period <= 0 {
+		period = time.Second
+	}
+	interval := (period + period*turnMargin/100) / time.Duration(req.Rate)
+	grace := period * turnMargin / 100
+	next, given := turnNames(req.Key)
+	res, err := turnScript.Run(ctx, c.rdb, []string{next, given}, req.ID, now.UnixMicro(), max(interval.Microseconds(), 1),
+		grace.Microseconds(), KeyTTL.Milliseconds()).StringSlice()
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if len(res) != 2 {
+		return time.Time{}, false, fmt.Errorf("turn script: unexpected reply %v", res)
+	}
+	at, err := strconv.ParseInt(res[1], 10, 64)
+	if err != nil || (res[0] != "0" && res[0] != "1") {
+		return time.Time{}, false, fmt.Errorf("turn script: unexpected reply %v", res)
+	}
+	return time.UnixMicro(at), res[0] == "1", nil
+}
