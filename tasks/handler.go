@@ -39,6 +39,11 @@ type Store interface {
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
 
+// Timer starts a request's waiting task at a time (Enqueuer.At).
+type Timer interface {
+	At(ctx context.Context, id string, due time.Time) error
+}
+
 // Callbacks schedules outcome callbacks.
 type Callbacks interface {
 	EnqueueCallback(ctx context.Context, id string) error
@@ -66,6 +71,8 @@ type Handler struct {
 	// QStash signs deliveries of requests made through /v2; nil signs
 	// nothing.
 	QStash *sign.QStash
+	// Timer starts a task again at a time, to the millisecond.
+	Timer Timer
 	// Flow decides when an attempt may start (flow control); nil starts
 	// every attempt at once.
 	Flow *flow.Controller
@@ -87,13 +94,16 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if b.State != record.NotDue {
 			break
 		}
-		// asynq hands tasks over early on purpose (retry.Lead); wait out
-		// the remainder so the attempt starts on time, never early.
+		// The timer hands tasks over timer.Early before their due time;
+		// wait out that much (and a clock a few milliseconds off between
+		// workers), else give the task back to the timer for its due time.
 		wait := b.Due.Sub(h.Now())
 		if wait > maxWait {
+			if err := h.at(ctx, id, b.Due); err != nil {
+				return fmt.Errorf("%w: set the timer of %s: %w", retry.ErrInfrastructure, id, err)
+			}
 			return retry.At(b.Due, retry.ErrNotDue)
 		}
-		h.Log.Debug("waiting out early hand-over", "requestId", id, "waitMs", wait.Milliseconds())
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -126,7 +136,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
 		}
 		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Now()).Milliseconds())
-		return retry.NotBefore(parked.Until, retry.ErrParked)
+		return retry.At(parked.Until, retry.ErrParked)
 	}
 	if err != nil {
 		// Redis could not say; take the attempt back and try again soon.
@@ -136,6 +146,15 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)
 	}
 	return h.attempt(ctx, b.Request, b.N, ticket)
+}
+
+// at sets request id's task to start at due; without a Timer asynq's own
+// due time does.
+func (h *Handler) at(ctx context.Context, id string, due time.Time) error {
+	if h.Timer == nil {
+		return nil
+	}
+	return h.Timer.At(ctx, id, due)
 }
 
 // FlowRequest is what flow control needs of a request.
@@ -301,6 +320,13 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 			// The record says the callback is pending; the sweeper
 			// re-enqueues callbacks left pending without a task.
 			h.Log.Error("could not enqueue the outcome callback", "requestId", r.ID, "err", err)
+		}
+	}
+	if o.Status == record.Retrying {
+		// The next attempt waits in retryd's timer, holding no slot.
+		if err := h.at(wctx, r.ID, o.NextAttemptAt); err != nil {
+			// asynq's own due time starts it, a little late.
+			h.Log.Warn("could not set the retry's timer", "requestId", r.ID, "err", err)
 		}
 	}
 	return next

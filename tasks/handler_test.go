@@ -166,11 +166,17 @@ func TestBudgetSpentFails(t *testing.T) {
 	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(500) })
 	r := b.submit(t, `{"url":"`+b.dest.URL+`","backoffMs":100,"maxRetries":1}`)
 	ctx := context.Background()
-	if err := h.ProcessTask(ctx, NewDeliver(r.ID)); !errors.As(err, new(*retry.DueError)) {
+	err := h.ProcessTask(ctx, NewDeliver(r.ID))
+	var due *retry.DueError
+	if !errors.As(err, &due) {
 		t.Fatalf("first attempt: %v, want a retry", err)
 	}
-	// The second hand-over comes before the due time: the handler waits it out.
-	start := time.Now()
+	// A hand-over well before the due time is no attempt: the task goes
+	// back to the timer, holding no slot.
+	if err := h.ProcessTask(ctx, NewDeliver(r.ID)); !errors.Is(err, retry.ErrNotDue) || b.hitCount() != 1 {
+		t.Fatalf("early hand-over: %v, hits %d; want ErrNotDue and no attempt", err, b.hitCount())
+	}
+	time.Sleep(time.Until(due.Due)) // the due time is what is tested
 	if err := h.ProcessTask(ctx, NewDeliver(r.ID)); !errors.Is(err, asynq.SkipRetry) {
 		t.Fatalf("second attempt: %v, want SkipRetry", err)
 	}
@@ -178,8 +184,8 @@ func TestBudgetSpentFails(t *testing.T) {
 	if got.Status != record.Failed || got.AttemptCount != 2 || b.hitCount() != 2 {
 		t.Errorf("record %+v, hits %d", got, b.hitCount())
 	}
-	if !got.Attempts[1].StartedAt.After(got.Attempts[0].StartedAt.Add(79*time.Millisecond)) || time.Since(start) > 2*time.Second {
-		t.Errorf("second attempt at %v, first at %v: not waited out", got.Attempts[1].StartedAt, got.Attempts[0].StartedAt)
+	if got.Attempts[1].StartedAt.Before(due.Due.Truncate(time.Millisecond)) { // records keep ms
+		t.Errorf("second attempt at %v, due at %v: early", got.Attempts[1].StartedAt, due.Due)
 	}
 	// A further hand-over of a finished request does nothing.
 	if err := h.ProcessTask(ctx, NewDeliver(r.ID)); err != nil || b.hitCount() != 2 {

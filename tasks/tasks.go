@@ -15,7 +15,7 @@ import (
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
-	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/timer"
 )
 
 // TypeDeliver is the asynq task type of a delivery. Its payload is the
@@ -38,9 +38,11 @@ const maxAsynqRetry = 1 << 20
 // when the request ends (the handler returns SkipRetry).
 func MaxRetry(maxRetries int) int { return maxRetries + record.MaxInterruptions }
 
-// maxWait bounds how long a handler waits out an early hand-over before it
-// gives the task back to the queue instead.
-const maxWait = 3 * time.Second
+// maxWait bounds how long a handler waits out a task that came early
+// (retryd's timer moves tasks timer.Early before their due time; a clock a
+// few milliseconds off between workers adds to it) before it gives the
+// task back to the timer instead.
+const maxWait = 20 * time.Millisecond
 
 // NewDeliver returns the delivery task of request id.
 func NewDeliver(id string) *asynq.Task {
@@ -54,6 +56,11 @@ type Enqueuer struct {
 	// Parts are the partitions; each has its own queue, named like its
 	// tag. The zero value is the single queue Queue.
 	Parts partition.Set
+	// Timer starts waiting tasks on time; nil leaves it to asynq's whole
+	// seconds.
+	Timer *timer.Timer
+	// Redis is the client Wake moves tasks with (asynq's own).
+	Redis redis.UniversalClient
 }
 
 // QueueOf is the asynq queue of request id.
@@ -64,9 +71,9 @@ func (e *Enqueuer) QueueOf(id string) string {
 	return e.Parts.Tag(e.Parts.OfID(id))
 }
 
-// Enqueue schedules the delivery of request id for due. The task is handed
-// to a worker retry.Lead before due; the handler waits out the rest. A task
-// of that id that already exists is not an error.
+// Enqueue schedules the delivery of request id for due: retryd's timer
+// starts it then, and asynq's own due time (timer.Lag later) is the safety
+// net. A task of that id that already exists is not an error.
 func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration, maxRetries int) error {
 	opts := []asynq.Option{
 		asynq.TaskID(id),
@@ -74,8 +81,9 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 		asynq.MaxRetry(MaxRetry(maxRetries)),
 		asynq.Timeout(TaskTimeout(attemptTimeout)),
 	}
-	if at := handOverAt(due); !at.IsZero() {
-		opts = append(opts, asynq.ProcessAt(at))
+	later := !e.PendingAtOnce(due)
+	if later {
+		opts = append(opts, asynq.ProcessAt(e.safetyNet(due)))
 	}
 	_, err := e.Client.EnqueueContext(ctx, NewDeliver(id), opts...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
@@ -84,32 +92,42 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", id, err)
 	}
+	if later {
+		return e.At(ctx, id, due)
+	}
 	return nil
+}
+
+// At starts request id's waiting task at due (flow.Waker): an entry in its
+// partition's timer. Without a timer asynq's own due time does.
+func (e *Enqueuer) At(ctx context.Context, id string, due time.Time) error {
+	if e.Timer == nil {
+		return nil
+	}
+	return e.Timer.At(ctx, e.QueueOf(id), id, due)
+}
+
+// safetyNet is asynq's own due time of a task retryd's timer starts at due.
+func (e *Enqueuer) safetyNet(due time.Time) time.Time {
+	if e.Timer == nil {
+		return due
+	}
+	return due.Add(timer.Lag)
 }
 
 // PendingAtOnce says whether the task of a request due at due is pending as
 // soon as it is enqueued (rather than scheduled).
-func (e *Enqueuer) PendingAtOnce(due time.Time) bool { return handOverAt(due).IsZero() }
+func (e *Enqueuer) PendingAtOnce(due time.Time) bool { return !due.After(time.Now()) }
 
 // BellKey is the workers' doorbell list of the queue named tag.
 func BellKey(tag string) string { return asynqx.QueueKeys(tag).Bell() }
 
-// handOverAt is when asynq should hand over a task due at due: retry.Lead
-// early (the handler waits out the rest), or zero for "now" when that is
-// already past.
-func handOverAt(due time.Time) time.Time {
-	if at := due.Add(-retry.Lead); at.After(time.Now()) {
-		return at
-	}
-	return time.Time{}
-}
-
 // TaskTimeout is the asynq deadline of one task run: the attempt's own
-// deadline (enforced by the handler, to the millisecond) plus the early
-// hand-over wait and room to write the record, rounded up to whole seconds
-// because asynq stores it in seconds.
+// deadline (enforced by the handler, to the millisecond) plus room to
+// write the record, rounded up to whole seconds because asynq stores it in
+// seconds.
 func TaskTimeout(attempt time.Duration) time.Duration {
-	d := attempt + maxWait + retry.Lead + 10*time.Second
+	d := attempt + maxWait + 10*time.Second
 	return d.Truncate(time.Second) + time.Second
 }
 
@@ -147,34 +165,25 @@ func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait tim
 }
 
 // Wake makes request id's parked task (waiting for a flow-control slot)
-// runnable now: flow.Waker, through asynq's Inspector.RunTask (which
-// rings the doorbell, so an idle worker takes it at once).
-func (e *Enqueuer) Wake(_ context.Context, id string) error {
-	q := e.QueueOf(id)
-	err := e.Inspector.RunTask(q, id)
-	if err == nil {
+// runnable now (flow.Waker). Only a waiting task is moved: an archived one
+// run again would be a redrive.
+func (e *Enqueuer) Wake(ctx context.Context, id string) error {
+	state, err := asynqx.Run(ctx, e.Redis, e.QueueOf(id), id, time.Now())
+	if err != nil {
+		return err
+	}
+	switch state {
+	case asynqx.Moved:
+		if e.Timer != nil && e.Timer.Bell != nil {
+			return e.Timer.Bell.Ring(ctx)
+		}
 		return nil
-	}
-	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-		return flow.ErrGone
-	}
-	// RunTask refuses a task that is pending or active; which one decides.
-	info, ierr := e.Inspector.GetTaskInfo(q, id)
-	switch {
-	case errors.Is(ierr, asynq.ErrTaskNotFound), errors.Is(ierr, asynq.ErrQueueNotFound):
-		return flow.ErrGone
-	case ierr != nil:
-		return ierr
-	}
-	switch info.State {
-	case asynq.TaskStatePending:
+	case asynqx.Pending:
 		return nil // runnable already
-	case asynq.TaskStateActive:
+	case asynqx.Active:
 		return flow.ErrInTransit // on its way to being parked (or running)
-	case asynq.TaskStateArchived, asynq.TaskStateCompleted:
-		return flow.ErrGone
 	}
-	return err
+	return flow.ErrGone
 }
 
 // Waiting says whether request id's task is runnable and not yet taken by

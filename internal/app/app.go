@@ -38,22 +38,23 @@ import (
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/sweeper"
+	"github.com/retryd/retryd/internal/timer"
 	"github.com/retryd/retryd/tasks"
 )
 
 // Worker fetching. asynq polls for pending tasks; the doorbell (see
-// internal/doorbell) makes an empty dequeue wait up to BellWait for a new
+// internal/asynqx) makes an empty dequeue wait up to BellWait for a new
 // task instead, so a new request starts within a round trip and an idle
 // worker makes a few Redis calls a second. TaskCheckInterval is asynq's
 // pause after a wait that ended empty. DelayedTaskCheckInterval is how
-// often due retries move to the pending list: a retry due later than
-// retry.Lead is handed over that much early and is on time anyway, but one
-// due sooner (the shortest backoff is 80 ms after jitter) waits for this
-// tick, so it must stay well under the smallest backoff.
+// often asynq itself moves due retries and scheduled tasks to pending:
+// retryd's timer (internal/timer) starts them to the millisecond, so
+// asynq's forwarding is only the safety net, and at one call per queue and
+// interval it is what an idle worker costs per partition.
 const (
 	BellWait                 = time.Second
 	TaskCheckInterval        = 2 * time.Millisecond
-	DelayedTaskCheckInterval = 50 * time.Millisecond
+	DelayedTaskCheckInterval = time.Second
 )
 
 // Bounds on shutdown.
@@ -285,7 +286,8 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	if cfg.RedisWaitReplicas > 0 {
 		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
 	}
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts}
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb,
+		Timer: timer.New(rdb, parts.Tags(), record.TimerKey, record.TimerChannel, nil, log)}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
@@ -416,7 +418,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts}
+	// retryd's timer starts waiting tasks on time; every worker runs it.
+	clock := timer.New(rdb, parts.Tags(), record.TimerKey, record.TimerChannel, bell, log.With("component", "timer"))
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb, Timer: clock}
 	client := guard.Client()
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
 	if err != nil {
@@ -437,6 +441,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Faults:       opts.Faults,
 		Signer:       signer,
 		QStash:       qsigner,
+		Timer:        queue,
 	}
 	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, Adaptive: cfg.FlowAdaptive,
 		MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), time.Now)
@@ -451,7 +456,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Queues:                   queueWeights(parts),
 		TaskCheckInterval:        TaskCheckInterval,
 		DelayedTaskCheckInterval: DelayedTaskCheckInterval,
-		RetryDelayFunc:           retry.DelayFunc(time.Now),
+		RetryDelayFunc:           retry.DelayFunc(time.Now, timer.Lag),
 		IsFailure:                retry.IsFailure,
 		ShutdownTimeout:          WorkerShutdownTimeout,
 		Logger:                   asynqLogger{log.With("component", "asynq")},
@@ -476,6 +481,8 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	flowDone := make(chan struct{})
 	go func() { defer close(flowDone); h.Flow.Publish(sweepCtx, workerID()) }()
 	go h.Flow.Rebalance(sweepCtx)
+	timerDone := make(chan struct{})
+	go func() { defer close(timerDone); clock.Run(sweepCtx) }()
 
 	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queues", parts.Tags())
 	<-ctx.Done()
@@ -484,6 +491,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	<-sweepDone
 	<-schedDone
 	<-flowDone
+	<-timerDone
 	bell.Stop()
 	// asynq's Shutdown waits up to WorkerShutdownTimeout without canceling
 	// handlers; cut in-flight calls at DrainBound so they end first.

@@ -112,6 +112,8 @@ type Waker interface {
 	// Waiting says whether a woken request's task still waits to be
 	// fetched (runnable, taken by no worker yet).
 	Waiting(ctx context.Context, id string) (bool, error)
+	// At wakes a parked request at a time (retryd's timer).
+	At(ctx context.Context, id string, at time.Time) error
 }
 
 // Wake's errors.
@@ -189,7 +191,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		if until, ok := c.adaptiveWait(k, req.ID, now); !ok {
 			k.parked++
 			c.mu.Unlock()
-			c.wakeAt(req.ID, until)
+			c.wakeAt(ctx, req.ID, until)
 			return nil, &Parked{Until: until}
 		}
 	}
@@ -204,7 +206,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		}
 		if !ok {
 			c.parkedOne(req.Key)
-			c.wakeAt(req.ID, until)
+			c.wakeAt(ctx, req.ID, until)
 			return nil, &Parked{Until: until}
 		}
 	}

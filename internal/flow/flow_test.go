@@ -25,6 +25,12 @@ type waker struct {
 	fetched map[string]bool
 }
 
+// At wakes id at at, as retryd's timer would.
+func (w *waker) At(_ context.Context, id string, at time.Time) error {
+	time.AfterFunc(time.Until(at), func() { _ = w.Wake(context.Background(), id) })
+	return nil
+}
+
 func (w *waker) Waiting(_ context.Context, id string) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

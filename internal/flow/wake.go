@@ -39,15 +39,14 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 	}
 }
 
-// wakeAt wakes id at a timed park's end, to the millisecond: asynq keeps
-// due times in whole seconds, so its own deadline is only the fallback.
-// The timer holds no worker slot.
-func (c *Controller) wakeAt(id string, at time.Time) {
-	c.wakes.Add(1)
-	time.AfterFunc(at.Sub(c.now()), func() {
-		defer c.wakes.Done()
-		if c.stop.Err() == nil {
-			_ = c.wake(c.stop, id)
-		}
-	})
+// wakeAt has id woken at a timed park's end, to the millisecond, by
+// retryd's timer (Waker.At): asynq keeps due times in whole seconds, so
+// its own deadline is only the safety net. Nothing holds a worker slot,
+// and a worker that dies meanwhile loses no wake-up.
+func (c *Controller) wakeAt(ctx context.Context, id string, at time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.waker.At(ctx, id, at); err != nil {
+		c.log.Warn("could not set a parked request's timer; its deadline will wake it", "requestId", id, "err", err)
+	}
 }

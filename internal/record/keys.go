@@ -78,3 +78,10 @@ func (s *Store) first() keys { return keysOf(s.parts.Tag(0)) }
 
 // Partitions are the store's partitions.
 func (s *Store) Partitions() partition.Set { return s.parts }
+
+// TimerKey is the timer of the partition (and asynq queue) named tag: the
+// tasks waiting for a time, by due time in ms (see internal/timer).
+func TimerKey(tag string) string { return string(keysOf(tag)) + "timer" }
+
+// TimerChannel is where a timer entry earlier than any before is announced.
+const TimerChannel = "retryd:timer"

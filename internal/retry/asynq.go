@@ -9,22 +9,16 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// Lead is how long before an attempt's exact due time retryd asks asynq to
-// hand the task over. asynq keeps due times in whole seconds and moves due
-// tasks on a polling interval, so it can be up to a second early or a poll
-// late; asking a second early and waiting out the rest in the handler makes
-// the attempt start on time and never early.
-const Lead = 1100 * time.Millisecond
-
 // DueError asks for the task to come back at Due. It is returned by the
-// handler after a retryable failure (the next attempt's exact due time) and
-// when a task arrived too early to wait out.
+// handler after a retryable failure (the next attempt's exact due time),
+// when a request is parked and when a task arrived too early. retryd's
+// timer starts it then; asynq's own due time is only the safety net.
 type DueError struct {
 	Due time.Time
 	Err error
-	// WaitsOut says the handler itself waits from the hand-over to Due, so
-	// asynq may hand the task over Lead early.
-	WaitsOut bool
+	// Untimed says no timer entry starts the task: asynq's own due time
+	// does.
+	Untimed bool
 }
 
 func (e *DueError) Error() string {
@@ -33,13 +27,12 @@ func (e *DueError) Error() string {
 
 func (e *DueError) Unwrap() error { return e.Err }
 
-// At wraps err with the time the task must run again; the handler waits
-// out an early hand-over itself.
-func At(due time.Time, err error) error { return &DueError{Due: due, Err: err, WaitsOut: true} }
+// At wraps err with the time the task must run again.
+func At(due time.Time, err error) error { return &DueError{Due: due, Err: err} }
 
-// NotBefore wraps err with the earliest time the task may run again, for
-// handlers that do not wait (asynq's whole-second precision is enough).
-func NotBefore(due time.Time, err error) error { return &DueError{Due: due, Err: err} }
+// NotBefore wraps err with the earliest time a task that has no timer entry
+// (a callback) may run again: asynq's whole-second precision is enough.
+func NotBefore(due time.Time, err error) error { return &DueError{Due: due, Err: err, Untimed: true} }
 
 // ErrNotDue is wrapped in a DueError when a task was handed over before its
 // due time. It is not a failure: IsFailure says so, and asynq's retry
@@ -55,19 +48,25 @@ var ErrParked = errors.New("waiting for a flow-control slot")
 // attempt budget is untouched and asynq retries the task soon.
 var ErrInfrastructure = errors.New("retryd infrastructure error")
 
-// DelayFunc is asynq's RetryDelayFunc for retryd tasks: a DueError's due
-// time (minus Lead when the handler waits out the rest); for anything else (retryd's own trouble, a crash found by
-// asynq's recoverer) a short capped backoff, since the record still decides
-// the real schedule.
-func DelayFunc(now func() time.Time) asynq.RetryDelayFunc {
+// DelayFunc is asynq's RetryDelayFunc for retryd tasks. For a DueError it
+// is the due time plus lag: retryd's timer starts the task at its due
+// time, and asynq's own (whole seconds, on a poll) is the safety net; one
+// due already runs again at once. For anything else (retryd's own
+// trouble, a crash found by asynq's recoverer) it is a short capped
+// backoff, since the record still decides the real schedule.
+func DelayFunc(now func() time.Time, lag time.Duration) asynq.RetryDelayFunc {
 	return func(n int, err error, _ *asynq.Task) time.Duration {
 		var due *DueError
 		if errors.As(err, &due) {
-			if due.WaitsOut {
-				return max(0, due.Due.Sub(now())-Lead)
+			wait := due.Due.Sub(now())
+			if wait <= 0 {
+				return 0
 			}
-			// asynq truncates to whole seconds; round up so it is not early.
-			return max(0, due.Due.Sub(now())+time.Second)
+			if due.Untimed {
+				lag = 0
+			}
+			// asynq truncates to whole seconds: a second more is never early.
+			return wait + max(lag, time.Second)
 		}
 		p := Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
 		return p.Delay(n+1, rand.Float64())

@@ -157,19 +157,19 @@ func TestClassifyEveryRowOfTheContract(t *testing.T) {
 	}
 }
 
-func TestDelayFuncAsksForTheTaskOneLeadEarly(t *testing.T) {
+func TestDelayFuncLeavesTheDueTimeToRetrydsTimer(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := DelayFunc(func() time.Time { return now })
+	f := DelayFunc(func() time.Time { return now }, 2*time.Second)
 	task := asynq.NewTask("x", nil)
-	if got := f(0, At(now.Add(10*time.Second), errors.New("503")), task); got != 10*time.Second-Lead {
-		t.Errorf("due in 10s: delay %v, want %v", got, 10*time.Second-Lead)
+	if got := f(0, At(now.Add(10*time.Second), errors.New("503")), task); got != 12*time.Second {
+		t.Errorf("due in 10s: delay %v, want 12s (the timer starts it; asynq is the safety net)", got)
 	}
-	if got := f(0, At(now.Add(200*time.Millisecond), errors.New("503")), task); got != 0 {
-		t.Errorf("due in 200ms: delay %v, want 0 (handler waits the rest)", got)
+	if got := f(0, At(now.Add(-time.Millisecond), errors.New("stop")), task); got != 0 {
+		t.Errorf("due already: delay %v, want 0", got)
 	}
 	if got := f(0, NotBefore(now.Add(3*time.Second), errors.New("500")), task); got != 4*time.Second {
-		t.Errorf("NotBefore in 3s: delay %v, want 4s (rounded up past asynq's whole seconds)", got)
+		t.Errorf("untimed, due in 3s: delay %v, want 4s (rounded up past asynq's whole seconds)", got)
 	}
 	if got := f(3, errors.New("redis down"), task); got <= 0 || got > 36*time.Second {
 		t.Errorf("infrastructure error: delay %v, want a short positive backoff", got)

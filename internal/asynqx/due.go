@@ -1,0 +1,133 @@
+package asynqx
+
+// Moving waiting tasks to pending at retryd's own times. asynq keeps a
+// retry's or a scheduled task's due time in whole seconds and forwards due
+// tasks on a poll; retryd's timer (internal/timer) knows the exact
+// millisecond and moves the task itself. Only a task that waits (asynq's
+// retry or scheduled state) is moved: an archived task run again would be
+// the dashboard's redrive, and an active or pending one is on its way
+// already.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// moveWaiting is the part both scripts share: it moves task id (its hash
+// at task, asynq's zsets under prefix) from retry or scheduled to pending
+// and answers its state before the move.
+const moveWaiting = `
+local function move(prefix, pending, id, nowNs)
+  local task = prefix .. "t:" .. id
+  local state = redis.call("HGET", task, "state")
+  if state == "retry" or state == "scheduled" then
+    redis.call("ZREM", prefix .. state, id)
+    redis.call("LPUSH", pending, id)
+    redis.call("HSET", task, "state", "pending", "pending_since", nowNs)
+  end
+  return state
+end
+`
+
+// dueScript moves the tasks whose timer entries are due.
+//
+// KEYS[1] the timer (member: task id, score: due ms), KEYS[2] asynq's
+// pending list. ARGV[1] now (ms), ARGV[2] at most this many entries,
+// ARGV[3] asynq's key prefix of the queue, ARGV[4] now (ns, asynq's
+// pending_since), ARGV[5] how long past its due time an entry whose task
+// is still active is looked at again (ms), ARGV[6] how soon (ms).
+// An active task is one whose handler has just returned and that asynq is
+// about to put in its retry set: its entry is kept a little longer.
+// Returns {moved, the earliest entry left (ms) or -1}.
+var dueScript = redis.NewScript(moveWaiting + `
+local now = tonumber(ARGV[1])
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, tonumber(ARGV[2]))
+local moved = 0
+for i = 1, #due, 2 do
+  local id, at = due[i], tonumber(due[i + 1])
+  local state = move(ARGV[3], KEYS[2], id, ARGV[4])
+  if state == "retry" or state == "scheduled" then
+    moved = moved + 1
+    redis.call("ZREM", KEYS[1], id)
+  elseif state == "active" and now - at < tonumber(ARGV[5]) then
+    redis.call("ZADD", KEYS[1], now + tonumber(ARGV[6]), id)
+  else
+    redis.call("ZREM", KEYS[1], id)
+  end
+end
+local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+if #first == 0 then return {moved, -1} end
+return {moved, tonumber(first[2])}
+`)
+
+// Due tuning.
+const (
+	// ActiveGrace is how long past its due time an entry whose task is
+	// still active is kept; ActiveRetry how soon it is looked at again.
+	ActiveGrace = 2 * time.Second
+	ActiveRetry = 5 * time.Millisecond
+)
+
+// MoveDue moves the tasks of queue whose entries in timer are due at now
+// (at most limit) to pending, and returns how many it moved and the
+// earliest entry left (zero when there is none).
+func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer string, now time.Time, limit int) (int, time.Time, error) {
+	k := QueueKeys(queue)
+	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending()}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
+		ActiveGrace.Milliseconds(), ActiveRetry.Milliseconds()).Int64Slice()
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("move due tasks of %s: %w", queue, err)
+	}
+	if len(res) != 2 || res[0] < 0 || res[1] < -1 {
+		return 0, time.Time{}, fmt.Errorf("move due tasks of %s: unexpected reply %v", queue, res)
+	}
+	var next time.Time
+	if res[1] >= 0 {
+		next = time.UnixMilli(res[1])
+	}
+	return int(res[0]), next, nil
+}
+
+// runScript moves one waiting task to pending now.
+//
+// KEYS[1] asynq's pending list. ARGV[1] task id, ARGV[2] asynq's key
+// prefix of the queue, ARGV[3] now (ns). Returns the task's state before:
+// "" when it does not exist.
+var runScript = redis.NewScript(moveWaiting + `
+return move(ARGV[2], KEYS[1], ARGV[1], ARGV[3]) or ""
+`)
+
+// RunState is what Run found.
+type RunState int
+
+// Run's answers.
+const (
+	Moved   RunState = iota // it waited and is pending now
+	Pending                 // runnable already
+	Active                  // running, or on its way to waiting
+	Gone                    // missing, archived or completed: nothing to run
+)
+
+// Run makes task id of queue pending now if it waits (retry or scheduled),
+// unlike asynq's Inspector.RunTask, which also runs an archived task.
+func Run(ctx context.Context, rdb redis.UniversalClient, queue, id string, now time.Time) (RunState, error) {
+	k := QueueKeys(queue)
+	state, err := runScript.Run(ctx, rdb, []string{k.Pending()}, id, k.prefix(), now.UnixNano()).Text()
+	if err != nil {
+		return 0, fmt.Errorf("run task %s of %s: %w", id, queue, err)
+	}
+	switch state {
+	case "retry", "scheduled":
+		return Moved, nil
+	case "pending":
+		return Pending, nil
+	case "active":
+		return Active, nil
+	case "", "archived", "completed":
+		return Gone, nil
+	}
+	return 0, fmt.Errorf("run task %s of %s: unexpected state %q", id, queue, state)
+}

@@ -1,0 +1,126 @@
+package asynqx
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+func state(t *testing.T, inspector *asynq.Inspector, queue, id string) asynq.TaskState {
+	t.Helper()
+	info, err := inspector.GetTaskInfo(queue, id)
+	if err != nil {
+		t.Fatalf("task %s: %v", id, err)
+	}
+	return info.State
+}
+
+// MoveDue moves exactly the waiting tasks whose entries are due: a
+// scheduled and a retry task; an archived task (running it would be a
+// redrive) and an entry of a missing task are dropped; an active task's
+// entry is kept a little while (its handler is returning it to asynq), and
+// an entry not due yet stays.
+func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	now := time.Now()
+	later := now.Add(time.Hour)
+	for _, id := range []string{"scheduled", "retry", "archived", "active", "notdue"} {
+		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID(id), asynq.ProcessAt(later)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := QueueKeys("q")
+	// retry and archived: moved by hand the way asynq's Retry and Archive do.
+	pipe := rdb.TxPipeline()
+	pipe.ZRem(ctx, k.prefix()+"scheduled", "retry", "archived", "active")
+	pipe.ZAdd(ctx, k.prefix()+"retry", redis.Z{Score: float64(later.Unix()), Member: "retry"})
+	pipe.HSet(ctx, k.Task("retry"), "state", "retry")
+	pipe.ZAdd(ctx, k.prefix()+"archived", redis.Z{Score: float64(now.Unix()), Member: "archived"})
+	pipe.HSet(ctx, k.Task("archived"), "state", "archived")
+	pipe.LPush(ctx, k.Active(), "active")
+	pipe.HSet(ctx, k.Task("active"), "state", "active")
+	timer := "{q}:timer"
+	for _, id := range []string{"scheduled", "retry", "archived", "active", "missing"} {
+		pipe.ZAdd(ctx, timer, redis.Z{Score: float64(now.Add(-time.Millisecond).UnixMilli()), Member: id})
+	}
+	pipe.ZAdd(ctx, timer, redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "notdue"})
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	moved, next, err := MoveDue(ctx, rdb, "q", timer, now, 100)
+	if err != nil || moved != 2 {
+		t.Fatalf("MoveDue = %d, %v; want 2 moved", moved, err)
+	}
+	for id, want := range map[string]asynq.TaskState{"scheduled": asynq.TaskStatePending, "retry": asynq.TaskStatePending,
+		"archived": asynq.TaskStateArchived, "active": asynq.TaskStateActive, "notdue": asynq.TaskStateScheduled} {
+		if got := state(t, inspector, "q", id); got != want {
+			t.Errorf("%s: state %v, want %v", id, got, want)
+		}
+	}
+	left, err := rdb.ZRangeWithScores(ctx, timer, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 2 || left[0].Member != "active" || left[1].Member != "notdue" {
+		t.Fatalf("entries left %v, want active (looked at again soon) and notdue", left)
+	}
+	if want := now.Add(ActiveRetry).UnixMilli(); int64(left[0].Score) != want || next.UnixMilli() != want {
+		t.Errorf("active entry at %v, next %v; want both %d", left[0].Score, next.UnixMilli(), want)
+	}
+	// Past the grace, an entry whose task is still active is dropped.
+	if _, _, err := MoveDue(ctx, rdb, "q", timer, now.Add(ActiveGrace+time.Second), 100); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := rdb.ZRange(ctx, timer, 0, -1).Result(); len(left) != 1 || left[0] != "notdue" {
+		t.Errorf("entries left %v, want notdue only", left)
+	}
+	rdb.ZRem(ctx, timer, "notdue")
+	if moved, next, err := MoveDue(ctx, rdb, "q", timer, now, 100); err != nil || moved != 0 || !next.IsZero() {
+		t.Errorf("empty timer: MoveDue = %d, %v, %v", moved, next, err)
+	}
+}
+
+// Run moves a waiting task and reports every other state; it never runs
+// an archived task (asynq's RunTask does).
+func TestRunMovesOnlyWaitingTasks(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("later"), asynq.ProcessIn(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("now")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("dead"), asynq.ProcessIn(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := inspector.ArchiveTask("q", "dead"); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]RunState{"later": Moved, "now": Pending, "dead": Gone, "missing": Gone} {
+		if got, err := Run(ctx, rdb, "q", id, time.Now()); err != nil || got != want {
+			t.Errorf("Run(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	if got := state(t, inspector, "q", "later"); got != asynq.TaskStatePending {
+		t.Errorf("later: %v, want pending", got)
+	}
+	if got := state(t, inspector, "q", "dead"); got != asynq.TaskStateArchived {
+		t.Errorf("dead: %v, want archived (not run)", got)
+	}
+}

@@ -1,0 +1,161 @@
+// Package timer is retryd's own timer: it starts a waiting task at its due
+// time to the millisecond, holding no worker slot meanwhile.
+//
+// asynq keeps due times in whole seconds and forwards due tasks on a poll,
+// so on its own a retry starts up to a second late, or early. Every task
+// that waits for a time (a delayed request, a retry after its backoff, a
+// rate-limited request's turn) also gets an entry in its partition's timer,
+// a sorted set by due time in ms in the partition's cluster slot. asynq is
+// given a due time a little later (Lag), as a safety net only. Every
+// worker runs Run: it sleeps until the earliest entry, moves the due tasks
+// to asynq's pending list (asynqx.MoveDue) and rings the doorbell, so an
+// idle worker starts them at once. An entry earlier than any before is
+// announced on a channel, so the workers sleeping towards a later one wake
+// and sleep again until it.
+package timer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/asynqx"
+)
+
+// Tuning.
+const (
+	// Lag is how much later than an entry asynq's own due time is: the
+	// safety net, for an entry lost with its worker before it was written.
+	Lag = 2 * time.Second
+	// MaxSleep bounds a worker's sleep between looks at the timers, in case
+	// an announcement was lost (a reconnect of the channel).
+	MaxSleep = time.Second
+	// Batch is how many due tasks one script moves.
+	Batch = 200
+	// Early is how long before its due time a task is moved: the hand-off
+	// (the doorbell, a fetch, the record's Begin) takes a few milliseconds,
+	// and the handler waits out what is left of Early, so the attempt
+	// starts on time and never early.
+	Early = 10 * time.Millisecond
+)
+
+// addScript adds (or moves) an entry and says whether it is now the
+// earliest. KEYS[1] the timer. ARGV[1] id, ARGV[2] due (ms).
+var addScript = redis.NewScript(`
+redis.call("ZADD", KEYS[1], ARGV[2], ARGV[1])
+local first = redis.call("ZRANGE", KEYS[1], 0, 0)
+if first[1] == ARGV[1] then return 1 end
+return 0
+`)
+
+// Ringer wakes an idle worker when tasks became pending (asynqx.Bell).
+type Ringer interface {
+	Ring(ctx context.Context) error
+}
+
+// Timer is the timers of a set of asynq queues (the partitions).
+type Timer struct {
+	Client redis.UniversalClient
+	// Key names the timer of a queue; Channel is where earlier entries are
+	// announced.
+	Key     func(queue string) string
+	Channel string
+	// Queues are the queues Run serves; Bell is rung when tasks moved
+	// (nil: nobody to ring).
+	Queues []string
+	Bell   Ringer
+	Log    *slog.Logger
+	Now    func() time.Time
+
+	local chan struct{}
+}
+
+// New returns the timer of queues.
+func New(rdb redis.UniversalClient, queues []string, key func(string) string, channel string, bell Ringer, log *slog.Logger) *Timer {
+	return &Timer{Client: rdb, Key: key, Channel: channel, Queues: queues, Bell: bell, Log: log, Now: time.Now,
+		local: make(chan struct{}, 1)}
+}
+
+// At sets task id of queue to start at due. An entry earlier than every
+// other is announced, so the workers' timers wake for it.
+func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
+	first, err := addScript.Run(ctx, t.Client, []string{t.Key(queue)}, id, due.UnixMilli()).Int()
+	if err != nil {
+		return fmt.Errorf("set the timer of %s: %w", id, err)
+	}
+	if first == 1 {
+		t.poke()
+		if err := t.Client.Publish(ctx, t.Channel, queue).Err(); err != nil {
+			// The other workers look again within MaxSleep.
+			t.Log.Warn("could not announce an earlier timer", "requestId", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// poke wakes this process's Run.
+func (t *Timer) poke() {
+	if t.local == nil {
+		return
+	}
+	select {
+	case t.local <- struct{}{}:
+	default:
+	}
+}
+
+// Run moves due tasks until ctx ends.
+func (t *Timer) Run(ctx context.Context) {
+	sub := t.Client.Subscribe(ctx, t.Channel)
+	defer sub.Close()
+	announced := sub.Channel()
+	sleep := time.NewTimer(0)
+	defer sleep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sleep.C:
+		case <-announced:
+		case <-t.local:
+		}
+		next := t.moveDue(ctx)
+		sleep.Reset(max(0, next.Sub(t.Now())))
+	}
+}
+
+// moveDue moves every queue's due tasks and returns when to look again.
+func (t *Timer) moveDue(ctx context.Context) time.Time {
+	now := t.Now()
+	next := now.Add(MaxSleep)
+	moved := 0
+	for _, q := range t.Queues {
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Key(q), t.Now().Add(Early), Batch)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Log.Warn("could not move due tasks; asynq's own due times will", "queue", q, "err", err)
+				}
+				break
+			}
+			moved += n
+			if !first.IsZero() && first.Add(-Early).Before(next) {
+				next = first.Add(-Early)
+			}
+			if n < Batch {
+				break
+			}
+		}
+	}
+	if moved > 0 && t.Bell != nil {
+		if err := t.Bell.Ring(ctx); err != nil && ctx.Err() == nil {
+			t.Log.Warn("could not ring the doorbell; the workers' next poll takes the due tasks", "err", err)
+		}
+	}
+	return next
+}
