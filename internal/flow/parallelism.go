@@ -56,11 +56,7 @@ func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (u
 func (c *Controller) release(ctx context.Context, req Request, id string) {
 	slots, wait := keyNames(req.Key)
 	for range 100 {
-		now := c.now()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		next, err := releaseScript.Run(ctx, c.rdb, []string{slots, wait}, id, req.Parallelism, now.UnixMilli(),
-			now.Add(HandOverLease).UnixMilli()).Text()
-		cancel()
+		next, err := c.handOver(ctx, slots, wait, req, id)
 		if errors.Is(err, redis.Nil) {
 			return
 		}
@@ -69,7 +65,10 @@ func (c *Controller) release(ctx context.Context, req Request, id string) {
 			c.log.Warn("could not give back a flow-control slot; its lease will", "key", req.Key, "requestId", id, "err", err)
 			return
 		}
-		switch c.wake(ctx, next) {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		res := c.wake(wctx, next)
+		cancel()
+		switch res {
 		case woken:
 			return
 		case stalled:
@@ -83,3 +82,13 @@ func (c *Controller) release(ctx context.Context, req Request, id string) {
 
 // wakeLocal wakes the request parked for a fairness slot of hostPort (or
 // the next one in line, when it is gone), in the background.
+
+// handOver gives back id's slot and returns the waiter it was handed to
+// (redis.Nil: nobody waits).
+func (c *Controller) handOver(ctx context.Context, slots, wait string, req Request, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	now := c.now()
+	return releaseScript.Run(ctx, c.rdb, []string{slots, wait}, id, req.Parallelism, now.UnixMilli(),
+		now.Add(HandOverLease).UnixMilli()).Text()
+}
