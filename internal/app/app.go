@@ -66,7 +66,9 @@ const (
 	// unfinished tasks back to the queue; above DrainBound so that the
 	// handlers end on their own first.
 	WorkerShutdownTimeout = 10 * time.Second
-	// SchedulerInterval is how often each worker looks for due schedules.
+	// SchedulerInterval is the shortest pause of a worker between looks for
+	// due schedules; it sleeps until the next fire it knows of, at most
+	// scheduler.MaxSleep.
 	SchedulerInterval = 100 * time.Millisecond
 	// SweepGrace keeps the sweeper off records changed this recently.
 	SweepGrace = 5 * time.Second

@@ -77,3 +77,38 @@ func TestIdleWorkerWaitsOnTheDoorbellInsteadOfPolling(t *testing.T) {
 		t.Errorf("an idle worker ran %d scripts in 1 s (at most %d expected): it polls", calls, limit)
 	}
 }
+
+// An idle worker's Redis commands grow with the partitions it serves
+// (asynq's forwarding, retryd's timer and scheduler look at each), but
+// stay a few hundred a second at PARTITIONS=16 (SPEC 8.1); each partition
+// looked at every 50–100 ms cost 1,444.
+func TestIdleWorkerWithSixteenPartitionsCostsLittle(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, redistest.Options{})
+	cfg, err := config.Load(func(k string) string {
+		return map[string]string{"REDIS_URL": srv.URL, "SWEEP_INTERVAL": "1h", "PARTITIONS": "16"}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunWorker(ctx, cfg, app.WorkerOptions{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	rdb := srv.Client()
+	deadline := time.Now().Add(10 * time.Second)
+	for infoField(t, rdb, "clients", "", "blocked_clients") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle worker never waited on the doorbell (BLPOP)")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := infoField(t, rdb, "stats", "", "total_commands_processed")
+	time.Sleep(3 * time.Second) // a measuring window, not synchronisation
+	perSecond := (infoField(t, rdb, "stats", "", "total_commands_processed") - before) / 3
+	if perSecond > 300 {
+		t.Errorf("an idle worker at PARTITIONS=16 made %d Redis commands/s, want at most 300", perSecond)
+	}
+}

@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -182,18 +181,31 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool, next time
 	return nil
 }
 
-// DueSchedules returns up to n ids per partition of schedules due at now.
-func (s *Store) DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error) {
+// DueSchedules returns up to n ids per partition of schedules due at now,
+// and the earliest fire time after now (zero: none). One command per
+// partition: the first n entries by fire time hold both.
+func (s *Store) DueSchedules(ctx context.Context, now time.Time, n int) ([]string, time.Time, error) {
 	var due []string
+	var next time.Time
 	for _, k := range s.each() {
-		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.scheduleDue(), Start: "-inf",
-			Stop: strconv.FormatInt(now.UnixMilli(), 10), ByScore: true, Count: int64(n)}).Result()
+		first, err := s.rdb.ZRangeWithScores(ctx, k.scheduleDue(), 0, int64(n)).Result()
 		if err != nil {
-			return nil, wrap(err)
+			return nil, time.Time{}, wrap(err)
 		}
-		due = append(due, ids...)
+		for _, z := range first {
+			at := time.UnixMilli(int64(z.Score))
+			if at.After(now) {
+				if next.IsZero() || at.Before(next) {
+					next = at
+				}
+				break
+			}
+			if id, ok := z.Member.(string); ok && len(due) < n*s.parts.Len() {
+				due = append(due, id)
+			}
+		}
 	}
-	return due, nil
+	return due, next, nil
 }
 
 // advanceScript: scripts/advance_schedule.lua.

@@ -60,7 +60,7 @@ const MinInterval = time.Second
 
 // Store is what the scheduler needs of the record store.
 type Store interface {
-	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, error)
+	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, time.Time, error)
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
 	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
@@ -81,9 +81,10 @@ type Scheduler struct {
 	Now      func() time.Time
 }
 
-// Run fires due schedules every Interval until ctx ends.
+// Run fires due schedules until ctx ends: it sleeps until the next fire it
+// knows of (at least Interval, at most MaxSleep).
 func (s *Scheduler) Run(ctx context.Context) {
-	t := time.NewTicker(s.Interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -91,18 +92,40 @@ func (s *Scheduler) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := s.Tick(ctx); err != nil {
+		next, err := s.tick(ctx)
+		if err != nil {
 			s.Log.Warn("scheduler tick failed", "err", err)
 		}
+		t.Reset(s.sleep(next))
 	}
+}
+
+// MaxSleep bounds the wait for the next known fire: a schedule created (or
+// moved earlier) meanwhile is seen within it.
+const MaxSleep = time.Second
+
+// sleep is how long Run waits before looking again, for the earliest known
+// fire at next (zero: none): at least Interval, at most MaxSleep.
+func (s *Scheduler) sleep(next time.Time) time.Duration {
+	d := MaxSleep
+	if !next.IsZero() {
+		d = min(d, next.Sub(s.Now()))
+	}
+	return max(d, s.Interval)
 }
 
 // Tick fires every schedule due now.
 func (s *Scheduler) Tick(ctx context.Context) error {
+	_, err := s.tick(ctx)
+	return err
+}
+
+// tick fires every schedule due now and returns the next fire time known.
+func (s *Scheduler) tick(ctx context.Context) (time.Time, error) {
 	now := s.Now()
-	due, err := s.Store.DueSchedules(ctx, now, 100)
+	due, next, err := s.Store.DueSchedules(ctx, now, 100)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	var errs []error
 	for _, id := range due {
@@ -110,7 +133,10 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("schedule %s: %w", id, err))
 		}
 	}
-	return errors.Join(errs...)
+	if len(due) > 0 {
+		next = now // more may be due
+	}
+	return next, errors.Join(errs...)
 }
 
 // IdempotencyKey is the key of the request a schedule makes at fireTime.
