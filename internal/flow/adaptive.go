@@ -69,25 +69,26 @@ func (c *Controller) keyOf(req Request, now time.Time) *key {
 }
 
 // adaptiveWait books the request's turn on the key's effective rate: ok
-// when it may start now, else until when its task sleeps. c.mu is held.
-func (c *Controller) adaptiveWait(k *key, id string, now time.Time) (time.Time, bool) {
+// when it may start now, else until when its task sleeps, and whether that
+// is a booked turn (else only a time to look again). c.mu is held.
+func (c *Controller) adaptiveWait(k *key, id string, now time.Time) (until time.Time, ok, booked bool) {
 	if at, ok := c.booked[id]; ok {
 		delete(c.booked, id)
 		if !now.Before(at.Add(-50 * time.Millisecond)) {
-			return time.Time{}, true // its booked turn
+			return time.Time{}, true, false // its booked turn
 		}
 	}
 	r := k.lim.ReserveN(now, 1)
 	d := r.DelayFrom(now)
 	switch {
 	case d <= 0:
-		return time.Time{}, true
+		return time.Time{}, true, false
 	case d <= RateHorizon:
 		c.booked[id] = now.Add(d)
-		return now.Add(d), false
+		return now.Add(d), false, true
 	}
 	r.CancelAt(now)
-	return now.Add(RateHorizon + time.Duration(rand.Int64N(int64(RateHorizon)))), false
+	return now.Add(RateHorizon + time.Duration(rand.Int64N(int64(RateHorizon)))), false, false
 }
 
 // countStart counts an attempt start for the observed rate. c.mu is held.

@@ -16,17 +16,15 @@
 //
 // A request that may not start is parked: its task goes back to asynq with
 // a deadline and holds no worker slot, and nothing polls it. It is woken
-// (asynq's Inspector.RunTask) when the slot it waits for frees; the
-// deadline is only a fallback (a worker that died holding a slot, whose
-// lease then ends). Waits on a rate are timed: the task sleeps until its
-// turn.
+// (Waker.Wake, which makes a waiting task pending) when the slot it waits
+// for frees; the deadline is only a fallback (a worker that died holding a
+// slot, whose lease then ends). Waits on a rate are timed: retryd's timer
+// (Waker.At, internal/timer) starts the task at its turn.
 package flow
 
 import (
 	"context"
-	"crypto/sha1"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -170,16 +168,28 @@ type Ticket struct {
 	global bool // holds a parallelism slot in Redis
 }
 
+// ShortWait is the longest wait for a rate turn that an admission sleeps
+// out in its slot instead of parking: about what retryd's timer hands a
+// task over early by, and less than a park and a wake-up cost.
+const ShortWait = 20 * time.Millisecond
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // Parked is the answer to a request that must wait: its task sleeps until
 // Until unless woken earlier.
 type Parked struct{ Until time.Time }
 
 func (p *Parked) Error() string { return "waiting for a flow-control slot" }
-
-func keyTag(k string) string {
-	sum := sha1.Sum([]byte(k))
-	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}"
-}
 
 // Admit runs the checks: a Ticket when the attempt may start now, or a
 // *Parked error saying until when its task sleeps.
@@ -188,10 +198,12 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	c.mu.Lock()
 	k := c.keyOf(req, now)
 	if c.cfg.Adaptive && k.lim != nil {
-		if until, ok := c.adaptiveWait(k, req.ID, now); !ok {
+		if until, ok, booked := c.adaptiveWait(k, req.ID, now); !ok {
 			k.parked++
 			c.mu.Unlock()
-			c.wakeAt(ctx, req.ID, until)
+			if booked {
+				c.wakeAt(ctx, req.ID, until)
+			} // else it looks again at asynq's (whole-second) due time
 			return nil, &Parked{Until: until}
 		}
 	}
@@ -203,6 +215,14 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		until, ok, err := c.turn(ctx, req, now)
 		if err != nil {
 			return nil, err
+		}
+		if !ok && until.Sub(now) <= ShortWait {
+			// Its own turn, moments away (the timer hands tasks over a
+			// little early): waiting it out costs less than a park.
+			if err := sleep(ctx, until.Sub(now)); err != nil {
+				return nil, err
+			}
+			ok, now = true, c.now()
 		}
 		if !ok {
 			c.parkedOne(req.Key)
