@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/retryd/retryd/internal/record"
 )
 
 // keyDigestCtx is where Auth leaves the caller's key digest for RateLimit.
@@ -111,7 +112,7 @@ func RateLimit(limiter *redis_rate.Limiter, rps int, log *slog.Logger) gin.Handl
 		}
 		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
 		defer cancel()
-		res, err := limiter.Allow(ctx, "{retryd}:"+owner(c), limit)
+		res, err := limiter.Allow(ctx, record.RateLimitKey(owner(c)), limit)
 		if err != nil {
 			log.Warn("rate limiter unavailable; request let through", "err", err)
 			return

@@ -11,7 +11,6 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -147,7 +146,7 @@ func TestBellHoldsOneToken(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := rdb.LLen(context.Background(), asynqx.QueueKeys(Queue).Bell()).Val(); n != 1 {
+	if n := rdb.LLen(context.Background(), BellKey(Queue)).Val(); n != 1 {
 		t.Fatalf("doorbell holds %d tokens, want 1", n)
 	}
 }

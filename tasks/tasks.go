@@ -120,7 +120,7 @@ func (e *Enqueuer) safetyNet(due time.Time) time.Time {
 func (e *Enqueuer) PendingAtOnce(due time.Time) bool { return !due.After(time.Now()) }
 
 // BellKey is the workers' doorbell list of the queue named tag.
-func BellKey(tag string) string { return asynqx.QueueKeys(tag).Bell() }
+func BellKey(tag string) string { return record.BellKey(tag) }
 
 // TaskTimeout is the asynq deadline of one task run: the attempt's own
 // deadline (enforced by the handler, to the millisecond) plus room to
@@ -156,12 +156,12 @@ func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.D
 // Redis client asynq uses (see asynqx.Bell): a worker's waits up to wait on
 // an empty fetch; wait 0 makes one that only rings.
 func NewBell(rdb redis.UniversalClient, wait time.Duration) *asynqx.Bell {
-	return asynqx.NewBell(rdb, []string{Queue}, wait)
+	return asynqx.NewBell(rdb, record.BellKey(Queue), []string{Queue}, wait)
 }
 
 // NewPartitionedBell is NewBell for the queues of parts.
 func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait time.Duration) *asynqx.Bell {
-	return asynqx.NewBell(rdb, parts.Tags(), wait)
+	return asynqx.NewBell(rdb, record.BellKey(parts.Tag(0)), parts.Tags(), wait)
 }
 
 // Wake makes request id's parked task (waiting for a flow-control slot)

@@ -39,19 +39,16 @@ func (k Keys) Lease() string { return k.prefix() + "lease" }
 // Task is the hash of task id.
 func (k Keys) Task(id string) string { return k.prefix() + "t:" + id }
 
-// Bell is the queue's doorbell list (retryd's own key); its hash tag puts
-// it in the queue's cluster slot.
-func (k Keys) Bell() string { return "{" + k.queue + "}:bell" }
-
-// NewBell returns the doorbell of queues, to add as a hook to the Redis
+// NewBell returns the doorbell of queues (the list key, retryd's own, in
+// the first queue's slot), to add as a hook to the Redis
 // client asynq uses. A worker's bell waits up to wait once every queue came
 // back empty; wait 0 makes a bell that only rings (for processes that
 // enqueue). With one queue the list is the queue's own bell, in its slot
 // (retryd's submission script rings it). With several (partitions on
 // Redis Cluster) one BLPOP cannot span their slots, so they share the bell
 // of the first queue's name, rung after each enqueue.
-func NewBell(rdb redis.UniversalClient, queues []string, wait time.Duration) *Bell {
-	b := &Bell{Key: QueueKeys(queues[0]).Bell(), Wait: wait, ErrorPause: 100 * time.Millisecond, Client: rdb,
+func NewBell(rdb redis.UniversalClient, key string, queues []string, wait time.Duration) *Bell {
+	b := &Bell{Key: key, Wait: wait, ErrorPause: 100 * time.Millisecond, Client: rdb,
 		PendingKeys: make(map[string]bool, len(queues))}
 	for _, q := range queues {
 		b.PendingKeys[QueueKeys(q).Pending()] = true

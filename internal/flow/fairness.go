@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/retryd/retryd/internal/record"
 )
 
 const (
@@ -60,8 +62,7 @@ func (h *host) promise(ids []string, now time.Time) {
 
 // fairNames are the Redis keys of a destination's fairness line.
 func fairNames(hostPort string) (line, promoted string) {
-	tag := keyTag("fair:" + hostPort)
-	return tag + ":line", tag + ":promoted"
+	return record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted")
 }
 
 // waitInLine puts id in hostPort's fairness line (keeping a place it had).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/retryd/retryd/internal/record"
 )
 
 const (
@@ -21,8 +22,7 @@ const (
 
 // keyNames are the Redis keys of a flow-control key's parallelism.
 func keyNames(k string) (slots, wait string) {
-	tag := keyTag(k)
-	return tag + ":slots", tag + ":wait"
+	return record.FlowKey(k, "slots"), record.FlowKey(k, "wait")
 }
 
 // acquire takes one of req's parallelism slots: ok, or until when its

@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/retryd/retryd/internal/record"
 )
 
 // turnNames are the Redis keys of a flow-control key's rate turns.
 func turnNames(k string) (next, given string) {
-	tag := keyTag(k)
-	return tag + ":turn", tag + ":turns"
+	return record.FlowKey(k, "turn"), record.FlowKey(k, "turns")
 }
 
 // Turn spacing: turns are spaced three percent wider than the rate asks

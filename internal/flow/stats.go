@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/retryd/retryd/internal/record"
 )
 
 // Every worker publishes its view of the active keys once a second (a hash
@@ -15,7 +16,6 @@ import (
 // up. Only the busiest MaxPublished keys of a worker are published.
 
 const (
-	workersKey = "{retryd-flows}:workers"
 	// PublishEvery is how often a worker publishes its keys.
 	PublishEvery = time.Second
 	// staleAfter drops a worker that stopped publishing.
@@ -25,8 +25,6 @@ const (
 	// forgetAfter drops a key idle this long from a worker's memory.
 	forgetAfter = 10 * time.Minute
 )
-
-func workerKey(worker string) string { return "{retryd-flows}:w:" + worker }
 
 // KeyStats is one key's state as published by a worker, or summed over
 // workers.
@@ -97,13 +95,13 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		pipe := c.rdb.TxPipeline()
-		pipe.Del(wctx, workerKey(worker))
+		pipe.Del(wctx, record.FlowWorkerKey(worker))
 		if len(fields) > 0 {
-			pipe.HSet(wctx, workerKey(worker), fields...)
+			pipe.HSet(wctx, record.FlowWorkerKey(worker), fields...)
 		}
-		pipe.PExpire(wctx, workerKey(worker), staleAfter)
-		pipe.ZAdd(wctx, workersKey, redis.Z{Score: float64(now.UnixMilli()), Member: worker})
-		pipe.ZRemRangeByScore(wctx, workersKey, "-inf", strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10))
+		pipe.PExpire(wctx, record.FlowWorkerKey(worker), staleAfter)
+		pipe.ZAdd(wctx, record.FlowWorkersKey, redis.Z{Score: float64(now.UnixMilli()), Member: worker})
+		pipe.ZRemRangeByScore(wctx, record.FlowWorkersKey, "-inf", strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10))
 		if _, err := pipe.Exec(wctx); err != nil {
 			c.log.Debug("could not publish flow-control state", "err", err)
 		}
@@ -115,14 +113,14 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 // keys with a parallelism, the slots taken and the requests waiting come
 // from Redis itself (all workers' truth).
 func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyStats, error) {
-	workers, err := rdb.ZRangeByScore(ctx, workersKey, &redis.ZRangeBy{
+	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
 		Min: strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, err
 	}
 	sum := map[string]*KeyStats{}
 	for _, w := range workers {
-		h, err := rdb.HGetAll(ctx, workerKey(w)).Result()
+		h, err := rdb.HGetAll(ctx, record.FlowWorkerKey(w)).Result()
 		if err != nil {
 			return nil, err
 		}

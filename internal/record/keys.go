@@ -1,6 +1,11 @@
 package record
 
-import "github.com/retryd/retryd/internal/partition"
+import (
+	"crypto/sha1"
+	"encoding/hex"
+
+	"github.com/retryd/retryd/internal/partition"
+)
 
 // keys builds every key name of one partition: "{tag}:kind:…". This is the
 // only place key names are made. All keys of one request (and the asynq
@@ -85,3 +90,40 @@ func TimerKey(tag string) string { return string(keysOf(tag)) + "timer" }
 
 // TimerChannel is where a timer entry earlier than any before is announced.
 const TimerChannel = "retryd:timer"
+
+// Keys of no request. They are named here too, so that every key retryd
+// writes is listed in one file.
+
+// BellKey is the workers' doorbell list of the partition (and asynq queue)
+// named tag, in its slot (see asynqx.Bell).
+func BellKey(tag string) string { return "{" + tag + "}:bell" }
+
+// FlowKey is part kind of the Redis state of flow-control key name (or of
+// a destination's fairness line, name "fair:host:port"): "slots" and
+// "wait" (parallelism), "turn" and "turns" (rate), "line" and "promoted"
+// (fairness). A name's parts share its hashed tag, so its scripts run in
+// one cluster slot.
+func FlowKey(name, kind string) string {
+	sum := sha1.Sum([]byte(name))
+	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}:" + kind
+}
+
+// FlowWorkersKey lists the workers publishing flow-control figures by last
+// publication (ms); FlowWorkerKey is one worker's figures.
+const FlowWorkersKey = "{retryd-flows}:workers"
+
+// FlowWorkerKey is worker's published flow-control figures.
+func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
+
+// RateLimitKey is the API rate limit's counter of owner (an API key's hash
+// or a client address).
+func RateLimitKey(owner string) string { return "{retryd}:" + owner }
+
+// SweeperLockKey is held by the worker sweeping; SweeperCursorKey holds
+// where each partition's and status's slice stopped (field
+// "<part>:<status>"), so the sweep goes on where the last one stopped,
+// whichever worker ran it.
+const (
+	SweeperLockKey   = "{retryd}:sweeper:lock"
+	SweeperCursorKey = "{retryd}:sweeper:cursor"
+)

@@ -77,11 +77,8 @@ type Sweeper struct {
 }
 
 const (
-	lockKey = "{retryd}:sweeper:lock"
-	// cursorKey holds where each partition's and status's slice stopped
-	// (field "<part>:<status>"), so the sweep goes on where the last one
-	// stopped, whichever worker ran it.
-	cursorKey = "{retryd}:sweeper:cursor"
+	lockKey   = record.SweeperLockKey
+	cursorKey = record.SweeperCursorKey
 )
 
 // The safety net's pace.
