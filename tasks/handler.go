@@ -39,9 +39,11 @@ type Store interface {
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
 
-// Timer starts a request's waiting task at a time (Enqueuer.At).
+// Timer starts a request's waiting task at a time, and keeps a parked one
+// out of asynq's retries (Enqueuer).
 type Timer interface {
 	At(ctx context.Context, id string, due time.Time) error
+	Park(ctx context.Context, id string) error
 }
 
 // Callbacks schedules outcome callbacks.
@@ -134,6 +136,12 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// woken or until the fallback deadline.
 		if err := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); err != nil {
 			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
+		}
+		if h.Timer != nil {
+			if err := h.Timer.Park(ctx, id); err != nil {
+				// It waits all the same, listed among asynq's retries.
+				h.Log.Warn("could not note a park", "requestId", id, "err", err)
+			}
 		}
 		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Now()).Milliseconds())
 		return retry.At(parked.Until, retry.ErrParked)

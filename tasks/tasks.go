@@ -107,6 +107,15 @@ func (e *Enqueuer) At(ctx context.Context, id string, due time.Time) error {
 	return e.Timer.At(ctx, e.QueueOf(id), id, due)
 }
 
+// Park notes that request id's task is being parked for flow control, so
+// that it waits in asynq's scheduled set, not among the retries.
+func (e *Enqueuer) Park(ctx context.Context, id string) error {
+	if e.Timer == nil {
+		return nil
+	}
+	return e.Timer.Park(ctx, e.QueueOf(id), id)
+}
+
 // safetyNet is asynq's own due time of a task retryd's timer starts at due.
 func (e *Enqueuer) safetyNet(due time.Time) time.Time {
 	if e.Timer == nil {

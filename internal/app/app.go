@@ -57,6 +57,9 @@ const (
 	DelayedTaskCheckInterval = time.Second
 )
 
+// timerNames are retryd's timer's Redis names.
+var timerNames = timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Channel: record.TimerChannel}
+
 // Bounds on shutdown.
 const (
 	// DrainBound is how long in-flight attempts may run on after SIGTERM;
@@ -289,7 +292,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
 	}
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb,
-		Timer: timer.New(rdb, parts.Tags(), record.TimerKey, record.TimerChannel, nil, log)}
+		Timer: timer.New(rdb, parts.Tags(), timerNames, nil, log)}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
@@ -421,7 +424,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
-	clock := timer.New(rdb, parts.Tags(), record.TimerKey, record.TimerChannel, bell, log.With("component", "timer"))
+	clock := timer.New(rdb, parts.Tags(), timerNames, bell, log.With("component", "timer"))
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb, Timer: clock}
 	client := guard.Client()
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)

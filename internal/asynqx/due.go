@@ -69,6 +69,10 @@ const (
 	// still active is kept; ActiveRetry how soon it is looked at again.
 	ActiveGrace = 2 * time.Second
 	ActiveRetry = 5 * time.Millisecond
+	// ParkGrace is how long a parked task may still be active before its
+	// entry is dropped: its handler has returned, asynq moves it within
+	// milliseconds, and a task still active later was woken and runs.
+	ParkGrace = 250 * time.Millisecond
 )
 
 // MoveDue moves the tasks of queue whose entries in timer are due at now
@@ -130,4 +134,48 @@ func Run(ctx context.Context, rdb redis.UniversalClient, queue, id string, now t
 		return Gone, nil
 	}
 	return 0, fmt.Errorf("run task %s of %s: unexpected state %q", id, queue, state)
+}
+
+// holdScript moves parked tasks from asynq's retry set to its scheduled
+// set, at the same due time: a request waiting for flow control is not a
+// retry (no attempt failed), and the dashboard must not show it as one.
+//
+// KEYS[1] the parked tasks (member: task id, score: when parked, ms).
+// ARGV[1] now (ms), ARGV[2] at most this many, ARGV[3] asynq's key prefix
+// of the queue, ARGV[4] how long a parked task may still be active (its
+// handler is returning it to asynq) before its entry is dropped (ms).
+// Returns how many entries are left (tasks still on their way).
+var holdScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local parked = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[2]) - 1, "WITHSCORES")
+for i = 1, #parked, 2 do
+  local id, at = parked[i], tonumber(parked[i + 1])
+  local task = ARGV[3] .. "t:" .. id
+  local state = redis.call("HGET", task, "state")
+  if state == "retry" then
+    local due = redis.call("ZSCORE", ARGV[3] .. "retry", id)
+    redis.call("ZREM", ARGV[3] .. "retry", id)
+    redis.call("ZADD", ARGV[3] .. "scheduled", due, id)
+    redis.call("HSET", task, "state", "scheduled")
+    redis.call("ZREM", KEYS[1], id)
+  elseif not (state == "active" and now - at < tonumber(ARGV[4])) then
+    redis.call("ZREM", KEYS[1], id)
+  end
+end
+return redis.call("ZCARD", KEYS[1])
+`)
+
+// HoldParked moves the parked tasks of queue listed in parked (at most
+// limit) from asynq's retry set to its scheduled set, and returns how many
+// are still on their way there.
+func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked string, now time.Time, limit int) (int, error) {
+	k := QueueKeys(queue)
+	left, err := holdScript.Run(ctx, rdb, []string{parked}, now.UnixMilli(), limit, k.prefix(), ParkGrace.Milliseconds()).Int()
+	if err != nil {
+		return 0, fmt.Errorf("hold parked tasks of %s: %w", queue, err)
+	}
+	if left < 0 {
+		return 0, fmt.Errorf("hold parked tasks of %s: unexpected reply %d", queue, left)
+	}
+	return left, nil
 }

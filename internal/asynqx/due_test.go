@@ -124,3 +124,54 @@ func TestRunMovesOnlyWaitingTasks(t *testing.T) {
 		t.Errorf("dead: %v, want archived (not run)", got)
 	}
 }
+
+// HoldParked moves a parked task from the retry set to the scheduled set
+// at the same due time, keeps the entry of one still active (on its way)
+// and drops the others.
+func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	now := time.Now()
+	due := now.Add(5 * time.Minute).Unix()
+	for _, id := range []string{"parked", "onitsway", "pending"} {
+		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := QueueKeys("q")
+	pipe := rdb.TxPipeline()
+	pipe.LRem(ctx, k.Pending(), 0, "parked")
+	pipe.LRem(ctx, k.Pending(), 0, "onitsway")
+	pipe.ZAdd(ctx, k.prefix()+"retry", redis.Z{Score: float64(due), Member: "parked"})
+	pipe.HSet(ctx, k.Task("parked"), "state", "retry")
+	pipe.LPush(ctx, k.Active(), "onitsway")
+	pipe.HSet(ctx, k.Task("onitsway"), "state", "active")
+	for _, id := range []string{"parked", "onitsway", "pending", "missing"} {
+		pipe.ZAdd(ctx, "{q}:parked", redis.Z{Score: float64(now.UnixMilli()), Member: id})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	left, err := HoldParked(ctx, rdb, "q", "{q}:parked", now, 100)
+	if err != nil || left != 1 {
+		t.Fatalf("HoldParked = %d, %v; want 1 left (onitsway)", left, err)
+	}
+	info, err := inspector.GetTaskInfo("q", "parked")
+	if err != nil || info.State != asynq.TaskStateScheduled || info.NextProcessAt.Unix() != due {
+		t.Errorf("parked: %+v, %v; want scheduled, due at %d", info, err, due)
+	}
+	if retries, _ := inspector.ListRetryTasks("q"); len(retries) != 0 {
+		t.Errorf("%d tasks among the retries, want none", len(retries))
+	}
+	if got := state(t, inspector, "q", "pending"); got != asynq.TaskStatePending {
+		t.Errorf("pending: %v", got)
+	}
+	// Past the grace, a task still active was woken and runs: dropped.
+	if left, err := HoldParked(ctx, rdb, "q", "{q}:parked", now.Add(ParkGrace), 100); err != nil || left != 0 {
+		t.Errorf("after the grace: HoldParked = %d, %v; want none left", left, err)
+	}
+}

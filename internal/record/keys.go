@@ -127,3 +127,8 @@ const (
 	SweeperLockKey   = "{retryd}:sweeper:lock"
 	SweeperCursorKey = "{retryd}:sweeper:cursor"
 )
+
+// ParkedKey lists the tasks of the partition named tag just parked for
+// flow control, by when (ms), until the timer moves them from asynq's retry
+// set to its scheduled set (see asynqx.HoldParked).
+func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }

@@ -59,10 +59,7 @@ type Ringer interface {
 // Timer is the timers of a set of asynq queues (the partitions).
 type Timer struct {
 	Client redis.UniversalClient
-	// Key names the timer of a queue; Channel is where earlier entries are
-	// announced.
-	Key     func(queue string) string
-	Channel string
+	Names  Names
 	// Queues are the queues Run serves; Bell is rung when tasks moved
 	// (nil: nobody to ring).
 	Queues []string
@@ -73,22 +70,41 @@ type Timer struct {
 	local chan struct{}
 }
 
+// Names are the timer's Redis names (internal/record builds them).
+type Names struct {
+	// Timer names the timer of a queue; Parked its list of tasks just
+	// parked; Channel is where earlier entries are announced.
+	Timer, Parked func(queue string) string
+	Channel       string
+}
+
 // New returns the timer of queues.
-func New(rdb redis.UniversalClient, queues []string, key func(string) string, channel string, bell Ringer, log *slog.Logger) *Timer {
-	return &Timer{Client: rdb, Key: key, Channel: channel, Queues: queues, Bell: bell, Log: log, Now: time.Now,
+func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, log *slog.Logger) *Timer {
+	return &Timer{Client: rdb, Names: names, Queues: queues, Bell: bell, Log: log, Now: time.Now,
 		local: make(chan struct{}, 1)}
+}
+
+// Park notes that task id of queue is being parked for flow control: Run
+// moves it from asynq's retry set to its scheduled set once asynq put it
+// there, so that the dashboard does not show a waiting request as a retry.
+func (t *Timer) Park(ctx context.Context, queue, id string) error {
+	if err := t.Client.ZAdd(ctx, t.Names.Parked(queue), redis.Z{Score: float64(t.Now().UnixMilli()), Member: id}).Err(); err != nil {
+		return fmt.Errorf("note the park of %s: %w", id, err)
+	}
+	t.poke()
+	return nil
 }
 
 // At sets task id of queue to start at due. An entry earlier than every
 // other is announced, so the workers' timers wake for it.
 func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
-	first, err := addScript.Run(ctx, t.Client, []string{t.Key(queue)}, id, due.UnixMilli()).Int()
+	first, err := addScript.Run(ctx, t.Client, []string{t.Names.Timer(queue)}, id, due.UnixMilli()).Int()
 	if err != nil {
 		return fmt.Errorf("set the timer of %s: %w", id, err)
 	}
 	if first == 1 {
 		t.poke()
-		if err := t.Client.Publish(ctx, t.Channel, queue).Err(); err != nil {
+		if err := t.Client.Publish(ctx, t.Names.Channel, queue).Err(); err != nil {
 			// The other workers look again within MaxSleep.
 			t.Log.Warn("could not announce an earlier timer", "requestId", id, "err", err)
 		}
@@ -109,7 +125,7 @@ func (t *Timer) poke() {
 
 // Run moves due tasks until ctx ends.
 func (t *Timer) Run(ctx context.Context) {
-	sub := t.Client.Subscribe(ctx, t.Channel)
+	sub := t.Client.Subscribe(ctx, t.Names.Channel)
 	defer sub.Close()
 	announced := sub.Channel()
 	sleep := time.NewTimer(0)
@@ -135,7 +151,7 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	for _, q := range t.Queues {
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Key(q), t.Now().Add(Early), Batch)
+			n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Now().Add(Early), Batch)
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
@@ -149,6 +165,20 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 			}
 			if n < Batch {
 				break
+			}
+		}
+	}
+	for _, q := range t.Queues {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		left, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Now(), Batch)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			t.Log.Warn("could not move parked tasks out of the retry list", "queue", q, "err", err)
+		case left > 0:
+			// Still on their way to asynq's retry set.
+			if soon := t.Now().Add(asynqx.ActiveRetry); soon.Before(next) {
+				next = soon
 			}
 		}
 	}

@@ -17,7 +17,8 @@ type countingBell struct{ rings atomic.Int64 }
 
 func (b *countingBell) Ring(context.Context) error { b.rings.Add(1); return nil }
 
-func key(q string) string { return "{" + q + "}:timer" }
+var names = Names{Timer: func(q string) string { return "{" + q + "}:timer" }, Parked: func(q string) string { return "{" + q + "}:parked" },
+	Channel: "test:timer"}
 
 // A task whose entry another process adds (earlier than anything the
 // running timer sleeps towards) becomes pending at its due time, never
@@ -34,11 +35,11 @@ func TestTimerStartsTasksAtTheirEntryNotAsynqsTime(t *testing.T) {
 	queues := []string{"p0", "p1"}
 
 	bell := &countingBell{}
-	running := New(rdb, queues, key, "test:timer", bell, log)
+	running := New(rdb, queues, names, bell, log)
 	done := make(chan struct{})
 	go func() { defer close(done); running.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	adder := New(rdb, queues, key, "test:timer", nil, log)
+	adder := New(rdb, queues, names, nil, log)
 
 	// Something far away first, so the running timer sleeps long.
 	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("p0"), asynq.TaskID("far"), asynq.ProcessIn(time.Hour)); err != nil {
