@@ -11,6 +11,7 @@ package asynqx
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,6 +74,11 @@ const (
 	// entry is dropped: its handler has returned, asynq moves it within
 	// milliseconds, and a task still active later was woken and runs.
 	ParkGrace = 250 * time.Millisecond
+	// ParkDelay is how long after a park its entry is first looked at
+	// (asynq moves the task within it, mostly); ParkRetry how soon an
+	// entry whose task is still active is looked at again.
+	ParkDelay = 3 * time.Millisecond
+	ParkRetry = 25 * time.Millisecond
 )
 
 // MoveDue moves the tasks of queue whose entries in timer are due at now
@@ -140,42 +146,58 @@ func Run(ctx context.Context, rdb redis.UniversalClient, queue, id string, now t
 // set, at the same due time: a request waiting for flow control is not a
 // retry (no attempt failed), and the dashboard must not show it as one.
 //
-// KEYS[1] the parked tasks (member: task id, score: when parked, ms).
-// ARGV[1] now (ms), ARGV[2] at most this many, ARGV[3] asynq's key prefix
-// of the queue, ARGV[4] how long a parked task may still be active (its
-// handler is returning it to asynq) before its entry is dropped (ms).
-// Returns how many entries are left (tasks still on their way).
+// KEYS[1] the parked tasks (member: "<task id>|<when parked, ms>", score:
+// when to look, ms). ARGV[1] now (ms), ARGV[2] at most this many, ARGV[3]
+// asynq's key prefix of the queue, ARGV[4] how long a parked task may still
+// be active (its handler is returning it to asynq) before its entry is
+// dropped (ms), ARGV[5] how soon such an entry is looked at again (ms).
+// Returns the earliest entry left (ms), or -1.
 var holdScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
-local parked = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[2]) - 1, "WITHSCORES")
-for i = 1, #parked, 2 do
-  local id, at = parked[i], tonumber(parked[i + 1])
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))
+for _, member in ipairs(due) do
+  local sep = string.find(member, "|", 1, true)
+  local id, at = member, now
+  if sep then
+    id, at = string.sub(member, 1, sep - 1), tonumber(string.sub(member, sep + 1)) or now
+  end
   local task = ARGV[3] .. "t:" .. id
   local state = redis.call("HGET", task, "state")
   if state == "retry" then
-    local due = redis.call("ZSCORE", ARGV[3] .. "retry", id)
+    local score = redis.call("ZSCORE", ARGV[3] .. "retry", id)
     redis.call("ZREM", ARGV[3] .. "retry", id)
-    redis.call("ZADD", ARGV[3] .. "scheduled", due, id)
+    redis.call("ZADD", ARGV[3] .. "scheduled", score, id)
     redis.call("HSET", task, "state", "scheduled")
-    redis.call("ZREM", KEYS[1], id)
-  elseif not (state == "active" and now - at < tonumber(ARGV[4])) then
-    redis.call("ZREM", KEYS[1], id)
+    redis.call("ZREM", KEYS[1], member)
+  elseif state == "active" and now - at < tonumber(ARGV[4]) then
+    redis.call("ZADD", KEYS[1], now + tonumber(ARGV[5]), member)
+  else
+    redis.call("ZREM", KEYS[1], member)
   end
 end
-return redis.call("ZCARD", KEYS[1])
+local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+if #first == 0 then return -1 end
+return tonumber(first[2])
 `)
 
-// HoldParked moves the parked tasks of queue listed in parked (at most
-// limit) from asynq's retry set to its scheduled set, and returns how many
-// are still on their way there.
-func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked string, now time.Time, limit int) (int, error) {
+// ParkMember is the entry of task id parked at (see holdScript).
+func ParkMember(id string, at time.Time) string { return id + "|" + strconv.FormatInt(at.UnixMilli(), 10) }
+
+// HoldParked moves the parked tasks of queue whose entries in parked are
+// due at now (at most limit) from asynq's retry set to its scheduled set,
+// and returns when the earliest entry left is due (zero: none).
+func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked string, now time.Time, limit int) (time.Time, error) {
 	k := QueueKeys(queue)
-	left, err := holdScript.Run(ctx, rdb, []string{parked}, now.UnixMilli(), limit, k.prefix(), ParkGrace.Milliseconds()).Int()
+	first, err := holdScript.Run(ctx, rdb, []string{parked}, now.UnixMilli(), limit, k.prefix(), ParkGrace.Milliseconds(),
+		ParkRetry.Milliseconds()).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("hold parked tasks of %s: %w", queue, err)
+		return time.Time{}, fmt.Errorf("hold parked tasks of %s: %w", queue, err)
 	}
-	if left < 0 {
-		return 0, fmt.Errorf("hold parked tasks of %s: unexpected reply %d", queue, left)
+	if first < -1 {
+		return time.Time{}, fmt.Errorf("hold parked tasks of %s: unexpected reply %d", queue, first)
 	}
-	return left, nil
+	if first == -1 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(first), nil
 }

@@ -126,8 +126,8 @@ func TestRunMovesOnlyWaitingTasks(t *testing.T) {
 }
 
 // HoldParked moves a parked task from the retry set to the scheduled set
-// at the same due time, keeps the entry of one still active (on its way)
-// and drops the others.
+// at the same due time, looks again soon at one still active (on its way)
+// and drops the others; an entry not due yet waits.
 func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -151,14 +151,15 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 	pipe.LPush(ctx, k.Active(), "onitsway")
 	pipe.HSet(ctx, k.Task("onitsway"), "state", "active")
 	for _, id := range []string{"parked", "onitsway", "pending", "missing"} {
-		pipe.ZAdd(ctx, "{q}:parked", redis.Z{Score: float64(now.UnixMilli()), Member: id})
+		pipe.ZAdd(ctx, "{q}:parked", redis.Z{Score: float64(now.UnixMilli()), Member: ParkMember(id, now)})
 	}
+	pipe.ZAdd(ctx, "{q}:parked", redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: ParkMember("later", now)})
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	left, err := HoldParked(ctx, rdb, "q", "{q}:parked", now, 100)
-	if err != nil || left != 1 {
-		t.Fatalf("HoldParked = %d, %v; want 1 left (onitsway)", left, err)
+	next, err := HoldParked(ctx, rdb, "q", "{q}:parked", now, 100)
+	if err != nil || next.UnixMilli() != now.Add(ParkRetry).UnixMilli() {
+		t.Fatalf("HoldParked = %v, %v; want the active one's next look, %v", next, err, now.Add(ParkRetry))
 	}
 	info, err := inspector.GetTaskInfo("q", "parked")
 	if err != nil || info.State != asynq.TaskStateScheduled || info.NextProcessAt.Unix() != due {
@@ -171,7 +172,8 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 		t.Errorf("pending: %v", got)
 	}
 	// Past the grace, a task still active was woken and runs: dropped.
-	if left, err := HoldParked(ctx, rdb, "q", "{q}:parked", now.Add(ParkGrace), 100); err != nil || left != 0 {
-		t.Errorf("after the grace: HoldParked = %d, %v; want none left", left, err)
+	next, err = HoldParked(ctx, rdb, "q", "{q}:parked", now.Add(ParkGrace), 100)
+	if err != nil || next.UnixMilli() != now.Add(time.Hour).UnixMilli() {
+		t.Errorf("after the grace: HoldParked = %v, %v; want only the later entry left", next, err)
 	}
 }

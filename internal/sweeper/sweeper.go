@@ -101,8 +101,12 @@ func (s *Sweeper) budget(total int64) int64 {
 	return min(total, max(per, MinPerSweep))
 }
 
-// lockTTL bounds how long a crashed sweeper holds the lock.
-const lockTTL = 2 * time.Minute
+// lockTTL bounds how long a crashed sweeper holds the lock: a worker killed
+// mid-sweep stops every sweep for that long. A sweep is paced (a bounded
+// slice of the records), so it ends well within it; were one slower, two
+// sweeps at once repair the same things twice, which is harmless (an
+// enqueue of an existing task id is a no-op).
+const lockTTL = 10 * time.Second
 
 // Run sweeps every Interval until ctx ends.
 func (s *Sweeper) Run(ctx context.Context) {

@@ -88,7 +88,9 @@ func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, l
 // moves it from asynq's retry set to its scheduled set once asynq put it
 // there, so that the dashboard does not show a waiting request as a retry.
 func (t *Timer) Park(ctx context.Context, queue, id string) error {
-	if err := t.Client.ZAdd(ctx, t.Names.Parked(queue), redis.Z{Score: float64(t.Now().UnixMilli()), Member: id}).Err(); err != nil {
+	now := t.Now()
+	z := redis.Z{Score: float64(now.Add(asynqx.ParkDelay).UnixMilli()), Member: asynqx.ParkMember(id, now)}
+	if err := t.Client.ZAdd(ctx, t.Names.Parked(queue), z).Err(); err != nil {
 		return fmt.Errorf("note the park of %s: %w", id, err)
 	}
 	t.poke()
@@ -170,16 +172,13 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	}
 	for _, q := range t.Queues {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		left, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Now(), Batch)
+		first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Now(), Batch)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
 			t.Log.Warn("could not move parked tasks out of the retry list", "queue", q, "err", err)
-		case left > 0:
-			// Still on their way to asynq's retry set.
-			if soon := t.Now().Add(asynqx.ActiveRetry); soon.Before(next) {
-				next = soon
-			}
+		case !first.IsZero() && first.Before(next):
+			next = first
 		}
 	}
 	if moved > 0 && t.Bell != nil {
