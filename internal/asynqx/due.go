@@ -181,7 +181,9 @@ return tonumber(first[2])
 `)
 
 // ParkMember is the entry of task id parked at (see holdScript).
-func ParkMember(id string, at time.Time) string { return id + "|" + strconv.FormatInt(at.UnixMilli(), 10) }
+func ParkMember(id string, at time.Time) string {
+	return id + "|" + strconv.FormatInt(at.UnixMilli(), 10)
+}
 
 // HoldParked moves the parked tasks of queue whose entries in parked are
 // due at now (at most limit) from asynq's retry set to its scheduled set,
