@@ -41,14 +41,19 @@ func infoField(t *testing.T, rdb *redis.Client, section, prefix, field string) i
 	return 0
 }
 
-// The worker as RunWorker composes it waits on the doorbell when idle; if
-// the hooks were composed wrong (or asynq's dequeue no longer recognised),
-// it would poll every TaskCheckInterval: hundreds of scripts a second.
-func TestIdleWorkerWaitsOnTheDoorbellInsteadOfPolling(t *testing.T) {
-	t.Parallel()
+// startIdleWorker runs a worker (RunWorker) with env on a Redis of its own
+// and returns that Redis once the worker waits on the doorbell.
+func startIdleWorker(t *testing.T, env map[string]string) *redis.Client {
+	t.Helper()
 	srv := redistest.StartServer(t, redistest.Options{})
 	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"REDIS_URL": srv.URL, "SWEEP_INTERVAL": "1h"}[k]
+		if k == "REDIS_URL" {
+			return srv.URL
+		}
+		if k == "SWEEP_INTERVAL" {
+			return "1h"
+		}
+		return env[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +72,15 @@ func TestIdleWorkerWaitsOnTheDoorbellInsteadOfPolling(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return rdb
+}
+
+// The worker as RunWorker composes it waits on the doorbell when idle; if
+// the hooks were composed wrong (or asynq's dequeue no longer recognised),
+// it would poll every TaskCheckInterval: hundreds of scripts a second.
+func TestIdleWorkerWaitsOnTheDoorbellInsteadOfPolling(t *testing.T) {
+	t.Parallel()
+	rdb := startIdleWorker(t, nil)
 	before := infoField(t, rdb, "commandstats", "cmdstat_evalsha:", "calls")
 	time.Sleep(time.Second) // a measuring window, not synchronisation
 	calls := infoField(t, rdb, "commandstats", "cmdstat_evalsha:", "calls") - before
@@ -84,27 +98,7 @@ func TestIdleWorkerWaitsOnTheDoorbellInsteadOfPolling(t *testing.T) {
 // looked at every 50–100 ms cost 1,444.
 func TestIdleWorkerWithSixteenPartitionsCostsLittle(t *testing.T) {
 	t.Parallel()
-	srv := redistest.StartServer(t, redistest.Options{})
-	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"REDIS_URL": srv.URL, "SWEEP_INTERVAL": "1h", "PARTITIONS": "16"}[k]
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- app.RunWorker(ctx, cfg, app.WorkerOptions{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	t.Cleanup(func() { stop(); <-done })
-	rdb := srv.Client()
-	deadline := time.Now().Add(10 * time.Second)
-	for infoField(t, rdb, "clients", "", "blocked_clients") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle worker never waited on the doorbell (BLPOP)")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	rdb := startIdleWorker(t, map[string]string{"PARTITIONS": "16"})
 	before := infoField(t, rdb, "stats", "", "total_commands_processed")
 	time.Sleep(3 * time.Second) // a measuring window, not synchronisation
 	perSecond := (infoField(t, rdb, "stats", "", "total_commands_processed") - before) / 3
