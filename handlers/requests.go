@@ -29,6 +29,8 @@ import (
 // Store is the record store as the API uses it.
 type Store interface {
 	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
+	// RingsOnCreate says whether Create rings the workers' doorbell.
+	RingsOnCreate() bool
 	Remove(ctx context.Context, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
 	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
@@ -76,9 +78,6 @@ type API struct {
 	// Parts are the partitions: a new id is made in the partition its
 	// Idempotency-Key picks. The zero value is one partition.
 	Parts partition.Set
-	// CreateRings says the store's create script rings the workers'
-	// doorbell, so the enqueue that follows must not ring again.
-	CreateRings bool
 }
 
 // newID makes the id of a new request (or schedule).
@@ -174,7 +173,7 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 			return nil, err
 		}
 	}
-	rang := a.CreateRings && a.Queue.PendingAtOnce(r.NextAttemptAt)
+	rang := a.Store.RingsOnCreate() && a.Queue.PendingAtOnce(r.NextAttemptAt)
 	replay, err := a.Store.Create(ctx, r, idemKey, body, record.CreateOptions{
 		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang})
 	unconfirmed := errors.Is(err, record.ErrNotReplicated)

@@ -283,11 +283,6 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
-	if parts.Len() == 1 {
-		// One partition: the submission script rings the queue's bell,
-		// in its slot (see asynqx.NewBell).
-		store.SetBell(tasks.BellKey)
-	}
 	if cfg.RedisWaitReplicas > 0 {
 		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
 	}
@@ -297,7 +292,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
-		Parts: parts, CreateRings: parts.Len() == 1}
+		Parts: parts}
 	rows := dashboard.Row{Records: store}
 	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
 		PayloadFormatter: rows, ResultFormatter: rows})

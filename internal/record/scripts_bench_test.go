@@ -26,7 +26,6 @@ func BenchmarkScripts(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client()
 	s := NewStore(rdb, time.Hour)
-	s.SetBell(func(tag string) string { return "{" + tag + "}:bell" })
 	ctx := context.Background()
 	now := time.Now()
 	body := strings.Repeat("x", 1024)

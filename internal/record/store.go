@@ -44,17 +44,18 @@ type Store struct {
 	// record (Redis WAIT) before it reports success.
 	replicas    int
 	replicaWait time.Duration
-	// bell names the workers' doorbell list of a partition (SetBell).
-	bell func(tag string) string
 	// hostIndexReady: every partition's failed requests are indexed by
 	// host (backfillHostIndex ran).
 	hostIndexReady atomic.Bool
 }
 
-// SetBell names the workers' doorbell list by partition tag, which Create
-// rings for a request whose task will be pending at once. It must share
-// the partition's hash tag (one script writes both).
-func (s *Store) SetBell(key func(tag string) string) { s.bell = key }
+// RingsOnCreate says whether Create rings the workers' doorbell itself
+// (CreateOptions.Ring): with one partition the doorbell list (BellKey)
+// shares the record's cluster slot, so the script that stores a request
+// rings too, and its enqueue need not (asynqx.WithoutRing). With several,
+// the workers share the first partition's doorbell, which another
+// partition's script cannot reach on a cluster.
+func (s *Store) RingsOnCreate() bool { return s.parts.Len() == 1 }
 
 // RequireReplicas makes Create confirm a new request only once n replicas
 // acknowledged it (waiting at most wait), so a failover cannot lose a
@@ -122,9 +123,10 @@ type Owner struct {
 // CreateOptions are the optional parts of Create.
 type CreateOptions struct {
 	Owner Owner
-	// Ring rings the workers' doorbell (see SetBell) in the same script:
-	// set it when the request's task will be pending at once. Ringing
-	// here saves the round trip of ringing after the enqueue.
+	// Ring rings the workers' doorbell in the same script when the store
+	// can (RingsOnCreate): set it when the request's task will be pending
+	// at once. Ringing here saves the round trip of ringing after the
+	// enqueue.
 	Ring bool
 }
 
@@ -149,8 +151,8 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 		owner.Limit = (owner.Limit + s.parts.Len() - 1) / s.parts.Len()
 	}
 	bell, ring := k.req(r.ID), "0"
-	if opts.Ring && s.bell != nil {
-		bell, ring = s.bell(s.parts.Tag(s.parts.OfID(r.ID))), "1"
+	if opts.Ring && s.RingsOnCreate() {
+		bell, ring = BellKey(s.parts.Tag(s.parts.OfID(r.ID))), "1"
 	}
 	keys := []string{k.req(r.ID), k.all(), k.index(Pending), k.idem(idemKey), k.spec(r.ID), ownerKey, bell}
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -65,5 +66,33 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 	left, _ := rdb.ZRange(ctx, k0.all(), 0, -1).Result()
 	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
 		t.Errorf("all-index after trim: %v", left)
+	}
+}
+
+// With one partition the script that stores a request rings the workers'
+// doorbell (in the record's slot) when asked to; with several it cannot,
+// and says so, so the enqueue rings instead.
+func TestCreateRingsTheDoorbellWithOnePartition(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	now := time.Now()
+	one := NewStore(rdb, time.Hour)
+	if !one.RingsOnCreate() {
+		t.Fatal("one partition: RingsOnCreate false")
+	}
+	if _, err := one.Create(ctx, newRequest("01m8mhyychtfy2pdj6g7", now), "", nil, CreateOptions{Ring: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.LLen(ctx, BellKey("retryd")).Val(); n != 1 {
+		t.Errorf("doorbell holds %d tokens after a ringing create, want 1", n)
+	}
+	parts, err := partition.New(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if NewPartitioned(rdb, time.Hour, parts).RingsOnCreate() {
+		t.Error("four partitions: RingsOnCreate true")
 	}
 }
