@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // gauge counts the calls a destination is serving at once.
@@ -324,6 +327,15 @@ func TestKilledWorkerGivesItsSlotBack(t *testing.T) {
 	waitFor(t, 10*time.Second, "the first call", func() bool { return calls.Load() == 1 })
 	second := s.submit(t, body)
 	waitFor(t, 10*time.Second, "the second request to wait", func() bool { return s.get(t, second)["waitingFor"] == "flow_control" })
+	// Killed while its task was still on its way back to asynq, the waiter
+	// would be the crash tests' case (asynq's 30 s lease), not this one.
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	defer rdb.Close()
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	waitFor(t, 10*time.Second, "the waiter's task to be back in asynq", func() bool {
+		info, err := insp.GetTaskInfo("retryd", second)
+		return err == nil && (info.State == asynq.TaskStateScheduled || info.State == asynq.TaskStateRetry)
+	})
 	w := s.workers[0]
 	_ = w.cmd.Process.Kill()
 	<-w.done

@@ -134,14 +134,16 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if errors.As(err, &parked) {
 		// Not an attempt: take it back, and sleep (holding no slot) until
 		// woken or until the fallback deadline.
-		if err := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); err != nil {
-			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
-		}
 		if h.Timer != nil {
+			// Noted first, so that the record shows the wait only once the
+			// task is on its way back to asynq.
 			if err := h.Timer.Park(ctx, id); err != nil {
 				// It waits all the same, listed among asynq's retries.
 				h.Log.Warn("could not note a park", "requestId", id, "err", err)
 			}
+		}
+		if err := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); err != nil {
+			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
 		}
 		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Now()).Milliseconds())
 		return retry.At(parked.Until, retry.ErrParked)
