@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -68,6 +69,9 @@ type Timer struct {
 	Now    func() time.Time
 
 	local chan struct{}
+	mu    sync.Mutex
+	// looks is when Run looks at each queue next (missing: at once).
+	looks map[string]time.Time
 }
 
 // Names are the timer's Redis names (internal/record builds them).
@@ -93,7 +97,7 @@ func (t *Timer) Park(ctx context.Context, queue, id string) error {
 	if err := t.Client.ZAdd(ctx, t.Names.Parked(queue), z).Err(); err != nil {
 		return fmt.Errorf("note the park of %s: %w", id, err)
 	}
-	t.poke()
+	t.lookAt(queue, now.Add(asynqx.ParkDelay))
 	return nil
 }
 
@@ -105,7 +109,7 @@ func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
 		return fmt.Errorf("set the timer of %s: %w", id, err)
 	}
 	if first == 1 {
-		t.poke()
+		t.lookAt(queue, due.Add(-Early))
 		if err := t.Client.Publish(ctx, t.Names.Channel, queue).Err(); err != nil {
 			// The other workers look again within MaxSleep.
 			t.Log.Warn("could not announce an earlier timer", "requestId", id, "err", err)
@@ -114,9 +118,20 @@ func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
 	return nil
 }
 
-// poke wakes this process's Run.
-func (t *Timer) poke() {
-	if t.local == nil {
+// lookAt has this process's Run look at queue by at, and wakes it when
+// that is earlier than it planned.
+func (t *Timer) lookAt(queue string, at time.Time) {
+	t.mu.Lock()
+	planned, ok := t.looks[queue]
+	earlier := !ok || at.Before(planned)
+	if earlier {
+		if t.looks == nil {
+			t.looks = map[string]time.Time{}
+		}
+		t.looks[queue] = at
+	}
+	t.mu.Unlock()
+	if !earlier || t.local == nil {
 		return
 	}
 	select {
@@ -125,7 +140,9 @@ func (t *Timer) poke() {
 	}
 }
 
-// Run moves due tasks until ctx ends.
+// Run moves due tasks until ctx ends. It looks at a queue only when one
+// of its entries is due (or MaxSleep passed), so a park or a retry costs
+// the scripts of its own partition, not of every partition.
 func (t *Timer) Run(ctx context.Context) {
 	sub := t.Client.Subscribe(ctx, t.Names.Channel)
 	defer sub.Close()
@@ -137,7 +154,11 @@ func (t *Timer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-sleep.C:
-		case <-announced:
+		case msg := <-announced:
+			// An entry earlier than any before, added by another process.
+			if msg != nil {
+				t.lookAt(msg.Payload, t.Now())
+			}
 		case <-t.local:
 		}
 		next := t.moveDue(ctx)
@@ -145,46 +166,77 @@ func (t *Timer) Run(ctx context.Context) {
 	}
 }
 
-// moveDue moves every queue's due tasks and returns when to look again.
+// moveDue looks at the queues due for a look, moving their due tasks and
+// parked ones, and returns when to look again.
 func (t *Timer) moveDue(ctx context.Context) time.Time {
 	now := t.Now()
-	next := now.Add(MaxSleep)
 	moved := 0
 	for _, q := range t.Queues {
-		for {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Now().Add(Early), Batch)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					t.Log.Warn("could not move due tasks; asynq's own due times will", "queue", q, "err", err)
-				}
-				break
-			}
-			moved += n
-			if !first.IsZero() && first.Add(-Early).Before(next) {
-				next = first.Add(-Early)
-			}
-			if n < Batch {
-				break
-			}
+		t.mu.Lock()
+		at, ok := t.looks[q]
+		t.mu.Unlock()
+		if ok && at.After(now) {
+			continue
 		}
-	}
-	for _, q := range t.Queues {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Now(), Batch)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			t.Log.Warn("could not move parked tasks out of the retry list", "queue", q, "err", err)
-		case !first.IsZero() && first.Before(next):
-			next = first
+		n, next := t.look(ctx, q)
+		moved += n
+		t.mu.Lock()
+		if t.looks == nil {
+			t.looks = map[string]time.Time{}
 		}
+		// Unless a park or an entry asked for an earlier look meanwhile.
+		if at, ok := t.looks[q]; !ok || !at.After(now) || next.Before(at) {
+			t.looks[q] = next
+		}
+		t.mu.Unlock()
 	}
 	if moved > 0 && t.Bell != nil {
 		if err := t.Bell.Ring(ctx); err != nil && ctx.Err() == nil {
 			t.Log.Warn("could not ring the doorbell; the workers' next poll takes the due tasks", "err", err)
 		}
 	}
+	next := t.Now().Add(MaxSleep)
+	t.mu.Lock()
+	for _, q := range t.Queues {
+		if at, ok := t.looks[q]; !ok || at.Before(next) {
+			next = at
+		}
+	}
+	t.mu.Unlock()
 	return next
+}
+
+// look moves queue's due tasks and parked ones, and returns how many tasks
+// it moved and when its earliest entry left is due (at most MaxSleep on).
+func (t *Timer) look(ctx context.Context, q string) (int, time.Time) {
+	next := t.Now().Add(MaxSleep)
+	moved := 0
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Now().Add(Early), Batch)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Log.Warn("could not move due tasks; asynq's own due times will", "queue", q, "err", err)
+			}
+			break
+		}
+		moved += n
+		if !first.IsZero() && first.Add(-Early).Before(next) {
+			next = first.Add(-Early)
+		}
+		if n < Batch {
+			break
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Now(), Batch)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() == nil:
+		t.Log.Warn("could not move parked tasks out of the retry list", "queue", q, "err", err)
+	case !first.IsZero() && first.Before(next):
+		next = first
+	}
+	return moved, next
 }
