@@ -104,7 +104,9 @@ func (t *Timer) Park(ctx context.Context, queue, id string) error {
 // At sets task id of queue to start at due. An entry earlier than every
 // other is announced, so the workers' timers wake for it.
 func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
-	first, err := addScript.Run(ctx, t.Client, []string{t.Names.Timer(queue)}, id, due.UnixMilli()).Int()
+	// Rounded up to the millisecond: an entry is never before its time.
+	dueMs := due.Add(time.Millisecond - time.Nanosecond).UnixMilli()
+	first, err := addScript.Run(ctx, t.Client, []string{t.Names.Timer(queue)}, id, dueMs).Int()
 	if err != nil {
 		return fmt.Errorf("set the timer of %s: %w", id, err)
 	}
