@@ -4,7 +4,8 @@ package flow
 // attempts answer 429 or 503 or time out (this worker's own view).
 
 import (
-	"math/rand/v2"
+	"math"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -28,8 +29,8 @@ const (
 	// RecoverShare is the additive increase: a tenth of the rate before
 	// the first cut, per second of successes (at least 1/s).
 	RecoverShare = 0.1
-	// RateHorizon is how far ahead an adaptive wait is booked; a longer
-	// wait looks again after RateHorizon to 2·RateHorizon.
+	// RateHorizon is how far ahead a worker gives turns of a cut key's
+	// rate; a request beyond it waits in the key's line (cutline.go).
 	RateHorizon = 5 * time.Second
 )
 
@@ -55,6 +56,13 @@ type key struct {
 	windowStart      time.Time
 	prevOK, prevOver int
 	lastUsed         time.Time
+	// lineSeen is when this worker last saw the key's cut line non-empty
+	// (zero: empty, as far as it knows).
+	lineSeen time.Time
+	// turns is held from reserving turns of lim until those not given
+	// are canceled: a reservation canceled after a later one was made
+	// gives nothing back, and the rate would leak turns.
+	turns sync.Mutex
 }
 
 // keyOf returns key state, remembering req's limits. c.mu is held.
@@ -66,29 +74,6 @@ func (c *Controller) keyOf(req Request, now time.Time) *key {
 	}
 	k.spec, k.lastUsed = req, now
 	return k
-}
-
-// adaptiveWait books the request's turn on the key's effective rate: ok
-// when it may start now, else until when its task sleeps, and whether that
-// is a booked turn (else only a time to look again). c.mu is held.
-func (c *Controller) adaptiveWait(k *key, id string, now time.Time) (until time.Time, ok, booked bool) {
-	if at, ok := c.booked[id]; ok {
-		delete(c.booked, id)
-		if !now.Before(at.Add(-50 * time.Millisecond)) {
-			return time.Time{}, true, false // its booked turn
-		}
-	}
-	r := k.lim.ReserveN(now, 1)
-	d := r.DelayFrom(now)
-	switch {
-	case d <= 0:
-		return time.Time{}, true, false
-	case d <= RateHorizon:
-		c.booked[id] = now.Add(d)
-		return now.Add(d), false, true
-	}
-	r.CancelAt(now)
-	return now.Add(RateHorizon + time.Duration(rand.Int64N(int64(RateHorizon)))), false, false
 }
 
 // countStart counts an attempt start for the observed rate. c.mu is held.
@@ -165,12 +150,24 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		} else {
 			k.base = max(cur, c.cfg.MinRate*2)
 		}
-		next := max(c.cfg.MinRate, cur*CutFactor)
-		if k.lim == nil {
-			k.lim = rate.NewLimiter(rate.Limit(next), 1)
-			k.lim.ReserveN(now, 1) // the attempt that was just overloaded used this turn
-			return
+		k.cutTo(now, max(c.cfg.MinRate, cur*CutFactor))
+	}
+}
+
+// cutTo gives the key a new, lower rate. Turns already given (up to
+// RateHorizon ahead) stay given, and the new rate's turns follow them.
+// Lowering the old limiter's rate instead would stretch its debt of turns
+// given: from 5 s of turns at 16/s to 80 s at 1/s. c.mu is held.
+func (k *key) cutTo(now time.Time, perSecond float64) {
+	ahead := 0.0 // seconds of turns given
+	if k.lim != nil {
+		if tokens := k.lim.TokensAt(now); tokens < 0 {
+			ahead = min(-tokens/float64(k.lim.Limit()), RateHorizon.Seconds())
 		}
-		k.lim.SetLimitAt(now, rate.Limit(next))
+	}
+	k.lim = rate.NewLimiter(rate.Limit(perSecond), 1)
+	// The attempt that was just overloaded used the first turn.
+	for n := int(math.Ceil(ahead * perSecond)); n >= 0; n-- {
+		k.lim.ReserveN(now, 1)
 	}
 }

@@ -128,6 +128,7 @@ const RebalanceEvery = 100 * time.Millisecond
 // promise would otherwise idle the slot for the rest of WakeTTL.
 func (c *Controller) Rebalance(ctx context.Context) {
 	every(ctx, RebalanceEvery, func() {
+		c.pumpCutLines(ctx)
 		c.releaseFetched(ctx)
 		type lineFree struct {
 			host string

@@ -131,10 +131,7 @@ type Controller struct {
 	mu    sync.Mutex
 	hosts map[string]*host
 	keys  map[string]*key
-	// booked are adaptive waits booked ahead: a parked request that comes
-	// back to this worker at its time starts without booking again.
-	booked map[string]time.Time
-	wakes  sync.WaitGroup
+	wakes sync.WaitGroup
 	// stop ends with Close.
 	stop   context.Context
 	cancel context.CancelFunc
@@ -150,7 +147,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, n
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, now: now,
-		hosts: map[string]*host{}, keys: map[string]*key{}, booked: map[string]time.Time{}, stop: stop, cancel: cancel}
+		hosts: map[string]*host{}, keys: map[string]*key{}, stop: stop, cancel: cancel}
 }
 
 // FairCap is how many slots of this worker one destination may hold.
@@ -197,17 +194,29 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	now := c.now()
 	c.mu.Lock()
 	k := c.keyOf(req, now)
-	if c.cfg.Adaptive && k.lim != nil {
-		if until, ok, booked := c.adaptiveWait(k, req.ID, now); !ok {
-			k.parked++
-			c.mu.Unlock()
-			if booked {
-				c.wakeAt(ctx, req.ID, until)
-			} // else it looks again at asynq's (whole-second) due time
-			return nil, &Parked{Until: until}
-		}
+	cut := c.cfg.Adaptive && k.lim != nil
+	var perSecond float64
+	if cut {
+		perSecond = float64(k.lim.Limit())
 	}
 	c.mu.Unlock()
+	if cut {
+		// Cut by adaptive backpressure: its turn, or a place in the key's
+		// line until a turn is given to it.
+		a, err := c.cutWait(ctx, k, req, now)
+		if err != nil {
+			return nil, err
+		}
+		if !a.start {
+			c.parkedOne(req.Key)
+			if a.at.IsZero() {
+				return nil, &Parked{Until: now.Add(cutFallback(a.ahead, perSecond))}
+			}
+			c.wakeAt(ctx, req.ID, a.at)
+			return nil, &Parked{Until: a.at}
+		}
+		now = c.now()
+	}
 	if req.Rate > 0 {
 		// The rate first: a request whose turn is later sleeps until its
 		// own turn without taking part in fairness meanwhile (a backlog

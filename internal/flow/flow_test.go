@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
 
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -23,10 +25,18 @@ type waker struct {
 	// fetched are woken requests whose tasks a worker took (all others
 	// still wait to be fetched).
 	fetched map[string]bool
+	// ats are the timed wake-ups asked for, by id.
+	ats map[string]time.Time
 }
 
 // At wakes id at at, as retryd's timer would.
 func (w *waker) At(_ context.Context, id string, at time.Time) error {
+	w.mu.Lock()
+	if w.ats == nil {
+		w.ats = map[string]time.Time{}
+	}
+	w.ats[id] = at
+	w.mu.Unlock()
 	time.AfterFunc(time.Until(at), func() { _ = w.Wake(context.Background(), id) })
 	return nil
 }
@@ -416,4 +426,97 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	w.fetch("c")
 	clk.add(RebalanceEvery)
 	waitWoken(t, w, []string{"b", "c", "d"})
+}
+
+func (w *waker) at(id string) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ats[id]
+}
+
+// cut gives key a cut rate on c, as overloads would.
+func cut(c *Controller, req Request, perSecond float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keyOf(req, c.now()).lim = rate.NewLimiter(rate.Limit(perSecond), 1)
+}
+
+// A cut key's requests beyond its rate's horizon wait in its line in
+// Redis; each is given one turn, in arrival order, when the rate has one
+// free, and starts at it on whichever worker fetches it. A request back
+// too late has lost its turn and waits again at its old place.
+func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clk := &clock{t: t0}
+	w1, w2 := &waker{}, &waker{}
+	cfg := Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}
+	c1, c2 := newController(t, rdb, cfg, w1, clk), newController(t, rdb, cfg, w2, clk)
+	req := func(i int) Request { return Request{ID: fmt.Sprint("r", i), HostPort: "h:443", Key: "h:443"} }
+	cut(c1, req(0), 1)
+	cut(c2, req(0), 0.001)
+	c2.mu.Lock()
+	c2.keys["h:443"].lim.ReserveN(t0, 1) // c2 has no turn to offer
+	c2.mu.Unlock()
+	ctx := context.Background()
+
+	admit(t, c1, req(0)) // the one turn there is
+	// Turns within the horizon are offered while nobody waits.
+	for i := 1; i <= 5; i++ {
+		if until := parked(t, c1, req(i)); !until.Equal(t0.Add(time.Duration(i) * time.Second)) {
+			t.Errorf("r%d parked until +%v, want its turn +%ds", i, until.Sub(t0), i)
+		}
+		if at := w1.at(req(i).ID); !at.Equal(t0.Add(time.Duration(i) * time.Second)) {
+			t.Errorf("r%d timer at +%v, want +%ds", i, at.Sub(t0), i)
+		}
+	}
+	// Beyond it, they wait in line, with a safety net only.
+	for i := 6; i <= 9; i++ {
+		if until := parked(t, c1, req(i)); until.Sub(t0) < ParkFallback {
+			t.Errorf("r%d in line parked until +%v, want at least the fallback %v", i, until.Sub(t0), ParkFallback)
+		}
+		if at := w1.at(req(i).ID); !at.IsZero() {
+			t.Errorf("r%d in line has a timer at +%v", i, at.Sub(t0))
+		}
+	}
+	c1.pumpCutLines(ctx)
+	if at := w1.at("r6"); !at.IsZero() {
+		t.Fatalf("a turn beyond the horizon was given: r6 at +%v", at.Sub(t0))
+	}
+	clk.add(2 * time.Second)
+	c1.pumpCutLines(ctx)
+	for i, want := range map[int]time.Duration{6: 6 * time.Second, 7: 7 * time.Second, 8: 0} {
+		if at := w1.at(req(i).ID); (want == 0) != at.IsZero() || (want > 0 && !at.Equal(t0.Add(want))) {
+			t.Errorf("after 2 s, r%d's turn is at %v (+%v), want +%v", i, at, at.Sub(t0), want)
+		}
+	}
+	// The other worker starts a turn given here, at its time ...
+	clk.add(4 * time.Second) // +6 s
+	if until := parked(t, c2, req(7)); !until.Equal(t0.Add(7 * time.Second)) {
+		t.Errorf("r7 back a second early parked until +%v, want its turn +7s", until.Sub(t0))
+	}
+	admit(t, c2, req(6))
+	// ... and a turn taken too late is lost: r7 waits again, first in line.
+	clk.add(TurnGrace + 2*time.Second) // +10 s
+	parked(t, c2, req(7))
+	c1.pumpCutLines(ctx)
+	for i, want := range map[int]time.Duration{7: 10 * time.Second, 8: 11 * time.Second, 9: 12 * time.Second} {
+		if at := w1.at(req(i).ID); !at.Equal(t0.Add(want)) {
+			t.Errorf("after r7 lost its turn, r%d's turn is at +%v, want +%v", i, at.Sub(t0), want)
+		}
+	}
+	// A key no longer cut drains its line at once.
+	parked(t, c2, req(10))
+	c1.mu.Lock()
+	c1.keys["h:443"].lim, c1.keys["h:443"].lineSeen = nil, clk.now()
+	c1.mu.Unlock()
+	c1.pumpCutLines(ctx)
+	if at := w1.at("r10"); !at.Equal(clk.now()) {
+		t.Errorf("recovered: r10's turn at +%v, want now (+%v)", at.Sub(t0), clk.now().Sub(t0))
+	}
+	left, err := rdb.ZCard(ctx, cutNames("h:443")[0]).Result()
+	if err != nil || left != 0 {
+		t.Errorf("line holds %d (%v) after draining", left, err)
+	}
 }

@@ -48,7 +48,7 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 	defer c.mu.Unlock()
 	out := make([]KeyStats, 0, len(c.keys))
 	for name, k := range c.keys {
-		if k.inflight == 0 && k.lim == nil && now.Sub(k.lastUsed) > forgetAfter {
+		if k.inflight == 0 && k.lim == nil && k.lineSeen.IsZero() && now.Sub(k.lastUsed) > forgetAfter {
 			delete(c.keys, name)
 			continue
 		}
@@ -66,11 +66,6 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 	for name, h := range c.hosts {
 		if h.inflight == 0 && (h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory) && len(h.woken) == 0 {
 			delete(c.hosts, name)
-		}
-	}
-	for id, at := range c.booked {
-		if now.Sub(at) > time.Minute {
-			delete(c.booked, id)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return activity(out[i]) > activity(out[j]) })

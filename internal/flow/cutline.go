@@ -1,0 +1,243 @@
+package flow
+
+// Lines of cut keys: a request of a key that adaptive backpressure has
+// cut waits in the key's line in Redis, shared by all workers, until a
+// worker's cut rate gives it a turn. It is then started once, at that
+// turn, by retryd's timer. Nothing looks at it meanwhile but the asynq
+// safety net, once per its expected wait (at least ParkFallback).
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/retryd/retryd/internal/record"
+	"golang.org/x/time/rate"
+)
+
+var (
+	cutWaitScript = script("cut_wait")
+	cutNextScript = script("cut_next")
+)
+
+const (
+	// TurnEarly is how early a request may take its turn: the timer hands
+	// tasks over a little early, and workers' clocks differ by a little.
+	TurnEarly = 50 * time.Millisecond
+	// TurnGrace is how late a request may take its turn; a request back
+	// later (its worker died, its task was held up) has lost it and waits
+	// again at its place, so turns never bunch.
+	TurnGrace = 2 * time.Second
+	// CutBatch bounds the turns one worker gives a line per Rebalance.
+	CutBatch = 50
+	// CutFallbackMax bounds a line waiter's safety-net deadline.
+	CutFallbackMax = 6 * time.Hour
+)
+
+// cutNames are the Redis keys of a cut key's line.
+func cutNames(key string) []string {
+	return []string{record.FlowKey("cut:"+key, "line"), record.FlowKey("cut:"+key, "places"), record.FlowKey("cut:"+key, "turns")}
+}
+
+// cutAnswer is what cut_wait said: start now, sleep until a turn, or
+// wait in line behind ahead others; offered says the turn is the one this
+// worker offered.
+type cutAnswer struct {
+	start   bool
+	at      time.Time
+	ahead   int
+	offered bool
+}
+
+// cutWait admits req on its cut key (k, this worker's state): its turn if
+// it was given one, else the turn this worker's rate offers while nobody
+// waits, else a place in the key's line.
+func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.Time) (cutAnswer, error) {
+	c.mu.Lock()
+	var offer *rate.Reservation
+	offerAt := int64(-1)
+	if k.lim != nil && k.lineSeen.IsZero() {
+		// Nobody waits, as far as this worker knows: offer a turn.
+		c.mu.Unlock()
+		k.turns.Lock()
+		defer k.turns.Unlock()
+		c.mu.Lock()
+	}
+	if k.lim != nil && k.lineSeen.IsZero() {
+		offer = k.lim.ReserveN(now, 1)
+		if d := offer.DelayFrom(now); d <= RateHorizon {
+			offerAt = now.Add(max(d, 0)).UnixMilli()
+		} else {
+			offer.CancelAt(now)
+			offer = nil
+		}
+	}
+	c.mu.Unlock()
+	if d := time.UnixMilli(offerAt).Sub(now); offerAt >= 0 && d > 0 && d <= ShortWait {
+		// Moments away: waiting it out costs less than a park.
+		if err := sleep(ctx, d); err != nil {
+			c.cancelOffer(offer, now)
+			return cutAnswer{}, err
+		}
+		now = time.UnixMilli(offerAt)
+	}
+	res, err := cutWaitScript.Run(ctx, c.rdb, cutNames(req.Key), req.ID, now.UnixMilli(), TurnEarly.Milliseconds(),
+		TurnGrace.Milliseconds(), offerAt, KeyTTL.Milliseconds()).StringSlice()
+	var a cutAnswer
+	if err == nil {
+		a, err = parseCutAnswer(res)
+	}
+	if !a.offered {
+		c.cancelOffer(offer, now)
+	}
+	if err == nil && !a.start && a.at.IsZero() {
+		c.mu.Lock()
+		k.lineSeen = now
+		c.mu.Unlock()
+	}
+	return a, err
+}
+
+// cancelOffer gives an unused turn back to the key's rate.
+func (c *Controller) cancelOffer(r *rate.Reservation, now time.Time) {
+	if r == nil {
+		return
+	}
+	c.mu.Lock()
+	r.CancelAt(now)
+	c.mu.Unlock()
+}
+
+func parseCutAnswer(res []string) (cutAnswer, error) {
+	switch {
+	case len(res) == 1 && (res[0] == "turn" || res[0] == "start"):
+		return cutAnswer{start: true, offered: res[0] == "start"}, nil
+	case len(res) == 2 && (res[0] == "wait" || res[0] == "offer"):
+		ms, err := strconv.ParseInt(res[1], 10, 64)
+		if err == nil {
+			return cutAnswer{at: time.UnixMilli(ms), offered: res[0] == "offer"}, nil
+		}
+	case len(res) == 2 && res[0] == "line":
+		n, err := strconv.Atoi(res[1])
+		if err == nil {
+			return cutAnswer{ahead: n}, nil
+		}
+	}
+	return cutAnswer{}, fmt.Errorf("cut_wait script: unexpected reply %v", res)
+}
+
+// cutFallback is the safety-net deadline of a waiter with ahead others
+// in front of it, at this worker's cut rate: twice its expected wait, at
+// least ParkFallback. Its turn normally comes long before (a timer then
+// starts it); the deadline only matters if its place was lost.
+func cutFallback(ahead int, perSecond float64) time.Duration {
+	if perSecond <= 0 {
+		return ParkFallback
+	}
+	d := time.Duration(2 * float64(ahead+1) / perSecond * float64(time.Second))
+	return min(max(d, ParkFallback), CutFallbackMax)
+}
+
+// pumpCutLines gives the waiters of the cut lines this worker knows the
+// turns its rates have free within RateHorizon; a key no longer cut here
+// (recovered) drains its line as fast as fairness lets it.
+func (c *Controller) pumpCutLines(ctx context.Context) {
+	c.mu.Lock()
+	var names []string
+	for name, k := range c.keys {
+		if !k.lineSeen.IsZero() {
+			names = append(names, name)
+		}
+	}
+	c.mu.Unlock()
+	for _, name := range names {
+		c.pumpCutLine(ctx, name)
+	}
+}
+
+// pumpCutLine gives turns of one key's rate to its line's oldest waiters.
+func (c *Controller) pumpCutLine(ctx context.Context, name string) {
+	c.mu.Lock()
+	k := c.keys[name]
+	c.mu.Unlock()
+	if k == nil {
+		return
+	}
+	k.turns.Lock()
+	defer k.turns.Unlock()
+	var turns []time.Time
+	var rs []*rate.Reservation
+	c.mu.Lock()
+	now := c.now()
+	switch {
+	case now.Sub(k.lineSeen) > KeyTTL:
+		k.lineSeen = time.Time{} // the line has expired
+	case k.lim != nil:
+		for len(turns) < CutBatch {
+			r := k.lim.ReserveN(now, 1)
+			d := r.DelayFrom(now)
+			if d > RateHorizon {
+				r.CancelAt(now)
+				break
+			}
+			rs = append(rs, r)
+			turns = append(turns, now.Add(max(d, 0)))
+		}
+	default:
+		// Recovered here: as many as the destination has fair slots free.
+		free := CutBatch
+		if h := c.hosts[k.spec.HostPort]; h != nil {
+			free = min(free, h.freeSlots(c.FairCap(), now))
+		}
+		for range free {
+			turns = append(turns, now)
+		}
+	}
+	c.mu.Unlock()
+	if len(turns) == 0 {
+		return
+	}
+	ids, left, err := c.giveTurns(ctx, name, turns)
+	if err != nil {
+		c.log.Warn("could not give turns of a cut key's line; its waiters' deadlines will wake them", "key", name, "err", err)
+	}
+	c.mu.Lock()
+	for i := len(rs) - 1; i >= len(ids); i-- {
+		rs[i].CancelAt(now) // latest first, so each gives its turn back
+	}
+	if err == nil {
+		if left > 0 {
+			k.lineSeen = now
+		} else {
+			k.lineSeen = time.Time{}
+		}
+	}
+	c.mu.Unlock()
+	for i, id := range ids {
+		c.wakeAt(ctx, id, turns[i])
+	}
+}
+
+// giveTurns gives turns to the oldest waiters of key's line, in order.
+func (c *Controller) giveTurns(ctx context.Context, key string, turns []time.Time) (ids []string, left int, err error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	args := make([]any, 0, len(turns)+1)
+	args = append(args, KeyTTL.Milliseconds())
+	for _, t := range turns {
+		args = append(args, t.UnixMilli())
+	}
+	res, err := cutNextScript.Run(ctx, c.rdb, cutNames(key), args...).StringSlice()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(res) < 1 || len(res) > len(turns)+1 {
+		return nil, 0, fmt.Errorf("cut_next script: unexpected reply %v", res)
+	}
+	left, err = strconv.Atoi(res[0])
+	if err != nil {
+		return nil, 0, fmt.Errorf("cut_next script: unexpected reply %v", res)
+	}
+	return res[1:], left, nil
+}
