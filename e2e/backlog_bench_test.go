@@ -116,7 +116,10 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 
 	r := redistest.StartServer(t, redistest.Options{})
 	// As deployed: two workers at GOMAXPROCS=1, default concurrency.
-	s := startStackFull(t, r, 2, []string{"ALLOW_PRIVATE_TARGETS=true"}, []string{"ALLOW_PRIVATE_TARGETS=true", "GOMAXPROCS=1"})
+	// BENCH_WORKER_ENV adds settings (FLOW_ADAPTIVE_MIN_RATE=10: the cost
+	// per attempt apart from the stack's fixed cost).
+	workerEnv := append([]string{"ALLOW_PRIVATE_TARGETS=true", "GOMAXPROCS=1"}, strings.Fields(os.Getenv("BENCH_WORKER_ENV"))...)
+	s := startStackFull(t, r, 2, []string{"ALLOW_PRIVATE_TARGETS=true"}, workerEnv)
 	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	defer rdb.Close()
 

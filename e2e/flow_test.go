@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/record"
 )
 
 // gauge counts the calls a destination is serving at once.
@@ -349,4 +352,44 @@ func TestKilledWorkerGivesItsSlotBack(t *testing.T) {
 	}
 	t.Logf("FLOW the request waiting for a dead worker's slot went out %v after the kill", time.Since(start))
 	_ = first
+}
+
+// A cut key's line outlives every worker that knew it: a worker started
+// after they died finds it listed and gives its waiters turns, instead of
+// leaving them to the asynq safety net (at least 5 minutes).
+func TestCutLineOutlivesItsWorkers(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, 1)
+	var recovered atomic.Bool
+	url := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if !recovered.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	for range 150 {
+		s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":25,"backoffMs":100,"maxBackoffMs":1000}`, url+"/cut"))
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	defer rdb.Close()
+	line := record.FlowKey("cut:"+strings.TrimPrefix(url, "http://"), "line")
+	var waiting []string
+	waitFor(t, 30*time.Second, "waiters in the cut key's line", func() bool {
+		waiting = rdb.ZRange(context.Background(), line, 0, -1).Val()
+		return len(waiting) >= 20
+	})
+	w := s.workers[0]
+	_ = w.cmd.Process.Kill()
+	<-w.done
+	recovered.Store(true)
+	killed := time.Now()
+	s.startWorker(t)
+	waiting = rdb.ZRange(context.Background(), line, 0, -1).Val()
+	for _, id := range waiting {
+		if doc := s.waitTerminal(t, id, 30*time.Second); doc["status"] != "completed" {
+			t.Errorf("%s, waiting in line when its worker died: %v", id, doc["status"])
+		}
+	}
+	t.Logf("FLOW %d waiters of a dead worker's cut line completed %v after the kill", len(waiting), time.Since(killed))
 }

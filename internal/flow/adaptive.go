@@ -59,6 +59,9 @@ type key struct {
 	// lineSeen is when this worker last saw the key's cut line non-empty
 	// (zero: empty, as far as it knows).
 	lineSeen time.Time
+	// listed is when this worker last listed the line in
+	// record.CutLinesKey.
+	listed time.Time
 	// turns is held from reserving turns of lim until those not given
 	// are canceled: a reservation canceled after a later one was made
 	// gives nothing back, and the rate would leak turns.

@@ -127,7 +127,12 @@ const RebalanceEvery = 100 * time.Millisecond
 // worker): with several workers it mostly lands on another one, and the
 // promise would otherwise idle the slot for the rest of WakeTTL.
 func (c *Controller) Rebalance(ctx context.Context) {
+	var adopted time.Time
 	every(ctx, RebalanceEvery, func() {
+		if now := c.now(); now.Sub(adopted) >= AdoptEvery {
+			adopted = now
+			c.adoptCutLines(ctx)
+		}
 		c.pumpCutLines(ctx)
 		c.releaseFetched(ctx)
 		type lineFree struct {

@@ -99,10 +99,11 @@ const TimerChannel = "retryd:timer"
 func BellKey(tag string) string { return "{" + tag + "}:bell" }
 
 // FlowKey is part kind of the Redis state of flow-control key name (or of
-// a destination's fairness line, name "fair:host:port"): "slots" and
-// "wait" (parallelism), "turn" and "turns" (rate), "line" and "promoted"
-// (fairness). A name's parts share its hashed tag, so its scripts run in
-// one cluster slot.
+// a destination's fairness line, name "fair:host:port", or of a cut key's
+// line, name "cut:<key>"): "slots" and "wait" (parallelism), "turn" and
+// "turns" (rate), "line" and "promoted" (fairness), "line", "places" and
+// "turns" (a cut key's line). A name's parts share its hashed tag, so its
+// scripts run in one cluster slot.
 func FlowKey(name, kind string) string {
 	sum := sha1.Sum([]byte(name))
 	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}:" + kind
@@ -111,6 +112,11 @@ func FlowKey(name, kind string) string {
 // FlowWorkersKey lists the workers publishing flow-control figures by last
 // publication (ms); FlowWorkerKey is one worker's figures.
 const FlowWorkersKey = "{retryd-flows}:workers"
+
+// CutLinesKey lists the cut keys whose lines may hold waiters (field: the
+// key, value: its destination's host:port), so that a worker that never
+// saw a line (started since) gives its waiters turns too.
+const CutLinesKey = "{retryd-flows}:cut-lines"
 
 // FlowWorkerKey is worker's published flow-control figures.
 func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
