@@ -17,6 +17,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/tasks"
 )
@@ -26,6 +27,10 @@ import (
 // state; the figures are per attempt made in that window, so a design
 // whose cost grows with the backlog shows here and not in the per-request
 // figures of BenchmarkSuite.
+
+// backlogSlots is the stack's worker slots: two workers at the test
+// stack's WORKER_CONCURRENCY (20).
+const backlogSlots = 2 * 20
 
 // backlogScenario is one kind of backlog.
 type backlogScenario struct {
@@ -119,7 +124,8 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 	// BENCH_WORKER_ENV adds settings (FLOW_ADAPTIVE_MIN_RATE=10: the cost
 	// per attempt apart from the stack's fixed cost).
 	workerEnv := append([]string{"ALLOW_PRIVATE_TARGETS=true", "GOMAXPROCS=1"}, strings.Fields(os.Getenv("BENCH_WORKER_ENV"))...)
-	s := startStackFull(t, r, 2, []string{"ALLOW_PRIVATE_TARGETS=true"}, workerEnv)
+	// The API admits the whole backlog and the probes (none of (c) finishes).
+	s := startStackFull(t, r, 2, []string{"ALLOW_PRIVATE_TARGETS=true", "MAX_UNFINISHED_PER_KEY=1000000"}, workerEnv)
 	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	defer rdb.Close()
 
@@ -141,6 +147,32 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 	cmd0, cpu0, hits0 := commandCalls(t, rdb), stackCPU(s), hits.Load()
 	stats0 := commandStats(t, rdb)
 	start := time.Now()
+	// Slots busy: asynq's active list, sampled every 250 ms (one LLEN
+	// each, taken off the command count).
+	var busyMax, busySum, samples atomic.Int64
+	sampleCtx, stopSampling := context.WithCancel(context.Background())
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		every := time.NewTicker(250 * time.Millisecond)
+		defer every.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-every.C:
+			}
+			n, err := rdb.LLen(sampleCtx, asynqx.QueueKeys(tasks.Queue).Active()).Result()
+			if err != nil {
+				continue
+			}
+			samples.Add(1)
+			busySum.Add(n)
+			if n > busyMax.Load() {
+				busyMax.Store(n)
+			}
+		}
+	}()
 	// Probes to another destination, spread over the window.
 	var probeWorst time.Duration
 	probes := 10
@@ -165,8 +197,11 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 	if rest := window - time.Since(start); rest > 0 {
 		time.Sleep(rest)
 	}
+	stopSampling()
+	<-sampled
 	el := time.Since(start)
 	cmd1, cpu1, hits1 := commandCalls(t, rdb), stackCPU(s), hits.Load()
+	cmd1 -= samples.Load()
 	attempts := float64(hits1 - hits0)
 	if os.Getenv("BENCH_COMMANDSTATS") == "1" {
 		fmt.Printf("COMMANDSTATS backlog %s, per attempt made:\n", sc.name)
@@ -188,6 +223,8 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 		"commands_per_attempt":                   per(float64(cmd1 - cmd0)),
 		"cpu_ms_per_attempt":                     per(cpu * 1000),
 		"other_destination_first_attempt_max_ms": float64(probeWorst.Microseconds()) / 1000,
+		"slots_busy_max_share":                   float64(busyMax.Load()) / backlogSlots,
+		"slots_busy_mean_share":                  float64(busySum.Load()) / float64(max(samples.Load(), 1)) / backlogSlots,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
