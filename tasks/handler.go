@@ -333,6 +333,17 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 		}
 	}
 	if o.Status == record.Retrying {
+		if h.Flow != nil {
+			// A key cut by adaptive backpressure: the retry waits in its
+			// line for a turn at or after its due time, not in the timer.
+			if until, ok := h.Flow.LineRetry(wctx, FlowRequest(r), o.NextAttemptAt); ok {
+				var due *retry.DueError
+				if errors.As(next, &due) {
+					due.Due = until // asynq's deadline: only the safety net
+				}
+				return next
+			}
+		}
 		// The next attempt waits in retryd's timer, holding no slot.
 		if err := h.at(wctx, r.ID, o.NextAttemptAt); err != nil {
 			// asynq's own due time starts it, a little late.

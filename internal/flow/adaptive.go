@@ -59,6 +59,9 @@ type key struct {
 	// lineSeen is when this worker last saw the key's cut line non-empty
 	// (zero: empty, as far as it knows).
 	lineSeen time.Time
+	// headAt is the place of the line's first waiter when last looked at
+	// (zero: unknown), and pumped when that was.
+	headAt, pumped time.Time
 	// listed is when this worker last listed the line in
 	// record.CutLinesKey.
 	listed time.Time

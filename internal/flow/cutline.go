@@ -19,6 +19,7 @@ import (
 var (
 	cutWaitScript = script("cut_wait")
 	cutNextScript = script("cut_next")
+	cutJoinScript = script("cut_join")
 )
 
 const (
@@ -33,6 +34,9 @@ const (
 	CutBatch = 50
 	// CutFallbackMax bounds a line waiter's safety-net deadline.
 	CutFallbackMax = 6 * time.Hour
+	// HeadRecheck is how often a worker looks at a line whose first
+	// waiter is not due within RateHorizon.
+	HeadRecheck = time.Second
 )
 
 // cutNames are the Redis keys of a cut key's line.
@@ -219,9 +223,14 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	var rs []*rate.Reservation
 	c.mu.Lock()
 	now := c.now()
+	// The line's first waiter (a retry) may start later than any turn
+	// there is to give: look again then, or within HeadRecheck (another
+	// worker may have lined an earlier one).
+	notYet := !k.headAt.IsZero() && now.Add(RateHorizon).Before(k.headAt) && now.Sub(k.pumped) < HeadRecheck
 	switch {
 	case now.Sub(k.lineSeen) > KeyTTL:
 		k.lineSeen = time.Time{} // the line has expired
+	case notYet:
 	case k.lim != nil:
 		for len(turns) < CutBatch {
 			r := k.lim.ReserveN(now, 1)
@@ -251,15 +260,23 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	if len(turns) == 0 {
 		return
 	}
-	ids, left, err := c.giveTurns(ctx, name, turns)
+	given, left, head, err := c.giveTurns(ctx, name, turns)
 	if err != nil {
 		c.log.Warn("could not give turns of a cut key's line; its waiters' deadlines will wake them", "key", name, "err", err)
 	}
-	c.mu.Lock()
-	for i := len(rs) - 1; i >= len(ids); i-- {
-		rs[i].CancelAt(now) // latest first, so each gives its turn back
+	used := make([]bool, len(turns))
+	for _, g := range given {
+		used[g.turn] = true
 	}
+	c.mu.Lock()
+	for i := len(rs) - 1; i >= 0; i-- {
+		if !used[i] {
+			rs[i].CancelAt(now) // latest first, so each gives its turn back
+		}
+	}
+	k.pumped = now
 	if err == nil {
+		k.headAt = head
 		if left > 0 {
 			k.lineSeen = now
 		} else {
@@ -270,8 +287,8 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	if err == nil && left == 0 {
 		c.unlistCutLine(ctx, name)
 	}
-	for i, id := range ids {
-		c.wakeAt(ctx, id, turns[i])
+	for _, g := range given {
+		c.wakeAt(ctx, g.id, turns[g.turn])
 	}
 }
 
@@ -285,8 +302,10 @@ func (c *Controller) unlistCutLine(ctx context.Context, key string) {
 	}
 }
 
-// giveTurns gives turns to the oldest waiters of key's line, in order.
-func (c *Controller) giveTurns(ctx context.Context, key string, turns []time.Time) (ids []string, left int, err error) {
+// giveTurns gives turns to the oldest waiters of key's line, in order,
+// each at or after its place: given are the ids and their turns' indexes;
+// head is the next waiter's place (zero: none).
+func (c *Controller) giveTurns(ctx context.Context, key string, turns []time.Time) (given []givenTurn, left int, head time.Time, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	args := make([]any, 0, len(turns)+1)
@@ -296,14 +315,68 @@ func (c *Controller) giveTurns(ctx context.Context, key string, turns []time.Tim
 	}
 	res, err := cutNextScript.Run(ctx, c.rdb, cutNames(key), args...).StringSlice()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, time.Time{}, err
 	}
-	if len(res) < 1 || len(res) > len(turns)+1 {
-		return nil, 0, fmt.Errorf("cut_next script: unexpected reply %v", res)
+	bad := fmt.Errorf("cut_next script: unexpected reply %v", res)
+	if len(res) < 2 || len(res)%2 != 0 || len(res) > 2*len(turns)+2 {
+		return nil, 0, time.Time{}, bad
 	}
-	left, err = strconv.Atoi(res[0])
+	left, err1 := strconv.Atoi(res[0])
+	headMs, err2 := strconv.ParseFloat(res[1], 64)
+	if err1 != nil || err2 != nil {
+		return nil, 0, time.Time{}, bad
+	}
+	if headMs >= 0 {
+		head = time.UnixMilli(int64(headMs))
+	}
+	for i := 2; i < len(res); i += 2 {
+		n, err := strconv.Atoi(res[i+1])
+		if err != nil || n < 1 || n > len(turns) {
+			return nil, 0, time.Time{}, bad
+		}
+		given = append(given, givenTurn{id: res[i], turn: n - 1})
+	}
+	return given, left, head, nil
+}
+
+// givenTurn is a waiter given the turn of index turn.
+type givenTurn struct {
+	id   string
+	turn int
+}
+
+// LineRetry puts a retry of req, due at due, straight in its key's line
+// when the key is cut on this worker: it is given a turn at or after due,
+// without first coming back through asynq to join the line. ok says it
+// joined; until is then its asynq safety-net deadline.
+func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) (until time.Time, ok bool) {
+	c.mu.Lock()
+	k := c.keys[req.Key]
+	cut := c.cfg.Adaptive && k != nil && k.lim != nil
+	var perSecond float64
+	if cut {
+		perSecond = float64(k.lim.Limit())
+	}
+	c.mu.Unlock()
+	if !cut {
+		return time.Time{}, false
+	}
+	ahead, err := cutJoinScript.Run(ctx, c.rdb, cutNames(req.Key)[:1], req.ID, due.UnixMilli(), KeyTTL.Milliseconds()).Int()
 	if err != nil {
-		return nil, 0, fmt.Errorf("cut_next script: unexpected reply %v", res)
+		c.log.Warn("could not put a retry in its cut key's line", "requestId", req.ID, "err", err)
+		return time.Time{}, false
 	}
-	return res[1:], left, nil
+	now := c.now()
+	c.mu.Lock()
+	list := k.lineSeen.IsZero() || ahead == 0
+	k.lineSeen = now
+	if k.headAt.IsZero() || due.Before(k.headAt) {
+		k.headAt = due
+	}
+	k.parked++
+	c.mu.Unlock()
+	if list {
+		c.listCutLine(ctx, k, req.Key, req.HostPort, now)
+	}
+	return due.Add(cutFallback(ahead, perSecond)), true
 }

@@ -525,3 +525,36 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 		t.Errorf("line holds %d (%v) after draining: %v", left, err, rdb.ZRange(ctx, cutNames("h:443")[0], 0, -1).Val())
 	}
 }
+
+// A retry of a cut key joins its line at its due time, and is given no
+// turn before it.
+func TestCutKeyRetryWaitsInLineUntilDue(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clk := &clock{t: t0}
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}, w, clk)
+	req := Request{ID: "r", HostPort: "h:443", Key: "h:443"}
+	ctx := context.Background()
+	if _, ok := c.LineRetry(ctx, req, t0.Add(30*time.Second)); ok {
+		t.Fatal("a retry of a key not cut joined a line")
+	}
+	cut(c, req, 1)
+	due := t0.Add(30 * time.Second)
+	until, ok := c.LineRetry(ctx, req, due)
+	if !ok || until.Before(due.Add(ParkFallback)) {
+		t.Fatalf("LineRetry = %v, %v; want its safety net at least %v after its due time", until, ok, ParkFallback)
+	}
+	c.pumpCutLines(ctx)
+	clk.add(20 * time.Second)
+	c.pumpCutLines(ctx)
+	if at := w.at("r"); !at.IsZero() {
+		t.Fatalf("a retry due at +30s was given a turn at +%v", at.Sub(t0))
+	}
+	clk.add(10 * time.Second)
+	c.pumpCutLines(ctx)
+	if at := w.at("r"); at.Before(due) || at.After(due.Add(time.Second)) {
+		t.Errorf("the retry due at +30s was given its turn at +%v", at.Sub(t0))
+	}
+}
