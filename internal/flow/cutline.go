@@ -32,8 +32,6 @@ const (
 	TurnGrace = 2 * time.Second
 	// CutBatch bounds the turns one worker gives a line per Rebalance.
 	CutBatch = 50
-	// CutFallbackMax bounds a line waiter's safety-net deadline.
-	CutFallbackMax = 6 * time.Hour
 	// HeadRecheck is how often a worker looks at a line whose first
 	// waiter is not due within RateHorizon.
 	HeadRecheck = time.Second
@@ -101,55 +99,10 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 		k.lineSeen = now
 		c.mu.Unlock()
 		if list {
-			c.listCutLine(ctx, k, req.Key, req.HostPort, now)
+			c.listLine(ctx, record.CutLinesKey, req.Key, req.HostPort, func(at time.Time) { k.listed = at })
 		}
 	}
 	return a, err
-}
-
-// listCutLine lists key's line for workers that have not seen it (this
-// one may die). Each worker that knows the line lists it again every
-// AdoptEvery: a worker that emptied it may have unlisted it just after a
-// new waiter listed it.
-func (c *Controller) listCutLine(ctx context.Context, k *key, name, hostPort string, now time.Time) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := c.rdb.HSet(ctx, record.CutLinesKey, name, hostPort).Err(); err != nil {
-		c.log.Warn("could not list a cut key's line", "key", name, "err", err)
-		return
-	}
-	c.mu.Lock()
-	k.listed = now
-	c.mu.Unlock()
-}
-
-// AdoptEvery is how often a worker looks for cut lines it does not know.
-const AdoptEvery = 5 * time.Second
-
-// adoptCutLines takes on the listed cut lines this worker does not know
-// of: after a restart, or one that only another worker saw. A key not
-// cut here drains its line as fast as fairness lets it.
-func (c *Controller) adoptCutLines(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	lines, err := c.rdb.HGetAll(ctx, record.CutLinesKey).Result()
-	if err != nil {
-		c.log.Warn("could not read the cut keys' lines", "err", err)
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	for name, hostPort := range lines {
-		k := c.keys[name]
-		if k == nil {
-			k = &key{windowStart: now, spec: Request{Key: name, HostPort: hostPort}, lastUsed: now}
-			c.keys[name] = k
-		}
-		if k.lineSeen.IsZero() {
-			k.lineSeen = now
-		}
-	}
 }
 
 // cancelOffer gives an unused turn back to the key's rate.
@@ -189,7 +142,7 @@ func cutFallback(ahead int, perSecond float64) time.Duration {
 		return ParkFallback
 	}
 	d := time.Duration(2 * float64(ahead+1) / perSecond * float64(time.Second))
-	return min(max(d, ParkFallback), CutFallbackMax)
+	return min(max(d, ParkFallback), LineFallbackMax)
 }
 
 // pumpCutLines gives the waiters of the cut lines this worker knows the
@@ -255,7 +208,7 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	relist := !k.lineSeen.IsZero() && now.Sub(k.listed) >= AdoptEvery
 	c.mu.Unlock()
 	if relist {
-		c.listCutLine(ctx, k, name, k.spec.HostPort, now)
+		c.listLine(ctx, record.CutLinesKey, name, k.spec.HostPort, func(at time.Time) { k.listed = at })
 	}
 	if len(turns) == 0 {
 		return
@@ -285,20 +238,10 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	}
 	c.mu.Unlock()
 	if err == nil && left == 0 {
-		c.unlistCutLine(ctx, name)
+		c.unlistLine(ctx, record.CutLinesKey, name)
 	}
 	for _, g := range given {
 		c.wakeAt(ctx, g.id, turns[g.turn])
-	}
-}
-
-// unlistCutLine drops key's line from the list once it is empty. A worker
-// that lines a waiter meanwhile lists it again within AdoptEvery.
-func (c *Controller) unlistCutLine(ctx context.Context, key string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := c.rdb.HDel(ctx, record.CutLinesKey, key).Err(); err != nil {
-		c.log.Warn("could not unlist a cut key's line", "key", key, "err", err)
 	}
 }
 
@@ -376,7 +319,7 @@ func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) 
 	k.parked++
 	c.mu.Unlock()
 	if list {
-		c.listCutLine(ctx, k, req.Key, req.HostPort, now)
+		c.listLine(ctx, record.CutLinesKey, req.Key, req.HostPort, func(at time.Time) { k.listed = at })
 	}
 	return due.Add(cutFallback(ahead, perSecond)), true
 }

@@ -30,6 +30,31 @@ type host struct {
 	// request may be fetched by another worker, so a wake-up counts
 	// against this worker's free slots for WakeTTL only.
 	woken map[string]time.Time
+	// meanDur is how long its attempts take here (a moving average), for
+	// how long its waiters can expect to wait; listed is when this worker
+	// last listed its line in record.FairLinesKey.
+	meanDur time.Duration
+	listed  time.Time
+}
+
+// took counts an attempt of d in the host's mean attempt duration.
+func (h *host) took(d time.Duration) {
+	if h.meanDur == 0 {
+		h.meanDur = d
+		return
+	}
+	h.meanDur += (d - h.meanDur) / 8
+}
+
+// lineFallback is the safety-net deadline of a waiter with n in its line
+// (itself included) that moves one place per mean/slots: twice its
+// expected wait, at least ParkFallback, at most LineFallbackMax. Its turn
+// normally comes long before (a freed slot wakes it); the deadline only
+// matters if its place was lost. It counts this worker's slots only, so
+// with more workers the expected wait is shorter still.
+func lineFallback(n int, mean time.Duration, slots int) time.Duration {
+	d := time.Duration(2 * float64(n) * float64(mean) / float64(max(slots, 1)))
+	return min(max(d, ParkFallback), LineFallbackMax)
 }
 
 // WakeTTL is how long a woken waiter holds a free slot of the worker that
@@ -65,10 +90,11 @@ func fairNames(hostPort string) (line, promoted string) {
 	return record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted")
 }
 
-// waitInLine puts id in hostPort's fairness line (keeping a place it had).
-func (c *Controller) waitInLine(ctx context.Context, hostPort, id string, now time.Time) error {
+// waitInLine puts id in hostPort's fairness line (keeping a place it had)
+// and says how many wait in it.
+func (c *Controller) waitInLine(ctx context.Context, hostPort, id string, now time.Time) (int, error) {
 	line, promoted := fairNames(hostPort)
-	return fairWait.Run(ctx, c.rdb, []string{line, promoted}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Err()
+	return fairWait.Run(ctx, c.rdb, []string{line, promoted}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Int()
 }
 
 // nextInLine takes up to n waiters of hostPort's line, oldest first, and
@@ -102,7 +128,9 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 	}
 	now := c.now()
 	c.mu.Lock()
+	wasSeen := false
 	if h := c.hosts[hostPort]; h != nil {
+		wasSeen = !h.lineSeen.IsZero()
 		h.promise(ids, now)
 		if left > 0 {
 			h.lineSeen = now
@@ -111,6 +139,9 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 		}
 	}
 	c.mu.Unlock()
+	if left == 0 && wasSeen {
+		c.unlistLine(ctx, record.FairLinesKey, hostPort)
+	}
 	for _, id := range ids {
 		c.wakeLocal(hostPort, id)
 	}
@@ -131,7 +162,7 @@ func (c *Controller) Rebalance(ctx context.Context) {
 	every(ctx, RebalanceEvery, func() {
 		if now := c.now(); now.Sub(adopted) >= AdoptEvery {
 			adopted = now
-			c.adoptCutLines(ctx)
+			c.adoptLines(ctx)
 		}
 		c.pumpCutLines(ctx)
 		c.releaseFetched(ctx)
@@ -140,17 +171,28 @@ func (c *Controller) Rebalance(ctx context.Context) {
 			free int
 		}
 		var lines []lineFree
+		var relist []string
 		c.mu.Lock()
 		now := c.now()
 		for name, h := range c.hosts {
 			if h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory {
 				continue
 			}
+			if now.Sub(h.listed) >= AdoptEvery {
+				relist = append(relist, name)
+			}
 			if free := h.freeSlots(c.FairCap(), now); free > 0 {
 				lines = append(lines, lineFree{name, free})
 			}
 		}
 		c.mu.Unlock()
+		for _, name := range relist {
+			c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) {
+				if h := c.hosts[name]; h != nil {
+					h.listed = at
+				}
+			})
+		}
 		for _, l := range lines {
 			c.promote(ctx, l.host, "", l.free)
 		}
@@ -214,7 +256,7 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 				// Not wakeable now (on its way, or asynq trouble): back to
 				// its place in line, or it would wait for its fallback
 				// deadline out of every line.
-				if err := c.waitInLine(c.stop, hostPort, id, c.now()); err != nil {
+				if _, err := c.waitInLine(c.stop, hostPort, id, c.now()); err != nil {
 					c.log.Warn("could not put a waiter back in line; its deadline will wake it", "requestId", id, "err", err)
 				}
 			}

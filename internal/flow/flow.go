@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/record"
 )
 
 //go:embed scripts/*.lua
@@ -73,6 +75,8 @@ const (
 	// is kept in Redis (fairness lines, parallelism lines) and any worker
 	// with a free slot wakes it.
 	ParkFallback = 5 * time.Minute
+	// LineFallbackMax bounds a line waiter's safety-net deadline.
+	LineFallbackMax = 6 * time.Hour
 	// KeyTTL is how long a key's Redis state lives untouched.
 	KeyTTL = 24 * time.Hour
 )
@@ -162,6 +166,7 @@ func (c *Controller) FairCap() int {
 type Ticket struct {
 	c      *Controller
 	req    Request
+	start  time.Time
 	global bool // holds a parallelism slot in Redis
 }
 
@@ -247,19 +252,25 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	}
 	delete(h.woken, req.ID) // back (here) from a wake-up
 	if h.inflight >= c.FairCap() {
+		known := !h.lineSeen.IsZero()
 		h.lineSeen = now
 		k.parked++
+		mean := h.meanDur
 		c.mu.Unlock()
-		if err := c.waitInLine(ctx, req.HostPort, req.ID, now); err != nil {
+		n, err := c.waitInLine(ctx, req.HostPort, req.ID, now)
+		if err != nil {
 			return nil, err
 		}
-		return nil, &Parked{Until: now.Add(ParkFallback)}
+		if !known || n == 1 {
+			c.listLine(ctx, record.FairLinesKey, req.HostPort, "", func(at time.Time) { h.listed = at })
+		}
+		return nil, &Parked{Until: now.Add(lineFallback(n, mean, c.FairCap()))}
 	}
 	h.inflight++
 	k.inflight++
 	c.mu.Unlock()
 
-	t := &Ticket{c: c, req: req}
+	t := &Ticket{c: c, req: req, start: now}
 	if req.Parallelism > 0 {
 		until, ok, err := c.acquire(ctx, req, now)
 		if err != nil || !ok {
@@ -311,6 +322,7 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 		h.inflight--
 		free = h.freeSlots(c.FairCap(), now)
 		line = !h.lineSeen.IsZero()
+		h.took(now.Sub(t.start))
 	}
 	k := c.keys[t.req.Key]
 	if k != nil {

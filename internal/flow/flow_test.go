@@ -512,7 +512,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	parked(t, c2, req(10))
 	w3 := &waker{}
 	c3 := newController(t, rdb, cfg, w3, clk)
-	c3.adoptCutLines(ctx)
+	c3.adoptLines(ctx)
 	c3.pumpCutLines(ctx)
 	if at := w3.at("r10"); !at.Equal(clk.now()) {
 		t.Errorf("a new worker gave r10 its turn at +%v, want now (+%v)", at.Sub(t0), clk.now().Sub(t0))
@@ -556,5 +556,43 @@ func TestCutKeyRetryWaitsInLineUntilDue(t *testing.T) {
 	c.pumpCutLines(ctx)
 	if at := w.at("r"); at.Before(due) || at.After(due.Add(time.Second)) {
 		t.Errorf("the retry due at +30s was given its turn at +%v", at.Sub(t0))
+	}
+}
+
+// A fairness line is listed: a worker that never saw it (started since
+// its workers died) gives its waiters its free slots.
+func TestFairnessLineIsAdoptedByANewWorker(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	cfg := Config{Concurrency: 2, FairShare: 0.5}
+	c1 := newController(t, rdb, cfg, &waker{}, clk)
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
+	admit(t, c1, req("a"))
+	parked(t, c1, req("b"))
+	w2 := &waker{}
+	c2 := newController(t, rdb, cfg, w2, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c2.Rebalance(ctx)
+	waitWoken(t, w2, []string{"b"})
+}
+
+// A line waiter's safety net is twice its expected wait, within bounds.
+func TestLineFallback(t *testing.T) {
+	for _, tc := range []struct {
+		n     int
+		mean  time.Duration
+		slots int
+		want  time.Duration
+	}{
+		{1, 2 * time.Second, 10, ParkFallback},
+		{0, 0, 10, ParkFallback},
+		{1000, 2 * time.Second, 10, 400 * time.Second},
+		{1_000_000, 2 * time.Second, 10, LineFallbackMax},
+	} {
+		if got := lineFallback(tc.n, tc.mean, tc.slots); got != tc.want {
+			t.Errorf("lineFallback(%d, %v, %d) = %v, want %v", tc.n, tc.mean, tc.slots, got, tc.want)
+		}
 	}
 }

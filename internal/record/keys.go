@@ -118,6 +118,10 @@ const FlowWorkersKey = "{retryd-flows}:workers"
 // saw a line (started since) gives its waiters turns too.
 const CutLinesKey = "{retryd-flows}:cut-lines"
 
+// FairLinesKey lists the destinations (field: host:port) whose fairness
+// lines may hold waiters, for the same reason.
+const FairLinesKey = "{retryd-flows}:fair-lines"
+
 // FlowWorkerKey is worker's published flow-control figures.
 func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
 

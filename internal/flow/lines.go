@@ -1,0 +1,81 @@
+package flow
+
+// The lines' registry: the cut keys' and the destinations' lines that may
+// hold waiters are listed in Redis, so that a worker that never saw a
+// line (started since, or it was another worker's) gives its waiters
+// turns or slots too. Their safety net is long (twice the expected wait),
+// so a line no live worker knew would otherwise wait for it.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/retryd/retryd/internal/record"
+)
+
+// AdoptEvery is how often a worker looks for lines it does not know, and
+// how often it lists again the lines it knows.
+const AdoptEvery = 5 * time.Second
+
+// listLine lists a line (field, with value) in the registry hash, and
+// calls listed with the time under c.mu. Each worker that knows a line
+// lists it again every AdoptEvery: a worker that emptied it may have
+// unlisted it just after a new waiter listed it.
+func (c *Controller) listLine(ctx context.Context, registry, field, value string, listed func(time.Time)) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.rdb.HSet(ctx, registry, field, value).Err(); err != nil {
+		c.log.Warn("could not list a line", "line", field, "err", err)
+		return
+	}
+	c.mu.Lock()
+	listed(c.now())
+	c.mu.Unlock()
+}
+
+// unlistLine drops a line from its registry once it is empty.
+func (c *Controller) unlistLine(ctx context.Context, registry, field string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := c.rdb.HDel(ctx, registry, field).Err(); err != nil {
+		c.log.Warn("could not unlist a line", "line", field, "err", err)
+	}
+}
+
+// adoptLines takes on the listed lines this worker does not know of. A
+// cut key not cut here drains its line as fast as fairness lets it; a
+// fairness line gets this worker's free slots (Rebalance).
+func (c *Controller) adoptLines(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cut, err1 := c.rdb.HGetAll(ctx, record.CutLinesKey).Result()
+	fair, err2 := c.rdb.HGetAll(ctx, record.FairLinesKey).Result()
+	if err := errors.Join(err1, err2); err != nil {
+		c.log.Warn("could not read the lines listed", "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for name, hostPort := range cut {
+		k := c.keys[name]
+		if k == nil {
+			k = &key{windowStart: now, spec: Request{Key: name, HostPort: hostPort}, lastUsed: now}
+			c.keys[name] = k
+		}
+		if k.lineSeen.IsZero() {
+			k.lineSeen = now
+		}
+	}
+	for hostPort := range fair {
+		h := c.hosts[hostPort]
+		if h == nil {
+			h = &host{}
+			c.hosts[hostPort] = h
+		}
+		if h.lineSeen.IsZero() {
+			h.lineSeen = now
+		}
+	}
+}
