@@ -128,8 +128,10 @@ func TestChaos(t *testing.T) {
 
 	var counts map[string]int
 	deadline := time.Now().Add(3 * time.Minute)
+	slowShown := false
 	for {
 		counts = map[string]int{}
+		var unfinished []string
 		for _, id := range ids {
 			if id == "" {
 				counts["lost"]++ // never acknowledged: counted, but not a loss of retryd's
@@ -145,8 +147,16 @@ func TestChaos(t *testing.T) {
 				st := a.body["status"].(string)
 				if st == "pending" || st == "retrying" {
 					st = "non-terminal"
+					unfinished = append(unfinished, a.raw)
 				}
 				counts[st]++
+			}
+		}
+		if n := len(unfinished); !slowShown && n > 0 && n <= 10 && time.Since(start)-submitted > 45*time.Second {
+			// A drain over its target: what the last ones wait for.
+			slowShown = true
+			for _, raw := range unfinished[:min(n, 3)] {
+				fmt.Printf("CHAOS slow: %s\n", raw)
 			}
 		}
 		if counts["non-terminal"]+counts["unknown"] == 0 || time.Now().After(deadline) {
