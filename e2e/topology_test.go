@@ -22,28 +22,7 @@ func TestRedisCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3)
 	r := redistest.StartServer(t, redistest.Options{}) // unused by the programs; keeps startStackOn's shape
 	s := startStackOn(t, r, 2, "REDIS_CLUSTER_ADDRS="+strings.Join(addrs, ","), "SWEEP_INTERVAL=1s")
-	dest := newDestination(t)
-	url := dest.script("/cluster", 503, 200)
-	var ids []string
-	for i := 0; i < 20; i++ {
-		ids = append(ids, s.submit(t, fmt.Sprintf(`{"url":%q,"backoffMs":100}`, url), "Idempotency-Key", fmt.Sprintf("c-%d", i)))
-	}
-	failed := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":0}`, dest.script("/cluster-bad", 400)))
-	for _, id := range ids {
-		if doc := s.waitTerminal(t, id, 20*time.Second); doc["status"] != "completed" {
-			t.Errorf("%s ended %v", id, doc["status"])
-		}
-	}
-	s.waitTerminal(t, failed, 20*time.Second)
-	if a := call(t, "GET", s.api+"/dlq", ""); a.status != 200 || len(a.body["data"].([]any)) != 1 {
-		t.Errorf("DLQ on the cluster: %d %s", a.status, a.raw)
-	}
-	if a := call(t, "POST", s.api+"/dlq/"+failed+"/redrive", `{"actor":"ops"}`); a.status != 202 {
-		t.Errorf("redrive on the cluster: %d %s", a.status, a.raw)
-	}
-	if a := call(t, "GET", s.api+"/metrics", ""); a.status != 200 {
-		t.Errorf("/metrics on the cluster: %d", a.status)
-	}
+	clusterDeliveries(t, s)
 	// The keys really are spread over the cluster's nodes: retryd's and
 	// asynq's queue keys all sit in the slot of {retryd}.
 	out, err := exec.Command("redis-cli", "-c", "-p", strings.Split(addrs[0], ":")[1], "cluster", "keyslot", "{retryd}:req:x").Output()
@@ -250,5 +229,33 @@ func TestWorkerCrashOnPartitionedCluster(t *testing.T) {
 	}
 	if interrupted == 0 {
 		t.Error("no attempt was recorded as interrupted: the worker did not die mid-attempt")
+	}
+}
+
+// clusterDeliveries drives a stack on a cluster through deliveries with
+// retries, a failure, the DLQ, a redrive and /metrics.
+func clusterDeliveries(t *testing.T, s *stack) {
+	t.Helper()
+	dest := newDestination(t)
+	url := dest.script("/cluster", 503, 200)
+	var ids []string
+	for i := 0; i < 20; i++ {
+		ids = append(ids, s.submit(t, fmt.Sprintf(`{"url":%q,"backoffMs":100}`, url), "Idempotency-Key", fmt.Sprintf("c-%d", i)))
+	}
+	failed := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":0}`, dest.script("/cluster-bad", 400)))
+	for _, id := range ids {
+		if doc := s.waitTerminal(t, id, 20*time.Second); doc["status"] != "completed" {
+			t.Errorf("%s ended %v", id, doc["status"])
+		}
+	}
+	s.waitTerminal(t, failed, 20*time.Second)
+	if a := call(t, "GET", s.api+"/dlq", ""); a.status != 200 || len(a.body["data"].([]any)) != 1 {
+		t.Errorf("DLQ on the cluster: %d %s", a.status, a.raw)
+	}
+	if a := call(t, "POST", s.api+"/dlq/"+failed+"/redrive", `{"actor":"ops"}`); a.status != 202 {
+		t.Errorf("redrive on the cluster: %d %s", a.status, a.raw)
+	}
+	if a := call(t, "GET", s.api+"/metrics", ""); a.status != 200 {
+		t.Errorf("/metrics on the cluster: %d", a.status)
 	}
 }

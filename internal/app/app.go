@@ -183,6 +183,9 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		return err
 	}
 	defer rdb.Close()
+	if err := checkRedis(ctx, rdb, log); err != nil {
+		return err
+	}
 	// The API rings the workers' doorbell when it makes a task pending
 	// (redrive, the dashboard's "run"); it never waits on it.
 	parts, err := partition.New(cfg.Partitions)
@@ -407,6 +410,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return err
 	}
 	defer rdb.Close()
+	if err := checkRedis(ctx, rdb, log); err != nil {
+		return err
+	}
 	parts, err := partition.New(cfg.Partitions)
 	if err != nil {
 		return err

@@ -16,10 +16,22 @@ import (
 
 // Config is the effective configuration of an API or worker process.
 type Config struct {
-	RedisURL              string
-	RedisSentinelAddrs    []string
-	RedisSentinelMaster   string
-	RedisClusterAddrs     []string
+	RedisURL            string
+	RedisSentinelAddrs  []string
+	RedisSentinelMaster string
+	RedisClusterAddrs   []string
+	// RedisUsername and RedisPassword authenticate to Cluster nodes and
+	// to a Sentinel deployment's master and replicas (REDIS_USERNAME,
+	// REDIS_PASSWORD); RedisSentinelPassword to the sentinels themselves.
+	// A single node takes them in REDIS_URL.
+	RedisUsername         string
+	RedisPassword         string
+	RedisSentinelPassword string
+	// RedisTLS (REDIS_TLS) speaks TLS to Cluster and Sentinel nodes, with
+	// the system roots or RedisTLSCAFile (REDIS_TLS_CA_FILE, PEM), which
+	// also serves a rediss:// REDIS_URL.
+	RedisTLS              bool
+	RedisTLSCAFile        string
 	Port                  int
 	WorkerConcurrency     int
 	APIKeys               []string
@@ -71,6 +83,7 @@ type Config struct {
 // that deployment files only set variables that exist.
 var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
+	"REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD", "REDIS_TLS", "REDIS_TLS_CA_FILE",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
@@ -125,6 +138,35 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if len(c.RedisSentinelAddrs) > 0 && len(c.RedisClusterAddrs) > 0 {
 		bad("REDIS_CLUSTER_ADDRS", "cannot be combined with REDIS_SENTINEL_ADDRS")
+	}
+	c.RedisUsername = strings.TrimSpace(getenv("REDIS_USERNAME"))
+	c.RedisPassword = getenv("REDIS_PASSWORD")
+	c.RedisSentinelPassword = getenv("REDIS_SENTINEL_PASSWORD")
+	c.RedisTLSCAFile = strings.TrimSpace(getenv("REDIS_TLS_CA_FILE"))
+	if v := strings.TrimSpace(getenv("REDIS_TLS")); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("REDIS_TLS", "must be true or false, got %q", v)
+		}
+		c.RedisTLS = b
+	}
+	single := len(c.RedisSentinelAddrs) == 0 && len(c.RedisClusterAddrs) == 0
+	for _, v := range []struct {
+		name string
+		set  bool
+	}{{"REDIS_USERNAME", c.RedisUsername != ""}, {"REDIS_PASSWORD", c.RedisPassword != ""}, {"REDIS_TLS", c.RedisTLS}} {
+		if single && v.set {
+			bad(v.name, "applies to REDIS_CLUSTER_ADDRS and REDIS_SENTINEL_ADDRS; for a single node put the user and password in REDIS_URL (redis://user:password@host:6379/0) and use rediss:// for TLS")
+		}
+	}
+	if c.RedisSentinelPassword != "" && len(c.RedisSentinelAddrs) == 0 {
+		bad("REDIS_SENTINEL_PASSWORD", "applies to REDIS_SENTINEL_ADDRS only")
+	}
+	if c.RedisTLSCAFile != "" && single && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		bad("REDIS_TLS_CA_FILE", "needs TLS: a rediss:// REDIS_URL, or REDIS_TLS=true with REDIS_CLUSTER_ADDRS or REDIS_SENTINEL_ADDRS")
+	}
+	if c.RedisTLSCAFile != "" && !single && !c.RedisTLS {
+		bad("REDIS_TLS_CA_FILE", "needs REDIS_TLS=true")
 	}
 	intVar := func(name string, dst *int, lo, hi int) {
 		v := strings.TrimSpace(getenv(name))
@@ -262,13 +304,15 @@ func (c Config) String() string {
 	if len(c.SigningSecrets) > 0 {
 		signing = fmt.Sprintf("%d secret(s) ****", len(c.SigningSecrets))
 	}
+	masked := func(v string) string { return map[bool]string{true: "****", false: "unset"}[v != ""] }
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
+		"REDIS_USERNAME=%s REDIS_PASSWORD=%s REDIS_SENTINEL_PASSWORD=%s REDIS_TLS=%t REDIS_TLS_CA_FILE=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
 		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
 		"FLOW_FAIR_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
-		strings.Join(c.RedisClusterAddrs, ","), c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
+		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
 		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, map[bool]string{true: "****", false: "unset"}[c.QStashCurrentSigningKey != ""],
 		c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate)

@@ -91,3 +91,39 @@ func TestFlowSettings(t *testing.T) {
 		}
 	}
 }
+
+// Credentials and TLS of Cluster and Sentinel: where each applies, and
+// the password kept out of the start-up line.
+func TestRedisCredentials(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{"REDIS_CLUSTER_ADDRS": "a:1,b:2", "REDIS_USERNAME": "app", "REDIS_PASSWORD": "s3cret",
+		"REDIS_TLS": "true", "REDIS_TLS_CA_FILE": "/ca.pem"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RedisUsername != "app" || c.RedisPassword != "s3cret" || !c.RedisTLS || c.RedisTLSCAFile != "/ca.pem" {
+		t.Errorf("loaded %+v", c)
+	}
+	if s := c.String(); strings.Contains(s, "s3cret") || !strings.Contains(s, "REDIS_PASSWORD=****") {
+		t.Errorf("start-up line shows the password: %s", s)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"REDIS_PASSWORD": "x"}, "REDIS_PASSWORD: applies to REDIS_CLUSTER_ADDRS and REDIS_SENTINEL_ADDRS; for a single node put the user and password in REDIS_URL"},
+		{map[string]string{"REDIS_TLS": "true"}, "REDIS_TLS: applies to REDIS_CLUSTER_ADDRS and REDIS_SENTINEL_ADDRS"},
+		{map[string]string{"REDIS_CLUSTER_ADDRS": "a:1", "REDIS_TLS": "yes please"}, `REDIS_TLS: must be true or false, got "yes please"`},
+		{map[string]string{"REDIS_CLUSTER_ADDRS": "a:1", "REDIS_SENTINEL_PASSWORD": "x"}, "REDIS_SENTINEL_PASSWORD: applies to REDIS_SENTINEL_ADDRS only"},
+		{map[string]string{"REDIS_CLUSTER_ADDRS": "a:1", "REDIS_TLS_CA_FILE": "/ca.pem"}, "REDIS_TLS_CA_FILE: needs REDIS_TLS=true"},
+		{map[string]string{"REDIS_TLS_CA_FILE": "/ca.pem"}, "REDIS_TLS_CA_FILE: needs TLS: a rediss:// REDIS_URL"},
+	} {
+		_, err := Load(env(tc.env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Load(%v) = %v, want %q", tc.env, err, tc.want)
+		}
+	}
+	if _, err := Load(env(map[string]string{"REDIS_URL": "rediss://u:p@h:6380/0", "REDIS_TLS_CA_FILE": "/ca.pem"})); err != nil {
+		t.Errorf("a private CA for a rediss:// URL: %v", err)
+	}
+}

@@ -34,6 +34,9 @@ type Server struct {
 	t    testing.TB
 	cmd  *exec.Cmd
 	args []string
+	// answers says whether the server is up (nil: a plain PING); a node
+	// with a password or TLS needs a real client.
+	answers func(addr string) bool
 }
 
 // Options tune the server.
@@ -100,7 +103,13 @@ func StartServer(t testing.TB, o Options) *Server {
 }
 
 func (s *Server) launch(bin string, port int) error {
-	args := append([]string{"--port", strconv.Itoa(port)}, s.args...)
+	return s.launchOn(bin, port, strconv.Itoa(port))
+}
+
+// launchOn starts the server with plain port plain ("0": none, for a TLS
+// node whose address is port).
+func (s *Server) launchOn(bin string, port int, plain string) error {
+	args := append([]string{"--port", plain}, s.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -118,7 +127,7 @@ func (s *Server) launch(bin string, port int) error {
 			return fmt.Errorf("redis-server on port %d exited at start: %s", port, s.logTail())
 		default:
 		}
-		if ping(s.Addr) {
+		if up := s.answers; (up == nil && ping(s.Addr)) || (up != nil && up(s.Addr)) {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
