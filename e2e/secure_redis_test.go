@@ -89,3 +89,24 @@ func startRefused(t *testing.T, env []string, want string) {
 		}
 	}
 }
+
+// Sentinel with passwords: an ACL user on the master and replica
+// (REDIS_USERNAME, REDIS_PASSWORD) and the sentinels' own password
+// (REDIS_SENTINEL_PASSWORD).
+func TestRedisSentinelWithPasswords(t *testing.T) {
+	t.Parallel()
+	sec := redistest.NewSecure(t, false)
+	sn := redistest.StartSecureSentinel(t, sec, "sentinel-pw")
+	sentinel := []string{"REDIS_SENTINEL_ADDRS=" + sn.SentinelAddr, "REDIS_SENTINEL_MASTER=" + sn.MasterName}
+	env := append(sentinel, "REDIS_USERNAME="+sec.User, "REDIS_PASSWORD="+sec.UserPassword, "REDIS_SENTINEL_PASSWORD=sentinel-pw")
+	s := startStackOn(t, sn.Master, 1, env...)
+	dest := newDestination(t)
+	id := s.submit(t, fmt.Sprintf(`{"url":%q,"backoffMs":100}`, dest.script("/sentinel", 503, 200)))
+	if doc := s.waitTerminal(t, id, 20*time.Second); doc["status"] != "completed" {
+		t.Errorf("through Sentinel with passwords: %v", doc["status"])
+	}
+	startRefused(t, append(sentinel, "REDIS_USERNAME="+sec.User, "REDIS_PASSWORD=wrong", "REDIS_SENTINEL_PASSWORD=sentinel-pw"),
+		"wrong or missing credentials")
+	startRefused(t, append(sentinel, "REDIS_USERNAME="+sec.User, "REDIS_PASSWORD="+sec.UserPassword, "REDIS_SENTINEL_PASSWORD=wrong"),
+		"wrong or missing credentials")
+}

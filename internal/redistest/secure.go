@@ -235,3 +235,50 @@ func generateCA(t testing.TB) (ca, cert, key string) {
 	}
 	return write("ca.pem", "CERTIFICATE", caDER), write("node.pem", "CERTIFICATE", nodeDER), write("node.key", "EC PRIVATE KEY", keyDER)
 }
+
+// StartSecureSentinel starts a master with s's credentials, a replica of
+// it and a sentinel with its own password (sentinelPassword) watching
+// them.
+func StartSecureSentinel(t testing.TB, s Secure, sentinelPassword string) *Sentinel {
+	t.Helper()
+	master := launchSecure(t, s, false, "--appendonly", "yes", "--appendfsync", "always")
+	replica := launchSecure(t, s, false, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	cli := func(port int, pw string, args ...string) string {
+		a := append([]string{"-p", strconv.Itoa(port), "-a", pw, "--no-auth-warning"}, args...)
+		out, _ := exec.Command("redis-cli", a...).Output()
+		return string(out)
+	}
+	waitUntil(t, "the replica to be online", func() bool {
+		return strings.Contains(cli(master.Port, s.Password, "info", "replication"), "state=online")
+	})
+	dir := t.TempDir()
+	port := freePort(t)
+	conf := filepath.Join(dir, "sentinel.conf")
+	content := "port " + strconv.Itoa(port) + "\nbind 127.0.0.1\ndir " + dir + "\nrequirepass " + sentinelPassword +
+		"\nsentinel monitor retryd 127.0.0.1 " + strconv.Itoa(master.Port) + " 1\nsentinel auth-pass retryd " + s.Password +
+		"\nsentinel down-after-milliseconds retryd 1000\nsentinel failover-timeout retryd 5000\n"
+	if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", conf, "--sentinel")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sentinel: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitUntil(t, "the sentinel to see the replica", func() bool {
+		return strings.Contains(cli(port, sentinelPassword, "sentinel", "replicas", "retryd"), strconv.Itoa(replica.Port))
+	})
+	return &Sentinel{Master: master, Replica: replica, SentinelAddr: "127.0.0.1:" + strconv.Itoa(port), MasterName: "retryd"}
+}
+
+// waitUntil polls cond for up to 20 s.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
