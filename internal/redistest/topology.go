@@ -16,48 +16,7 @@ import (
 // returns their addresses.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		dir := t.TempDir()
-		s := &Server{Dir: dir, t: t}
-		s.args = []string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "2000", "--logfile", filepath.Join(dir, "redis.log")}
-		bin, err := exec.LookPath("redis-server")
-		if err != nil {
-			t.Fatal(InstallHint)
-		}
-		// A cluster node also listens on its port + 10000 (the cluster
-		// bus); pick ports where both are free, and retry if another
-		// process takes one first.
-		for try := 0; ; try++ {
-			err := s.launch(bin, clusterPort(t))
-			if err == nil {
-				break
-			}
-			if try == 9 {
-				t.Fatalf("start cluster node: %v", err)
-			}
-		}
-		t.Cleanup(s.Kill)
-		addrs[i] = s.Addr
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, _ := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", strings.Split(addrs[0], ":")[1], "cluster", "info").Output()
-		if strings.Contains(string(out), "cluster_state:ok") {
-			return addrs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ok after 20s: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return StartSecureCluster(t, n, Secure{})
 }
 
 // Sentinel is a master, a replica and one sentinel watching them.
