@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,9 +112,12 @@ func TestBacklogSmoke(t *testing.T) {
 // attempt made, and how soon a request to another destination starts.
 func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) map[string]float64 {
 	var hits atomic.Int64
+	var calls callTimes
 	backlog := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
+		start := time.Now()
 		sc.handler(w, r)
+		calls.add(start, time.Now())
 	}))
 	t.Cleanup(backlog.Close)
 	probe := newSink(t)
@@ -226,6 +230,10 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 		"slots_busy_max_share":                   float64(busyMax.Load()) / backlogSlots,
 		"slots_busy_mean_share":                  float64(busySum.Load()) / float64(max(samples.Load(), 1)) / backlogSlots,
 	}
+	if p50, p99, worst, ok := calls.handOff(start, start.Add(el-3*time.Second)); ok {
+		// A call that ended while others waited: how soon the next began.
+		out["handoff_p50_ms"], out["handoff_p99_ms"], out["handoff_max_ms"] = p50, p99, worst
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if info, err := rdb.Info(ctx, "memory").Result(); err == nil {
@@ -238,4 +246,43 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 		}
 	}
 	return out
+}
+
+// callTimes are the backlog destination's calls, start and end.
+type callTimes struct {
+	mu           sync.Mutex
+	starts, ends []time.Time
+}
+
+func (c *callTimes) add(start, end time.Time) {
+	c.mu.Lock()
+	c.starts, c.ends = append(c.starts, start), append(c.ends, end)
+	c.mu.Unlock()
+}
+
+// handOff is, for the calls that ended between from and to, how long
+// until the destination's next call began (p99 and worst, ms): with a
+// backlog waiting, a freed slot's hand-off to the next waiter on any
+// worker. Meaningful where the slots stay full (the slow backlog).
+func (c *callTimes) handOff(from, to time.Time) (p50, p99, worst float64, ok bool) {
+	c.mu.Lock()
+	starts := slices.Clone(c.starts)
+	ends := slices.Clone(c.ends)
+	c.mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	var gaps []float64
+	for _, e := range ends {
+		if e.Before(from) || e.After(to) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(starts, e, func(a, b time.Time) int { return a.Compare(b) })
+		if i < len(starts) {
+			gaps = append(gaps, float64(starts[i].Sub(e).Microseconds())/1000)
+		}
+	}
+	if len(gaps) < 10 {
+		return 0, 0, 0, false
+	}
+	sort.Float64s(gaps)
+	return gaps[len(gaps)/2], gaps[len(gaps)*99/100], gaps[len(gaps)-1], true
 }

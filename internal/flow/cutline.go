@@ -196,7 +196,8 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 			turns = append(turns, now.Add(max(d, 0)))
 		}
 	default:
-		// Recovered here: as many as the destination has fair slots free.
+		// Recovered here: as many as the destination has fair slots free
+		// (counting those promised to waiters given turns, not yet back).
 		free := CutBatch
 		if h := c.hosts[k.spec.HostPort]; h != nil {
 			free = min(free, h.freeSlots(c.FairCap(), now))
@@ -228,6 +229,21 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 		}
 	}
 	k.pumped = now
+	if len(rs) == 0 && len(given) > 0 {
+		// Drained at once: they hold the destination's free slots here
+		// until fetched, as fairness' woken waiters do, so the next round
+		// does not give the same slots again.
+		h := c.hosts[k.spec.HostPort]
+		if h == nil {
+			h = &host{}
+			c.hosts[k.spec.HostPort] = h
+		}
+		ids := make([]string, len(given))
+		for i, g := range given {
+			ids[i] = g.id
+		}
+		h.promise(ids, now)
+	}
 	if err == nil {
 		k.headAt = head
 		if left > 0 {

@@ -150,7 +150,7 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 // RebalanceEvery is how often a worker wakes waiters of destinations that
 // have free slots on it without an attempt ending (the woken ones went to
 // other workers).
-const RebalanceEvery = 100 * time.Millisecond
+const RebalanceEvery = 50 * time.Millisecond
 
 // Rebalance wakes, every RebalanceEvery until ctx ends, the waiters of
 // destinations with free slots on this worker. A slot promised to a woken
