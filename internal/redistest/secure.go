@@ -174,18 +174,23 @@ func StartSecureCluster(t testing.TB, n int, s Secure) []string {
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		host, port, _ := net.SplitHostPort(addrs[0])
-		out, _ := exec.Command("redis-cli", append(s.cliArgs(), "-h", host, "-p", port, "cluster", "info")...).Output()
-		if strings.Contains(string(out), "cluster_state:ok") {
-			return addrs
+	// Every node must see the cluster ok: one that has not heard of the
+	// slot assignment yet answers CLUSTERDOWN.
+	for _, addr := range addrs {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			host, port, _ := net.SplitHostPort(addr)
+			out, _ := exec.Command("redis-cli", append(s.cliArgs(), "-h", host, "-p", port, "cluster", "info")...).Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster node %s not ok after 20s: %s", addr, out)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ok after 20s: %s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return addrs
 }
 
 // generateCA writes a CA and a certificate it signs for 127.0.0.1 and
