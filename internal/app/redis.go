@@ -132,6 +132,7 @@ func refusal(err error) string {
 	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &verify):
 		return "Redis' TLS certificate is not trusted (REDIS_TLS_CA_FILE names the CA that signed it)"
 	case errors.As(err, &header):
+		// Seldom seen: a plain Redis mostly lets the handshake time out.
 		return "Redis does not speak TLS on that port (unset REDIS_TLS, or use redis:// instead of rediss://)"
 	}
 	return ""
