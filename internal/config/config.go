@@ -314,7 +314,7 @@ func (c Config) String() string {
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, map[bool]string{true: "****", false: "unset"}[c.QStashCurrentSigningKey != ""],
+		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
 		c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate)
 }
 

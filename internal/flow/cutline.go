@@ -99,10 +99,15 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 		k.lineSeen = now
 		c.mu.Unlock()
 		if list {
-			c.listLine(ctx, record.CutLinesKey, req.Key, req.HostPort, func(at time.Time) { k.listed = at })
+			c.listCutLine(ctx, k, req.Key, req.HostPort)
 		}
 	}
 	return a, err
+}
+
+// listCutLine lists key k's line (name, its destination hostPort).
+func (c *Controller) listCutLine(ctx context.Context, k *key, name, hostPort string) {
+	c.listLine(ctx, record.CutLinesKey, name, hostPort, func(at time.Time) { k.listed = at })
 }
 
 // cancelOffer gives an unused turn back to the key's rate.
@@ -134,15 +139,13 @@ func parseCutAnswer(res []string) (cutAnswer, error) {
 }
 
 // cutFallback is the safety-net deadline of a waiter with ahead others
-// in front of it, at this worker's cut rate: twice its expected wait, at
-// least ParkFallback. Its turn normally comes long before (a timer then
-// starts it); the deadline only matters if its place was lost.
+// in front of it, at this worker's cut rate: a line moving one place per
+// turn (lineFallback).
 func cutFallback(ahead int, perSecond float64) time.Duration {
 	if perSecond <= 0 {
 		return ParkFallback
 	}
-	d := time.Duration(2 * float64(ahead+1) / perSecond * float64(time.Second))
-	return min(max(d, ParkFallback), LineFallbackMax)
+	return lineFallback(ahead+1, time.Duration(float64(time.Second)/perSecond), 1)
 }
 
 // pumpCutLines gives the waiters of the cut lines this worker knows the
@@ -171,7 +174,14 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 		return
 	}
 	k.turns.Lock()
-	defer k.turns.Unlock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			k.turns.Unlock()
+		}
+	}
+	defer unlock()
 	var turns []time.Time
 	var rs []*rate.Reservation
 	c.mu.Lock()
@@ -209,7 +219,7 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	relist := !k.lineSeen.IsZero() && now.Sub(k.listed) >= AdoptEvery
 	c.mu.Unlock()
 	if relist {
-		c.listLine(ctx, record.CutLinesKey, name, k.spec.HostPort, func(at time.Time) { k.listed = at })
+		c.listCutLine(ctx, k, name, k.spec.HostPort)
 	}
 	if len(turns) == 0 {
 		return
@@ -228,6 +238,7 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 			rs[i].CancelAt(now) // latest first, so each gives its turn back
 		}
 	}
+	unlock() // the reservations not given are canceled
 	k.pumped = now
 	if len(rs) == 0 && len(given) > 0 {
 		// Drained at once: they hold the destination's free slots here
@@ -335,7 +346,7 @@ func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) 
 	k.parked++
 	c.mu.Unlock()
 	if list {
-		c.listLine(ctx, record.CutLinesKey, req.Key, req.HostPort, func(at time.Time) { k.listed = at })
+		c.listCutLine(ctx, k, req.Key, req.HostPort)
 	}
 	return due.Add(cutFallback(ahead, perSecond)), true
 }

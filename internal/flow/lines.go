@@ -61,8 +61,7 @@ func (c *Controller) adoptLines(ctx context.Context) {
 	for name, hostPort := range cut {
 		k := c.keys[name]
 		if k == nil {
-			k = &key{windowStart: now, spec: Request{Key: name, HostPort: hostPort}, lastUsed: now}
-			c.keys[name] = k
+			k = c.keyOf(Request{Key: name, HostPort: hostPort}, now)
 		}
 		if k.lineSeen.IsZero() {
 			k.lineSeen = now

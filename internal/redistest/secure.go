@@ -118,24 +118,22 @@ func launchSecure(t testing.TB, s Secure, cluster bool, extra ...string) *Server
 	srv := &Server{Dir: dir, t: t, answers: s.answers(t)}
 	srv.args = append([]string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
 		"--logfile", filepath.Join(dir, "redis.log")}, extra...)
-	srv.args = append(srv.args, s.args()...)
+	base := append(srv.args, s.args()...)
 	for try := 0; ; try++ {
 		port := freePort(t)
 		if cluster {
 			port = clusterPort(t)
 		}
+		srv.args = base
 		if s.CA != "" {
 			// TLS only: the TLS port is the address; no plain port.
-			srv.args = append(srv.args, "--tls-port", strconv.Itoa(port))
+			srv.args = append(base[:len(base):len(base)], "--tls-port", strconv.Itoa(port))
 			err = srv.launchOn(bin, port, "0")
 		} else {
 			err = srv.launch(bin, port)
 		}
 		if err == nil {
 			break
-		}
-		if s.CA != "" {
-			srv.args = srv.args[:len(srv.args)-2]
 		}
 		if try == 9 {
 			t.Fatalf("start a secured redis-server: %v", err)
