@@ -85,7 +85,7 @@ func TestMetricsMoveWithTheWork(t *testing.T) {
 		`retryd_attempt_duration_seconds_count`:                                     2,
 		`retryd_attempt_lateness_seconds_count`:                                     2,
 		`retryd_dlq_size`:                                                           1,
-		`retryd_requests\{status="completed"\}`:                                     1,
+		`retryd_requests\{status="completed",tenant="default"\}`:                    1,
 	}
 	for pattern, want := range checks {
 		if got := scrape(t, api, key, pattern); got != want {

@@ -49,7 +49,7 @@ func TestEveryRouteButProbesNeedsAKey(t *testing.T) {
 	rdb := srv.Client()
 	api := &handlers.API{Store: record.NewStore(rdb, time.Hour), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}
 	ui := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(200) })
-	engine := app.NewEngine(api, app.Access{Keys: []string{"key-one", "key-two"}}, api.Log,
+	engine := app.NewEngine(api, app.Access{Keys: handlers.BareKeys("key-one", "key-two")}, api.Log,
 		&handlers.DLQ{Store: api.Store.(*record.Store), API: api}, &dashboard.Dashboard{UI: ui, Root: app.DashboardPath, Log: api.Log})
 	ts := httptest.NewServer(engine)
 	defer ts.Close()
@@ -102,7 +102,7 @@ func TestEveryRouteButProbesNeedsAKey(t *testing.T) {
 func TestAnyConfiguredKeyWorksAsBearerOrBasicPassword(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, redistest.Options{})
-	ts := newServer(t, srv, app.Access{Keys: []string{"key-one", "key-two"}})
+	ts := newServer(t, srv, app.Access{Keys: handlers.BareKeys("key-one", "key-two")})
 	for _, set := range []func(*http.Request){
 		func(r *http.Request) { r.Header.Set("Authorization", "Bearer key-one") },
 		func(r *http.Request) { r.Header.Set("Authorization", "bearer key-two") },
@@ -126,7 +126,10 @@ func TestAnyConfiguredKeyWorksAsBearerOrBasicPassword(t *testing.T) {
 func TestRateLimitHoldsAcrossInstances(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t, redistest.Options{})
-	access := app.Access{Keys: []string{"k1", "k2"}, RateLimitRPS: 5}
+	// The limit counts per tenant: k1 and k1b share team-a's, k2 is
+	// team-b's.
+	access := app.Access{Keys: []handlers.Key{{Secret: "k1", Tenant: "team-a"}, {Secret: "k1b", Tenant: "team-a"}, {Secret: "k2", Tenant: "team-b"}},
+		RateLimitRPS: 5}
 	a, b := newServer(t, srv, access), newServer(t, srv, access)
 	get := func(base, key string) *http.Response {
 		req, _ := http.NewRequest("GET", base+"/requests?limit=1", nil)
@@ -145,7 +148,11 @@ func TestRateLimitHoldsAcrossInstances(t *testing.T) {
 		if i%2 == 1 {
 			base = b.URL
 		}
-		resp := get(base, "k1")
+		key := "k1"
+		if i%4 >= 2 {
+			key = "k1b" // the same tenant: the same limit
+		}
+		resp := get(base, key)
 		switch resp.StatusCode {
 		case 200:
 			ok++
@@ -162,10 +169,10 @@ func TestRateLimitHoldsAcrossInstances(t *testing.T) {
 	// meanwhile may pass.
 	allowed := 5 + int(time.Since(start).Seconds()*5) + 1
 	if ok > allowed || limited == 0 {
-		t.Errorf("%d allowed, %d limited over two instances; want at most %d allowed", ok, limited, allowed)
+		t.Errorf("%d allowed, %d limited over two instances and two keys of one tenant; want at most %d allowed", ok, limited, allowed)
 	}
 	if resp := get(a.URL, "k2"); resp.StatusCode != 200 {
-		t.Errorf("another key is limited too: %d", resp.StatusCode)
+		t.Errorf("another tenant's key is limited too: %d", resp.StatusCode)
 	}
 }
 

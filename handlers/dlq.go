@@ -19,12 +19,14 @@ import (
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // DLQStore is the record store as the dead-letter routes use it.
 type DLQStore interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
-	ListFailed(ctx context.Context, f record.DLQFilter, cursor string, limit int) (*record.Page, error)
+	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
+	ListFailed(ctx context.Context, scope tenant.Scope, f record.DLQFilter, cursor string, limit int) (*record.Page, error)
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
 
@@ -85,10 +87,10 @@ func checkSelection(s selection.Selection) error {
 	return nil
 }
 
-// walkFailed acts with fn on the failed requests s selects and returns the
-// cursor to continue from. A single host or class is read from the DLQ's
-// indexes; the selection decides on every entry.
-func (d *DLQ) walkFailed(ctx context.Context, s selection.Selection, fn func(*record.Request) error) (string, error) {
+// walkFailed acts with fn on the failed requests of scope s selects and
+// returns the cursor to continue from. A single host or class is read from
+// the DLQ's indexes; the selection decides on every entry.
+func (d *DLQ) walkFailed(ctx context.Context, scope tenant.Scope, s selection.Selection, fn func(*record.Request) error) (string, error) {
 	var f record.DLQFilter
 	if v := s.Values[selection.FailureClass]; len(v) == 1 {
 		f.FailureClass = v[0]
@@ -97,10 +99,11 @@ func (d *DLQ) walkFailed(ctx context.Context, s selection.Selection, fn func(*re
 		f.Host = strings.ToLower(v[0])
 	}
 	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
-		return d.Store.ListFailed(ctx, f, cursor, n)
+		return d.Store.ListFailed(ctx, scope, f, cursor, n)
 	}
+	get := func(ctx context.Context, id string) (*record.Request, error) { return d.Store.GetIn(ctx, scope, id) }
 	failed := func(r *record.Request) bool { return r.Status == record.Failed }
-	return s.Walk(ctx, list, d.Store.Get, failed, fn)
+	return s.Walk(ctx, list, get, failed, fn)
 }
 
 func (d *DLQ) list(c *gin.Context) {
@@ -108,12 +111,16 @@ func (d *DLQ) list(c *gin.Context) {
 	if err == nil {
 		err = checkSelection(s)
 	}
+	var scope tenant.Scope
+	if err == nil {
+		scope, err = Scope(c, s.Tenant)
+	}
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
 	}
 	page := &record.Page{Requests: []*record.Request{}}
-	page.NextCursor, err = d.walkFailed(c.Request.Context(), s, func(r *record.Request) error {
+	page.NextCursor, err = d.walkFailed(c.Request.Context(), scope, s, func(r *record.Request) error {
 		page.Requests = append(page.Requests, r)
 		return nil
 	})
@@ -185,12 +192,16 @@ func (d *DLQ) redrive(c *gin.Context) {
 		return
 	}
 	b, err := readRedriveBody(c)
+	var scope tenant.Scope
+	if err == nil {
+		scope, err = ScopeOf(c)
+	}
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
 	}
 	ctx := c.Request.Context()
-	res, err := d.redriveOne(ctx, id, b, idemKey)
+	res, err := d.redriveOne(ctx, scope, id, b, idemKey)
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
@@ -207,17 +218,17 @@ func (d *DLQ) redrive(c *gin.Context) {
 	c.JSON(http.StatusAccepted, apidoc.NewDocument(r, true))
 }
 
-// Redrive redrives failed request id as actor (with reason) and hands it
-// back to the workers; the QStash dialect's dlq.retry uses it.
-func (d *DLQ) Redrive(ctx context.Context, id, actor, reason string) error {
-	_, err := d.redriveOne(ctx, id, &redriveBody{Actor: actor, Reason: reason}, "")
+// Redrive redrives failed request id of scope as actor (with reason) and
+// hands it back to the workers; the QStash dialect's dlq.retry uses it.
+func (d *DLQ) Redrive(ctx context.Context, scope tenant.Scope, id, actor, reason string) error {
+	_, err := d.redriveOne(ctx, scope, id, &redriveBody{Actor: actor, Reason: reason}, "")
 	return err
 }
 
 // redriveOne redrives id and hands it back to the workers.
-func (d *DLQ) redriveOne(ctx context.Context, id string, b *redriveBody, idemKey string) (*record.RedriveResult, error) {
+func (d *DLQ) redriveOne(ctx context.Context, scope tenant.Scope, id string, b *redriveBody, idemKey string) (*record.RedriveResult, error) {
 	res, err := d.Store.Redrive(ctx, id, record.RedriveInput{
-		Actor: b.Actor, Reason: b.Reason, Limit: d.RedriveLimit, IdemKey: idemKey, Now: d.API.Now(),
+		Scope: scope, Actor: b.Actor, Reason: b.Reason, Limit: d.RedriveLimit, IdemKey: idemKey, Now: d.API.Now(),
 	})
 	if err != nil || res.Replayed {
 		return res, err
@@ -261,6 +272,10 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 	if err == nil {
 		b, err = (&redriveBody{Actor: s.Params["actor"], Reason: s.Params["reason"]}).check()
 	}
+	var scope tenant.Scope
+	if err == nil {
+		scope, err = Scope(c, s.Tenant)
+	}
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
@@ -270,8 +285,8 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 		Skipped  []skipped `json:"skipped"`
 		Cursor   *string   `json:"nextCursor"`
 	}{Redriven: []string{}, Skipped: []skipped{}}
-	next, err := d.walkFailed(c.Request.Context(), s, func(r *record.Request) error {
-		_, err := d.redriveOne(c.Request.Context(), r.ID, b, "")
+	next, err := d.walkFailed(c.Request.Context(), scope, s, func(r *record.Request) error {
+		_, err := d.redriveOne(c.Request.Context(), scope, r.ID, b, "")
 		switch {
 		case err == nil:
 			out.Redriven = append(out.Redriven, r.ID)

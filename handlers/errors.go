@@ -104,7 +104,7 @@ func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
 		apiErr = Errorf(CodeConflict, "", err.Error())
 	case errors.Is(err, record.ErrOwnerLimit):
 		c.Header("Retry-After", "60")
-		apiErr = Errorf(CodeRateLimited, "", "this API key (or, without keys, this client address) has too many unfinished requests; "+
+		apiErr = Errorf(CodeRateLimited, "", "this tenant (or, without keys, this client address) has too many unfinished requests; "+
 			"wait for some to finish or cancel some (the cap is MAX_UNFINISHED_PER_KEY)")
 	case errors.Is(err, record.ErrFull):
 		log.Error("redis is out of memory", "err", err, "path", c.FullPath())

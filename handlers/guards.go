@@ -234,10 +234,10 @@ func (g *memoryGate) check(ctx context.Context, mem MemoryReader, now time.Time)
 }
 
 // owner is who a call counts against (rate limit, unfinished requests):
-// the API key's digest, or the client address when no keys are configured.
+// the key's tenant, or the client address when no keys are configured.
 func owner(c *gin.Context) string {
-	if d, ok := c.Get(keyDigestCtx); ok {
-		return "key:" + d.(string)
+	if _, ok := c.Get(callerCtx); ok {
+		return "tenant:" + TenantOf(c)
 	}
 	return "ip:" + c.ClientIP()
 }

@@ -199,28 +199,29 @@ func TestCrossSiteStateChangesAreRefused(t *testing.T) {
 	}
 }
 
-func TestUnfinishedRequestsAreCappedPerKey(t *testing.T) {
+// The cap counts per tenant: a and a2 are team-a's keys, b is team-b's.
+func TestUnfinishedRequestsAreCappedPerTenant(t *testing.T) {
 	t.Parallel()
 	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), map[string]string{
-		"API_KEYS": "a,b", "MAX_UNFINISHED_PER_KEY": "3"})
+		"API_KEYS": "team-a:a,team-a:a2,team-b:b", "MAX_UNFINISHED_PER_KEY": "3"})
 	submit := func(key string) answer {
 		return do(t, "POST", ts.URL+"/requests", "application/json", `{"url":"https://example.com","delayMs":600000}`, "Authorization", "Bearer "+key)
 	}
 	var ids []string
-	for i := 0; i < 3; i++ {
-		a := submit("a")
+	for i, key := range []string{"a", "a2", "a"} {
+		a := submit(key)
 		if a.status != 202 {
 			t.Fatalf("submission %d: %d %s", i+1, a.status, a.raw)
 		}
 		ids = append(ids, a.body["id"].(string))
 	}
-	a := submit("a")
+	a := submit("a2")
 	if code, _ := errorOf(t, a); a.status != 429 || code != "rate_limited" || a.header.Get("Retry-After") == "" ||
 		!strings.Contains(a.body["error"].(map[string]any)["message"].(string), "unfinished") {
-		t.Errorf("4th unfinished request: %d %s %v, want 429 saying why, with Retry-After", a.status, a.raw, a.header)
+		t.Errorf("the tenant's 4th unfinished request, by its other key: %d %s %v, want 429 saying why, with Retry-After", a.status, a.raw, a.header)
 	}
 	if b := submit("b"); b.status != 202 {
-		t.Errorf("another key is capped too: %d %s", b.status, b.raw)
+		t.Errorf("another tenant is capped too: %d %s", b.status, b.raw)
 	}
 	// A finished (here: canceled) request frees its place.
 	if c := do(t, "DELETE", ts.URL+"/requests/"+ids[0], "", "", "Authorization", "Bearer a"); c.status != 200 {
@@ -236,7 +237,7 @@ func TestUnfinishedRequestsAreCappedPerKey(t *testing.T) {
 		t.Fatalf("idempotent pair: %d, %d", first.status, again.status)
 	}
 	if b := submit("b"); b.status != 202 {
-		t.Errorf("key b's third request after a replay: %d %s, want 202 (the replay must not count)", b.status, b.raw)
+		t.Errorf("team-b's third request after a replay: %d %s, want 202 (the replay must not count)", b.status, b.raw)
 	}
 }
 

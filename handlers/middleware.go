@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"log/slog"
 	"math"
 	"net/http"
@@ -16,9 +15,6 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/retryd/retryd/internal/record"
 )
-
-// keyDigestCtx is where Auth leaves the caller's key digest for RateLimit.
-const keyDigestCtx = "retryd.keyDigest"
 
 // devListener marks a request that came in on the QStash dev listener.
 type devListener struct{}
@@ -41,22 +37,24 @@ func OnDevListener(h http.Handler) http.Handler {
 // client address in failures (nil: not counted): past AuthFailureLimit a
 // minute, a request without a valid key gets 429 instead of 401, so keys
 // cannot be guessed at speed; a valid key keeps working.
-func Auth(keys, devKeys []string, failures AuthFailures, log *slog.Logger) gin.HandlerFunc {
+func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.HandlerFunc {
 	digests := make([][32]byte, len(keys))
 	for i, k := range keys {
-		digests[i] = sha256.Sum256([]byte(k))
+		digests[i] = sha256.Sum256([]byte(k.Secret))
 	}
 	devDigests := append([][32]byte{}, digests...)
+	devOwners := append([]Key{}, keys...)
 	for _, k := range devKeys {
-		devDigests = append(devDigests, sha256.Sum256([]byte(k)))
+		devDigests = append(devDigests, sha256.Sum256([]byte(k.Secret)))
+		devOwners = append(devOwners, k)
 	}
 	return func(c *gin.Context) {
 		if len(digests) == 0 {
 			return
 		}
-		digests := digests
+		digests, owners := digests, keys
 		if c.Request.Context().Value(devListener{}) != nil {
-			digests = devDigests
+			digests, owners = devDigests, devOwners
 		}
 		presented, ok := credential(c.Request)
 		if ok {
@@ -64,12 +62,16 @@ func Auth(keys, devKeys []string, failures AuthFailures, log *slog.Logger) gin.H
 			// every time, leaks neither a key's bytes nor its length nor
 			// which key matched.
 			d := sha256.Sum256([]byte(presented))
-			match := 0
+			match, which := 0, 0
 			for i := range digests {
-				match |= subtle.ConstantTimeCompare(d[:], digests[i][:])
+				eq := subtle.ConstantTimeCompare(d[:], digests[i][:])
+				match |= eq
+				which = subtle.ConstantTimeSelect(eq, i, which)
 			}
 			if match == 1 {
-				c.Set(keyDigestCtx, hex.EncodeToString(d[:8]))
+				k := owners[which]
+				k.Secret = ""
+				c.Set(callerCtx, k)
 				return
 			}
 		}
@@ -99,7 +101,7 @@ func credential(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// RateLimit allows rps requests per second per API key (per client IP when
+// RateLimit allows rps requests per second per tenant (per client IP when
 // no keys are configured), counted in Redis so the limit holds across API
 // replicas. Over it: 429 with Retry-After. If Redis cannot be asked, the
 // request goes through (the handler itself will then answer 503 if it needs

@@ -24,6 +24,7 @@ import (
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Store is the record store as the API uses it.
@@ -31,11 +32,12 @@ type Store interface {
 	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
 	// RingsOnCreate says whether Create rings the workers' doorbell.
 	RingsOnCreate() bool
-	Remove(ctx context.Context, id, idemKey string) error
+	Remove(ctx context.Context, tenant, id, idemKey string) error
 	Get(ctx context.Context, id string) (*record.Request, error)
-	List(ctx context.Context, status record.Status, cursor string, limit int) (*record.Page, error)
-	ListIn(ctx context.Context, statuses []record.Status, cursor string, limit int) (*record.Page, error)
-	Cancel(ctx context.Context, id, actor string, now time.Time) (callbackDue bool, err error)
+	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
+	List(ctx context.Context, scope tenant.Scope, status record.Status, cursor string, limit int) (*record.Page, error)
+	ListIn(ctx context.Context, scope tenant.Scope, statuses []record.Status, cursor string, limit int) (*record.Page, error)
+	Cancel(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (callbackDue bool, err error)
 	Ping(ctx context.Context) error
 }
 
@@ -168,6 +170,7 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 	}
 	r.ID = a.newID(now, idemKey)
 	r.IdempotencyKey = idemKey
+	r.Tenant = TenantOf(c)
 	if a.Memory != nil {
 		if err := a.memory.check(ctx, a.Memory, now); err != nil {
 			return nil, err
@@ -193,7 +196,7 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 		// Answer 503 and take the record back, so a retried submission
 		// does not deliver twice. If the removal fails too, the sweeper
 		// enqueues the record it finds without a task.
-		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.ID, idemKey); rmErr != nil {
+		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.Tenant, r.ID, idemKey); rmErr != nil {
 			a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", rmErr)
 		}
 	}
@@ -259,7 +262,12 @@ func (a *API) get(c *gin.Context) {
 		Abort(c, a.Log, record.ErrNotFound)
 		return
 	}
-	r, err := a.Store.Get(c.Request.Context(), id)
+	scope, err := ScopeOf(c)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	r, err := a.Store.GetIn(c.Request.Context(), scope, id)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
@@ -292,7 +300,12 @@ func (a *API) list(c *gin.Context) {
 		Abort(c, a.Log, Errorf(CodeInvalid, "status", "status must be one of "+strings.Join(names, ", ")))
 		return
 	}
-	page, err := a.Store.List(c.Request.Context(), status, s.Cursor, s.Count)
+	scope, err := Scope(c, s.Tenant)
+	if err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	page, err := a.Store.List(c.Request.Context(), scope, status, s.Cursor, s.Count)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
@@ -331,11 +344,16 @@ func (a *API) cancel(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if err := a.Cancel(ctx, id, CancelActor); err != nil {
+	scope, err := ScopeOf(c)
+	if err != nil {
 		Abort(c, a.Log, err)
 		return
 	}
-	r, err := a.Store.Get(ctx, id)
+	if err := a.Cancel(ctx, scope, id, CancelActor); err != nil {
+		Abort(c, a.Log, err)
+		return
+	}
+	r, err := a.Store.GetIn(ctx, scope, id)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
@@ -346,12 +364,12 @@ func (a *API) cancel(c *gin.Context) {
 // CancelActor is the actor recorded on a cancel through DELETE /requests/{id}.
 const CancelActor = "api"
 
-// Cancel moves pending or retrying request id to canceled for good, as
-// actor (its
-// outcome callback, if any, becomes due). It returns record.ErrNotFound,
-// or record.ErrConflict when the request already finished.
-func (a *API) Cancel(ctx context.Context, id, actor string) error {
-	callbackDue, err := a.Store.Cancel(ctx, id, actor, a.Now())
+// Cancel moves pending or retrying request id of scope to canceled for
+// good, as actor (its outcome callback, if any, becomes due). It returns
+// record.ErrNotFound (another tenant's request too), or
+// record.ErrConflict when the request already finished.
+func (a *API) Cancel(ctx context.Context, scope tenant.Scope, id, actor string) error {
+	callbackDue, err := a.Store.Cancel(ctx, scope, id, actor, a.Now())
 	if err != nil {
 		return err
 	}

@@ -20,17 +20,18 @@ import (
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // ScheduleStore is the record store as the schedule routes use it.
 type ScheduleStore interface {
 	CreateSchedule(ctx context.Context, sc *record.Schedule) error
-	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
-	ListSchedules(ctx context.Context, cursor string, limit int) ([]*record.Schedule, string, error)
-	DeleteSchedule(ctx context.Context, id string) error
+	GetScheduleIn(ctx context.Context, scope tenant.Scope, id string) (*record.Schedule, error)
+	ListSchedules(ctx context.Context, scope tenant.Scope, cursor string, limit int) ([]*record.Schedule, string, error)
+	DeleteSchedule(ctx context.Context, scope tenant.Scope, id string) error
 	SetPaused(ctx context.Context, id string, paused bool, next time.Time) error
-	CountSchedules(ctx context.Context) (int64, error)
-	ScheduleByAlias(ctx context.Context, alias string) (string, error)
+	CountSchedules(ctx context.Context, tenant string) (int64, error)
+	ScheduleByAlias(ctx context.Context, tenant, alias string) (string, error)
 }
 
 // Schedules serves recurring requests.
@@ -212,14 +213,15 @@ func (s *Schedules) Save(c *gin.Context, sc *record.Schedule, replace bool) erro
 	if err := s.API.checkDestinations(c, r, "request."); err != nil {
 		return err
 	}
+	sc.Tenant = TenantOf(c)
 	if s.Limit > 0 && !replace {
-		n, err := s.Store.CountSchedules(c.Request.Context())
+		n, err := s.Store.CountSchedules(c.Request.Context(), sc.Tenant)
 		if err != nil {
 			return err
 		}
 		if n >= int64(s.Limit) {
 			c.Header("Retry-After", "60")
-			return Errorf(CodeRateLimited, "", fmt.Sprintf("schedule limit reached: %d schedules exist (SCHEDULE_LIMIT); delete one first", n))
+			return Errorf(CodeRateLimited, "", fmt.Sprintf("schedule limit reached: this tenant has %d schedules (SCHEDULE_LIMIT); delete one first", n))
 		}
 	}
 	if sc.ID == "" {
@@ -234,11 +236,15 @@ func (s *Schedules) Save(c *gin.Context, sc *record.Schedule, replace bool) erro
 
 func (s *Schedules) list(c *gin.Context) {
 	limit, cursor, err := pageParams(c)
+	var scope tenant.Scope
+	if err == nil {
+		scope, err = ScopeOf(c)
+	}
 	if err != nil {
 		Abort(c, s.API.Log, err)
 		return
 	}
-	scs, next, err := s.Store.ListSchedules(c.Request.Context(), cursor, limit)
+	scs, next, err := s.Store.ListSchedules(c.Request.Context(), scope, cursor, limit)
 	if err != nil {
 		Abort(c, s.API.Log, err)
 		return
@@ -256,7 +262,12 @@ func (s *Schedules) load(c *gin.Context) (*record.Schedule, bool) {
 		Abort(c, s.API.Log, Errorf(CodeNotFound, "", "no schedule with this id"))
 		return nil, false
 	}
-	sc, err := s.Store.GetSchedule(c.Request.Context(), id)
+	scope, err := ScopeOf(c)
+	if err != nil {
+		Abort(c, s.API.Log, err)
+		return nil, false
+	}
+	sc, err := s.Store.GetScheduleIn(c.Request.Context(), scope, id)
 	if err != nil {
 		if errors.Is(err, record.ErrNotFound) {
 			err = Errorf(CodeNotFound, "", "no schedule with this id")
@@ -278,7 +289,7 @@ func (s *Schedules) delete(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := s.Store.DeleteSchedule(c.Request.Context(), sc.ID); err != nil {
+	if err := s.Store.DeleteSchedule(c.Request.Context(), tenant.Only(sc.Tenant), sc.ID); err != nil {
 		Abort(c, s.API.Log, err)
 		return
 	}
@@ -308,7 +319,7 @@ func (s *Schedules) setPaused(c *gin.Context, paused bool) {
 		Abort(c, s.API.Log, err)
 		return
 	}
-	sc, err := s.Store.GetSchedule(c.Request.Context(), sc.ID)
+	sc, err := s.Store.GetScheduleIn(c.Request.Context(), tenant.Only(sc.Tenant), sc.ID)
 	if err != nil {
 		Abort(c, s.API.Log, err)
 		return

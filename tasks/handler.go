@@ -21,6 +21,7 @@ import (
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/sign"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Response capture limits.
@@ -194,7 +195,7 @@ func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
 // as a failure). It is audited as a redrive like one through the API.
 func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string) error {
 	_, err := h.Store.Redrive(ctx, id, record.RedriveInput{
-		Actor: DashboardActor, Reason: "task run again from the asynqmon dashboard", Limit: h.RedriveLimit, Now: h.Now(),
+		Scope: tenant.All, Actor: DashboardActor, Reason: "task run again from the asynqmon dashboard", Limit: h.RedriveLimit, Now: h.Now(),
 		FromDashboard: true,
 	})
 	switch {
@@ -255,7 +256,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	if !ok {
 		run = -1
 	}
-	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt), Host: r.Host}
+	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt), Host: r.Host, Tenant: r.Tenant}
 	var next error
 	switch res.Kind {
 	case retry.Success:
@@ -295,7 +296,7 @@ func (h *Handler) endPoisoned(ctx context.Context, b *record.Begin) error {
 	}
 	o := record.Outcome{
 		Attempt: record.Attempt{N: b.N, StartedAt: b.StartedAt, Outcome: string(retry.Interrupted), FailureClass: string(retry.InterruptedClass), Error: msg},
-		Status:  record.Failed, Run: run, Host: r.Host,
+		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant,
 	}
 	h.Log.Warn("request ended after repeated interruptions", "requestId", r.ID, "interruptions", record.MaxInterruptions)
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))

@@ -19,6 +19,7 @@ import (
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 type testBundle struct {
@@ -231,7 +232,7 @@ func TestCanceledRequestIsNotAttempted(t *testing.T) {
 	t.Parallel()
 	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(200) })
 	r := b.submit(t, `{"url":"`+b.dest.URL+`"}`)
-	if _, err := b.store.Cancel(context.Background(), r.ID, "api", time.Now()); err != nil {
+	if _, err := b.store.Cancel(context.Background(), tenant.All, r.ID, "api", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.ProcessTask(context.Background(), NewDeliver(r.ID)); err != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/sweeper"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/timer"
 	"github.com/retryd/retryd/tasks"
 )
@@ -205,7 +206,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		eo.LoopbackOnly = true
 		if opts.QStashDevAddr != "" {
 			// The SDK's dev token is public: a key on its listener only.
-			eo.DevListenerKeys = []string{QStashDevToken}
+			eo.DevListenerKeys = []handlers.Key{{Secret: QStashDevToken, Tenant: tenant.Default, Admin: len(cfg.AdminKeys) == 0}}
 		}
 	}
 	engine, closeEngine := APIEngine(cfg, rdb, connOpt, eo, log)
@@ -273,7 +274,7 @@ type EngineOptions struct {
 	// Faults are crash-test fault points; nil in production.
 	Faults *faultpoint.Points
 	// DevListenerKeys and LoopbackOnly: see Access (-dev sets them).
-	DevListenerKeys []string
+	DevListenerKeys []handlers.Key
 	LoopbackOnly    bool
 }
 
@@ -301,23 +302,43 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		PayloadFormatter: rows, ResultFormatter: rows})
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
-	engine = NewEngine(api, Access{Keys: cfg.APIKeys, RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store,
+	// The dashboard, /metrics and the signing keys (in qstash.API) show
+	// every tenant: admin keys only.
+	admin := func(r Router) Router {
+		return RouterFunc(func(g gin.IRouter) { r.Routes(g.Group("/", handlers.AdminOnly(log))) })
+	}
+	engine = NewEngine(api, Access{Keys: AccessKeys(cfg), RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store,
 		DevListenerKeys: eo.DevListenerKeys, LoopbackOnly: eo.LoopbackOnly}, log,
 		dlq,
 		schedules,
 		&handlers.Flows{RDB: rdb, API: api},
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
-		&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Actions: dashboardActions{dlq, api}, Log: log},
+		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Actions: dashboardActions{dlq, api}, Log: log}),
+		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {
-			r.GET("/metrics", gin.WrapH(m.Handler()))
 			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })
 		}))
 	return engine, func() { _ = ui.Close() }
 }
 
+// AccessKeys are the API's keys as cfg lists them: API_KEYS of their
+// tenants, ADMIN_KEYS admins of the default tenant. While ADMIN_KEYS is
+// unset the default tenant's keys are the admins, as every key was before
+// tenants; a named tenant's key never is.
+func AccessKeys(cfg config.Config) []handlers.Key {
+	var out []handlers.Key
+	for _, k := range cfg.APIKeys {
+		out = append(out, handlers.Key{Secret: k.Secret, Tenant: k.Tenant, Admin: len(cfg.AdminKeys) == 0 && k.Tenant == tenant.Default})
+	}
+	for _, k := range cfg.AdminKeys {
+		out = append(out, handlers.Key{Secret: k, Tenant: tenant.Default, Admin: true})
+	}
+	return out
+}
+
 // Access is the API's access control: keys and the rate limit.
 type Access struct {
-	Keys         []string
+	Keys         []handlers.Key
 	RateLimitRPS int
 	// Limiter counts requests for the rate limit; needed when RateLimitRPS > 0.
 	Limiter *redis_rate.Limiter
@@ -326,7 +347,7 @@ type Access struct {
 	Failures handlers.AuthFailures
 	// DevListenerKeys are keys on the QStash dev listener only (the SDK's
 	// public dev token).
-	DevListenerKeys []string
+	DevListenerKeys []handlers.Key
 	// LoopbackOnly refuses requests not addressed to a loopback name
 	// (-dev).
 	LoopbackOnly bool
@@ -352,11 +373,11 @@ type dashboardActions struct {
 }
 
 func (a dashboardActions) Redrive(ctx context.Context, id, actor, reason string) error {
-	return a.dlq.Redrive(ctx, id, actor, reason)
+	return a.dlq.Redrive(ctx, tenant.All, id, actor, reason) // the dashboard is an admin's
 }
 
 func (a dashboardActions) Cancel(ctx context.Context, id string) error {
-	return a.api.Cancel(ctx, id, dashboard.Actor)
+	return a.api.Cancel(ctx, tenant.All, id, dashboard.Actor)
 }
 
 // NewEngine builds the gin engine of the API: the probes, then everything

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retryd/retryd/internal/sign"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Config is the effective configuration of an API or worker process.
@@ -34,7 +36,11 @@ type Config struct {
 	RedisTLSCAFile        string
 	Port                  int
 	WorkerConcurrency     int
-	APIKeys               []string
+	// APIKeys (API_KEYS) are the keys and their tenants; AdminKeys
+	// (ADMIN_KEYS) see and act on every tenant. While AdminKeys is empty,
+	// the default tenant's keys are the admins.
+	APIKeys               []APIKey
+	AdminKeys             []string
 	AllowPrivateTargets   bool
 	AllowedCIDRs          []netip.Prefix
 	RedriveLimit          int
@@ -84,7 +90,7 @@ type Config struct {
 var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
 	"REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD", "REDIS_TLS", "REDIS_TLS_CA_FILE",
-	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
+	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ADMIN_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
@@ -191,7 +197,21 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.RedisWaitReplicas > 0 && len(c.RedisClusterAddrs) > 0 {
 		bad("REDIS_WAIT_REPLICAS", "is not supported with REDIS_CLUSTER_ADDRS")
 	}
-	c.APIKeys = list(getenv("API_KEYS"))
+	c.APIKeys = parseKeys(list(getenv("API_KEYS")), bad)
+	c.AdminKeys = list(getenv("ADMIN_KEYS"))
+	seen := map[string]bool{}
+	for _, k := range c.APIKeys {
+		if seen[k.Secret] {
+			bad("API_KEYS", "lists one key twice (or under two tenants); each key belongs to one tenant")
+		}
+		seen[k.Secret] = true
+	}
+	for _, k := range c.AdminKeys {
+		if seen[k] {
+			bad("ADMIN_KEYS", "lists a key that API_KEYS (or ADMIN_KEYS) lists too; an admin key is listed once, in ADMIN_KEYS")
+		}
+		seen[k] = true
+	}
 	c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate = 0.5, true, 1
 	if v := strings.TrimSpace(getenv("FLOW_FAIR_SHARE")); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -275,6 +295,46 @@ func ParseDuration(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
+// APIKey is one API_KEYS entry: "tenant:key", or a bare key of the
+// default tenant.
+type APIKey struct{ Tenant, Secret string }
+
+// parseKeys reads API_KEYS entries. An entry with a colon names its
+// tenant before the first one; a bare key whose own text holds a colon is
+// written "default:<key>".
+func parseKeys(entries []string, bad func(name, format string, args ...any)) []APIKey {
+	out := make([]APIKey, 0, len(entries))
+	for i, e := range entries {
+		k := APIKey{Tenant: tenant.Default, Secret: e}
+		if name, secret, ok := strings.Cut(e, ":"); ok {
+			if !tenant.Valid(name) {
+				// The text is not shown: it may be part of a key.
+				bad("API_KEYS", "entry %d: the text before its first colon is not a tenant name (1 to 64 of a-z, 0-9, _ and -); "+
+					"a key that holds a colon is written default:<key>", i+1)
+				continue
+			}
+			k = APIKey{Tenant: name, Secret: secret}
+		}
+		if k.Secret == "" {
+			bad("API_KEYS", "entry %d (tenant %s) has no key after the colon", i+1, k.Tenant)
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// Tenants are the tenants API_KEYS names, each once, in order.
+func (c Config) Tenants() []string {
+	var out []string
+	for _, k := range c.APIKeys {
+		if !slices.Contains(out, k.Tenant) {
+			out = append(out, k.Tenant)
+		}
+	}
+	return out
+}
+
 func list(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {
@@ -294,7 +354,11 @@ func (c Config) String() string {
 	}
 	keys := "unset"
 	if len(c.APIKeys) > 0 {
-		keys = fmt.Sprintf("%d key(s) ****", len(c.APIKeys))
+		keys = fmt.Sprintf("%d key(s) of %d tenant(s) ****", len(c.APIKeys), len(c.Tenants()))
+	}
+	admins := "unset"
+	if len(c.AdminKeys) > 0 {
+		admins = fmt.Sprintf("%d key(s) ****", len(c.AdminKeys))
 	}
 	secret := "unset"
 	if c.CallbackSigningSecret != "" {
@@ -307,12 +371,12 @@ func (c Config) String() string {
 	masked := func(v string) string { return map[bool]string{true: "****", false: "unset"}[v != ""] }
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"REDIS_USERNAME=%s REDIS_PASSWORD=%s REDIS_SENTINEL_PASSWORD=%s REDIS_TLS=%t REDIS_TLS_CA_FILE=%s "+
-		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
+		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
 		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
 		"FLOW_FAIR_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
-		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, c.AllowPrivateTargets,
+		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
 		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
 		c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate)

@@ -32,7 +32,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Port != 8080 || c.WorkerConcurrency != 7 || len(c.APIKeys) != 2 || c.APIKeys[1] != "b" || !c.AllowPrivateTargets ||
+	if c.Port != 8080 || c.WorkerConcurrency != 7 || len(c.APIKeys) != 2 || c.APIKeys[1] != (APIKey{Tenant: "default", Secret: "b"}) || !c.AllowPrivateTargets ||
 		len(c.AllowedCIDRs) != 2 || c.RedriveLimit != 5 || c.Retention != 7*24*time.Hour || c.RateLimitRPS != 100 ||
 		c.LogLevel != "debug" || c.MetricsAddr != ":9090" || c.CallbackSigningSecret != "shh" {
 		t.Errorf("got %+v", c)

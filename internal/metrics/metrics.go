@@ -30,7 +30,10 @@ import (
 // Source is what the cluster-wide series are read from.
 type Source interface {
 	Stats(ctx context.Context) (map[string]int64, error)
-	StatusCount(ctx context.Context, status record.Status) (int64, error)
+	StatusCount(ctx context.Context, tenant string, status record.Status) (int64, error)
+	// Tenants bound the tenant label: the configured tenants that stored
+	// a record, and the default one.
+	Tenants(ctx context.Context) ([]string, error)
 }
 
 // Metrics is one process's registry.
@@ -85,8 +88,8 @@ var (
 	descSweeper = prometheus.NewDesc("retryd_sweeper_repairs_total",
 		"Requests the sweeper handed back to the workers, by kind (cluster-wide).", []string{"kind"}, nil)
 	descRequests = prometheus.NewDesc("retryd_requests",
-		"Requests by status (retained records).", []string{"status"}, nil)
-	descDLQ = prometheus.NewDesc("retryd_dlq_size", "Failed requests in the dead-letter queue.", nil, nil)
+		"Requests by status and tenant (retained records).", []string{"status", "tenant"}, nil)
+	descDLQ = prometheus.NewDesc("retryd_dlq_size", "Failed requests in the dead-letter queue, of every tenant.", nil, nil)
 )
 
 // cluster reads the Redis counters at scrape time.
@@ -127,14 +130,22 @@ func (c *cluster) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- histogram(descDuration, stats, "dur", record.DurationBuckets)
 	ch <- histogram(descLateness, stats, "late", record.LatenessBuckets)
+	tenants, err := c.src.Tenants(ctx)
+	if err != nil {
+		return
+	}
 	for _, st := range record.Statuses {
-		n, err := c.src.StatusCount(ctx, st)
-		if err != nil {
-			continue
+		var total int64
+		for _, t := range tenants {
+			n, err := c.src.StatusCount(ctx, t, st)
+			if err != nil {
+				continue
+			}
+			total += n
+			ch <- prometheus.MustNewConstMetric(descRequests, prometheus.GaugeValue, float64(n), string(st), t)
 		}
-		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.GaugeValue, float64(n), string(st))
 		if st == record.Failed {
-			ch <- prometheus.MustNewConstMetric(descDLQ, prometheus.GaugeValue, float64(n))
+			ch <- prometheus.MustNewConstMetric(descDLQ, prometheus.GaugeValue, float64(total))
 		}
 	}
 }

@@ -6,8 +6,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // QStash's dead-letter queue is retryd's DLQ: a dlqId is the request id.
@@ -53,17 +55,17 @@ func (q *API) listDLQ(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// removeFailed deletes a failed request's record (QStash's "delete from the
-// DLQ"); anything else is not in the DLQ.
-func (q *API) removeFailed(c *gin.Context, id string) error {
-	r, err := q.API.Store.Get(c.Request.Context(), id)
+// removeFailed deletes a failed request's record of scope (QStash's
+// "delete from the DLQ"); anything else is not in the DLQ.
+func (q *API) removeFailed(c *gin.Context, scope tenant.Scope, id string) error {
+	r, err := q.API.Store.GetIn(c.Request.Context(), scope, id)
 	if err != nil {
 		return err
 	}
 	if r.Status != record.Failed {
 		return record.ErrNotFound
 	}
-	return q.API.Store.Remove(c.Request.Context(), id, r.IdempotencyKey)
+	return q.API.Store.Remove(c.Request.Context(), r.Tenant, id, r.IdempotencyKey)
 }
 
 func (q *API) deleteDLQ(c *gin.Context) {
@@ -72,7 +74,11 @@ func (q *API) deleteDLQ(c *gin.Context) {
 		q.fail(c, record.ErrNotFound)
 		return
 	}
-	if err := q.removeFailed(c, id); err != nil {
+	scope, err := handlers.ScopeOf(c)
+	if err == nil {
+		err = q.removeFailed(c, scope, id)
+	}
+	if err != nil {
 		q.fail(c, err)
 		return
 	}
@@ -87,7 +93,7 @@ func (q *API) deleteDLQMany(c *gin.Context) {
 	}
 	deleted := 0
 	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
-		switch err := q.removeFailed(c, r.ID); {
+		switch err := q.removeFailed(c, tenant.Only(r.Tenant), r.ID); {
 		case err == nil:
 			deleted++
 		case !errors.Is(err, record.ErrNotFound):
@@ -122,7 +128,7 @@ func (q *API) retryDLQ(c *gin.Context) {
 	}
 	responses := []gin.H{}
 	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
-		err := q.DLQ.Redrive(c.Request.Context(), r.ID, RetryActor, "dlq.retry through the QStash API")
+		err := q.DLQ.Redrive(c.Request.Context(), tenant.Only(r.Tenant), r.ID, RetryActor, "dlq.retry through the QStash API")
 		switch {
 		case err == nil:
 			responses = append(responses, gin.H{"messageId": r.ID})
@@ -149,7 +155,7 @@ func (q *API) cancelMessages(c *gin.Context) {
 	}
 	cancelled := 0
 	next, err := q.walk(c, s, []record.Status{record.Pending, record.Retrying}, func(r *record.Request) error {
-		switch err := q.API.Cancel(c.Request.Context(), r.ID, RetryActor); {
+		switch err := q.API.Cancel(c.Request.Context(), tenant.Only(r.Tenant), r.ID, RetryActor); {
 		case err == nil:
 			cancelled++
 		case errors.Is(err, record.ErrUnavailable):

@@ -7,11 +7,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
 	sel "github.com/retryd/retryd/internal/selection"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // QStash's logs (GET /v2/events) are derived from retryd's records: each
@@ -95,6 +97,10 @@ const MaxEvents = 1000
 // host, path, label, …).
 func (q *API) events(c *gin.Context) {
 	s, err := selection(c, eventsList)
+	var scope tenant.Scope
+	if err == nil {
+		scope, err = handlers.Scope(c, s.Tenant)
+	}
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -124,7 +130,7 @@ func (q *API) events(c *gin.Context) {
 			if !ids.Valid(id) {
 				continue
 			}
-			if r, err := q.API.Store.Get(ctx, id); err == nil {
+			if r, err := q.API.Store.GetIn(ctx, scope, id); err == nil {
 				add(r)
 			}
 		}
@@ -136,7 +142,7 @@ func (q *API) events(c *gin.Context) {
 	// cursor is the last request read.
 	next := ""
 	for len(out) < count {
-		page, err := q.API.Store.List(ctx, "", cursor, 100)
+		page, err := q.API.Store.List(ctx, scope, "", cursor, 100)
 		if err != nil {
 			q.fail(c, err)
 			return

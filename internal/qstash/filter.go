@@ -44,13 +44,20 @@ func selection(c *gin.Context, rt sel.Route) (sel.Selection, error) {
 	return sel.Parse(rt, c.Request.URL.Query(), body)
 }
 
-// walk acts with fn on what s selects among requests of statuses, and
-// returns the cursor to continue from.
+// walk acts with fn on what s selects among the caller's requests of
+// statuses (its tenant's, or an admin's every tenant's or the one s
+// names), and returns the cursor to continue from. "All" calls cover the
+// caller's tenant only.
 func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn func(*record.Request) error) (string, error) {
 	ctx := c.Request.Context()
-	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
-		return q.API.Store.ListIn(ctx, statuses, cursor, n)
+	scope, err := handlers.Scope(c, s.Tenant)
+	if err != nil {
+		return "", err
 	}
+	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
+		return q.API.Store.ListIn(ctx, scope, statuses, cursor, n)
+	}
+	get := func(ctx context.Context, id string) (*record.Request, error) { return q.API.Store.GetIn(ctx, scope, id) }
 	keep := func(r *record.Request) bool { return slices.Contains(statuses, r.Status) }
-	return s.Walk(ctx, list, q.API.Store.Get, keep, fn)
+	return s.Walk(ctx, list, get, keep, fn)
 }

@@ -54,7 +54,8 @@ func (q *API) Routes(r gin.IRouter) {
 	r.POST("/v2/dlq/retry", q.retryDLQ)
 	r.GET("/v2/messages/:id", q.getMessage)
 	r.DELETE("/v2/messages/:id", q.cancelMessage)
-	r.GET("/v2/keys", q.keys)
+	// The signing keys forge any delivery's signature: admins only.
+	r.GET("/v2/keys", handlers.AdminOnly(q.API.Log), q.keys)
 	r.POST("/v2/schedules/*destination", q.createSchedule)
 	r.GET("/v2/schedules", q.listSchedules)
 	r.GET("/v2/schedules/:scheduleId", q.getSchedule)
@@ -426,7 +427,12 @@ func (q *API) getMessage(c *gin.Context) {
 		q.fail(c, notFound(id))
 		return
 	}
-	r, err := q.API.Store.Get(c.Request.Context(), id)
+	scope, err := handlers.ScopeOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	r, err := q.API.Store.GetIn(c.Request.Context(), scope, id)
 	if errors.Is(err, record.ErrNotFound) {
 		err = notFound(id)
 	}
@@ -458,7 +464,11 @@ func (q *API) cancelMessage(c *gin.Context) {
 		q.fail(c, notFound(id))
 		return
 	}
-	if err := q.API.Cancel(c.Request.Context(), id, RetryActor); err != nil {
+	scope, err := handlers.ScopeOf(c)
+	if err == nil {
+		err = q.API.Cancel(c.Request.Context(), scope, id, RetryActor)
+	}
+	if err != nil {
 		if errors.Is(err, record.ErrNotFound) {
 			err = notFound(id)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/submit"
@@ -117,9 +118,9 @@ func (q *API) createSchedule(c *gin.Context) {
 			return
 		}
 		sc.QStash.Alias = alias
-		switch id, err := q.Schedules.Store.ScheduleByAlias(c.Request.Context(), alias); {
+		switch id, err := q.Schedules.Store.ScheduleByAlias(c.Request.Context(), handlers.TenantOf(c), alias); {
 		case err == nil:
-			prev, err := q.Schedules.Store.GetSchedule(c.Request.Context(), id)
+			prev, err := q.Schedules.Store.GetScheduleIn(c.Request.Context(), tenant.Only(handlers.TenantOf(c)), id)
 			if err == nil {
 				sc.ID, sc.CreatedAt, replace = id, prev.CreatedAt, true
 				break
@@ -150,8 +151,13 @@ func (q *API) loadSchedule(c *gin.Context) (*record.Schedule, bool) {
 	name := c.Param("scheduleId")
 	ctx := c.Request.Context()
 	notFound := handlers.Errorf(handlers.CodeNotFound, "", "schedule "+name+" not found")
+	scope, err := handlers.ScopeOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return nil, false
+	}
 	if ids.Valid(name) {
-		sc, err := q.Schedules.Store.GetSchedule(ctx, name)
+		sc, err := q.Schedules.Store.GetScheduleIn(ctx, scope, name)
 		if err == nil {
 			return sc, true
 		}
@@ -164,10 +170,16 @@ func (q *API) loadSchedule(c *gin.Context) (*record.Schedule, bool) {
 		q.fail(c, notFound)
 		return nil, false
 	}
-	id, err := q.Schedules.Store.ScheduleByAlias(ctx, name)
+	// Each tenant names its own schedules: an admin's alias is the
+	// default tenant's unless it names a tenant.
+	owner, ok := scope.One()
+	if !ok {
+		owner = handlers.TenantOf(c)
+	}
+	id, err := q.Schedules.Store.ScheduleByAlias(ctx, owner, name)
 	if err == nil {
 		var sc *record.Schedule
-		if sc, err = q.Schedules.Store.GetSchedule(ctx, id); err == nil {
+		if sc, err = q.Schedules.Store.GetScheduleIn(ctx, scope, id); err == nil {
 			return sc, true
 		}
 	}
@@ -189,8 +201,13 @@ func (q *API) getSchedule(c *gin.Context) {
 func (q *API) listSchedules(c *gin.Context) {
 	out := []ScheduleDoc{}
 	cursor := ""
+	scope, err := handlers.ScopeOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
 	for {
-		page, next, err := q.Schedules.Store.ListSchedules(c.Request.Context(), cursor, 500)
+		page, next, err := q.Schedules.Store.ListSchedules(c.Request.Context(), scope, cursor, 500)
 		if err != nil {
 			q.fail(c, err)
 			return
@@ -211,7 +228,7 @@ func (q *API) deleteSchedule(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := q.Schedules.Store.DeleteSchedule(c.Request.Context(), sc.ID); err != nil && !errors.Is(err, record.ErrNotFound) {
+	if err := q.Schedules.Store.DeleteSchedule(c.Request.Context(), tenant.Only(sc.Tenant), sc.ID); err != nil && !errors.Is(err, record.ErrNotFound) {
 		q.fail(c, err)
 		return
 	}

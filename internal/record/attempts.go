@@ -183,6 +183,8 @@ type Outcome struct {
 	// Host is the request's destination host name, indexed when the
 	// request fails (the DLQ's host filter).
 	Host string
+	// Tenant is the request's: its indexes are the ones moved.
+	Tenant string
 }
 
 // FinishResult says what Finish did.
@@ -233,8 +235,9 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 		fields = append(fields, fFailedRun, o.Run)
 	}
 	k := s.k(id)
-	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.statusIndexes()...), k.callbackDue(), k.stats(),
-		k.spec(id), k.result(id), k.failedHost(o.Host))
+	tk := k.of(o.Tenant)
+	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, tk.statusIndexes()...), k.callbackDue(), k.stats(),
+		k.spec(id), k.result(id), tk.failedHost(o.Host))
 	var durMs int64
 	if a.DurationMs != nil {
 		durMs = *a.DurationMs

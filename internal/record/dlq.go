@@ -3,11 +3,14 @@ package record
 import (
 	"context"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Redrive refusals; both wrap ErrConflict.
@@ -20,6 +23,9 @@ var (
 
 // RedriveInput is who redrives, why, and under which limit.
 type RedriveInput struct {
+	// Scope is whose requests the caller may redrive: another tenant's
+	// request is ErrNotFound.
+	Scope   tenant.Scope
 	Actor   string
 	Reason  string
 	Limit   int
@@ -50,8 +56,13 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 	if in.FromDashboard {
 		source = "dashboard"
 	}
+	t, err := s.tenantOf(ctx, in.Scope, id)
+	if err != nil {
+		return nil, err
+	}
 	k := s.k(id)
-	keys := []string{k.req(id), k.attempts(id), k.redrives(id), k.index(Pending), k.index(Failed), k.redriveIdem(in.IdemKey), k.stats(), k.spec(id), k.result(id)}
+	tk := k.of(t)
+	keys := []string{k.req(id), k.attempts(id), k.redrives(id), tk.index(Pending), tk.index(Failed), tk.redriveIdem(in.IdemKey), k.stats(), k.spec(id), k.result(id)}
 	res, err := redriveScript.Run(ctx, s.rdb, keys, id, in.Now.UnixMilli(), in.Limit, in.Actor, in.Reason,
 		IdempotencyWindow.Milliseconds(), flag, source).StringSlice()
 	if err != nil {
@@ -108,14 +119,21 @@ func (f DLQFilter) Match(r *Request) bool {
 // skip most of them; the page then ends early with a cursor to go on.
 const maxScan = 5000
 
-// ListFailed returns failed requests matching f, newest first, after cursor.
-// It reads retryd's own records, so nothing asynq trims from its archive is
-// ever missing here.
-func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limit int) (*Page, error) {
+// ListFailed returns the failed requests of scope matching f, newest
+// first, after cursor. It reads retryd's own records, so nothing asynq
+// trims from its archive is ever missing here.
+func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter, cursor string, limit int) (*Page, error) {
 	page := &Page{Requests: []*Request{}}
+	tenants, err := s.tenantsIn(ctx, scope)
+	if err != nil || len(tenants) == 0 {
+		return page, err
+	}
 	scanned := 0
 	batch := int64(max(limit*2, 100))
-	failed := func(k keys) string { return k.index(Failed) }
+	var indexes []func(keys) string
+	for _, t := range tenants {
+		indexes = append(indexes, func(k keys) string { return k.of(t).index(Failed) })
+	}
 	if f.Host != "" {
 		// Only the requests that failed towards that host are read.
 		host := f.Host
@@ -123,13 +141,16 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 			host = h
 		}
 		host = strings.Trim(host, "[]")
-		failed = func(k keys) string { return k.failedHost(host) }
+		indexes = indexes[:0]
+		for _, t := range tenants {
+			indexes = append(indexes, func(k keys) string { return k.of(t).failedHost(host) })
+		}
 		if err := s.backfillHostIndex(ctx); err != nil {
 			return nil, err
 		}
 	}
 	for {
-		ids, err := s.newest(ctx, cursor, batch, failed)
+		ids, err := s.newest(ctx, cursor, batch, indexes...)
 		if err != nil {
 			return nil, wrap(err)
 		}
@@ -143,10 +164,12 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 			if len(h) == 0 || Status(h[fStatus]) != Failed {
 				// Expired, or redriven since: drop the entry (a request
 				// that fails again is indexed again).
-				s.rdb.ZRem(ctx, failed(s.k(id)), id)
+				for _, index := range indexes {
+					s.rdb.ZRem(ctx, index(s.k(id)), id)
+				}
 				continue
 			}
-			if r := decode(id, h, specs[i]); f.Match(r) {
+			if r := decode(id, h, specs[i]); f.Match(r) && scope.Has(r.Tenant) {
 				page.Requests = append(page.Requests, r)
 			}
 			if len(page.Requests) == limit || scanned >= maxScan {
@@ -165,12 +188,14 @@ func (s *Store) ListFailed(ctx context.Context, f DLQFilter, cursor string, limi
 
 // backfillHostIndex indexes by host the failed requests recorded before
 // the host index existed (an upgrade in place), once per partition: a
-// marker key says it was done.
+// marker key says it was done. Those requests are all the default
+// tenant's: the host index is older than tenants.
 func (s *Store) backfillHostIndex(ctx context.Context) error {
 	if s.hostIndexReady.Load() {
 		return nil
 	}
 	for _, k := range s.each() {
+		tk := k.of(tenant.Default)
 		done, err := s.rdb.Exists(ctx, k.hostIndexReady()).Result()
 		if err != nil {
 			return wrap(err)
@@ -180,7 +205,7 @@ func (s *Store) backfillHostIndex(ctx context.Context) error {
 		}
 		cursor := "-"
 		for {
-			ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.index(Failed), Start: cursor, Stop: "+", ByLex: true, Count: 1000}).Result()
+			ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: tk.index(Failed), Start: cursor, Stop: "+", ByLex: true, Count: 1000}).Result()
 			if err != nil {
 				return wrap(err)
 			}
@@ -194,7 +219,7 @@ func (s *Store) backfillHostIndex(ctx context.Context) error {
 			pipe := s.rdb.Pipeline()
 			for i, id := range ids {
 				if host := hostOf(specFrom(specs[i]).URL); host != "" {
-					pipe.ZAdd(ctx, k.failedHost(host), redis.Z{Member: id})
+					pipe.ZAdd(ctx, tk.failedHost(host), redis.Z{Member: id})
 				}
 			}
 			if _, err := pipe.Exec(ctx); err != nil {

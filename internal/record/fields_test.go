@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 func TestDLQHostFilterTakesHostOrHostPort(t *testing.T) {
@@ -96,14 +97,14 @@ func TestDLQHostFilterUsesTheHostIndex(t *testing.T) {
 	if _, err := s.Finish(ctx, r.ID, Outcome{Attempt: Attempt{N: b.N, StartedAt: now, Outcome: "permanent"}, Status: Failed, Host: r.Host}, now); err != nil {
 		t.Fatal(err)
 	}
-	if got := rdb.ZRange(ctx, k0.failedHost("a.example"), 0, -1).Val(); len(got) != 1 || got[0] != r.ID {
+	if got := rdb.ZRange(ctx, d0.failedHost("a.example"), 0, -1).Val(); len(got) != 1 || got[0] != r.ID {
 		t.Fatalf("failed-by-host index %v", got)
 	}
 	// A failed request of before the index: in the failed index only.
 	old := "01m8mhyychtfy2pdj6gb"
-	seed(t, rdb, state{k0.req(old): reqHash(Failed), k0.spec(old): `{"u":"https://a.example/old","m":"GET"}`, k0.index(Failed): zset{old}})
+	seed(t, rdb, state{k0.req(old): reqHash(Failed), k0.spec(old): `{"u":"https://a.example/old","m":"GET"}`, d0.index(Failed): zset{old}})
 	for _, filter := range []string{"a.example", "a.example:8443"} {
-		page, err := s.ListFailed(ctx, DLQFilter{Host: filter}, "", 10)
+		page, err := s.ListFailed(ctx, tenant.All, DLQFilter{Host: filter}, "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,14 +124,14 @@ func TestDLQHostFilterUsesTheHostIndex(t *testing.T) {
 		t.Error("the backfill left no marker")
 	}
 	// Redriven since: not listed, and its entry is dropped.
-	if _, err := s.Redrive(ctx, r.ID, RedriveInput{Actor: "a", Limit: 3, Now: now}); err != nil {
+	if _, err := s.Redrive(ctx, r.ID, RedriveInput{Scope: tenant.All, Actor: "a", Limit: 3, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	page, _ := s.ListFailed(ctx, DLQFilter{Host: "a.example"}, "", 10)
+	page, _ := s.ListFailed(ctx, tenant.All, DLQFilter{Host: "a.example"}, "", 10)
 	if len(page.Requests) != 1 || page.Requests[0].ID != old {
 		t.Errorf("after a redrive: %d listed", len(page.Requests))
 	}
-	if rdb.ZScore(ctx, k0.failedHost("a.example"), r.ID).Err() == nil {
+	if rdb.ZScore(ctx, d0.failedHost("a.example"), r.ID).Err() == nil {
 		t.Error("the redriven request's entry stayed in the index")
 	}
 }

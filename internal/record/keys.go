@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 
 	"github.com/retryd/retryd/internal/partition"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // keys builds every key name of one partition: "{tag}:kind:…". This is the
@@ -21,14 +22,31 @@ func (k keys) attempts(id string) string     { return string(k) + "att:" + id }
 func (k keys) redrives(id string) string     { return string(k) + "rdr:" + id }
 func (k keys) spec(id string) string         { return string(k) + "spec:" + id }
 func (k keys) result(id string) string       { return string(k) + "res:" + id }
-func (k keys) index(s Status) string         { return string(k) + "idx:" + string(s) }
-func (k keys) all() string                   { return string(k) + "idx:all" }
-func (k keys) idem(key string) string        { return string(k) + "idem:" + hashHex(key) }
-func (k keys) redriveIdem(key string) string { return string(k) + "idem-redrive:" + hashHex(key) }
+
+// tkeys builds the keys of one tenant within a partition: what a tenant
+// lists (its indexes), what it names (idempotency keys, schedule aliases)
+// and what it is counted by (its owner set). A request's own keys (req,
+// att, …) are reached by id alone and carry no tenant. The default
+// tenant's are the names of before tenants existed, so the data of a
+// deployment that had none stays where it was and is default's.
+type tkeys string
+
+// of is tenant t's keys in partition k.
+func (k keys) of(t string) tkeys {
+	if t = tenant.Of(t); t == tenant.Default {
+		return tkeys(k)
+	}
+	return tkeys(string(k) + "t:" + t + ":")
+}
+
+func (k tkeys) index(s Status) string         { return string(k) + "idx:" + string(s) }
+func (k tkeys) all() string                   { return string(k) + "idx:all" }
+func (k tkeys) idem(key string) string        { return string(k) + "idem:" + hashHex(key) }
+func (k tkeys) redriveIdem(key string) string { return string(k) + "idem-redrive:" + hashHex(key) }
 
 // failedHost indexes failed requests by destination host name (no port),
 // for the DLQ's host filter.
-func (k keys) failedHost(host string) string { return string(k) + "idx:failed-host:" + host }
+func (k tkeys) failedHost(host string) string { return string(k) + "idx:failed-host:" + host }
 
 // hostIndexReady marks a partition whose failed requests of before the
 // failed-by-host index were indexed (see backfillHostIndex).
@@ -43,21 +61,21 @@ func (k keys) callbackDue() string { return string(k) + "idx:callback-due" }
 // sum over partitions.
 func (k keys) stats() string { return string(k) + "stats" }
 
-func (k keys) owner(o string) string         { return string(k) + "owner:" + o }
+func (k tkeys) owner(o string) string        { return string(k) + "owner:" + o }
 func (k keys) authFailures(ip string) string { return string(k) + "authfail:" + ip }
 
 func (k keys) schedule(id string) string      { return string(k) + "sch:" + id }
 func (k keys) scheduleFires(id string) string { return string(k) + "sch-fires:" + id }
-func (k keys) schedules() string              { return string(k) + "idx:schedules" }
+func (k tkeys) schedules() string             { return string(k) + "idx:schedules" }
 
 // scheduleAlias maps a QStash schedule id its client chose to retryd's.
-func (k keys) scheduleAlias(alias string) string { return string(k) + "sch-alias:" + hashHex(alias) }
+func (k tkeys) scheduleAlias(alias string) string { return string(k) + "sch-alias:" + hashHex(alias) }
 
 // scheduleDue is the schedules by next fire time (ms).
 func (k keys) scheduleDue() string { return string(k) + "sch-due" }
 
 // statusIndexes are the status indexes in Statuses order.
-func (k keys) statusIndexes() []string {
+func (k tkeys) statusIndexes() []string {
 	out := make([]string, len(Statuses))
 	for i, s := range Statuses {
 		out[i] = k.index(s)
@@ -108,6 +126,10 @@ func FlowKey(name, kind string) string {
 	sum := sha1.Sum([]byte(name))
 	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}:" + kind
 }
+
+// TenantsKey is the set of tenants that ever stored a record, besides
+// tenant.Default: the sweeper and an admin's lists go over their indexes.
+const TenantsKey = "{retryd}:tenants"
 
 // FlowWorkersKey lists the workers publishing flow-control figures by last
 // publication (ms); FlowWorkerKey is one worker's figures.

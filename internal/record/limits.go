@@ -69,11 +69,11 @@ func (s *Store) pruneOwner(ctx context.Context, key string) (int, error) {
 	}
 }
 
-// CountSchedules returns how many schedules exist.
-func (s *Store) CountSchedules(ctx context.Context) (int64, error) {
+// CountSchedules returns how many schedules tenant t has.
+func (s *Store) CountSchedules(ctx context.Context, t string) (int64, error) {
 	var total int64
 	for _, k := range s.each() {
-		n, err := s.rdb.ZCard(ctx, k.schedules()).Result()
+		n, err := s.rdb.ZCard(ctx, k.of(t).schedules()).Result()
 		if err != nil {
 			return 0, wrap(err)
 		}

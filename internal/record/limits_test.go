@@ -72,7 +72,7 @@ func TestCreateCountsUnfinishedPerOwner(t *testing.T) {
 			i := 0
 			for id, st := range c.existing {
 				i++
-				if err := srv.Client().ZAdd(ctx, k0.owner("key:x"), redisZ(float64(i), id)).Err(); err != nil {
+				if err := srv.Client().ZAdd(ctx, d0.owner("key:x"), redisZ(float64(i), id)).Err(); err != nil {
 					t.Fatal(err)
 				}
 				if st != "" {
@@ -83,14 +83,14 @@ func TestCreateCountsUnfinishedPerOwner(t *testing.T) {
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("err %v, want %v", err, c.wantErr)
 			}
-			if n := srv.Client().ZCard(ctx, k0.owner("key:x")).Val(); int(n) != c.wantSet {
+			if n := srv.Client().ZCard(ctx, d0.owner("key:x")).Val(); int(n) != c.wantSet {
 				t.Errorf("owner set holds %d, want %d", n, c.wantSet)
 			}
 			stored := srv.Client().Exists(ctx, k0.req("01new")).Val() == 1
 			if stored != (c.wantErr == nil) {
 				t.Errorf("request stored: %v, want %v", stored, c.wantErr == nil)
 			}
-			if ttl := srv.Client().PTTL(ctx, k0.owner("key:x")).Val(); c.wantErr == nil && c.limit > 0 && ttl <= 0 {
+			if ttl := srv.Client().PTTL(ctx, d0.owner("key:x")).Val(); c.wantErr == nil && c.limit > 0 && ttl <= 0 {
 				t.Errorf("owner set has no time to live (%v)", ttl)
 			}
 		})

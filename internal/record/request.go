@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Status is a request's lifecycle state.
@@ -49,7 +51,9 @@ func (s Status) Valid() bool {
 
 // Request is one submitted request and its delivery state.
 type Request struct {
-	ID             string
+	ID string
+	// Tenant is whose request it is (tenant.Default for a bare key's).
+	Tenant         string
 	URL            string
 	Host           string // the URL's hostname, for DLQ filtering
 	Method         string
@@ -157,6 +161,9 @@ const (
 	fResultTrunc    = "resultTruncated"
 	fRedriveCount   = "redriveCount"
 	fCanceledBy     = "canceledBy"
+	// fTenant is stored only for a tenant other than the default one, so
+	// the records of before tenants read as the default's.
+	fTenant = "tenant"
 	fCreatedAt      = "createdAt"
 	fUpdatedAt      = "updatedAt"
 	fCompletedAt    = "completedAt"
@@ -267,6 +274,9 @@ func (r *Request) fields() []any {
 	if r.HasCallback() {
 		f = append(f, fHasCallback, "1")
 	}
+	if t := tenant.Of(r.Tenant); t != tenant.Default {
+		f = append(f, fTenant, t)
+	}
 	return f
 }
 
@@ -321,6 +331,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 	sp := specFrom(specJSON)
 	r := &Request{
 		ID:              id,
+		Tenant:          tenant.Of(h[fTenant]),
 		URL:             sp.URL,
 		Host:            hostOf(sp.URL),
 		Method:          sp.Method,

@@ -6,12 +6,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Schedule is a recurring request: at every tick of Cron a new request is
 // made from Request (the submission's JSON).
 type Schedule struct {
-	ID         string
+	ID string
+	// Tenant is whose schedule it is; its requests are that tenant's.
+	Tenant     string
 	Cron       string
 	Timezone   string
 	CatchUp    string // none or last
@@ -52,18 +56,25 @@ const MaxFires = 100
 
 // CreateSchedule stores a new schedule and makes it due at NextFireAt.
 func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) error {
+	if err := s.register(ctx, sc.Tenant); err != nil {
+		return err
+	}
 	k := s.k(sc.ID)
+	tk := k.of(sc.Tenant)
 	pipe := s.rdb.TxPipeline()
 	pipe.HSet(ctx, k.schedule(sc.ID), "cron", sc.Cron, "timezone", sc.Timezone, "catchUp", sc.CatchUp,
 		"request", string(sc.Request), "paused", "0", "nextFireAt", sc.NextFireAt.UnixMilli(), "createdAt", sc.CreatedAt.UnixMilli())
+	if t := tenant.Of(sc.Tenant); t != tenant.Default {
+		pipe.HSet(ctx, k.schedule(sc.ID), fTenant, t)
+	}
 	if q := sc.QStash; q != nil {
 		b, _ := json.Marshal(q)
 		pipe.HSet(ctx, k.schedule(sc.ID), "qstash", string(b))
 		if q.Alias != "" {
-			pipe.Set(ctx, k.scheduleAlias(q.Alias), sc.ID, 0)
+			pipe.Set(ctx, tk.scheduleAlias(q.Alias), sc.ID, 0)
 		}
 	}
-	pipe.ZAdd(ctx, k.schedules(), redis.Z{Member: sc.ID})
+	pipe.ZAdd(ctx, tk.schedules(), redis.Z{Member: sc.ID})
 	pipe.ZAdd(ctx, k.scheduleDue(), redis.Z{Score: float64(sc.NextFireAt.UnixMilli()), Member: sc.ID})
 	_, err := pipe.Exec(ctx)
 	return wrap(err)
@@ -83,9 +94,22 @@ func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
 	return decodeSchedule(id, h.Val(), fires.Val()), nil
 }
 
+// GetScheduleIn is GetSchedule for a caller of scope: another tenant's
+// schedule is ErrNotFound.
+func (s *Store) GetScheduleIn(ctx context.Context, scope tenant.Scope, id string) (*Schedule, error) {
+	sc, err := s.GetSchedule(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !scope.Has(sc.Tenant) {
+		return nil, ErrNotFound
+	}
+	return sc, nil
+}
+
 func decodeSchedule(id string, h map[string]string, fires []string) *Schedule {
 	sc := &Schedule{
-		ID: id, Cron: h["cron"], Timezone: h["timezone"], CatchUp: h["catchUp"], Request: []byte(h["request"]),
+		ID: id, Tenant: tenant.Of(h[fTenant]), Cron: h["cron"], Timezone: h["timezone"], CatchUp: h["catchUp"], Request: []byte(h["request"]),
 		Paused: h["paused"] == "1", NextFireAt: fromMs(h["nextFireAt"]), CreatedAt: fromMs(h["createdAt"]),
 		Fires: []Fire{},
 	}
@@ -103,9 +127,17 @@ func decodeSchedule(id string, h map[string]string, fires []string) *Schedule {
 	return sc
 }
 
-// ListSchedules returns schedules newest first after cursor.
-func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]*Schedule, string, error) {
-	ids, err := s.newest(ctx, cursor, int64(limit)+1, keys.schedules)
+// ListSchedules returns the schedules of scope newest first after cursor.
+func (s *Store) ListSchedules(ctx context.Context, scope tenant.Scope, cursor string, limit int) ([]*Schedule, string, error) {
+	tenants, err := s.tenantsIn(ctx, scope)
+	if err != nil || len(tenants) == 0 {
+		return []*Schedule{}, "", err
+	}
+	var indexes []func(keys) string
+	for _, t := range tenants {
+		indexes = append(indexes, func(k keys) string { return k.of(t).schedules() })
+	}
+	ids, err := s.newest(ctx, cursor, int64(limit)+1, indexes...)
 	if err != nil {
 		return nil, "", wrap(err)
 	}
@@ -116,7 +148,7 @@ func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]
 	}
 	out := []*Schedule{}
 	for _, id := range ids {
-		sc, err := s.GetSchedule(ctx, id)
+		sc, err := s.GetScheduleIn(ctx, scope, id)
 		if err != nil {
 			continue
 		}
@@ -125,32 +157,41 @@ func (s *Store) ListSchedules(ctx context.Context, cursor string, limit int) ([]
 	return out, next, nil
 }
 
-// ScheduleByAlias returns the id of the QStash schedule the client named
-// alias, or ErrNotFound.
-func (s *Store) ScheduleByAlias(ctx context.Context, alias string) (string, error) {
+// ScheduleByAlias returns the id of the QStash schedule tenant t's client
+// named alias, or ErrNotFound. Each tenant names its own schedules.
+func (s *Store) ScheduleByAlias(ctx context.Context, t, alias string) (string, error) {
 	k := keysOf(s.parts.Tag(s.parts.OfKey(ScheduleAliasKey(alias))))
-	id, err := s.rdb.Get(ctx, k.scheduleAlias(alias)).Result()
+	id, err := s.rdb.Get(ctx, k.of(t).scheduleAlias(alias)).Result()
 	if err == redis.Nil {
 		return "", ErrNotFound
 	}
 	return id, wrap(err)
 }
 
-// DeleteSchedule removes a schedule (and its QStash alias); requests it
-// already made stay.
-func (s *Store) DeleteSchedule(ctx context.Context, id string) error {
+// DeleteSchedule removes a schedule of scope (and its QStash alias);
+// requests it already made stay.
+func (s *Store) DeleteSchedule(ctx context.Context, scope tenant.Scope, id string) error {
 	k := s.k(id)
-	if q, err := s.rdb.HGet(ctx, k.schedule(id), "qstash").Result(); err == nil {
+	v, err := s.rdb.HMGet(ctx, k.schedule(id), "qstash", fTenant).Result()
+	if err != nil {
+		return wrap(err)
+	}
+	t, _ := v[1].(string)
+	if !scope.Has(t) {
+		return ErrNotFound
+	}
+	tk := k.of(t)
+	if q, _ := v[0].(string); q != "" {
 		var sq ScheduleQStash
 		if json.Unmarshal([]byte(q), &sq) == nil && sq.Alias != "" {
-			if err := s.rdb.Del(ctx, k.scheduleAlias(sq.Alias)).Err(); err != nil {
+			if err := s.rdb.Del(ctx, tk.scheduleAlias(sq.Alias)).Err(); err != nil {
 				return wrap(err)
 			}
 		}
 	}
 	pipe := s.rdb.TxPipeline()
 	del := pipe.Del(ctx, k.schedule(id), k.scheduleFires(id))
-	pipe.ZRem(ctx, k.schedules(), id)
+	pipe.ZRem(ctx, tk.schedules(), id)
 	pipe.ZRem(ctx, k.scheduleDue(), id)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return wrap(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Table tests of the record scripts, in the style of asynq's rdb tests: an
@@ -88,6 +89,9 @@ const tid = "01m8mhyychtfy2pdj6g7"
 // k0 is the keys of the single partition of NewStore.
 var k0 = keysOf("retryd")
 
+// d0 is the default tenant's keys of the one partition.
+var d0 = k0.of("")
+
 // jsonAware compares JSON objects stored as strings by content: Lua's cjson
 // does not keep key order.
 var jsonAware = cmp.FilterValues(func(a, b string) bool {
@@ -138,20 +142,20 @@ func TestCreateScript(t *testing.T) {
 	}{
 		{
 			name: "a new request",
-			want: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON, k0.all(): zset{tid}, k0.index(Pending): zset{tid}},
+			want: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON, d0.all(): zset{tid}, d0.index(Pending): zset{tid}},
 		},
 		{
 			name:    "a new request claims its idempotency key",
 			idemKey: "k1",
-			want: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON, k0.all(): zset{tid}, k0.index(Pending): zset{tid},
-				k0.idem("k1"): tid + " " + hashHex("body")},
+			want: state{k0.req(tid): reqHash(Pending), k0.spec(tid): specJSON, d0.all(): zset{tid}, d0.index(Pending): zset{tid},
+				d0.idem("k1"): tid + " " + hashHex("body")},
 		},
 		{
 			name:       "a claimed key replays and writes nothing",
 			idemKey:    "k1",
-			initial:    state{k0.idem("k1"): "01other " + hashHex("body")},
+			initial:    state{d0.idem("k1"): "01other " + hashHex("body")},
 			wantReplay: &Replay{ID: "01other", SameBody: true},
-			want:       state{k0.idem("k1"): "01other " + hashHex("body")},
+			want:       state{d0.idem("k1"): "01other " + hashHex("body")},
 		},
 	}
 	for _, c := range cases {
@@ -166,7 +170,7 @@ func TestCreateScript(t *testing.T) {
 			if diff := cmp.Diff(c.wantReplay, replay); diff != "" {
 				t.Errorf("replay (-want +got):\n%s", diff)
 			}
-			got := dump(t, rdb, k0.req(tid), k0.spec(tid), k0.all(), k0.index(Pending), k0.idem("k1"))
+			got := dump(t, rdb, k0.req(tid), k0.spec(tid), d0.all(), d0.index(Pending), d0.idem("k1"))
 			if diff := cmp.Diff(c.want, got); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
@@ -302,10 +306,10 @@ func TestFinishScript(t *testing.T) {
 	}{
 		{
 			name:    "a stale run changes nothing",
-			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), k0.index(Pending): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("retryable", "server_error"), Status: Retrying, NextAttemptAt: t0.Add(time.Second)}, wantResult: Stale,
 			check: func(t *testing.T, got state) {
-				want := state{k0.req(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), k0.index(Pending): zset{tid}}
+				want := state{k0.req(tid): reqHash(Pending, fAttemptCount, "2", "inflightN", "2"), d0.index(Pending): zset{tid}}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("state (-want +got):\n%s", diff)
 				}
@@ -313,7 +317,7 @@ func TestFinishScript(t *testing.T) {
 		},
 		{
 			name:    "a retryable failure schedules the next attempt",
-			initial: state{k0.req(tid): inflight, k0.index(Pending): zset{tid}},
+			initial: state{k0.req(tid): inflight, d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("retryable", "server_error"), Status: Retrying, NextAttemptAt: t0.Add(time.Second)}, wantResult: Recorded,
 			check: func(t *testing.T, got state) {
 				want := reqHash(Retrying, fAttemptCount, "1", fBudgetUsed, "1", fNextAttemptAt, strconv.FormatInt(t0.Add(time.Second).UnixMilli(), 10),
@@ -321,8 +325,8 @@ func TestFinishScript(t *testing.T) {
 				if diff := cmp.Diff(want, got[k0.req(tid)]); diff != "" {
 					t.Errorf("request (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff(zset{tid}, got[k0.index(Retrying)]); diff != "" || got[k0.index(Pending)] != nil {
-					t.Errorf("indexes: pending %v retrying %v", got[k0.index(Pending)], got[k0.index(Retrying)])
+				if diff := cmp.Diff(zset{tid}, got[d0.index(Retrying)]); diff != "" || got[d0.index(Pending)] != nil {
+					t.Errorf("indexes: pending %v retrying %v", got[d0.index(Pending)], got[d0.index(Retrying)])
 				}
 				if n := len(got[k0.attempts(tid)].([]string)); n != 1 {
 					t.Errorf("%d attempts recorded, want 1", n)
@@ -331,7 +335,7 @@ func TestFinishScript(t *testing.T) {
 		},
 		{
 			name:    "a success completes, keeps the result and makes the callback due",
-			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1"), k0.index(Pending): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1"), d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: RecordedCallback,
 			check: func(t *testing.T, got state) {
 				h := got[k0.req(tid)].(map[string]string)
@@ -348,11 +352,11 @@ func TestFinishScript(t *testing.T) {
 		},
 		{
 			name:    "a request canceled meanwhile keeps its status and gains the attempt",
-			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), k0.index(Canceled): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), d0.index(Canceled): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: CanceledMeanwhile,
 			check: func(t *testing.T, got state) {
 				h := got[k0.req(tid)].(map[string]string)
-				if h[fStatus] != "canceled" || len(got[k0.attempts(tid)].([]string)) != 1 || got[k0.index(Completed)] != nil {
+				if h[fStatus] != "canceled" || len(got[k0.attempts(tid)].([]string)) != 1 || got[d0.index(Completed)] != nil {
 					t.Errorf("state %v", got)
 				}
 			},
@@ -371,7 +375,7 @@ func TestFinishScript(t *testing.T) {
 				t.Errorf("Finish = %v, want %v", res, c.wantResult)
 			}
 			c.check(t, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.result(tid), k0.callbackDue(),
-				k0.index(Pending), k0.index(Retrying), k0.index(Completed), k0.index(Canceled)))
+				d0.index(Pending), d0.index(Retrying), d0.index(Completed), d0.index(Canceled)))
 			if c.wantResult == RecordedCallback {
 				if ttl := rdb.PTTL(context.Background(), k0.req(tid)).Val(); ttl <= 0 || ttl > time.Hour {
 					t.Errorf("a finished record's retention TTL is %v, want ≤ 1h", ttl)
@@ -443,9 +447,9 @@ func TestCancelScript(t *testing.T) {
 		wantErr   error
 		wantState Status
 	}{
-		{"pending", state{k0.req(tid): reqHash(Pending), k0.index(Pending): zset{tid}}, false, nil, Canceled},
-		{"retrying with a callback", state{k0.req(tid): reqHash(Retrying, fHasCallback, "1"), k0.index(Retrying): zset{tid}}, true, nil, Canceled},
-		{"completed", state{k0.req(tid): reqHash(Completed), k0.index(Completed): zset{tid}}, false, ErrConflict, Completed},
+		{"pending", state{k0.req(tid): reqHash(Pending), d0.index(Pending): zset{tid}}, false, nil, Canceled},
+		{"retrying with a callback", state{k0.req(tid): reqHash(Retrying, fHasCallback, "1"), d0.index(Retrying): zset{tid}}, true, nil, Canceled},
+		{"completed", state{k0.req(tid): reqHash(Completed), d0.index(Completed): zset{tid}}, false, ErrConflict, Completed},
 		{"missing", state{}, false, ErrNotFound, ""},
 	}
 	for _, c := range cases {
@@ -453,11 +457,11 @@ func TestCancelScript(t *testing.T) {
 			t.Parallel()
 			s, rdb := newStoreOn(t)
 			seed(t, rdb, c.initial)
-			due, err := s.Cancel(context.Background(), tid, "api", t0)
+			due, err := s.Cancel(context.Background(), tenant.All, tid, "api", t0)
 			if !errors.Is(err, c.wantErr) || due != c.wantDue {
 				t.Fatalf("Cancel = %v, %v; want %v, %v", due, err, c.wantDue, c.wantErr)
 			}
-			got := dump(t, rdb, k0.req(tid), k0.index(Pending), k0.index(Retrying), k0.index(Canceled), k0.callbackDue())
+			got := dump(t, rdb, k0.req(tid), d0.index(Pending), d0.index(Retrying), d0.index(Canceled), k0.callbackDue())
 			if c.wantState == "" {
 				if len(got) != 0 {
 					t.Errorf("state %v, want empty", got)
@@ -469,7 +473,7 @@ func TestCancelScript(t *testing.T) {
 			}
 			if c.wantState == Canceled {
 				want := zset{tid}
-				if diff := cmp.Diff(want, got[k0.index(Canceled)]); diff != "" || got[k0.index(Pending)] != nil || got[k0.index(Retrying)] != nil {
+				if diff := cmp.Diff(want, got[d0.index(Canceled)]); diff != "" || got[d0.index(Pending)] != nil || got[d0.index(Retrying)] != nil {
 					t.Errorf("indexes %v", got)
 				}
 				if (got[k0.callbackDue()] != nil) != c.wantDue {
@@ -493,14 +497,14 @@ func TestRedriveScript(t *testing.T) {
 	}{
 		{
 			name:    "a failed request goes back to pending with a fresh budget, a fresh interruption allowance and an audit entry",
-			initial: state{k0.req(tid): failed, k0.index(Failed): zset{tid}},
-			in:      RedriveInput{Actor: "erin", Reason: "fixed", Limit: 3, Now: t0},
+			initial: state{k0.req(tid): failed, d0.index(Failed): zset{tid}},
+			in:      RedriveInput{Scope: tenant.All, Actor: "erin", Reason: "fixed", Limit: 3, Now: t0},
 			check: func(t *testing.T, got state) {
 				want := reqHash(Pending, fAttemptCount, "3", fRedriveCount, "1", "redriveOpen", "1", fNextAttemptAt, t0ms)
 				if diff := cmp.Diff(want, got[k0.req(tid)]); diff != "" {
 					t.Errorf("request (-want +got):\n%s", diff)
 				}
-				if diff := cmp.Diff(zset{tid}, got[k0.index(Pending)]); diff != "" || got[k0.index(Failed)] != nil {
+				if diff := cmp.Diff(zset{tid}, got[d0.index(Pending)]); diff != "" || got[d0.index(Failed)] != nil {
 					t.Errorf("indexes %v", got)
 				}
 				if n := len(got[k0.redrives(tid)].([]string)); n != 1 {
@@ -510,18 +514,18 @@ func TestRedriveScript(t *testing.T) {
 		},
 		{
 			name:    "at the limit: refused, nothing changes",
-			initial: state{k0.req(tid): reqHash(Failed, fRedriveCount, "3"), k0.index(Failed): zset{tid}},
-			in:      RedriveInput{Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrRedriveLimit,
+			initial: state{k0.req(tid): reqHash(Failed, fRedriveCount, "3"), d0.index(Failed): zset{tid}},
+			in:      RedriveInput{Scope: tenant.All, Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrRedriveLimit,
 			check: func(t *testing.T, got state) {
-				if diff := cmp.Diff(state{k0.req(tid): reqHash(Failed, fRedriveCount, "3"), k0.index(Failed): zset{tid}}, got); diff != "" {
+				if diff := cmp.Diff(state{k0.req(tid): reqHash(Failed, fRedriveCount, "3"), d0.index(Failed): zset{tid}}, got); diff != "" {
 					t.Errorf("state (-want +got):\n%s", diff)
 				}
 			},
 		},
 		{
 			name:    "not failed: refused",
-			initial: state{k0.req(tid): reqHash(Retrying), k0.index(Retrying): zset{tid}},
-			in:      RedriveInput{Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrNotFailed,
+			initial: state{k0.req(tid): reqHash(Retrying), d0.index(Retrying): zset{tid}},
+			in:      RedriveInput{Scope: tenant.All, Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrNotFailed,
 			check: func(*testing.T, state) {},
 		},
 	}
@@ -534,7 +538,7 @@ func TestRedriveScript(t *testing.T) {
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("Redrive = %v, want %v", err, c.wantErr)
 			}
-			c.check(t, dump(t, rdb, k0.req(tid), k0.redrives(tid), k0.index(Pending), k0.index(Failed), k0.index(Retrying)))
+			c.check(t, dump(t, rdb, k0.req(tid), k0.redrives(tid), d0.index(Pending), d0.index(Failed), d0.index(Retrying)))
 		})
 	}
 }

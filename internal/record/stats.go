@@ -53,12 +53,12 @@ func (s *Store) Count(ctx context.Context, kind, name string, n int64) error {
 	return wrap(s.rdb.HIncrBy(ctx, s.first().stats(), fmt.Sprintf("%s|%s", kind, name), n).Err())
 }
 
-// StatusCount is the number of requests indexed under status (the DLQ size
-// for Failed).
-func (s *Store) StatusCount(ctx context.Context, status Status) (int64, error) {
+// StatusCount is the number of tenant t's requests indexed under status
+// (its DLQ size for Failed).
+func (s *Store) StatusCount(ctx context.Context, t string, status Status) (int64, error) {
 	var total int64
 	for _, k := range s.each() {
-		n, err := s.rdb.ZCard(ctx, k.index(status)).Result()
+		n, err := s.rdb.ZCard(ctx, k.of(t).index(status)).Result()
 		if err != nil {
 			return 0, wrap(err)
 		}

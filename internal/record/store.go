@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/partition"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Errors the store returns; callers match them with errors.Is.
@@ -47,6 +49,8 @@ type Store struct {
 	// hostIndexReady: every partition's failed requests are indexed by
 	// host (backfillHostIndex ran).
 	hostIndexReady atomic.Bool
+	// registered are the tenants this process saw listed in TenantsKey.
+	registered sync.Map
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself
@@ -142,19 +146,23 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	if idemKey != "" {
 		idemVal = r.ID + " " + hashHex(string(body))
 	}
+	if err := s.register(ctx, r.Tenant); err != nil {
+		return nil, err
+	}
 	k := s.k(r.ID)
+	tk := k.of(r.Tenant)
 	ownerKey := k.req(r.ID) // unused without a limit; names the request's slot
 	if owner.Limit > 0 {
 		// The owner's set lives in each partition (one slot with the
 		// request); each partition holds its share of the limit.
-		ownerKey = k.owner(owner.ID)
+		ownerKey = tk.owner(owner.ID)
 		owner.Limit = (owner.Limit + s.parts.Len() - 1) / s.parts.Len()
 	}
 	bell, ring := k.req(r.ID), "0"
 	if opts.Ring && s.RingsOnCreate() {
 		bell, ring = BellKey(s.parts.Tag(s.parts.OfID(r.ID))), "1"
 	}
-	keys := []string{k.req(r.ID), k.all(), k.index(Pending), k.idem(idemKey), k.spec(r.ID), ownerKey, bell}
+	keys := []string{k.req(r.ID), tk.all(), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell}
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
 		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring}, r.fields()...)
 	for {
@@ -212,19 +220,20 @@ func cutSpace(s string) (string, string, bool) {
 	return s, "", false
 }
 
-// Remove deletes a request that was never handed to the queue (its enqueue
-// failed), with its index entries and idempotency claim, so a 503 answer
-// leaves nothing behind.
-func (s *Store) Remove(ctx context.Context, id, idemKey string) error {
+// Remove deletes request id of tenant t that was never handed to the
+// queue (its enqueue failed), with its index entries and idempotency
+// claim, so a 503 answer leaves nothing behind.
+func (s *Store) Remove(ctx context.Context, t, id, idemKey string) error {
 	pipe := s.rdb.TxPipeline()
 	k := s.k(id)
+	tk := k.of(t)
 	pipe.Del(ctx, k.req(id), k.attempts(id), k.redrives(id), k.spec(id), k.result(id))
-	pipe.ZRem(ctx, k.all(), id)
+	pipe.ZRem(ctx, tk.all(), id)
 	for _, st := range Statuses {
-		pipe.ZRem(ctx, k.index(st), id)
+		pipe.ZRem(ctx, tk.index(st), id)
 	}
 	if idemKey != "" {
-		pipe.Del(ctx, k.idem(idemKey))
+		pipe.Del(ctx, tk.idem(idemKey))
 	}
 	_, err := pipe.Exec(ctx)
 	return wrap(err)
@@ -252,37 +261,78 @@ func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 	return r, nil
 }
 
+// GetIn is Get for a caller of scope: another tenant's request is
+// ErrNotFound, as if it did not exist.
+func (s *Store) GetIn(ctx context.Context, scope tenant.Scope, id string) (*Request, error) {
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !scope.Has(r.Tenant) {
+		return nil, ErrNotFound
+	}
+	return r, nil
+}
+
+// tenantOf is the tenant of request id, checked against scope: ErrNotFound
+// when the request does not exist or is another tenant's. A request's
+// tenant never changes, so a script run after this check acts on the
+// tenant it checked.
+func (s *Store) tenantOf(ctx context.Context, scope tenant.Scope, id string) (string, error) {
+	v, err := s.rdb.HMGet(ctx, s.k(id).req(id), fStatus, fTenant).Result()
+	if err != nil {
+		return "", wrap(err)
+	}
+	if v[0] == nil {
+		return "", ErrNotFound
+	}
+	t, _ := v[1].(string)
+	if !scope.Has(t) {
+		return "", ErrNotFound
+	}
+	return tenant.Of(t), nil
+}
+
 // Page is one page of a listing.
 type Page struct {
 	Requests   []*Request
 	NextCursor string // empty on the last page
 }
 
-// List returns requests newest first, optionally of one status, starting
-// after cursor (an id from a previous page's NextCursor). Attempts are not
-// loaded.
-func (s *Store) List(ctx context.Context, status Status, cursor string, limit int) (*Page, error) {
+// List returns the requests of scope newest first, optionally of one
+// status, starting after cursor (an id from a previous page's
+// NextCursor). Attempts are not loaded.
+func (s *Store) List(ctx context.Context, scope tenant.Scope, status Status, cursor string, limit int) (*Page, error) {
 	if status == "" {
-		return s.ListIn(ctx, nil, cursor, limit)
+		return s.ListIn(ctx, scope, nil, cursor, limit)
 	}
-	return s.ListIn(ctx, []Status{status}, cursor, limit)
+	return s.ListIn(ctx, scope, []Status{status}, cursor, limit)
 }
 
 // ListIn is List over any of statuses (nil: every request), merged into
 // one newest-first order behind one cursor.
-func (s *Store) ListIn(ctx context.Context, statuses []Status, cursor string, limit int) (*Page, error) {
-	indexes := []func(keys) string{keys.all}
-	if statuses != nil {
-		indexes = indexes[:0]
-		for _, st := range statuses {
-			indexes = append(indexes, func(k keys) string { return k.index(st) })
+func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Status, cursor string, limit int) (*Page, error) {
+	tenants, err := s.tenantsIn(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	var indexes []func(keys) string
+	for _, t := range tenants {
+		if statuses == nil {
+			indexes = append(indexes, func(k keys) string { return k.of(t).all() })
 		}
+		for _, st := range statuses {
+			indexes = append(indexes, func(k keys) string { return k.of(t).index(st) })
+		}
+	}
+	page := &Page{Requests: []*Request{}}
+	if len(indexes) == 0 {
+		return page, nil
 	}
 	ids, err := s.newest(ctx, cursor, int64(limit)+1, indexes...)
 	if err != nil {
 		return nil, wrap(err)
 	}
-	page := &Page{Requests: []*Request{}}
 	if len(ids) > limit {
 		ids = ids[:limit]
 		page.NextCursor = ids[limit-1]
@@ -304,6 +354,9 @@ func (s *Store) ListIn(ctx context.Context, statuses []Status, cursor string, li
 		r := decode(id, h, specs[i])
 		if statuses != nil && !slices.Contains(statuses, r.Status) {
 			continue // moved between the two reads
+		}
+		if !scope.Has(r.Tenant) {
+			continue // an index entry of another tenant: a bug, never shown
 		}
 		page.Requests = append(page.Requests, r)
 	}
@@ -375,9 +428,13 @@ var cancelScript = script("cancel")
 // as who did. It returns
 // ErrNotFound, or ErrConflict when the request already finished; on
 // success, callbackDue says the request's outcome callback is now due.
-func (s *Store) Cancel(ctx context.Context, id, actor string, now time.Time) (callbackDue bool, err error) {
+func (s *Store) Cancel(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (callbackDue bool, err error) {
+	t, err := s.tenantOf(ctx, scope, id)
+	if err != nil {
+		return false, err
+	}
 	k := s.k(id)
-	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.statusIndexes()...), k.spec(id), k.result(id),
+	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.of(t).statusIndexes()...), k.spec(id), k.result(id),
 		k.callbackDue())
 	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds(), actor).Text()
 	if err != nil {
@@ -394,4 +451,43 @@ func (s *Store) Cancel(ctx context.Context, id, actor string, now time.Time) (ca
 		return false, fmt.Errorf("%w: request is %s", ErrConflict, res)
 	}
 	return false, errReply("cancel", res)
+}
+
+// register lists tenant t in TenantsKey, once per process: the sweeper and
+// an admin's lists find its indexes there.
+func (s *Store) register(ctx context.Context, t string) error {
+	if t = tenant.Of(t); t == tenant.Default {
+		return nil
+	}
+	if _, ok := s.registered.Load(t); ok {
+		return nil
+	}
+	if err := s.rdb.SAdd(ctx, TenantsKey, t).Err(); err != nil {
+		return wrap(err)
+	}
+	s.registered.Store(t, true)
+	return nil
+}
+
+// Tenants are the default tenant and every tenant that stored a record,
+// sorted.
+func (s *Store) Tenants(ctx context.Context) ([]string, error) {
+	names, err := s.rdb.SMembers(ctx, TenantsKey).Result()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	names = append(names, tenant.Default)
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// tenantsIn are the tenants of scope whose indexes a listing goes over.
+func (s *Store) tenantsIn(ctx context.Context, scope tenant.Scope) ([]string, error) {
+	if t, ok := scope.One(); ok {
+		return []string{t}, nil
+	}
+	if !scope.IsAll() {
+		return nil, nil
+	}
+	return s.Tenants(ctx)
 }

@@ -63,7 +63,7 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("TrimIndexes removed %d, %v; want 2", n, err)
 	}
-	left, _ := rdb.ZRange(ctx, k0.all(), 0, -1).Result()
+	left, _ := rdb.ZRange(ctx, d0.all(), 0, -1).Result()
 	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
 		t.Errorf("all-index after trim: %v", left)
 	}

@@ -18,17 +18,17 @@ type Unfinished struct {
 	MaxRetries    int
 }
 
-// Unfinished returns up to n pending or retrying requests of one status in
-// partition part, in id order after cursor, and the cursor of the next
+// Unfinished returns up to n pending or retrying requests of tenant t of
+// one status in partition part, in id order after cursor, and the cursor of the next
 // batch ("" when there is no more). Index entries whose record is gone or finished
 // are skipped.
-func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor string, n int) ([]Unfinished, string, error) {
+func (s *Store) Unfinished(ctx context.Context, part int, t string, status Status, cursor string, n int) ([]Unfinished, string, error) {
 	k := keysOf(s.parts.Tag(part))
 	start := "-"
 	if cursor != "" {
 		start = "(" + cursor
 	}
-	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.index(status), Start: start, Stop: "+", ByLex: true, Count: int64(n) + 1}).Result()
+	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.of(t).index(status), Start: start, Stop: "+", ByLex: true, Count: int64(n) + 1}).Result()
 	if err != nil || len(ids) == 0 {
 		return nil, "", wrap(err)
 	}
@@ -62,9 +62,10 @@ func (s *Store) Unfinished(ctx context.Context, part int, status Status, cursor 
 	return out, next, nil
 }
 
-// UnfinishedCount is how many requests of status partition part indexes.
-func (s *Store) UnfinishedCount(ctx context.Context, part int, status Status) (int64, error) {
-	n, err := s.rdb.ZCard(ctx, keysOf(s.parts.Tag(part)).index(status)).Result()
+// UnfinishedCount is how many requests of tenant t of status partition
+// part indexes.
+func (s *Store) UnfinishedCount(ctx context.Context, part int, t string, status Status) (int64, error) {
+	n, err := s.rdb.ZCard(ctx, keysOf(s.parts.Tag(part)).of(t).index(status)).Result()
 	return n, wrap(err)
 }
 
@@ -109,20 +110,26 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 // from growing with requests that no longer exist. It returns how many
 // entries it removed.
 func (s *Store) TrimIndexes(ctx context.Context, n int) (int, error) {
+	tenants, err := s.Tenants(ctx)
+	if err != nil {
+		return 0, err
+	}
 	removed := 0
 	for _, k := range s.each() {
-		n, err := s.trimPartition(ctx, k, n)
-		removed += n
-		if err != nil {
-			return removed, err
+		for _, t := range tenants {
+			n, err := s.trimPartition(ctx, k, k.of(t), n)
+			removed += n
+			if err != nil {
+				return removed, err
+			}
 		}
 	}
 	return removed, nil
 }
 
-func (s *Store) trimPartition(ctx context.Context, k keys, n int) (int, error) {
+func (s *Store) trimPartition(ctx context.Context, k keys, tk tkeys, n int) (int, error) {
 	removed := 0
-	for _, key := range []string{k.all(), k.index(Completed), k.index(Failed), k.index(Canceled)} {
+	for _, key := range []string{tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled)} {
 		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "-", Stop: "+", ByLex: true, Count: int64(n)}).Result()
 		if err != nil {
 			return removed, wrap(err)

@@ -201,6 +201,7 @@ func (s *Scheduler) makeRequest(ctx context.Context, sc *record.Schedule, t, now
 	// picks, so their idempotency claims meet there.
 	r.ID = s.Store.Partitions().NewID(now, key)
 	r.IdempotencyKey = key
+	r.Tenant = sc.Tenant // and so is its idempotency claim
 	if q := sc.QStash; q != nil {
 		// A QStash schedule's ticks are QStash messages: signed and
 		// headed as such, carrying the schedule's id and extras.

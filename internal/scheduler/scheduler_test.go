@@ -11,6 +11,7 @@ import (
 
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -41,7 +42,7 @@ func schedule(t *testing.T, store *record.Store, cron, catchUp string, next time
 
 func requests(t *testing.T, store *record.Store) int {
 	t.Helper()
-	page, err := store.List(context.Background(), "", "", 500)
+	page, err := store.List(context.Background(), tenant.All, "", "", 500)
 	if err != nil {
 		t.Fatal(err)
 	}

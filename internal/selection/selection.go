@@ -22,6 +22,7 @@ import (
 
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Error is a selection the route cannot take; Field names the key.
@@ -96,7 +97,14 @@ type Selection struct {
 	Cursor   string
 	// Params are the values of the route's own Params.
 	Params map[string]string
+	// Tenant is the tenant an admin key narrows the call to ("": its
+	// every tenant). Every route takes it; a tenant key may only name its
+	// own (the handlers check).
+	Tenant string
 }
+
+// TenantParam narrows any selection to one tenant.
+const TenantParam = "tenant"
 
 // All reports whether the call names no id and no filter.
 func (s Selection) All() bool { return !s.Named && len(s.Values) == 0 && s.From == 0 && s.To == 0 }
@@ -146,6 +154,10 @@ func Parse(rt Route, query url.Values, body []byte) (Selection, error) {
 					return Selection{}, errorf(k, "cursor is not one this API returned")
 				}
 				s.Cursor = c
+			}
+		case k == TenantParam:
+			if s.Tenant = strings.TrimSpace(last(v)); !tenant.Valid(s.Tenant) {
+				return Selection{}, errorf(k, "tenant must be 1 to 64 of a-z, 0-9, _ and -")
 			}
 		case slices.Contains(rt.Params, k):
 			s.Params[k] = last(v)

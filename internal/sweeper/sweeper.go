@@ -28,13 +28,15 @@ import (
 	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/tasks"
 )
 
 // Store is the part of the record store the sweeper reads.
 type Store interface {
-	UnfinishedCount(ctx context.Context, part int, status record.Status) (int64, error)
-	Unfinished(ctx context.Context, part int, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
+	UnfinishedCount(ctx context.Context, part int, tenant string, status record.Status) (int64, error)
+	Unfinished(ctx context.Context, part int, tenant string, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
+	Tenants(ctx context.Context) ([]string, error)
 	Partitions() partition.Set
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
 	TrimIndexes(ctx context.Context, n int) (int, error)
@@ -159,13 +161,19 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 		now = s.Now()
 	}
 	parts := s.Store.Partitions()
+	tenants, err := s.Store.Tenants(ctx)
+	if err != nil {
+		return st, err
+	}
 	for part := 0; part < parts.Len(); part++ {
 		if err := s.repairStranded(ctx, parts.Tag(part), now, &st); err != nil {
 			return st, err
 		}
-		for _, status := range []record.Status{record.Pending, record.Retrying} {
-			if err := s.sweepSlice(ctx, part, status, now, &st); err != nil {
-				return st, err
+		for _, t := range tenants {
+			for _, status := range []record.Status{record.Pending, record.Retrying} {
+				if err := s.sweepSlice(ctx, part, t, status, now, &st); err != nil {
+					return st, err
+				}
 			}
 		}
 	}
@@ -190,14 +198,17 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-// sweepSlice looks at the next slice of the unfinished records of status
-// in partition part, going on from where the last sweep stopped.
-func (s *Sweeper) sweepSlice(ctx context.Context, part int, status record.Status, now time.Time, st *Stats) error {
-	total, err := s.Store.UnfinishedCount(ctx, part, status)
+// sweepSlice looks at the next slice of tenant t's unfinished records of
+// status in partition part, going on from where the last sweep stopped.
+func (s *Sweeper) sweepSlice(ctx context.Context, part int, t string, status record.Status, now time.Time, st *Stats) error {
+	total, err := s.Store.UnfinishedCount(ctx, part, t, status)
 	if err != nil || total == 0 {
 		return err
 	}
-	field := fmt.Sprintf("%d:%s", part, status)
+	field := fmt.Sprintf("%d:%s", part, status) // the default tenant's, as before tenants
+	if t != tenant.Default {
+		field += ":" + t
+	}
 	cursor, err := s.RDB.HGet(ctx, cursorKey, field).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
@@ -206,7 +217,7 @@ func (s *Sweeper) sweepSlice(ctx context.Context, part int, status record.Status
 	wrapped := cursor == ""
 	for left := s.budget(total); left > 0; {
 		n := min(left, 500)
-		batch, next, err := s.Store.Unfinished(ctx, part, status, cursor, int(n))
+		batch, next, err := s.Store.Unfinished(ctx, part, t, status, cursor, int(n))
 		if err != nil {
 			return err
 		}

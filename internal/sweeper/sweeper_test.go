@@ -14,6 +14,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -113,7 +114,7 @@ func TestALostCallbackIsEnqueued(t *testing.T) {
 	t.Parallel()
 	sw, b := setup(t)
 	id := b.create(t, `{"url":"https://example.com","callbackUrl":"https://example.com/cb","delayMs":600000}`)
-	if _, err := b.store.Cancel(context.Background(), id, "api", b.now); err != nil {
+	if _, err := b.store.Cancel(context.Background(), tenant.All, id, "api", b.now); err != nil {
 		t.Fatal(err)
 	}
 	st, _, err := sw.SweepOnce(context.Background())

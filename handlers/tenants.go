@@ -1,0 +1,78 @@
+package handlers
+
+import (
+	"log/slog"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/internal/selection"
+	"github.com/retryd/retryd/internal/tenant"
+)
+
+// Key is one API key and whose it is.
+type Key struct {
+	Secret string
+	// Tenant owns what the key creates and is all it sees, unless Admin.
+	Tenant string
+	// Admin sees and acts on every tenant, and alone reaches the
+	// dashboard, /metrics and the signing keys.
+	Admin bool
+}
+
+// BareKeys are keys of the default tenant, admins as every key was before
+// tenants (and as they are while ADMIN_KEYS is unset).
+func BareKeys(secrets ...string) []Key {
+	out := make([]Key, len(secrets))
+	for i, s := range secrets {
+		out[i] = Key{Secret: s, Tenant: tenant.Default, Admin: true}
+	}
+	return out
+}
+
+// callerCtx is where Auth leaves the caller's Key (without its secret).
+const callerCtx = "retryd.caller"
+
+// caller is who is calling: with no keys configured (or before Auth ran),
+// the default tenant's admin, as every caller was before tenants.
+func caller(c *gin.Context) Key {
+	if k, ok := c.Get(callerCtx); ok {
+		return k.(Key)
+	}
+	return Key{Tenant: tenant.Default, Admin: true}
+}
+
+// TenantOf is the tenant what the caller creates belongs to.
+func TenantOf(c *gin.Context) string { return tenant.Of(caller(c).Tenant) }
+
+// Scope is what the caller reaches: a tenant key its own tenant; an admin
+// key every tenant, or the one narrow names ("" for none: the tenant
+// parameter of a list or bulk call). A tenant key that names another
+// tenant is refused, rather than silently shown its own.
+func Scope(c *gin.Context, narrow string) (tenant.Scope, error) {
+	k := caller(c)
+	if narrow != "" && !tenant.Valid(narrow) {
+		return tenant.Scope{}, Errorf(CodeInvalid, selection.TenantParam, "tenant must be 1 to 64 of a-z, 0-9, _ and -")
+	}
+	if !k.Admin {
+		if narrow != "" && narrow != tenant.Of(k.Tenant) {
+			return tenant.Scope{}, Errorf(CodeForbidden, selection.TenantParam, "this API key sees its own tenant only")
+		}
+		return tenant.Only(k.Tenant), nil
+	}
+	if narrow != "" {
+		return tenant.Only(narrow), nil
+	}
+	return tenant.All, nil
+}
+
+// ScopeOf is Scope narrowed by the request's tenant query parameter.
+func ScopeOf(c *gin.Context) (tenant.Scope, error) { return Scope(c, c.Query(selection.TenantParam)) }
+
+// AdminOnly refuses a caller whose key is not an admin key: 403.
+func AdminOnly(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if !caller(c).Admin {
+			Abort(c, log, Errorf(CodeForbidden, "", "this needs an admin key (ADMIN_KEYS)"))
+		}
+	}
+}
