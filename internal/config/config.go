@@ -32,10 +32,10 @@ type Config struct {
 	// RedisTLS (REDIS_TLS) speaks TLS to Cluster and Sentinel nodes, with
 	// the system roots or RedisTLSCAFile (REDIS_TLS_CA_FILE, PEM), which
 	// also serves a rediss:// REDIS_URL.
-	RedisTLS              bool
-	RedisTLSCAFile        string
-	Port                  int
-	WorkerConcurrency     int
+	RedisTLS          bool
+	RedisTLSCAFile    string
+	Port              int
+	WorkerConcurrency int
 	// APIKeys (API_KEYS) are the keys and their tenants; AdminKeys
 	// (ADMIN_KEYS) see and act on every tenant. While AdminKeys is empty,
 	// the default tenant's keys are the admins.

@@ -57,7 +57,9 @@ func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn
 	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
 		return q.API.Store.ListIn(ctx, scope, statuses, cursor, n)
 	}
-	get := func(ctx context.Context, id string) (*record.Request, error) { return q.API.Store.GetIn(ctx, scope, id) }
+	get := func(ctx context.Context, id string) (*record.Request, error) {
+		return q.API.Store.GetIn(ctx, scope, id)
+	}
 	keep := func(r *record.Request) bool { return slices.Contains(statuses, r.Status) }
 	return s.Walk(ctx, list, get, keep, fn)
 }

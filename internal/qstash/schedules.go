@@ -11,10 +11,10 @@ import (
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
-	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // A QStash schedule is a retryd schedule (it shows in GET /schedules and

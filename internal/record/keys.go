@@ -17,11 +17,11 @@ type keys string
 
 func keysOf(tag string) keys { return keys("{" + tag + "}:") }
 
-func (k keys) req(id string) string          { return string(k) + "req:" + id }
-func (k keys) attempts(id string) string     { return string(k) + "att:" + id }
-func (k keys) redrives(id string) string     { return string(k) + "rdr:" + id }
-func (k keys) spec(id string) string         { return string(k) + "spec:" + id }
-func (k keys) result(id string) string       { return string(k) + "res:" + id }
+func (k keys) req(id string) string      { return string(k) + "req:" + id }
+func (k keys) attempts(id string) string { return string(k) + "att:" + id }
+func (k keys) redrives(id string) string { return string(k) + "rdr:" + id }
+func (k keys) spec(id string) string     { return string(k) + "spec:" + id }
+func (k keys) result(id string) string   { return string(k) + "res:" + id }
 
 // tkeys builds the keys of one tenant within a partition: what a tenant
 // lists (its indexes), what it names (idempotency keys, schedule aliases)

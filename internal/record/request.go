@@ -163,19 +163,19 @@ const (
 	fCanceledBy     = "canceledBy"
 	// fTenant is stored only for a tenant other than the default one, so
 	// the records of before tenants read as the default's.
-	fTenant = "tenant"
-	fCreatedAt      = "createdAt"
-	fUpdatedAt      = "updatedAt"
-	fCompletedAt    = "completedAt"
-	fInflightN      = "inflightN"
-	fInflightAt     = "inflightAt"
-	fRedriveOpen    = "redriveOpen"
-	fFailedRun      = "failedRun"
-	fCbStatus       = "cbStatus"
-	fCbAttempts     = "cbAttempts"
-	fCbLastCode     = "cbLastStatusCode"
-	fCbLastError    = "cbLastError"
-	fCbUpdatedAt    = "cbUpdatedAt"
+	fTenant      = "tenant"
+	fCreatedAt   = "createdAt"
+	fUpdatedAt   = "updatedAt"
+	fCompletedAt = "completedAt"
+	fInflightN   = "inflightN"
+	fInflightAt  = "inflightAt"
+	fRedriveOpen = "redriveOpen"
+	fFailedRun   = "failedRun"
+	fCbStatus    = "cbStatus"
+	fCbAttempts  = "cbAttempts"
+	fCbLastCode  = "cbLastStatusCode"
+	fCbLastError = "cbLastError"
+	fCbUpdatedAt = "cbUpdatedAt"
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
