@@ -181,6 +181,7 @@ type Accepted struct {
 // Request is a request's document (GET /requests/{id}).
 type Request struct {
 	ID              string            `json:"id"`
+	Tenant          string            `json:"tenant"`
 	URL             string            `json:"url"`
 	Method          string            `json:"method"`
 	Headers         map[string]string `json:"headers"`
@@ -270,6 +271,7 @@ type ListOptions struct {
 	Status string // pending, retrying, completed, failed, canceled; "" for all
 	Limit  int    // 1–500; 0 for the API's default
 	Cursor string
+	Tenant string // an admin key's filter: that tenant's only; "" for every tenant the key sees
 }
 
 // PageQuery is the query of one page of a list: its size (0 for the API's
@@ -290,6 +292,9 @@ func ListQuery(o ListOptions) url.Values {
 	q := PageQuery(o.Limit, o.Cursor)
 	if o.Status != "" {
 		q.Set("status", o.Status)
+	}
+	if o.Tenant != "" {
+		q.Set("tenant", o.Tenant)
 	}
 	return q
 }
@@ -312,6 +317,7 @@ type DLQOptions struct {
 	Host         string // a host name, or host:port
 	Limit        int
 	Cursor       string
+	Tenant       string // an admin key's filter, as in ListOptions
 }
 
 // DLQQuery is the query of GET /dlq for o.
@@ -322,6 +328,9 @@ func DLQQuery(o DLQOptions) url.Values {
 	}
 	if o.Host != "" {
 		q.Set("host", o.Host)
+	}
+	if o.Tenant != "" {
+		q.Set("tenant", o.Tenant)
 	}
 	return q
 }
@@ -351,6 +360,7 @@ type BulkRedriveInput struct {
 	FailureClass string `json:"failureClass,omitempty"`
 	Host         string `json:"host,omitempty"`
 	Limit        int    `json:"limit,omitempty"`
+	Tenant       string `json:"tenant,omitempty"` // an admin key's filter
 }
 
 // BulkRedriveResult is what a bulk redrive did.
@@ -371,6 +381,7 @@ func (c *Client) BulkRedrive(ctx context.Context, in BulkRedriveInput) (*BulkRed
 // Schedule is a recurring request.
 type Schedule struct {
 	ID            string         `json:"id"`
+	Tenant        string         `json:"tenant"`
 	Cron          string         `json:"cron"`
 	Timezone      string         `json:"timezone"`
 	CatchUp       string         `json:"catchUp"`

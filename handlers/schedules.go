@@ -58,6 +58,7 @@ var scheduleFields = []string{"cron", "timezone", "request", "catchUp"}
 // ScheduleDocument is the API's view of a schedule.
 type ScheduleDocument struct {
 	ID            string         `json:"id"`
+	Tenant        string         `json:"tenant"`
 	Cron          string         `json:"cron"`
 	Timezone      string         `json:"timezone"`
 	CatchUp       string         `json:"catchUp"`
@@ -75,7 +76,7 @@ type FireDocument struct {
 }
 
 func (s *Schedules) document(sc *record.Schedule) ScheduleDocument {
-	d := ScheduleDocument{ID: sc.ID, Cron: sc.Cron, Timezone: sc.Timezone, CatchUp: sc.CatchUp, Paused: sc.Paused,
+	d := ScheduleDocument{ID: sc.ID, Tenant: sc.Tenant, Cron: sc.Cron, Timezone: sc.Timezone, CatchUp: sc.CatchUp, Paused: sc.Paused,
 		NextFireTimes: []string{}, LastFires: []FireDocument{}}
 	if sc.Timezone == "" {
 		d.Timezone = "UTC"

@@ -83,6 +83,7 @@ func (x *cli) listCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.Status, "status", "", "pending, retrying, completed, failed or canceled")
 	cmd.Flags().IntVar(&o.Limit, "limit", 0, "how many (1-500; the API's default is 50)")
 	cmd.Flags().StringVar(&o.Cursor, "cursor", "", "continue after this page")
+	cmd.Flags().StringVar(&o.Tenant, "tenant", "", "with an admin key: this tenant's only")
 	return cmd
 }
 
@@ -152,6 +153,7 @@ func (x *cli) requestDetail(r *client.Request) {
 	w := x.table()
 	row := func(k, v string) { fmt.Fprintf(w, "%s:\t%s\n", k, v) }
 	row("id", r.ID)
+	row("tenant", r.Tenant)
 	row("status", r.Status)
 	row("request", r.Method+" "+r.URL)
 	row("attempts", fmt.Sprintf("%d of %d", r.AttemptCount, r.MaxRetries+1))
@@ -229,6 +231,7 @@ func (x *cli) dlqCmd() *cobra.Command {
 	list.Flags().StringVar(&o.Host, "host", "", "a destination host name, or host:port")
 	list.Flags().IntVar(&o.Limit, "limit", 0, "how many (1-500; the API's default is 50)")
 	list.Flags().StringVar(&o.Cursor, "cursor", "", "continue after this page")
+	list.Flags().StringVar(&o.Tenant, "tenant", "", "with an admin key: this tenant's only")
 	dlq.AddCommand(list, x.redriveCmd())
 	return dlq
 }
@@ -282,6 +285,7 @@ func (x *cli) redriveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&in.FailureClass, "failure-class", "", "with --all: only this failure class")
 	cmd.Flags().StringVar(&in.Host, "host", "", "with --all: only this destination host (or host:port)")
 	cmd.Flags().IntVar(&in.Limit, "limit", 0, "with --all: at most this many (1-1000; the API's default is 100)")
+	cmd.Flags().StringVar(&in.Tenant, "tenant", "", "with --all and an admin key: this tenant's only")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "with --all: show what would be redriven, change nothing")
 	return cmd
 }
@@ -294,7 +298,7 @@ func (x *cli) dryRun(ctx context.Context, in client.BulkRedriveInput) error {
 	}
 	var picked []client.Request
 	var raws []json.RawMessage
-	o := client.DLQOptions{FailureClass: in.FailureClass, Host: in.Host}
+	o := client.DLQOptions{FailureClass: in.FailureClass, Host: in.Host, Tenant: in.Tenant}
 	for len(picked) < limit {
 		o.Limit = min(500, limit-len(picked))
 		raw, err := x.c.Raw(ctx, http.MethodGet, client.PathDLQ, client.DLQQuery(o), nil, nil)

@@ -37,6 +37,7 @@ func intPtr(n int) *int {
 // Document is the API's view of a request (GET /requests/{id}).
 type Document struct {
 	ID              string            `json:"id"`
+	Tenant          string            `json:"tenant"`
 	URL             string            `json:"url"`
 	Method          string            `json:"method"`
 	Headers         map[string]string `json:"headers"`
@@ -114,6 +115,7 @@ type AttemptDocument struct {
 func NewDocument(r *record.Request, withAttempts bool) Document {
 	d := Document{
 		ID:              r.ID,
+		Tenant:          r.Tenant,
 		URL:             redact.URL(r.URL),
 		Method:          r.Method,
 		Headers:         Redact(r.Headers),
