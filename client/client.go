@@ -410,6 +410,7 @@ func (c *Client) Schedules(ctx context.Context, limit int, cursor string) (*Sche
 // Flow is one active flow-control key.
 type Flow struct {
 	Key            string   `json:"key"`
+	Tenant         string   `json:"tenant"`
 	InFlight       int64    `json:"inFlight"`
 	Waiting        int64    `json:"waiting"`
 	Parallelism    *int     `json:"parallelism"`

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Flows serves GET /flows: each active flow-control key, summed over the
@@ -22,6 +23,10 @@ func (f *Flows) Routes(r gin.IRouter) { r.GET("/flows", f.list) }
 // FlowDocument is one key of GET /flows.
 type FlowDocument struct {
 	Key string `json:"key"`
+	// Tenant is whose key it is; a destination's own key (host:port, for
+	// requests without a flowControl key) is shown as the default
+	// tenant's.
+	Tenant string `json:"tenant"`
 	// InFlight are the attempts running now; Waiting the requests parked
 	// for a slot (from Redis for keys with a parallelism, else those
 	// parked in the last second).
@@ -42,6 +47,11 @@ type FlowDocument struct {
 
 func (f *Flows) list(c *gin.Context) {
 	now := f.API.Now()
+	scope, err := ScopeOf(c)
+	if err != nil {
+		Abort(c, f.API.Log, err)
+		return
+	}
 	stats, err := flow.Read(c.Request.Context(), f.RDB, now)
 	if err != nil {
 		Abort(c, f.API.Log, err)
@@ -49,7 +59,11 @@ func (f *Flows) list(c *gin.Context) {
 	}
 	out := make([]FlowDocument, 0, len(stats))
 	for _, s := range stats {
-		d := FlowDocument{Key: s.Key, InFlight: int64(s.InFlight), Waiting: int64(s.Parked), Attempts: s.Succeeded + s.Overloaded}
+		owner, key := tenant.Split(s.Key)
+		if !scope.Has(owner) {
+			continue
+		}
+		d := FlowDocument{Key: key, Tenant: owner, InFlight: int64(s.InFlight), Waiting: int64(s.Parked), Attempts: s.Succeeded + s.Overloaded}
 		if s.Parallelism > 0 {
 			d.Parallelism = &s.Parallelism
 			if taken, waiting, err := flow.Slots(c.Request.Context(), f.RDB, s.Key, now); err == nil {

@@ -127,3 +127,48 @@ func TestRedisCredentials(t *testing.T) {
 		t.Errorf("a private CA for a rediss:// URL: %v", err)
 	}
 }
+
+func TestAPIKeysNameTheirTenants(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(map[string]string{"API_KEYS": "bare, team-a:ka1,team-a:ka2, team_b:kb, default:has:colon", "ADMIN_KEYS": "root"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []APIKey{{"default", "bare"}, {"team-a", "ka1"}, {"team-a", "ka2"}, {"team_b", "kb"}, {"default", "has:colon"}}
+	if len(c.APIKeys) != len(want) {
+		t.Fatalf("keys %+v", c.APIKeys)
+	}
+	for i := range want {
+		if c.APIKeys[i] != want[i] {
+			t.Errorf("entry %d: %+v, want %+v", i+1, c.APIKeys[i], want[i])
+		}
+	}
+	if got := strings.Join(c.Tenants(), ","); got != "default,team-a,team_b" {
+		t.Errorf("tenants %s", got)
+	}
+	if len(c.AdminKeys) != 1 || c.AdminKeys[0] != "root" {
+		t.Errorf("admin keys %v", c.AdminKeys)
+	}
+	if s := c.String(); strings.Contains(s, "ka1") || strings.Contains(s, "root") || !strings.Contains(s, "5 key(s) of 3 tenant(s)") {
+		t.Errorf("start-up line shows keys or miscounts: %s", s)
+	}
+}
+
+func TestAPIKeysRejections(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct{ keys, admins, want string }{
+		"bad tenant": {keys: "Team-A:sk_live", want: "API_KEYS: entry 1: the text before its first colon is not a tenant name"},
+		"no key":     {keys: "ok,team-a:", want: "API_KEYS: entry 2 (tenant team-a) has no key after the colon"},
+		"twice":      {keys: "team-a:k,team-b:k", want: "API_KEYS: lists one key twice (or under two tenants)"},
+		"admin too":  {keys: "team-a:k", admins: "k", want: "ADMIN_KEYS: lists a key that API_KEYS (or ADMIN_KEYS) lists too"},
+	}
+	for name, c := range cases {
+		_, err := Load(env(map[string]string{"API_KEYS": c.keys, "ADMIN_KEYS": c.admins}))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "sk_live") {
+			t.Errorf("%s: the error shows the key: %v", name, err)
+		}
+	}
+}

@@ -224,7 +224,9 @@ const WaitingForFlowControl = "flow_control"
 // destination's host:port.
 func (r *Request) FlowKey() string {
 	if r.FlowControl != nil && r.FlowControl.Key != "" {
-		return r.FlowControl.Key
+		// A tenant's key is its own: another tenant's same key is
+		// another limit.
+		return tenant.Qualify(r.Tenant, r.FlowControl.Key)
 	}
 	return hostPortOf(r.URL)
 }

@@ -3,6 +3,8 @@
 // tenant (an admin key).
 package tenant
 
+import "strings"
+
 // Default is the tenant of a bare API key, of every record written before
 // tenants existed, and of every request when no keys are configured.
 const Default = "default"
@@ -64,4 +66,28 @@ func (s Scope) String() string {
 		return "tenant " + s.one
 	}
 	return "no tenant"
+}
+
+// sep joins a tenant to a name it chose. Names a client chooses (a
+// flow-control key) hold no control characters, so a qualified name never
+// equals one a client wrote.
+const sep = "\x1f"
+
+// Qualify is the name a tenant's own name (a flow-control key) has inside
+// retryd, apart from every other tenant's same name: the default tenant's
+// names are what they were before tenants.
+func Qualify(t, name string) string {
+	if t = Of(t); t == Default {
+		return name
+	}
+	return t + sep + name
+}
+
+// Split is Qualify undone: the tenant a qualified name belongs to and the
+// name the tenant chose.
+func Split(qualified string) (t, name string) {
+	if t, name, ok := strings.Cut(qualified, sep); ok {
+		return t, name
+	}
+	return Default, qualified
 }
