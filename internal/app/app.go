@@ -470,8 +470,14 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		QStash:       qsigner,
 		Timer:        queue,
 	}
-	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, Adaptive: cfg.FlowAdaptive,
-		MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), time.Now)
+	// Fairness between tenants holds when there are tenants to be fair
+	// between: the worker reads them from API_KEYS, as the API does.
+	tenantShare := 0.0
+	if len(cfg.Tenants()) > 1 {
+		tenantShare = cfg.FlowTenantShare
+	}
+	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: tenantShare,
+		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), time.Now)
 	defer h.Flow.Close()
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks

@@ -77,6 +77,10 @@ type Config struct {
 	// FlowFairShare is the share of a worker's slots one destination may
 	// hold (FLOW_FAIR_SHARE, default 0.5; 1 turns fairness off).
 	FlowFairShare float64
+	// FlowTenantShare is the share of a worker's slots one tenant may
+	// hold, whatever its destinations, when API_KEYS names more than one
+	// tenant (FLOW_TENANT_SHARE, default 0.5; 1 turns it off).
+	FlowTenantShare float64
 	// FlowAdaptive turns adaptive backpressure on (FLOW_ADAPTIVE, default
 	// true).
 	FlowAdaptive bool
@@ -94,7 +98,7 @@ var Names = []string{
 	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
-	"FLOW_FAIR_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
+	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
 }
 
 // Defaults.
@@ -212,14 +216,18 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		seen[k] = true
 	}
-	c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate = 0.5, true, 1
-	if v := strings.TrimSpace(getenv("FLOW_FAIR_SHARE")); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0 && f <= 1) {
-			bad("FLOW_FAIR_SHARE", "must be a number above 0 and at most 1 (1 turns fairness off), got %q", v)
+	c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate = 0.5, 0.5, true, 1
+	share := func(name string, dst *float64) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0 && f <= 1) {
+				bad(name, "must be a number above 0 and at most 1 (1 turns fairness off), got %q", v)
+			}
+			*dst = f
 		}
-		c.FlowFairShare = f
 	}
+	share("FLOW_FAIR_SHARE", &c.FlowFairShare)
+	share("FLOW_TENANT_SHARE", &c.FlowTenantShare)
 	if v := strings.TrimSpace(getenv("FLOW_ADAPTIVE")); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -374,12 +382,12 @@ func (c Config) String() string {
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
 		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
-		"FLOW_FAIR_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g",
+		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
 		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
-		c.FlowFairShare, c.FlowAdaptive, c.FlowAdaptiveMinRate)
+		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate)
 }
 
 // MaskURL hides the password of a redis:// URL.

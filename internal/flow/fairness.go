@@ -8,9 +8,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 const (
@@ -85,7 +87,57 @@ func (h *host) promise(ids []string, now time.Time) {
 	}
 }
 
-// fairNames are the Redis keys of a destination's fairness line.
+// tenantLanePrefix starts the lane name of a tenant: no host:port does.
+const tenantLanePrefix = "tenant\x1f"
+
+// tenantLane is the name, among the destinations' lanes, of tenant t's
+// share of the worker's slots and of its fairness line: a tenant, like a
+// destination, holds at most a share of the slots, and its waiters wait
+// in a line of their own in Redis.
+func tenantLane(t string) string { return tenantLanePrefix + tenant.Of(t) }
+
+// capOf is how many of this worker's slots lane may hold.
+func (c *Controller) capOf(lane string) int {
+	if strings.HasPrefix(lane, tenantLanePrefix) {
+		if n, ok := c.TenantCap(); ok {
+			return n
+		}
+	}
+	return c.FairCap()
+}
+
+// lane is the fairness state of lane name, made on first use. c.mu is
+// held.
+func (c *Controller) lane(name string) *host {
+	h := c.hosts[name]
+	if h == nil {
+		h = &host{}
+		c.hosts[name] = h
+	}
+	return h
+}
+
+// parkInLine puts id in lane name's line, which is at its cap here, and
+// returns the *Parked saying how long its task sleeps unless woken (or
+// the error that kept it out of line). It is called with c.mu held, and
+// releases it.
+func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id string, now time.Time) error {
+	known := !h.lineSeen.IsZero()
+	h.lineSeen = now
+	mean, capacity := h.meanDur, c.capOf(name)
+	c.mu.Unlock()
+	n, err := c.waitInLine(ctx, name, id, now)
+	if err != nil {
+		return err
+	}
+	if !known || n == 1 {
+		c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) { h.listed = at })
+	}
+	return &Parked{Until: now.Add(lineFallback(n, mean, capacity))}
+}
+
+// fairNames are the Redis keys of a destination's (or a tenant's)
+// fairness line.
 func fairNames(hostPort string) (line, promoted string) {
 	return record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted")
 }
@@ -181,7 +233,7 @@ func (c *Controller) Rebalance(ctx context.Context) {
 			if now.Sub(h.listed) >= AdoptEvery {
 				relist = append(relist, name)
 			}
-			if free := h.freeSlots(c.FairCap(), now); free > 0 {
+			if free := h.freeSlots(c.capOf(name), now); free > 0 {
 				lines = append(lines, lineFree{name, free})
 			}
 		}
@@ -265,7 +317,7 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 			free := 0
 			if h := c.hosts[hostPort]; h != nil {
 				delete(h.woken, id)
-				free = min(1, h.freeSlots(c.FairCap(), c.now()))
+				free = min(1, h.freeSlots(c.capOf(hostPort), c.now()))
 			}
 			c.mu.Unlock()
 			id = ""

@@ -31,8 +31,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/retryd/retryd/internal/record"
 )
 
 //go:embed scripts/*.lua
@@ -61,6 +59,10 @@ type Config struct {
 	// FairShare is the share of Concurrency one destination may hold
 	// (FLOW_FAIR_SHARE, default 0.5); 1 turns fairness off.
 	FairShare float64
+	// TenantShare is the share of Concurrency one tenant may hold, over
+	// all its destinations (FLOW_TENANT_SHARE when API_KEYS names more
+	// than one tenant); 0 or 1 turns it off.
+	TenantShare float64
 	// Adaptive turns adaptive backpressure on (FLOW_ADAPTIVE).
 	Adaptive bool
 	// MinRate is the floor of an adaptive cut, per second
@@ -85,6 +87,7 @@ const (
 type Request struct {
 	ID       string
 	HostPort string // fairness is per destination
+	Tenant   string // and per tenant, when TenantShare is on
 	Key      string // flowControl.key, else HostPort
 	// Parallelism and Rate per Period are the request's flowControl (0:
 	// none).
@@ -162,11 +165,24 @@ func (c *Controller) FairCap() int {
 	return max(1, int(float64(c.cfg.Concurrency)*c.cfg.FairShare))
 }
 
+// TenantCap is how many slots of this worker one tenant may hold; ok is
+// false when fairness between tenants is off.
+func (c *Controller) TenantCap() (n int, ok bool) {
+	if c.cfg.TenantShare <= 0 || c.cfg.TenantShare >= 1 || c.cfg.Concurrency <= 0 {
+		return 0, false
+	}
+	return max(1, int(float64(c.cfg.Concurrency)*c.cfg.TenantShare)), true
+}
+
 // Ticket is an admitted attempt; Done gives back what it holds.
 type Ticket struct {
-	c      *Controller
-	req    Request
-	start  time.Time
+	c     *Controller
+	req   Request
+	start time.Time
+	// lanes are the fairness lanes the attempt holds a slot of: its
+	// tenant's (when fairness between tenants is on), then its
+	// destination's.
+	lanes  []string
 	global bool // holds a parallelism slot in Redis
 }
 
@@ -244,33 +260,28 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 			return nil, &Parked{Until: until}
 		}
 	}
+	// Fairness: the tenant's share of the worker's slots, then the
+	// destination's. A request over either waits in that one's line.
+	lanes := []string{req.HostPort}
+	if _, ok := c.TenantCap(); ok {
+		lanes = []string{tenantLane(req.Tenant), req.HostPort}
+	}
 	c.mu.Lock()
-	h := c.hosts[req.HostPort]
-	if h == nil {
-		h = &host{}
-		c.hosts[req.HostPort] = h
-	}
-	delete(h.woken, req.ID) // back (here) from a wake-up
-	if h.inflight >= c.FairCap() {
-		known := !h.lineSeen.IsZero()
-		h.lineSeen = now
-		k.parked++
-		mean := h.meanDur
-		c.mu.Unlock()
-		n, err := c.waitInLine(ctx, req.HostPort, req.ID, now)
-		if err != nil {
-			return nil, err
+	for _, name := range lanes {
+		h := c.lane(name)
+		delete(h.woken, req.ID) // back (here) from a wake-up
+		if h.inflight >= c.capOf(name) {
+			k.parked++
+			return nil, c.parkInLine(ctx, name, h, req.ID, now) // unlocks c.mu; a *Parked or an error
 		}
-		if !known || n == 1 {
-			c.listLine(ctx, record.FairLinesKey, req.HostPort, "", func(at time.Time) { h.listed = at })
-		}
-		return nil, &Parked{Until: now.Add(lineFallback(n, mean, c.FairCap()))}
 	}
-	h.inflight++
+	for _, name := range lanes {
+		c.hosts[name].inflight++
+	}
 	k.inflight++
 	c.mu.Unlock()
 
-	t := &Ticket{c: c, req: req, start: now}
+	t := &Ticket{c: c, req: req, start: now, lanes: lanes}
 	if req.Parallelism > 0 {
 		until, ok, err := c.acquire(ctx, req, now)
 		if err != nil || !ok {
@@ -303,8 +314,10 @@ func (c *Controller) parkedOne(name string) {
 func (t *Ticket) undo() {
 	c := t.c
 	c.mu.Lock()
-	if h := c.hosts[t.req.HostPort]; h != nil {
-		h.inflight--
+	for _, name := range t.lanes {
+		if h := c.hosts[name]; h != nil {
+			h.inflight--
+		}
 	}
 	if k := c.keys[t.req.Key]; k != nil {
 		k.inflight--
@@ -317,12 +330,19 @@ func (t *Ticket) undo() {
 func (t *Ticket) Done(ctx context.Context, o Outcome) {
 	c, now := t.c, t.c.now()
 	c.mu.Lock()
-	free, line := 0, false
-	if h := c.hosts[t.req.HostPort]; h != nil {
-		h.inflight--
-		free = h.freeSlots(c.FairCap(), now)
-		line = !h.lineSeen.IsZero()
-		h.took(now.Sub(t.start))
+	type freed struct {
+		lane string
+		free int
+	}
+	var lines []freed
+	for _, name := range t.lanes {
+		if h := c.hosts[name]; h != nil {
+			h.inflight--
+			h.took(now.Sub(t.start))
+			if !h.lineSeen.IsZero() {
+				lines = append(lines, freed{name, h.freeSlots(c.capOf(name), now)})
+			}
+		}
 	}
 	k := c.keys[t.req.Key]
 	if k != nil {
@@ -330,12 +350,12 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 		k.learn(c, o, now)
 	}
 	c.mu.Unlock()
-	if line {
-		// The slot goes to the destination's longest waiter, whichever
-		// worker parked it; one round trip, which also forgets this
-		// request's place. Without a line (as far as this worker knows:
-		// Rebalance looks at those it saw) an attempt costs nothing here.
-		c.promote(ctx, t.req.HostPort, t.req.ID, free)
+	for _, l := range lines {
+		// The slot goes to the lane's longest waiter, whichever worker
+		// parked it; one round trip, which also forgets this request's
+		// place. Without a line (as far as this worker knows: Rebalance
+		// looks at those it saw) an attempt costs nothing here.
+		c.promote(ctx, l.lane, t.req.ID, l.free)
 	}
 	if t.global {
 		c.release(ctx, t.req, t.req.ID)

@@ -148,6 +148,38 @@ func TestFairnessCapsOneDestinationAtHalfTheSlots(t *testing.T) {
 	waitWoken(t, w, []string{"c", "d"})
 }
 
+// Fairness between tenants: one tenant spreading its requests over
+// several destinations holds at most its share of the slots; another
+// tenant's request starts at once; a freed slot of the tenant goes to its
+// longest waiter, whatever its destination.
+func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, w, clk)
+	flood := func(id string, host int) Request {
+		hp := fmt.Sprintf("slow-%d:443", host)
+		return Request{ID: id, HostPort: hp, Key: hp, Tenant: "flooder", Timeout: time.Second}
+	}
+	var held []*Ticket
+	for i := range 4 { // four destinations, one each: the tenant's 4 of 8 slots
+		held = append(held, admit(t, c, flood(fmt.Sprint("f", i), i)))
+	}
+	parked(t, c, flood("f4", 4)) // a fifth destination: the tenant is at its share
+	clk.add(time.Millisecond)
+	parked(t, c, flood("f5", 5))
+	other := admit(t, c, Request{ID: "o", HostPort: "slow-0:443", Key: "slow-0:443", Tenant: "quiet"})
+	other.Done(context.Background(), Succeeded)
+	held[0].Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"f4"})
+	held[1].Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"f4", "f5"})
+	off := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5}, w, clk)
+	for i := range 6 {
+		admit(t, off, flood(fmt.Sprint("n", i), i)) // without TenantShare: no tenant cap
+	}
+}
+
 // A waiter that is gone (canceled) does not take the wake-up: the next
 // one does.
 func TestFairnessSkipsAGoneWaiter(t *testing.T) {
