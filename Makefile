@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog profile lint fuzz chaos
+.PHONY: help run test deps bench bench-backlog bench-tenants profile lint fuzz chaos
 
 ## help: list the targets
 help:
@@ -45,6 +45,10 @@ bench: deps
 ## bench-backlog: what waiting costs (SPEC 8.1): commands and CPU per attempt with a backlog queued (BENCH_BACKLOG=20000, BENCH_WINDOW=30 s, BENCH_SCENARIOS=rate,slow,failing, BENCH_WORKER_ENV="K=V ...")
 bench-backlog: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkBacklog$$' -benchtime 1x -timeout 60m ./e2e/ | grep -E '^(BACKLOG|ok|FAIL|---)'
+
+## bench-tenants: fairness between tenants (SPEC 8.3): another tenant's first attempts while one floods slow destinations, FLOW_TENANT_SHARE 0.5 and 1 (BENCH_TENANT_FLOOD=3000, BENCH_TENANT_PROBES=20)
+bench-tenants: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkTenantFairness$$' -benchtime 1x -timeout 30m ./e2e/ | grep -E '^(TENANTS|ok|FAIL|---)'
 
 ## profile: where each process's CPU per request goes: perf on the running stack, pprof in process, Redis instructions per script under callgrind (needs linux-perf, valgrind)
 profile: deps
