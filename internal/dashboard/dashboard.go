@@ -35,6 +35,7 @@ import (
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -106,6 +107,9 @@ func Summary(r *record.Request) string {
 	}
 	if r.RedriveCount > 0 {
 		s += fmt.Sprintf(" · redriven %d", r.RedriveCount)
+	}
+	if r.Tenant != "" && r.Tenant != tenant.Default {
+		s += " · tenant " + r.Tenant // the dashboard is an admin's: every tenant's rows
 	}
 	return s
 }

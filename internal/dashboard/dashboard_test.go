@@ -18,6 +18,10 @@ func TestSummaryShowsTheRequest(t *testing.T) {
 			"pending · attempt 0/1 · GET e.com/ · no answer yet · waiting for flow_control"},
 		{record.Request{Method: "PUT", URL: "http://e.com/x", Status: record.Failed, AttemptCount: 6, BudgetUsed: 3, MaxRetries: 2, FailureClass: "timeout", RedriveCount: 1},
 			"failed · attempt 3/3 · PUT e.com/x · last timeout · redriven 1"},
+		{record.Request{Tenant: "team-a", Method: "GET", URL: "http://e.com/", Status: record.Completed, BudgetUsed: 1, LastStatusCode: 200},
+			"completed · attempt 1/1 · GET e.com/ · last 200 · tenant team-a"},
+		{record.Request{Tenant: "default", Method: "GET", URL: "http://e.com/", Status: record.Completed, BudgetUsed: 1, LastStatusCode: 200},
+			"completed · attempt 1/1 · GET e.com/ · last 200"},
 	} {
 		if got := Summary(&c.r); got != c.want {
 			t.Errorf("Summary = %q\\n want %q", got, c.want)
