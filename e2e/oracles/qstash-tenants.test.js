@@ -11,6 +11,7 @@ const assert = require("node:assert/strict");
 const http = require("node:http");
 const fs = require("node:fs");
 const { Client, Receiver, QstashError } = require("@upstash/qstash");
+const { until } = require("./until.js");
 
 for (const k of ["QSTASH_DEV", "QSTASH_REGION", "QSTASH_URL", "QSTASH_TOKEN"]) delete process.env[k];
 
@@ -40,16 +41,6 @@ const server = http.createServer((req, res) => {
 });
 const to = (path) => `${dest}${path}`;
 const callsTo = (path) => calls.filter((c) => c.path === path);
-
-async function until(what, cond, ms = 15000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 const notFound = (e) => e instanceof QstashError && /not found|no request|no schedule/i.test(e.message);
 

@@ -9,6 +9,7 @@ const assert = require("node:assert/strict");
 const http = require("node:http");
 const fs = require("node:fs");
 const { Client, Receiver, QstashError } = require("@upstash/qstash");
+const { until } = require("./until.js");
 
 delete process.env.QSTASH_DEV;
 delete process.env.QSTASH_REGION;
@@ -58,16 +59,6 @@ const to = (path, ...statuses) => {
   return `${dest}${path}`;
 };
 const callsTo = (path) => calls.filter((c) => c.path === path);
-
-async function until(what, cond, ms = 15000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 before(async () => {
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
