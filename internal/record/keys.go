@@ -68,6 +68,14 @@ func (k keys) schedule(id string) string      { return string(k) + "sch:" + id }
 func (k keys) scheduleFires(id string) string { return string(k) + "sch-fires:" + id }
 func (k tkeys) schedules() string             { return string(k) + "idx:schedules" }
 
+// topic is a topic's endpoints (in partition 0); topics indexes a
+// tenant's topics by name.
+func (k tkeys) topic(name string) string { return string(k) + "topic:" + hashHex(name) }
+func (k tkeys) topics() string           { return string(k) + "idx:topics" }
+
+// publication is one publish to a topic: its children.
+func (k keys) publication(id string) string { return string(k) + "pub:" + id }
+
 // scheduleAlias maps a QStash schedule id its client chose to retryd's.
 func (k tkeys) scheduleAlias(alias string) string { return string(k) + "sch-alias:" + hashHex(alias) }
 

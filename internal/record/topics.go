@@ -1,0 +1,278 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/tenant"
+)
+
+// Topic is a named set of endpoints (QStash's URL group): a request
+// published to it becomes one request per endpoint.
+type Topic struct {
+	Name      string
+	Tenant    string
+	Endpoints []Endpoint // in the order they were added
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Endpoint is one destination of a topic; Name is optional.
+type Endpoint struct {
+	Name string `json:"name,omitempty"`
+	URL  string `json:"url"`
+}
+
+// Topic limits.
+const (
+	MaxTopicEndpoints = 100
+	MaxTopics         = 1000 // per tenant
+)
+
+// ErrTopicFull: adding the endpoints would pass MaxTopicEndpoints or
+// MaxTopics; nothing was added.
+var ErrTopicFull = errors.New("topic limit reached")
+
+// Topics live in partition 0, in their tenant's keys: they are few and
+// small, and a publish reads one whole.
+
+// topicScript adds (ARGV[1] "add") or removes ("remove") endpoints of a
+// topic hash in one step, so concurrent calls lose no endpoint. Fields:
+// "createdAt", "updatedAt", "seq", and "e:<url>" -> "<seq> <name>".
+// KEYS[1]: the topic hash; KEYS[2]: the tenant's topic index.
+// ARGV[2]: now (ms); ARGV[3]: MaxTopicEndpoints; ARGV[4]: MaxTopics;
+// ARGV[5]: the topic's name (its index member); ARGV[6..]: url, name pairs
+// (a remove matches a url, or a name when its url is "").
+// Returns the endpoints left, or "full".
+var topicScript = redis.NewScript(`
+local add = ARGV[1] == "add"
+local exists = redis.call("EXISTS", KEYS[1]) == 1
+if add and not exists and redis.call("ZCARD", KEYS[2]) >= tonumber(ARGV[4]) then return "full" end
+if not add and not exists then return 0 end
+local fields = redis.call("HGETALL", KEYS[1])
+local have = {}
+local n = 0
+for i = 1, #fields, 2 do
+  if string.sub(fields[i], 1, 2) == "e:" then
+    have[string.sub(fields[i], 3)] = fields[i + 1]
+    n = n + 1
+  end
+end
+if add then
+  -- Refuse before any write: a script's writes are not undone.
+  local grown, seen = n, {}
+  for i = 6, #ARGV, 2 do
+    if not have[ARGV[i]] and not seen[ARGV[i]] then
+      seen[ARGV[i]] = true
+      grown = grown + 1
+    end
+  end
+  if grown > tonumber(ARGV[3]) then return "full" end
+end
+for i = 6, #ARGV, 2 do
+  local url, name = ARGV[i], ARGV[i + 1]
+  if add then
+    if not have[url] then n = n + 1 end
+    local seq = redis.call("HINCRBY", KEYS[1], "seq", 1)
+    if have[url] then seq = string.match(have[url], "^(%d+)") end
+    have[url] = seq .. " " .. name
+    redis.call("HSET", KEYS[1], "e:" .. url, have[url])
+  else
+    for u, v in pairs(have) do
+      if u == url or (url == "" and string.match(v, "^%d+ (.*)$") == name) then
+        redis.call("HDEL", KEYS[1], "e:" .. u)
+        have[u] = nil
+        n = n - 1
+      end
+    end
+  end
+end
+if n == 0 then
+  redis.call("DEL", KEYS[1])
+  redis.call("ZREM", KEYS[2], ARGV[5])
+  return 0
+end
+redis.call("HSETNX", KEYS[1], "createdAt", ARGV[2])
+redis.call("HSET", KEYS[1], "updatedAt", ARGV[2])
+redis.call("ZADD", KEYS[2], 0, ARGV[5])
+return n
+`)
+
+func (s *Store) topicKeys(t, name string) (hash, index string) {
+	tk := s.first().of(t)
+	return tk.topic(name), tk.topics()
+}
+
+// AddEndpoints adds endpoints to tenant t's topic name, creating it; an
+// endpoint already there (by URL) takes the new name. It returns
+// ErrTopicFull past the limits.
+func (s *Store) AddEndpoints(ctx context.Context, t, name string, eps []Endpoint, now time.Time) error {
+	return s.changeTopic(ctx, t, name, "add", eps, now)
+}
+
+// RemoveEndpoints removes the endpoints of tenant t's topic name that
+// match one of eps (by URL, or by name for one without a URL); a topic
+// left empty is deleted.
+func (s *Store) RemoveEndpoints(ctx context.Context, t, name string, eps []Endpoint, now time.Time) error {
+	return s.changeTopic(ctx, t, name, "remove", eps, now)
+}
+
+func (s *Store) changeTopic(ctx context.Context, t, name, op string, eps []Endpoint, now time.Time) error {
+	if err := s.register(ctx, t); err != nil {
+		return err
+	}
+	hash, index := s.topicKeys(t, name)
+	args := []any{op, now.UnixMilli(), MaxTopicEndpoints, MaxTopics, name}
+	for _, e := range eps {
+		args = append(args, e.URL, e.Name)
+	}
+	res, err := topicScript.Run(ctx, s.rdb, []string{hash, index}, args...).Result()
+	if err != nil {
+		return wrap(err)
+	}
+	switch v := res.(type) {
+	case string:
+		if v == "full" {
+			return fmt.Errorf("%w: a topic holds at most %d endpoints, a tenant at most %d topics", ErrTopicFull, MaxTopicEndpoints, MaxTopics)
+		}
+		return errReply("topic", v)
+	case int64:
+		return nil
+	}
+	return errReply("topic", res)
+}
+
+// GetTopic returns tenant t's topic name, or ErrNotFound.
+func (s *Store) GetTopic(ctx context.Context, t, name string) (*Topic, error) {
+	hash, _ := s.topicKeys(t, name)
+	h, err := s.rdb.HGetAll(ctx, hash).Result()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if len(h) == 0 {
+		return nil, ErrNotFound
+	}
+	tp := &Topic{Name: name, Tenant: tenant.Of(t), CreatedAt: fromMs(h["createdAt"]), UpdatedAt: fromMs(h["updatedAt"])}
+	type placed struct {
+		seq int
+		ep  Endpoint
+	}
+	var eps []placed
+	for f, v := range h {
+		url, ok := strings.CutPrefix(f, "e:")
+		if !ok {
+			continue
+		}
+		seq, epName, _ := strings.Cut(v, " ")
+		n, _ := strconv.Atoi(seq)
+		eps = append(eps, placed{n, Endpoint{Name: epName, URL: url}})
+	}
+	slices.SortFunc(eps, func(a, b placed) int { return a.seq - b.seq })
+	for _, e := range eps {
+		tp.Endpoints = append(tp.Endpoints, e.ep)
+	}
+	return tp, nil
+}
+
+// ListTopics returns every topic of scope, by tenant then name.
+func (s *Store) ListTopics(ctx context.Context, scope tenant.Scope) ([]*Topic, error) {
+	tenants, err := s.tenantsIn(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	out := []*Topic{}
+	for _, t := range tenants {
+		_, index := s.topicKeys(t, "")
+		names, err := s.rdb.ZRange(ctx, index, 0, -1).Result()
+		if err != nil {
+			return nil, wrap(err)
+		}
+		for _, name := range names {
+			tp, err := s.GetTopic(ctx, t, name)
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, tp)
+		}
+	}
+	return out, nil
+}
+
+// DeleteTopic deletes tenant t's topic name; requests published to it
+// stay. ErrNotFound when there is none.
+func (s *Store) DeleteTopic(ctx context.Context, t, name string) error {
+	hash, index := s.topicKeys(t, name)
+	pipe := s.rdb.TxPipeline()
+	del := pipe.Del(ctx, hash)
+	pipe.ZRem(ctx, index, name)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return wrap(err)
+	}
+	if del.Val() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Publication is one publish to a topic: the requests it made, one per
+// endpoint.
+type Publication struct {
+	ID        string
+	Tenant    string
+	Topic     string
+	CreatedAt time.Time
+	Children  []Child
+}
+
+// Child is one request of a publication.
+type Child struct {
+	ID       string `json:"id"`
+	Endpoint string `json:"endpoint,omitempty"` // the endpoint's name
+	URL      string `json:"url"`
+}
+
+// publicationTTL is how long a publication is kept: its children's
+// retention, and a week for their delays and retries.
+func (s *Store) publicationTTL() time.Duration { return s.retention + 7*24*time.Hour }
+
+// SavePublication stores p (its children made).
+func (s *Store) SavePublication(ctx context.Context, p *Publication) error {
+	children, _ := json.Marshal(p.Children)
+	k := s.k(p.ID).publication(p.ID)
+	pipe := s.rdb.TxPipeline()
+	fields := []any{"topic", p.Topic, "createdAt", p.CreatedAt.UnixMilli(), "children", string(children)}
+	if t := tenant.Of(p.Tenant); t != tenant.Default {
+		fields = append(fields, fTenant, t)
+	}
+	pipe.HSet(ctx, k, fields...)
+	pipe.PExpire(ctx, k, s.publicationTTL())
+	_, err := pipe.Exec(ctx)
+	return wrap(err)
+}
+
+// GetPublication returns publication id of scope, or ErrNotFound.
+func (s *Store) GetPublication(ctx context.Context, scope tenant.Scope, id string) (*Publication, error) {
+	h, err := s.rdb.HGetAll(ctx, s.k(id).publication(id)).Result()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if len(h) == 0 || !scope.Has(h[fTenant]) {
+		return nil, ErrNotFound
+	}
+	p := &Publication{ID: id, Tenant: tenant.Of(h[fTenant]), Topic: h["topic"], CreatedAt: fromMs(h["createdAt"])}
+	if err := json.Unmarshal([]byte(h["children"]), &p.Children); err != nil {
+		return nil, fmt.Errorf("publication %s: %w", id, err)
+	}
+	return p, nil
+}
