@@ -69,6 +69,7 @@ const (
 	PathDLQ       = "/dlq"
 	PathSchedules = "/schedules"
 	PathFlows     = "/flows"
+	PathTopics    = "/topics"
 )
 
 // Raw performs one call and returns the API's JSON answer as sent. body,
@@ -182,6 +183,8 @@ type Accepted struct {
 type Request struct {
 	ID              string            `json:"id"`
 	Tenant          string            `json:"tenant"`
+	Topic           string            `json:"topic,omitempty"`
+	PublicationID   string            `json:"publicationId,omitempty"`
 	URL             string            `json:"url"`
 	Method          string            `json:"method"`
 	Headers         map[string]string `json:"headers"`
@@ -427,4 +430,91 @@ func (c *Client) Flows(ctx context.Context) ([]Flow, error) {
 		Data []Flow `json:"data"`
 	}
 	return out.Data, c.call(ctx, http.MethodGet, PathFlows, nil, nil, &out, nil)
+}
+
+// Endpoint is one destination of a topic.
+type Endpoint struct {
+	Name string `json:"name,omitempty"`
+	URL  string `json:"url"`
+}
+
+// Endpoints is the body of adding or removing a topic's endpoints.
+type Endpoints struct {
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// Topic is a named set of endpoints; a request published to it becomes
+// one request per endpoint.
+type Topic struct {
+	Name      string     `json:"name"`
+	Tenant    string     `json:"tenant"`
+	Endpoints []Endpoint `json:"endpoints"`
+	CreatedAt *time.Time `json:"createdAt"`
+	UpdatedAt *time.Time `json:"updatedAt"`
+}
+
+// TopicList is GET /topics.
+type TopicList struct {
+	Data []Topic `json:"data"`
+}
+
+// Publication is one publish to a topic: its requests and their statuses.
+type Publication struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	Topic     string     `json:"topic"`
+	CreatedAt *time.Time `json:"createdAt"`
+	Requests  []struct {
+		ID       string  `json:"id"`
+		Endpoint string  `json:"endpoint,omitempty"`
+		URL      string  `json:"url"`
+		Status   *string `json:"status"`
+	} `json:"requests"`
+	Counts map[string]int `json:"counts"`
+}
+
+// Topics lists the topics the key sees.
+func (c *Client) Topics(ctx context.Context) ([]Topic, error) {
+	var out TopicList
+	return out.Data, c.call(ctx, http.MethodGet, PathTopics, nil, nil, &out, nil)
+}
+
+// Topic returns topic name.
+func (c *Client) Topic(ctx context.Context, name string) (*Topic, error) {
+	var out Topic
+	return &out, c.call(ctx, http.MethodGet, PathTopics+"/"+url.PathEscape(name), nil, nil, &out, nil)
+}
+
+// AddEndpoints adds endpoints to topic name (made on first use).
+func (c *Client) AddEndpoints(ctx context.Context, name string, eps []Endpoint) (*Topic, error) {
+	var out Topic
+	return &out, c.call(ctx, http.MethodPost, PathTopics+"/"+url.PathEscape(name)+"/endpoints", nil, Endpoints{eps}, &out, nil)
+}
+
+// RemoveEndpoints removes endpoints (by url, or by name) of topic name.
+func (c *Client) RemoveEndpoints(ctx context.Context, name string, eps []Endpoint) (*Topic, error) {
+	var out Topic
+	return &out, c.call(ctx, http.MethodDelete, PathTopics+"/"+url.PathEscape(name)+"/endpoints", nil, Endpoints{eps}, &out, nil)
+}
+
+// DeleteTopic deletes topic name; its requests stay.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	return c.call(ctx, http.MethodDelete, PathTopics+"/"+url.PathEscape(name), nil, nil, nil, nil)
+}
+
+// Publish publishes s (a submission without url) to topic name: one
+// request per endpoint.
+func (c *Client) Publish(ctx context.Context, name string, s Submission, idempotencyKey string) (*Publication, error) {
+	var out Publication
+	var h http.Header
+	if idempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {idempotencyKey}}
+	}
+	return &out, c.call(ctx, http.MethodPost, PathTopics+"/"+url.PathEscape(name)+"/requests", nil, s, &out, h)
+}
+
+// Publication returns publication id.
+func (c *Client) Publication(ctx context.Context, id string) (*Publication, error) {
+	var out Publication
+	return &out, c.call(ctx, http.MethodGet, "/publications/"+url.PathEscape(id), nil, nil, &out, nil)
 }

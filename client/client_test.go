@@ -53,6 +53,7 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"Attempt": Attempt{}, "Redrive": Redrive{}, "Callback": Callback{}, "Page": Page{},
 		"RedriveBody": RedriveInput{}, "BulkRedriveBody": BulkRedriveInput{}, "BulkRedriveResult": BulkRedriveResult{},
 		"Schedule": Schedule{}, "SchedulePage": SchedulePage{}, "Flow": Flow{},
+		"Endpoint": Endpoint{}, "Endpoints": Endpoints{}, "Topic": Topic{}, "TopicList": TopicList{}, "Publication": Publication{},
 	} {
 		sc, ok := s.Components.Schemas[schema]
 		if !ok {

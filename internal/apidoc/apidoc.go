@@ -36,8 +36,12 @@ func intPtr(n int) *int {
 
 // Document is the API's view of a request (GET /requests/{id}).
 type Document struct {
-	ID              string            `json:"id"`
-	Tenant          string            `json:"tenant"`
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	// Topic and PublicationID say which publish to a topic made the
+	// request (absent for one sent to its URL).
+	Topic           string            `json:"topic,omitempty"`
+	PublicationID   string            `json:"publicationId,omitempty"`
 	URL             string            `json:"url"`
 	Method          string            `json:"method"`
 	Headers         map[string]string `json:"headers"`
@@ -116,6 +120,8 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 	d := Document{
 		ID:              r.ID,
 		Tenant:          r.Tenant,
+		Topic:           r.Topic,
+		PublicationID:   r.Publication,
 		URL:             redact.URL(r.URL),
 		Method:          r.Method,
 		Headers:         Redact(r.Headers),

@@ -302,6 +302,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		PayloadFormatter: rows, ResultFormatter: rows})
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
+	topics := &handlers.Topics{Store: store, API: api}
 	// The dashboard, /metrics and the signing keys (in qstash.API) show
 	// every tenant: admin keys only.
 	admin := func(r Router) Router {
@@ -312,7 +313,8 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		dlq,
 		schedules,
 		&handlers.Flows{RDB: rdb, API: api},
-		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
+		topics,
+		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Actions: dashboardActions{dlq, api}, Log: log}),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {

@@ -38,6 +38,8 @@ type API struct {
 	API       *handlers.API
 	DLQ       *handlers.DLQ
 	Schedules *handlers.Schedules
+	// Topics are the URL groups.
+	Topics *handlers.Topics
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
@@ -63,6 +65,11 @@ func (q *API) Routes(r gin.IRouter) {
 	r.PATCH("/v2/schedules/:scheduleId/pause", q.pauseSchedule)
 	r.PATCH("/v2/schedules/:scheduleId/resume", q.resumeSchedule)
 	r.GET("/v2/events", q.events)
+	r.GET("/v2/topics", q.listGroups)
+	r.GET("/v2/topics/:name", q.getGroup)
+	r.DELETE("/v2/topics/:name", q.deleteGroup)
+	r.POST("/v2/topics/:name/endpoints", q.addEndpoints)
+	r.DELETE("/v2/topics/:name/endpoints", q.removeEndpoints)
 }
 
 // fail answers err in QStash's error shape.
@@ -311,7 +318,18 @@ func (q *API) publish(c *gin.Context) {
 	if !ok {
 		return
 	}
-	res, err := q.publishOne(c, rawTail(c, "/v2/publish/"), c.Request.Header, body)
+	dest := rawTail(c, "/v2/publish/")
+	if isURLGroup(dest) {
+		// A URL group: one message per endpoint, answered as a list.
+		res, err := q.publishGroup(c, dest, c.Request.Header, body)
+		if err != nil {
+			q.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusCreated, res)
+		return
+	}
+	res, err := q.publishOne(c, dest, c.Request.Header, body)
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -380,13 +398,19 @@ func (q *API) batch(c *gin.Context) {
 		q.fail(c, badRequest("", "a batch holds 1 to 100 messages"))
 		return
 	}
-	out := make([]*Published, 0, len(items))
+	out := make([]any, 0, len(items))
 	for i, it := range items {
 		h := http.Header{}
 		for k, v := range it.Headers {
 			h.Set(k, v)
 		}
-		res, err := q.publishOne(c, it.Destination, h, []byte(it.Body))
+		var res any
+		var err error
+		if isURLGroup(it.Destination) {
+			res, err = q.publishGroup(c, it.Destination, h, []byte(it.Body)) // a list for this item
+		} else {
+			res, err = q.publishOne(c, it.Destination, h, []byte(it.Body))
+		}
 		if err != nil {
 			// Messages before this one are accepted; say which failed.
 			e := handlers.Resolve(c, q.API.Log, err)
@@ -412,6 +436,7 @@ type Message struct {
 	Callback             string              `json:"callback,omitempty"`
 	FailureCallback      string              `json:"failureCallback,omitempty"`
 	ScheduleID           string              `json:"scheduleId,omitempty"`
+	TopicName            string              `json:"topicName,omitempty"`
 	Label                string              `json:"label,omitempty"`
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
 }
@@ -455,6 +480,7 @@ func message(r *record.Request) Message {
 		m.RetryDelayExpression, m.FailureCallback, m.ScheduleID = q.RetryDelay, redact.URL(q.FailureCallback), q.ScheduleID
 		m.Label, m.FlowControlKey = q.Label, q.FlowControlKey
 	}
+	m.TopicName = r.Topic
 	return m
 }
 

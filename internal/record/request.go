@@ -73,6 +73,10 @@ type Request struct {
 	QStash *QStash
 	// FlowControl is the submission's flowControl (nil without one).
 	FlowControl *FlowControl
+	// Topic is the topic (QStash URL group) the request was published to,
+	// and Publication the publish that made it, one request per endpoint
+	// ("" for a request sent to its URL).
+	Topic, Publication string
 	// WaitingFor says why a due request is not in an attempt:
 	// "flow_control" while it waits for a flow-control slot, else "".
 	WaitingFor string
@@ -205,6 +209,8 @@ type spec struct {
 	Dialect        string            `json:"d,omitempty"`
 	QStash         *QStash           `json:"q,omitempty"`
 	FlowControl    *FlowControl      `json:"fc,omitempty"`
+	Topic          string            `json:"t,omitempty"`
+	Publication    string            `json:"p,omitempty"`
 }
 
 // FlowControl limits the requests that share its Key (by default their
@@ -262,7 +268,7 @@ func (r *Request) HasCallback() bool {
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
 		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
-		FlowControl: r.FlowControl})
+		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication})
 	return string(b)
 }
 
@@ -348,6 +354,8 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		Dialect:         sp.Dialect,
 		QStash:          sp.QStash,
 		FlowControl:     sp.FlowControl,
+		Topic:           sp.Topic,
+		Publication:     sp.Publication,
 		WaitingFor:      h[fWaitingFor],
 		Status:          Status(h[fStatus]),
 		AttemptCount:    atoi(h[fAttemptCount]),

@@ -276,3 +276,32 @@ func (s *Store) GetPublication(ctx context.Context, scope tenant.Scope, id strin
 	}
 	return p, nil
 }
+
+// ClaimPublication claims idemKey for publication id of tenant t, for
+// IdempotencyWindow: it returns the publication that claimed it before,
+// or "" when id now holds it.
+func (s *Store) ClaimPublication(ctx context.Context, t, idemKey, id string) (string, error) {
+	key := s.first().of(t).idem("publication\x00" + idemKey)
+	ok, err := s.rdb.SetNX(ctx, key, id, IdempotencyWindow).Result()
+	if err != nil {
+		return "", wrap(err)
+	}
+	if ok {
+		return "", nil
+	}
+	prev, err := s.rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil // expired between the two calls: id holds nothing, and makes its requests anew
+	}
+	return prev, wrap(err)
+}
+
+// releaseClaimScript deletes KEYS[1] if it holds ARGV[1].
+var releaseClaimScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+// ReleasePublication gives back idemKey's claim by publication id (a
+// publish that made nothing), so a repeat tries again.
+func (s *Store) ReleasePublication(ctx context.Context, t, idemKey, id string) error {
+	key := s.first().of(t).idem("publication\x00" + idemKey)
+	return wrap(releaseClaimScript.Run(ctx, s.rdb, []string{key}, id).Err())
+}

@@ -50,10 +50,12 @@ const (
 	FailureClass   = "failureClass"
 	FromDate       = "fromDate"
 	ToDate         = "toDate"
-	// Keys QStash defines that no retryd request carries (yet): a filter
-	// on them is understood and matches nothing, rather than everything.
+	// TopicName is the topic (URL group) a request was published to;
+	// URLGroup is QStash's newer name of it.
 	TopicName = "topicName"
 	URLGroup  = "urlGroup"
+	// Keys QStash defines that no retryd request carries (yet): a filter
+	// on them is understood and matches nothing, rather than everything.
 	QueueName = "queueName"
 	CallerIP  = "callerIp"
 )
@@ -307,7 +309,7 @@ func (s Selection) Match(r *record.Request) bool {
 // filter does; other names without regard to case.
 func equal(r *record.Request, key, want, got string) bool {
 	switch key {
-	case URL, Path, MessageID, ScheduleID, Label, FlowControlKey:
+	case URL, Path, MessageID, ScheduleID, Label, FlowControlKey, TopicName:
 		return want == got
 	case Host:
 		return record.DLQFilter{Host: strings.ToLower(want)}.Match(r)
@@ -343,6 +345,8 @@ func field(r *record.Request, k string) string {
 		}
 	case ScheduleID:
 		return q.ScheduleID
+	case TopicName:
+		return r.Topic
 	case ResponseStatus:
 		if r.LastStatusCode != 0 {
 			return strconv.Itoa(r.LastStatusCode)

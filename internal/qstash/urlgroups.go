@@ -1,0 +1,142 @@
+package qstash
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/record"
+)
+
+// QStash's URL groups are retryd's topics (the same records): a message
+// published to one becomes one message per endpoint.
+
+// URLGroup is a URL group as the QStash client reads it.
+type URLGroup struct {
+	Name      string            `json:"name"`
+	CreatedAt int64             `json:"createdAt"`
+	UpdatedAt int64             `json:"updatedAt"`
+	Endpoints []record.Endpoint `json:"endpoints"`
+}
+
+func urlGroup(tp *record.Topic) URLGroup {
+	return URLGroup{Name: tp.Name, CreatedAt: tp.CreatedAt.UnixMilli(), UpdatedAt: tp.UpdatedAt.UnixMilli(), Endpoints: handlers.TopicEndpoints(tp)}
+}
+
+// isURLGroup says whether a publish's destination names a URL group
+// rather than a URL.
+func isURLGroup(dest string) bool {
+	return !strings.Contains(dest, "://") && handlers.ValidTopicName(dest) == nil
+}
+
+func (q *API) loadGroup(c *gin.Context, name string) (*record.Topic, string, error) {
+	owner, err := handlers.TopicTenant(c)
+	if err != nil {
+		return nil, "", err
+	}
+	tp, err := q.Topics.Store.GetTopic(c.Request.Context(), owner, name)
+	if errors.Is(err, record.ErrNotFound) {
+		err = handlers.Errorf(handlers.CodeNotFound, "", "url group "+name+" not found")
+	}
+	return tp, owner, err
+}
+
+func (q *API) listGroups(c *gin.Context) {
+	scope, err := handlers.ScopeOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	tps, err := q.Topics.Store.ListTopics(c.Request.Context(), scope)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	out := make([]URLGroup, len(tps))
+	for i, tp := range tps {
+		out[i] = urlGroup(tp)
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (q *API) getGroup(c *gin.Context) {
+	tp, _, err := q.loadGroup(c, c.Param("name"))
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, urlGroup(tp))
+}
+
+func (q *API) deleteGroup(c *gin.Context) {
+	tp, owner, err := q.loadGroup(c, c.Param("name"))
+	if err == nil {
+		err = q.Topics.Store.DeleteTopic(c.Request.Context(), owner, tp.Name)
+	}
+	if err != nil && !errors.Is(err, record.ErrNotFound) {
+		q.fail(c, err)
+		return
+	}
+	c.Status(http.StatusOK)
+}
+
+func (q *API) changeGroup(c *gin.Context, adding bool) {
+	name := c.Param("name")
+	err := handlers.ValidTopicName(name)
+	var owner string
+	if err == nil {
+		owner, err = handlers.TopicTenant(c)
+	}
+	var eps []record.Endpoint
+	if err == nil {
+		eps, err = q.API.ReadEndpoints(c, adding)
+	}
+	if err == nil {
+		if adding {
+			err = q.Topics.Store.AddEndpoints(c.Request.Context(), owner, name, eps, q.API.Now())
+		} else {
+			err = q.Topics.Store.RemoveEndpoints(c.Request.Context(), owner, name, eps, q.API.Now())
+		}
+	}
+	if errors.Is(err, record.ErrTopicFull) {
+		err = badRequest("endpoints", err.Error())
+	}
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	c.Status(http.StatusOK)
+}
+
+func (q *API) addEndpoints(c *gin.Context)    { q.changeGroup(c, true) }
+func (q *API) removeEndpoints(c *gin.Context) { q.changeGroup(c, false) }
+
+// publishGroup publishes one message to each endpoint of URL group name:
+// each its own message (retries, DLQ entry, callbacks), carrying the
+// group's name.
+func (q *API) publishGroup(c *gin.Context, name string, h http.Header, body []byte) ([]*Published, error) {
+	tp, _, err := q.loadGroup(c, name)
+	if err != nil {
+		return nil, err
+	}
+	sub, extra, err := submission(h, "", body)
+	if err != nil {
+		return nil, err
+	}
+	key := dedupKey(h, name, body)
+	made, err := q.API.FanOut(c, tp, "", sub, key, func(r *record.Request) {
+		x := *extra
+		r.Dialect, r.QStash = record.DialectQStash, &x
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Published, len(made))
+	for i, m := range made {
+		out[i] = &Published{MessageID: m.ID, URL: m.URL, Deduplicated: m.Replayed}
+	}
+	return out, nil
+}
