@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -273,7 +275,10 @@ func (a *API) FanOut(c *gin.Context, tp *record.Topic, pubID string, sub map[str
 		}
 		key := ""
 		if idemKey != "" {
-			key = idemKey + "\x00" + ep.URL
+			// Each endpoint's own key, which it also receives as its
+			// Idempotency-Key: the publish's, and which endpoint.
+			sum := sha256.Sum256([]byte(ep.URL))
+			key = idemKey + "/" + hex.EncodeToString(sum[:6])
 		}
 		replay, err := a.Accept(c, r, key, raw, now)
 		if err != nil {

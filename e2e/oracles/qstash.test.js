@@ -328,3 +328,43 @@ test("errors come back as readable QstashErrors", async () => {
     (e) => e instanceof QstashError && /Upstash-Failure-Callback/.test(e.message),
   );
 });
+
+test("url groups: add endpoints, get, list, publish to every endpoint, remove, delete", async () => {
+  const group = "orders-group";
+  const ep1 = { name: "first", url: to("/group-1") };
+  const ep2 = { name: "second", url: to("/group-2") };
+  await client.urlGroups.addEndpoints({ name: group, endpoints: [ep1] });
+  await client.urlGroups.addEndpoints({ name: group, endpoints: [ep2] });
+  const got = await client.urlGroups.get(group);
+  assert.equal(got.name, group);
+  assert.deepEqual(got.endpoints, [ep1, ep2]);
+  assert.ok(got.createdAt > 0 && got.updatedAt >= got.createdAt);
+  assert.ok((await client.urlGroups.list()).some((g) => g.name === group));
+
+  const res = await client.publishJSON({ urlGroup: group, body: { fan: "out" }, headers: { "X-Fan": "1" } });
+  assert.equal(res.length, 2);
+  assert.deepEqual(res.map((r) => r.url), [ep1.url, ep2.url]);
+  assert.notEqual(res[0].messageId, res[1].messageId);
+  const [d1] = await until("the first endpoint's delivery", () => callsTo("/group-1").length && callsTo("/group-1"));
+  const [d2] = await until("the second endpoint's delivery", () => callsTo("/group-2").length && callsTo("/group-2"));
+  for (const d of [d1, d2]) {
+    assert.equal(d.body, '{"fan":"out"}');
+    assert.equal(d.headers["x-fan"], "1");
+  }
+  const msg = await client.messages.get(res[0].messageId);
+  assert.equal(msg.urlGroup, group);
+  const { logs } = await client.logs({ filter: { urlGroup: group } });
+  assert.ok(logs.length >= 2 && logs.every((l) => res.some((r) => r.messageId === l.messageId)), JSON.stringify(logs));
+
+  const batch = await client.batch([{ urlGroup: group, body: "b" }, { url: to("/group-solo"), body: "s" }]);
+  assert.equal(batch.length, 2);
+  assert.ok(Array.isArray(batch[0]) && batch[0].length === 2, JSON.stringify(batch));
+  assert.ok(batch[1].messageId);
+
+  await client.urlGroups.removeEndpoints({ name: group, endpoints: [{ name: "first" }] });
+  assert.deepEqual((await client.urlGroups.get(group)).endpoints, [ep2]);
+  await client.urlGroups.delete(group);
+  await assert.rejects(client.urlGroups.get(group), QstashError);
+  await assert.rejects(client.publish({ urlGroup: group, body: "x" }), QstashError);
+  results.groupMessage = res[0].messageId;
+});
