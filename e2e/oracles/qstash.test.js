@@ -368,3 +368,30 @@ test("url groups: add endpoints, get, list, publish to every endpoint, remove, d
   await assert.rejects(client.publish({ urlGroup: group, body: "x" }), QstashError);
   results.groupMessage = res[0].messageId;
 });
+
+test("several labels (the first is label) and redact fields, in messages, the DLQ and logs", async () => {
+  const pub = await client.publish({
+    url: to("/labelled", 410), body: "secret body", retries: 0, label: ["first-l", "second-l"],
+    headers: { "X-Secret": "hide-me", "X-Public": "show-me" }, redact: { body: true, header: ["X-Secret"] },
+  });
+  const msg = await client.messages.get(pub.messageId);
+  assert.equal(msg.label, "first-l");
+  assert.deepEqual(msg.labels, ["first-l", "second-l"]);
+  assert.ok(!(msg.body ?? "").includes("secret body"), "the body is shown");
+  assert.ok(!JSON.stringify(msg.header).includes("hide-me"), JSON.stringify(msg.header));
+  assert.ok(JSON.stringify(msg.header).includes("show-me"));
+  const [d] = await until("the delivery", () => callsTo("/labelled").length && callsTo("/labelled"));
+  assert.equal(d.body, "secret body", "the destination gets the real body");
+  assert.equal(d.headers["x-secret"], "hide-me");
+  const dlq = await until("the DLQ entry by its second label", async () => {
+    const { messages } = await client.dlq.listMessages({ filter: { label: "second-l" } });
+    return messages.length === 1 && messages;
+  });
+  assert.equal(dlq[0].dlqId, pub.messageId);
+  assert.ok(dlq[0].notBefore > 0, `notBefore ${dlq[0].notBefore}`);
+  assert.ok(!(dlq[0].body ?? "").includes("secret body"));
+  const { logs } = await client.logs({ filter: { label: ["nope", "first-l"] } });
+  assert.ok(logs.length > 0 && logs.every((l) => l.messageId === pub.messageId), JSON.stringify(logs));
+  assert.deepEqual(logs[0].labels, ["first-l", "second-l"]);
+  await client.dlq.delete(pub.messageId);
+});

@@ -124,7 +124,7 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		PublicationID:   r.Publication,
 		URL:             redact.URL(r.URL),
 		Method:          r.Method,
-		Headers:         Redact(r.Headers),
+		Headers:         redactFields(Redact(r.Headers), r),
 		Status:          r.Status,
 		AttemptCount:    r.AttemptCount,
 		MaxRetries:      r.MaxRetries,
@@ -194,3 +194,17 @@ const Redacted = redact.Mask
 
 // Redact returns a copy of h with secret values replaced by Redacted.
 func Redact(h map[string]string) map[string]string { return redact.Headers(h) }
+
+// redactFields masks, beyond retryd's own redaction, the headers a QStash
+// message asked to hide (Upstash-Redact-Fields).
+func redactFields(h map[string]string, r *record.Request) map[string]string {
+	if r.QStash == nil || r.QStash.Redact == nil {
+		return h
+	}
+	for k := range h {
+		if r.QStash.Redact.Header(k) {
+			h[k] = redact.Mask
+		}
+	}
+	return h
+}

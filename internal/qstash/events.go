@@ -22,14 +22,15 @@ import (
 
 // Event is one entry of the logs.
 type Event struct {
-	Time             int64  `json:"time"`
-	State            string `json:"state"`
-	MessageID        string `json:"messageId"`
-	URL              string `json:"url"`
-	NextDeliveryTime int64  `json:"nextDeliveryTime,omitempty"`
-	Error            string `json:"error,omitempty"`
-	ResponseStatus   int    `json:"responseStatus,omitempty"`
-	Label            string `json:"label,omitempty"`
+	Time             int64    `json:"time"`
+	State            string   `json:"state"`
+	MessageID        string   `json:"messageId"`
+	URL              string   `json:"url"`
+	NextDeliveryTime int64    `json:"nextDeliveryTime,omitempty"`
+	Error            string   `json:"error,omitempty"`
+	ResponseStatus   int      `json:"responseStatus,omitempty"`
+	Label            string   `json:"label,omitempty"`
+	Labels           []string `json:"labels,omitempty"`
 }
 
 // The event states, QStash's names.
@@ -46,7 +47,7 @@ const (
 func eventsOf(r *record.Request) []Event {
 	base := Event{MessageID: r.ID, URL: redact.URL(r.URL)}
 	if r.QStash != nil {
-		base.Label = r.QStash.Label
+		base.Label, base.Labels = r.QStash.Label, r.QStash.AllLabels()
 	}
 	at := func(t time.Time, state string) Event {
 		e := base

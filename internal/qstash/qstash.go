@@ -12,8 +12,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,7 +224,32 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, *recor
 func extras(h http.Header) (*record.QStash, error) {
 	q := &record.QStash{
 		RetryDelay: strings.TrimSpace(h.Get("Upstash-Retry-Delay")), FailureCallback: h.Get("Upstash-Failure-Callback"),
-		Label: h.Get("Upstash-Label"), FlowControlKey: h.Get("Upstash-Flow-Control-Key"),
+		FlowControlKey: h.Get("Upstash-Flow-Control-Key"),
+	}
+	// Several labels: Upstash-Label "a,b" (or repeated). Label keeps the
+	// first, as QStash's legacy field does.
+	for _, v := range h.Values("Upstash-Label") {
+		for _, l := range strings.Split(v, ",") {
+			if l = strings.TrimSpace(l); l != "" && !slices.Contains(q.Labels, l) {
+				q.Labels = append(q.Labels, l)
+			}
+		}
+	}
+	if len(q.Labels) > MaxLabels {
+		return nil, badRequest("Upstash-Label", fmt.Sprintf("Upstash-Label: at most %d labels", MaxLabels))
+	}
+	if len(q.Labels) > 0 {
+		q.Label = q.Labels[0]
+	}
+	if len(q.Labels) == 1 {
+		q.Labels = nil // Label says it all (AllLabels)
+	}
+	if v := h.Get("Upstash-Redact-Fields"); v != "" {
+		f, err := redactFields(v)
+		if err != nil {
+			return nil, err
+		}
+		q.Redact = f
 	}
 	if q.RetryDelay != "" {
 		if _, err := delayexpr.Compile(q.RetryDelay); err != nil {
@@ -438,6 +465,7 @@ type Message struct {
 	ScheduleID           string              `json:"scheduleId,omitempty"`
 	TopicName            string              `json:"topicName,omitempty"`
 	Label                string              `json:"label,omitempty"`
+	Labels               []string            `json:"labels,omitempty"`
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
 }
 
@@ -473,12 +501,23 @@ func (q *API) getMessage(c *gin.Context) {
 func message(r *record.Request) Message {
 	m := Message{MessageID: r.ID, URL: redact.URL(r.URL), Method: r.Method, Header: map[string][]string{}, Body: r.Body,
 		MaxRetries: r.MaxRetries, NotBefore: r.NextAttemptAt.UnixMilli(), CreatedAt: r.CreatedAt.UnixMilli(), Callback: redact.URL(r.CallbackURL)}
+	if r.NextAttemptAt.IsZero() {
+		// A finished request has no next attempt (a DLQ entry once showed
+		// Go's zero time, -62135596800000): it was due from its creation.
+		m.NotBefore = m.CreatedAt
+	}
 	for k, v := range redact.Headers(r.Headers) {
 		m.Header[k] = []string{v}
 	}
 	if q := r.QStash; q != nil {
 		m.RetryDelayExpression, m.FailureCallback, m.ScheduleID = q.RetryDelay, redact.URL(q.FailureCallback), q.ScheduleID
-		m.Label, m.FlowControlKey = q.Label, q.FlowControlKey
+		m.Label, m.Labels, m.FlowControlKey = q.Label, q.AllLabels(), q.FlowControlKey
+		if q.Redact != nil {
+			m.Header = RedactHeaders(m.Header, q.Redact)
+			if q.Redact.Body {
+				m.Body = ""
+			}
+		}
 	}
 	m.TopicName = r.Topic
 	return m
@@ -506,4 +545,38 @@ func (q *API) cancelMessage(c *gin.Context) {
 
 func (q *API) keys(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"current": q.CurrentKey, "next": q.NextKey})
+}
+
+// MaxLabels bounds a message's labels.
+const MaxLabels = 20
+
+// redactFields reads Upstash-Redact-Fields: "body", "header" (every
+// header) and "header[Name]", comma-separated.
+func redactFields(v string) (*record.RedactFields, error) {
+	f := &record.RedactFields{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		switch {
+		case part == "body":
+			f.Body = true
+		case part == "header":
+			f.AllHeaders = true
+		case strings.HasPrefix(part, "header[") && strings.HasSuffix(part, "]") && len(part) > len("header[]"):
+			f.Headers = append(f.Headers, part[len("header["):len(part)-1])
+		default:
+			return nil, badRequest("Upstash-Redact-Fields", "Upstash-Redact-Fields: "+strconv.Quote(part)+
+				" is not body, header or header[Name]")
+		}
+	}
+	return f, nil
+}
+
+// RedactHeaders masks the headers f hides.
+func RedactHeaders(h map[string][]string, f *record.RedactFields) map[string][]string {
+	for k := range h {
+		if f.Header(k) {
+			h[k] = []string{redact.Mask}
+		}
+	}
+	return h
 }

@@ -70,6 +70,9 @@ func TestPublishHeaderRejections(t *testing.T) {
 		{"Upstash-Flow-Control-Value", "burst=3", "Upstash-Flow-Control-Key", "k"},
 		{"Upstash-Flow-Control-Value", "parallelism", "Upstash-Flow-Control-Key", "k"},
 		{"Upstash-Flow-Control-Key", "k", "", ""}, // no value
+		{"Upstash-Redact-Fields", "body,headers", "", ""},
+		{"Upstash-Redact-Fields", "header[]", "", ""},
+		{"Upstash-Label", "l0,l1,l2,l3,l4,l5,l6,l7,l8,l9,l10,l11,l12,l13,l14,l15,l16,l17,l18,l19,l20", "", ""}, // 21 labels
 	} {
 		h := http.Header{}
 		h.Set(tc.header, tc.value)
@@ -113,6 +116,33 @@ func TestPublishHeadersMapOntoTheRequest(t *testing.T) {
 	fc, err := flowControl("tenant-1", "parallelism=2, rate=10, period=1m")
 	if err != nil || fc != (FlowControl{Key: "tenant-1", Parallelism: 2, Rate: 10, Period: time.Minute}) {
 		t.Errorf("flowControl = %+v, %v", fc, err)
+	}
+}
+
+// Several labels, the first of them the legacy one; redact fields.
+func TestLabelsAndRedactFields(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	h.Set("Upstash-Label", "a, b,a")
+	h.Add("Upstash-Label", "c")
+	h.Set("Upstash-Redact-Fields", "body, header[X-Secret],header[authorization]")
+	_, q, err := submission(h, "https://e.com/x", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &record.QStash{Label: "a", Labels: []string{"a", "b", "c"},
+		Redact: &record.RedactFields{Body: true, Headers: []string{"X-Secret", "authorization"}}}
+	if diff := cmp.Diff(want, q); diff != "" {
+		t.Errorf("QStash fields (-want +got):\n%s", diff)
+	}
+	r := &record.Request{ID: "01m8mhyychtfy2pdj6g7", Body: "secret body", QStash: q,
+		Headers: map[string]string{"X-Secret": "s", "Authorization": "Bearer x", "X-Public": "p"}}
+	m := message(r)
+	if m.Body != "" || m.Header["X-Secret"][0] != "[REDACTED]" || m.Header["Authorization"][0] != "[REDACTED]" || m.Header["X-Public"][0] != "p" {
+		t.Errorf("message shows what it asked to hide: %+v", m)
+	}
+	if m.Label != "a" || strings.Join(m.Labels, ",") != "a,b,c" {
+		t.Errorf("labels %q %v", m.Label, m.Labels)
 	}
 }
 

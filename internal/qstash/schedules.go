@@ -41,6 +41,7 @@ type ScheduleDoc struct {
 	FailureCallback      string              `json:"failureCallback,omitempty"`
 	RetryDelayExpression string              `json:"retryDelayExpression,omitempty"`
 	Label                string              `json:"label,omitempty"`
+	Labels               []string            `json:"labels,omitempty"`
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
 	IsPaused             bool                `json:"isPaused"`
 	NextScheduleTime     int64               `json:"nextScheduleTime,omitempty"`
@@ -76,6 +77,13 @@ func scheduleDoc(sc *record.Schedule) ScheduleDoc {
 		d.Delay = q.DelayMs / 1000
 		d.FailureCallback = redact.URL(q.Message.FailureCallback)
 		d.RetryDelayExpression, d.Label, d.FlowControlKey = q.Message.RetryDelay, q.Message.Label, q.Message.FlowControlKey
+		d.Labels = q.Message.AllLabels()
+		if f := q.Message.Redact; f != nil {
+			d.Header = RedactHeaders(d.Header, f)
+			if f.Body {
+				d.Body = ""
+			}
+		}
 	}
 	if !sc.Paused && !sc.NextFireAt.IsZero() {
 		d.NextScheduleTime = sc.NextFireAt.UnixMilli()

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -255,9 +256,43 @@ type QStash struct {
 	FailureCallback string `json:"fc,omitempty"`
 	// ScheduleID is the schedule that made the message, as QStash
 	// clients know it.
-	ScheduleID     string `json:"s,omitempty"`
-	Label          string `json:"l,omitempty"`
-	FlowControlKey string `json:"f,omitempty"`
+	ScheduleID string `json:"s,omitempty"`
+	// Label is the first of Labels (Upstash-Label, comma-separated), the
+	// only one before several were kept.
+	Label          string   `json:"l,omitempty"`
+	Labels         []string `json:"ls,omitempty"`
+	FlowControlKey string   `json:"f,omitempty"`
+	// Redact is what Upstash-Redact-Fields hides from every view (nil:
+	// nothing beyond retryd's own redaction).
+	Redact *RedactFields `json:"r,omitempty"`
+}
+
+// AllLabels are q's labels: Labels, or Label for a message stored before
+// several were kept.
+func (q *QStash) AllLabels() []string {
+	if len(q.Labels) > 0 {
+		return q.Labels
+	}
+	if q.Label != "" {
+		return []string{q.Label}
+	}
+	return nil
+}
+
+// RedactFields is what a message's views hide: its body, all its
+// headers, or the headers named (any case).
+type RedactFields struct {
+	Body       bool     `json:"b,omitempty"`
+	AllHeaders bool     `json:"ah,omitempty"`
+	Headers    []string `json:"h,omitempty"`
+}
+
+// Header reports whether header name's value is hidden.
+func (f *RedactFields) Header(name string) bool {
+	if f == nil {
+		return false
+	}
+	return f.AllHeaders || slices.ContainsFunc(f.Headers, func(h string) bool { return strings.EqualFold(h, name) })
 }
 
 // HasCallback reports whether some outcome of r calls back.

@@ -295,6 +295,13 @@ func (s Selection) Match(r *record.Request) bool {
 		return slices.Contains(s.IDs, r.ID)
 	}
 	for k, want := range s.Values {
+		if k == Label && r.QStash != nil {
+			// Any of the request's labels matches any of the values.
+			if !slices.ContainsFunc(r.QStash.AllLabels(), func(l string) bool { return slices.Contains(want, l) }) {
+				return false
+			}
+			continue
+		}
 		got := field(r, k)
 		if got == "" || !slices.ContainsFunc(want, func(w string) bool { return equal(r, k, w, got) }) {
 			return false
