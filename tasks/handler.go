@@ -173,6 +173,7 @@ func FlowRequest(r *record.Request) flow.Request {
 	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Tenant: r.Tenant, Key: r.FlowKey(), Timeout: time.Duration(r.TimeoutMs) * time.Millisecond}
 	if fc := r.FlowControl; fc != nil {
 		fr.Parallelism, fr.Rate, fr.Period = fc.Parallelism, fc.Rate, time.Duration(fc.PeriodMs)*time.Millisecond
+		fr.Named = fc.Key != ""
 	}
 	return fr
 }

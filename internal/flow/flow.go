@@ -89,6 +89,9 @@ type Request struct {
 	HostPort string // fairness is per destination
 	Tenant   string // and per tenant, when TenantShare is on
 	Key      string // flowControl.key, else HostPort
+	// Named: Key is a flowControl.key (one an operator may pause or pin),
+	// not the destination's own.
+	Named bool
 	// Parallelism and Rate per Period are the request's flowControl (0:
 	// none).
 	Parallelism int
@@ -135,10 +138,11 @@ type Controller struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	mu    sync.Mutex
-	hosts map[string]*host
-	keys  map[string]*key
-	wakes sync.WaitGroup
+	mu       sync.Mutex
+	hosts    map[string]*host
+	keys     map[string]*key
+	controls map[string]controlEntry
+	wakes    sync.WaitGroup
 	// stop ends with Close.
 	stop   context.Context
 	cancel context.CancelFunc
@@ -154,7 +158,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, n
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, now: now,
-		hosts: map[string]*host{}, keys: map[string]*key{}, stop: stop, cancel: cancel}
+		hosts: map[string]*host{}, keys: map[string]*key{}, controls: map[string]controlEntry{}, stop: stop, cancel: cancel}
 }
 
 // FairCap is how many slots of this worker one destination may hold.
@@ -213,6 +217,28 @@ func (p *Parked) Error() string { return "waiting for a flow-control slot" }
 // *Parked error saying until when its task sleeps.
 func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	now := c.now()
+	if req.Named {
+		// An operator's settings first: a paused key holds its requests
+		// in its paused line until resumed; a pin is the key's limit,
+		// whatever its requests ask for.
+		ctl := c.control(ctx, req.Key, now)
+		if ctl.Paused {
+			held, err := c.holdPaused(ctx, req.Key, req.ID, now)
+			if err != nil {
+				return nil, err
+			}
+			if held {
+				c.parkedOne(req.Key)
+				return nil, &Parked{Until: now.Add(ParkFallback)}
+			}
+		}
+		if ctl.PinParallelism > 0 {
+			req.Parallelism = ctl.PinParallelism
+		}
+		if ctl.PinRate > 0 {
+			req.Rate, req.Period = ctl.PinRate, ctl.PinPeriod
+		}
+	}
 	c.mu.Lock()
 	k := c.keyOf(req, now)
 	cut := c.cfg.Adaptive && k.lim != nil

@@ -628,3 +628,63 @@ func TestLineFallback(t *testing.T) {
 		}
 	}
 }
+
+// An operator's pause holds a key's requests in its paused line (another
+// key goes on); resume wakes them; a pin overrides the parallelism its
+// requests ask for, on a worker that read it within ControlTTL; a reset
+// rate lets the next request start at once.
+func TestControlPausePinAndResetRate(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
+	ctx := context.Background()
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Named: true, Parallelism: 5, Timeout: time.Second}
+	}
+	if err := Pause(ctx, rdb, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if until := parked(t, c, req("a")); !until.Equal(clk.now().Add(ParkFallback)) {
+		t.Errorf("a paused key's request parked until %v, want the safety net", until)
+	}
+	parked(t, c, req("b"))
+	admit(t, c, Request{ID: "x", HostPort: "h:443", Key: "other", Named: true}).Done(ctx, Succeeded)
+	info, err := Info(ctx, rdb, "k", 0, 0, clk.now())
+	if err != nil || !info.Paused || info.Waiting != 2 {
+		t.Errorf("info while paused: %+v %v", info, err)
+	}
+	if err := Resume(ctx, rdb, w, "k"); err != nil {
+		t.Fatal(err)
+	}
+	waitWoken(t, w, []string{"a", "b"})
+	clk.add(ControlTTL) // the worker reads the settings again
+	if err := Pin(ctx, rdb, "k", 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	a := admit(t, c, req("a"))
+	parked(t, c, req("b")) // pinned to 1: the request's 5 no longer counts
+	a.Done(ctx, Succeeded)
+	if err := Unpin(ctx, rdb, "k", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if ctl, _ := ReadControl(ctx, rdb, "k"); ctl != (Control{}) {
+		t.Errorf("after unpin: %+v", ctl)
+	}
+	rated := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "r", Named: true, Rate: 1, Period: time.Minute}
+	}
+	admit(t, c, rated("r1"))
+	parked(t, c, rated("r2"))
+	if info, _ := Info(ctx, rdb, "r", 1, time.Minute, clk.now()); info.RateCount != 1 {
+		t.Errorf("rate count %d, want 1", info.RateCount)
+	}
+	if err := ResetRate(ctx, rdb, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := Info(ctx, rdb, "r", 1, time.Minute, clk.now()); info.RateCount != 0 {
+		t.Errorf("rate count after reset %d", info.RateCount)
+	}
+	admit(t, c, rated("r3"))
+}

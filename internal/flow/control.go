@@ -1,0 +1,220 @@
+package flow
+
+// Operators' control of a flow-control key (QStash's flow-control API):
+// pause and resume it, pin its parallelism or rate over what requests ask
+// for, reset its rate. The settings live in Redis next to the key's
+// state; workers read them at most once per ControlTTL per key.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/record"
+)
+
+// Control is what an operator set on a key.
+type Control struct {
+	Paused         bool
+	PinParallelism int
+	PinRate        int
+	PinPeriod      time.Duration
+}
+
+// ControlTTL is how long a worker keeps a key's Control before reading
+// it again: a pin or a pause takes effect within it. A paused key's
+// waiters are parked against its Redis state, never against this copy.
+const ControlTTL = time.Second
+
+// controlNames are the Redis keys of key's Control and of its waiters
+// held while it is paused.
+func controlNames(k string) (ctl, paused string) {
+	return record.FlowKey(k, "ctl"), record.FlowKey(k, "paused")
+}
+
+// ReadControl reads key's Control.
+func ReadControl(ctx context.Context, rdb redis.UniversalClient, key string) (Control, error) {
+	ctl, _ := controlNames(key)
+	h, err := rdb.HGetAll(ctx, ctl).Result()
+	if err != nil {
+		return Control{}, err
+	}
+	atoi := func(f string) int { n, _ := strconv.Atoi(h[f]); return n }
+	return Control{Paused: h["paused"] == "1", PinParallelism: atoi("parallelism"), PinRate: atoi("rate"),
+		PinPeriod: time.Duration(atoi("periodMs")) * time.Millisecond}, nil
+}
+
+// Pause holds key's requests: none starts until Resume; each waits in the
+// key's paused line.
+func Pause(ctx context.Context, rdb redis.UniversalClient, key string) error {
+	ctl, _ := controlNames(key)
+	return rdb.HSet(ctx, ctl, "paused", "1").Err()
+}
+
+// Resume lets key's requests start again and wakes those it held.
+func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key string) error {
+	ctl, paused := controlNames(key)
+	if err := rdb.HDel(ctx, ctl, "paused").Err(); err != nil {
+		return err
+	}
+	for {
+		ids, err := rdb.ZPopMin(ctx, paused, 100).Result()
+		if err != nil {
+			return err
+		}
+		for _, z := range ids {
+			id, _ := z.Member.(string)
+			if err := waker.Wake(ctx, id); err != nil && !errors.Is(err, ErrGone) {
+				// Not parked yet, or asynq trouble: its safety net wakes
+				// it (ParkFallback), and it is no longer held.
+				continue
+			}
+		}
+		if len(ids) < 100 {
+			return nil
+		}
+	}
+}
+
+// Pin sets key's parallelism (parallelism > 0) and rate per period (rate
+// > 0) over what its requests ask for.
+func Pin(ctx context.Context, rdb redis.UniversalClient, key string, parallelism, rate int, period time.Duration) error {
+	ctl, _ := controlNames(key)
+	var fields []any
+	if parallelism > 0 {
+		fields = append(fields, "parallelism", parallelism)
+	}
+	if rate > 0 {
+		if period <= 0 {
+			period = time.Second
+		}
+		fields = append(fields, "rate", rate, "periodMs", period.Milliseconds())
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return rdb.HSet(ctx, ctl, fields...).Err()
+}
+
+// Unpin drops the pinned parallelism and/or rate of key.
+func Unpin(ctx context.Context, rdb redis.UniversalClient, key string, parallelism, rate bool) error {
+	ctl, _ := controlNames(key)
+	var fields []string
+	if parallelism {
+		fields = append(fields, "parallelism")
+	}
+	if rate {
+		fields = append(fields, "rate", "periodMs")
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return rdb.HDel(ctx, ctl, fields...).Err()
+}
+
+// ResetRate forgets the turns key's rate gave: its next request starts at
+// once. Turns given to waiters are dropped; they take new ones.
+func ResetRate(ctx context.Context, rdb redis.UniversalClient, key string) error {
+	next, given := turnNames(key)
+	return rdb.Del(ctx, next, given).Err()
+}
+
+// KeyInfo is a key's state as the flow-control API shows it.
+type KeyInfo struct {
+	Control
+	// Waiting are its requests waiting for a slot, a turn or a resume.
+	Waiting int64
+	// InFlight are the parallelism slots taken.
+	InFlight int64
+	// RateCount is how many turns are given ahead of now: how far the
+	// rate is used.
+	RateCount int64
+}
+
+// Info reads key's state: its Control, its waiters, its slots taken and
+// its rate's use. rate and period are its rate (pinned or asked for), to
+// count turns ahead.
+func Info(ctx context.Context, rdb redis.UniversalClient, key string, rate int, period time.Duration, now time.Time) (KeyInfo, error) {
+	c, err := ReadControl(ctx, rdb, key)
+	if err != nil {
+		return KeyInfo{}, err
+	}
+	_, paused := controlNames(key)
+	slots, wait := keyNames(key)
+	next, given := turnNames(key)
+	line := cutNames(key)[0]
+	pipe := rdb.Pipeline()
+	nPaused := pipe.ZCard(ctx, paused)
+	nWait := pipe.ZCard(ctx, wait)
+	nGiven := pipe.HLen(ctx, given)
+	nLine := pipe.ZCard(ctx, line)
+	tat := pipe.Get(ctx, next)
+	taken := pipe.ZCount(ctx, slots, strconv.FormatInt(now.UnixMilli(), 10), "+inf")
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return KeyInfo{}, fmt.Errorf("flow-control info of %s: %w", key, err)
+	}
+	info := KeyInfo{Control: c, Waiting: nPaused.Val() + nWait.Val() + nGiven.Val() + nLine.Val(), InFlight: taken.Val()}
+	if at, err := strconv.ParseInt(tat.Val(), 10, 64); err == nil && rate > 0 {
+		if period <= 0 {
+			period = time.Second
+		}
+		interval := period.Microseconds() / int64(rate)
+		if ahead := at - now.UnixMicro(); ahead > 0 && interval > 0 {
+			info.RateCount = min((ahead+interval-1)/interval, int64(rate))
+		}
+	}
+	return info, nil
+}
+
+// holdPaused parks id in key's paused line if key is still paused in
+// Redis (one step, so a resume cannot slip between the check and the
+// park); held says it did.
+var holdPausedScript = redis.NewScript(`
+if redis.call("HGET", KEYS[1], "paused") ~= "1" then return 0 end
+redis.call("ZADD", KEYS[2], "NX", ARGV[2], ARGV[1])
+redis.call("PEXPIRE", KEYS[2], ARGV[3])
+return 1
+`)
+
+func (c *Controller) holdPaused(ctx context.Context, key, id string, now time.Time) (bool, error) {
+	ctl, paused := controlNames(key)
+	n, err := holdPausedScript.Run(ctx, c.rdb, []string{ctl, paused}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Int()
+	return n == 1, err
+}
+
+// control is key's Control as this worker last read it (at most
+// ControlTTL ago).
+func (c *Controller) control(ctx context.Context, key string, now time.Time) Control {
+	c.mu.Lock()
+	e, ok := c.controls[key]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < ControlTTL {
+		return e.Control
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ctl, err := ReadControl(rctx, c.rdb, key)
+	if err != nil {
+		c.log.Warn("could not read a flow-control key's settings; the last ones hold", "key", key, "err", err)
+		return e.Control
+	}
+	c.mu.Lock()
+	if len(c.controls) > MaxControls {
+		clear(c.controls) // a bound on memory; they are read again
+	}
+	c.controls[key] = controlEntry{Control: ctl, at: now}
+	c.mu.Unlock()
+	return ctl
+}
+
+// MaxControls bounds the keys' Controls a worker keeps.
+const MaxControls = 10000
+
+type controlEntry struct {
+	Control
+	at time.Time
+}
