@@ -183,6 +183,18 @@ func TestTenantsAreIsolatedOnEveryRoute(t *testing.T) {
 			t.Errorf("team-b's flows: %d %s", f.status, f.raw)
 		}
 		want(as(kb, "GET", "/flows?tenant=team-a", ""), 403, "team-b's flows of team-a")
+		// An operator's pause is the tenant's key's only.
+		if p := as(ka, "POST", "/flows/shared/pause", ""); p.status != 200 || p.body["isPaused"] != true || p.body["tenant"] != "team-a" {
+			t.Errorf("team-a pauses its key: %d %s", p.status, p.raw)
+		}
+		if g := as(kb, "GET", "/flows/shared", ""); g.body["isPaused"] != false {
+			t.Errorf("team-a's pause reached team-b's key of the same name: %s", g.raw)
+		}
+		if p := as(ka, "POST", "/flows/shared/pin?parallelism=0", ""); p.status != 400 {
+			t.Errorf("a pin of 0: %d %s", p.status, p.raw)
+		}
+		want(as(ka, "POST", "/flows/shared/explode", ""), 404, "an unknown action")
+		want(as(ka, "POST", "/flows/shared/resume", ""), 200, "team-a resumes its key")
 	})
 
 	t.Run("admin only", func(t *testing.T) {

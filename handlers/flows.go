@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -15,10 +16,18 @@ import (
 type Flows struct {
 	RDB redis.UniversalClient
 	API *API // logging, the clock
+	// Waker wakes the requests a resumed key held.
+	Waker flow.Waker
+	// Capacity is the slots of every live worker and how many are busy
+	// (QStash's global parallelism).
+	Capacity func(ctx context.Context) (slots, busy int, err error)
 }
 
-// Routes registers the flows route.
-func (f *Flows) Routes(r gin.IRouter) { r.GET("/flows", f.list) }
+// Routes registers the flows routes.
+func (f *Flows) Routes(r gin.IRouter) {
+	r.GET("/flows", f.list)
+	f.keyRoutes(r)
+}
 
 // FlowDocument is one key of GET /flows.
 type FlowDocument struct {

@@ -65,9 +65,10 @@ func ValidTopicName(name string) error {
 	return nil
 }
 
-// TopicTenant is whose topic a call names: the key's tenant, or for an
-// admin the tenant its tenant parameter names (else the default one's).
-func TopicTenant(c *gin.Context) (string, error) {
+// OwnTenant is whose named things (a topic, a flow-control key) a call
+// names: the key's tenant, or for an admin the tenant its tenant
+// parameter names (else the default one's).
+func OwnTenant(c *gin.Context) (string, error) {
 	scope, err := ScopeOf(c)
 	if err != nil {
 		return "", err
@@ -113,7 +114,7 @@ func (t *Topics) load(c *gin.Context) (*record.Topic, string, error) {
 	if err := ValidTopicName(name); err != nil {
 		return nil, "", notFoundTopic(name)
 	}
-	owner, err := TopicTenant(c)
+	owner, err := OwnTenant(c)
 	if err != nil {
 		return nil, "", err
 	}
@@ -210,7 +211,7 @@ func (t *Topics) changeEndpoints(c *gin.Context, adding bool) {
 		Abort(c, t.API.Log, err)
 		return
 	}
-	owner, err := TopicTenant(c)
+	owner, err := OwnTenant(c)
 	var eps []record.Endpoint
 	if err == nil {
 		eps, err = t.API.ReadEndpoints(c, adding)

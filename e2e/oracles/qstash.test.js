@@ -395,3 +395,59 @@ test("several labels (the first is label) and redact fields, in messages, the DL
   assert.deepEqual(logs[0].labels, ["first-l", "second-l"]);
   await client.dlq.delete(pub.messageId);
 });
+
+test("the flow-control API: get, pause holds and resume delivers, pin and unpin, resetRate, global parallelism", async () => {
+  const key = "fc-api";
+  const fc = { key, parallelism: 5, rate: 10, period: "1m" };
+  const first = await client.publish({ url: to("/fc-api"), body: "1", flowControl: fc });
+  await until("the first delivery", () => callsTo("/fc-api").length === 1);
+  const msg = await client.messages.get(first.messageId);
+  assert.equal(msg.flowControlKey, key);
+  assert.equal(msg.parallelism, 5);
+  assert.equal(msg.rate, 10);
+  assert.equal(msg.period, 60);
+  const info = await until("the key's figures", async () => {
+    const i = await client.flowControl.get(key);
+    return i.parallelismMax === 5 && i;
+  });
+  assert.equal(info.flowControlKey, key);
+  assert.equal(info.rateMax, 10);
+  assert.equal(info.ratePeriod, 60);
+  assert.equal(info.isPaused, false);
+
+  await client.flowControl.pause(key);
+  assert.equal((await client.flowControl.get(key)).isPaused, true);
+  // A worker reads a key's settings at most once a second, so a message
+  // published at once may still start: publish until one is held.
+  let held;
+  for (let i = 0; !held; i++) {
+    assert.ok(i < 10, "no message was held by the pause");
+    const before = callsTo("/fc-api").length;
+    const pub = await client.publish({ url: to("/fc-api"), body: `held ${i}`, flowControl: fc });
+    const outcome = await until("the message to be held or delivered", async () =>
+      ((await client.flowControl.get(key)).waitListSize === 1 && "held") || (callsTo("/fc-api").length > before && "delivered"), 10000);
+    if (outcome === "held") held = pub;
+  }
+  const delivered = callsTo("/fc-api").length;
+  await client.flowControl.resume(key);
+  await until("the held message's delivery", () => callsTo("/fc-api").length === delivered + 1);
+  assert.equal(callsTo("/fc-api").at(-1).headers["upstash-message-id"], held.messageId);
+
+  await client.flowControl.pin(key, { parallelism: 3, rate: 20, period: 120 });
+  let pinned = await client.flowControl.get(key);
+  assert.equal(pinned.isPinnedParallelism, true);
+  assert.equal(pinned.isPinnedRate, true);
+  assert.equal(pinned.parallelismMax, 3);
+  assert.equal(pinned.rateMax, 20);
+  assert.equal(pinned.ratePeriod, 120);
+  await client.flowControl.unpin(key, { parallelism: true });
+  pinned = await client.flowControl.get(key);
+  assert.equal(pinned.isPinnedParallelism, false);
+  assert.equal(pinned.isPinnedRate, true);
+  await client.flowControl.unpin(key, { rate: true });
+  await client.flowControl.resetRate(key);
+  assert.equal((await client.flowControl.get(key)).rateCount, 0);
+
+  const g = await client.flowControl.getGlobalParallelism();
+  assert.ok(g.parallelismMax >= 1 && typeof g.parallelismCount === "number", JSON.stringify(g));
+});

@@ -303,6 +303,15 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
 	topics := &handlers.Topics{Store: store, API: api}
+	flows := &handlers.Flows{RDB: rdb, API: api, Waker: queue, Capacity: func(ctx context.Context) (int, int, error) {
+		servers, err := inspector.Servers()
+		slots, busy := 0, 0
+		for _, sv := range servers {
+			slots += sv.Concurrency
+			busy += len(sv.ActiveWorkers)
+		}
+		return slots, busy, err
+	}}
 	// The dashboard, /metrics and the signing keys (in qstash.API) show
 	// every tenant: admin keys only.
 	admin := func(r Router) Router {
@@ -312,9 +321,9 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		DevListenerKeys: eo.DevListenerKeys, LoopbackOnly: eo.LoopbackOnly}, log,
 		dlq,
 		schedules,
-		&handlers.Flows{RDB: rdb, API: api},
+		flows,
 		topics,
-		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
+		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Actions: dashboardActions{dlq, api}, Log: log}),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {

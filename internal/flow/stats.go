@@ -29,12 +29,14 @@ const (
 // KeyStats is one key's state as published by a worker, or summed over
 // workers.
 type KeyStats struct {
-	Key         string `json:"key"`
-	InFlight    int    `json:"inFlight"`
-	Parked      int    `json:"parked"` // parks in the last second
-	Parallelism int    `json:"parallelism,omitempty"`
-	Rate        int    `json:"rate,omitempty"`
-	PeriodMs    int64  `json:"periodMs,omitempty"`
+	Key string `json:"key"`
+	// Named: a flowControl.key, not a destination's own host:port.
+	Named       bool  `json:"named,omitempty"`
+	InFlight    int   `json:"inFlight"`
+	Parked      int   `json:"parked"` // parks in the last second
+	Parallelism int   `json:"parallelism,omitempty"`
+	Rate        int   `json:"rate,omitempty"`
+	PeriodMs    int64 `json:"periodMs,omitempty"`
 	// EffectiveRate is the adaptive limit per second (summed over the
 	// workers that have one); 0 means not limited.
 	EffectiveRate float64 `json:"effectiveRate"`
@@ -52,7 +54,7 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 			delete(c.keys, name)
 			continue
 		}
-		s := KeyStats{Key: name, InFlight: k.inflight, Parked: k.parked, Parallelism: k.spec.Parallelism, Rate: k.spec.Rate,
+		s := KeyStats{Key: name, Named: k.spec.Named, InFlight: k.inflight, Parked: k.parked, Parallelism: k.spec.Parallelism, Rate: k.spec.Rate,
 			Succeeded: k.ok + k.prevOK, Overloaded: k.overloaded + k.prevOver}
 		if k.spec.Rate > 0 {
 			s.PeriodMs = k.spec.Period.Milliseconds()
@@ -135,6 +137,7 @@ func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyS
 			t.Succeeded += s.Succeeded
 			t.Overloaded += s.Overloaded
 			t.Parallelism, t.Rate, t.PeriodMs = max(t.Parallelism, s.Parallelism), max(t.Rate, s.Rate), max(t.PeriodMs, s.PeriodMs)
+			t.Named = t.Named || s.Named
 		}
 	}
 	out := make([]KeyStats, 0, len(sum))

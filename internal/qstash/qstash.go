@@ -42,6 +42,8 @@ type API struct {
 	Schedules *handlers.Schedules
 	// Topics are the URL groups.
 	Topics *handlers.Topics
+	// Flows serve the flow-control API.
+	Flows *handlers.Flows
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
@@ -72,6 +74,12 @@ func (q *API) Routes(r gin.IRouter) {
 	r.DELETE("/v2/topics/:name", q.deleteGroup)
 	r.POST("/v2/topics/:name/endpoints", q.addEndpoints)
 	r.DELETE("/v2/topics/:name/endpoints", q.removeEndpoints)
+	r.GET("/v2/flowControl", q.listFlowControl)
+	r.GET("/v2/flowControl/:key", q.getFlowControl)
+	for _, a := range []handlers.FlowAction{handlers.ActionPause, handlers.ActionResume, handlers.ActionPin, handlers.ActionUnpin, handlers.ActionResetRate} {
+		r.POST("/v2/flowControl/:key/"+string(a), q.actOnFlowControl(a))
+	}
+	r.GET("/v2/globalParallelism", q.globalParallelism)
 }
 
 // fail answers err in QStash's error shape.
@@ -467,6 +475,9 @@ type Message struct {
 	Label                string              `json:"label,omitempty"`
 	Labels               []string            `json:"labels,omitempty"`
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
+	Parallelism          int                 `json:"parallelism,omitempty"`
+	Rate                 int                 `json:"rate,omitempty"`
+	Period               int64               `json:"period,omitempty"` // seconds
 }
 
 // notFound is QStash's answer for a message id it does not know.
@@ -520,6 +531,9 @@ func message(r *record.Request) Message {
 		}
 	}
 	m.TopicName = r.Topic
+	if fc := r.FlowControl; fc != nil {
+		m.Parallelism, m.Rate, m.Period = fc.Parallelism, fc.Rate, fc.PeriodMs/1000
+	}
 	return m
 }
 

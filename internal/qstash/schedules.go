@@ -43,6 +43,9 @@ type ScheduleDoc struct {
 	Label                string              `json:"label,omitempty"`
 	Labels               []string            `json:"labels,omitempty"`
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
+	Parallelism          int                 `json:"parallelism,omitempty"`
+	Rate                 int                 `json:"rate,omitempty"`
+	Period               int64               `json:"period,omitempty"` // seconds
 	IsPaused             bool                `json:"isPaused"`
 	NextScheduleTime     int64               `json:"nextScheduleTime,omitempty"`
 	LastScheduleTime     int64               `json:"lastScheduleTime,omitempty"`
@@ -56,6 +59,7 @@ func scheduleDoc(sc *record.Schedule) ScheduleDoc {
 		Body        string            `json:"body"`
 		MaxRetries  *int              `json:"maxRetries"`
 		CallbackURL string            `json:"callbackUrl"`
+		FlowControl *record.FlowControl
 	}
 	_ = json.Unmarshal(sc.Request, &sub)
 	d := ScheduleDoc{ScheduleID: sc.ID, Cron: sc.Cron, CreatedAt: sc.CreatedAt.UnixMilli(), Destination: redact.URL(sub.URL),
@@ -66,6 +70,9 @@ func scheduleDoc(sc *record.Schedule) ScheduleDoc {
 	}
 	if sub.MaxRetries != nil {
 		d.Retries = *sub.MaxRetries
+	}
+	if fc := sub.FlowControl; fc != nil {
+		d.Parallelism, d.Rate, d.Period = fc.Parallelism, fc.Rate, fc.PeriodMs/1000
 	}
 	for k, v := range redact.Headers(sub.Headers) {
 		d.Header[k] = []string{v}

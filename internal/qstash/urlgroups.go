@@ -33,7 +33,7 @@ func isURLGroup(dest string) bool {
 }
 
 func (q *API) loadGroup(c *gin.Context, name string) (*record.Topic, string, error) {
-	owner, err := handlers.TopicTenant(c)
+	owner, err := handlers.OwnTenant(c)
 	if err != nil {
 		return nil, "", err
 	}
@@ -88,7 +88,7 @@ func (q *API) changeGroup(c *gin.Context, adding bool) {
 	err := handlers.ValidTopicName(name)
 	var owner string
 	if err == nil {
-		owner, err = handlers.TopicTenant(c)
+		owner, err = handlers.OwnTenant(c)
 	}
 	var eps []record.Endpoint
 	if err == nil {
