@@ -80,6 +80,9 @@ type API struct {
 	// Parts are the partitions: a new id is made in the partition its
 	// Idempotency-Key picks. The zero value is one partition.
 	Parts partition.Set
+	// Canceled, when set, hears of every request canceled (a queue gives
+	// its place to the next).
+	Canceled func(ctx context.Context, id string)
 }
 
 // newID makes the id of a new request (or schedule).
@@ -372,6 +375,9 @@ func (a *API) Cancel(ctx context.Context, scope tenant.Scope, id, actor string) 
 	callbackDue, err := a.Store.Cancel(ctx, scope, id, actor, a.Now())
 	if err != nil {
 		return err
+	}
+	if a.Canceled != nil {
+		a.Canceled(ctx, id)
 	}
 	if callbackDue {
 		if err := a.Queue.EnqueueCallback(ctx, id); err != nil {

@@ -175,6 +175,9 @@ func FlowRequest(r *record.Request) flow.Request {
 		fr.Parallelism, fr.Rate, fr.Period = fc.Parallelism, fc.Rate, time.Duration(fc.PeriodMs)*time.Millisecond
 		fr.Named = fc.Key != ""
 	}
+	if q := r.QStash; q != nil && q.Queue != "" {
+		fr.Queue, fr.Created = tenant.Qualify(r.Tenant, q.Queue), r.CreatedAt
+	}
 	return fr
 }
 
@@ -333,6 +336,10 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 			// re-enqueues callbacks left pending without a task.
 			h.Log.Error("could not enqueue the outcome callback", "requestId", r.ID, "err", err)
 		}
+	}
+	if o.Status.Terminal() && h.Flow != nil {
+		// Finished: its place in its queue goes to the next.
+		h.Flow.QueueDone(wctx, FlowRequest(r))
 	}
 	if o.Status == record.Retrying {
 		if h.Flow != nil {

@@ -24,6 +24,7 @@ const results = {};
 // The destination: records every call, verified; answers by path.
 const calls = [];
 const fc = { now: 0, peak: 0 };
+const queued = { now: 0, peak: 0 };
 const answers = new Map(); // path -> list of statuses, the last repeats
 let dest;
 const server = http.createServer((req, res) => {
@@ -40,6 +41,13 @@ const server = http.createServer((req, res) => {
     }
     const path = req.url.split("?")[0];
     calls.push({ path, url: req.url, body, verified, error, at: Date.now(), method: req.method, headers: req.headers });
+    if (path === "/queued") {
+      // A queue: hold the call a while, counting how many overlap.
+      queued.now++;
+      queued.peak = Math.max(queued.peak, queued.now);
+      await new Promise((r) => setTimeout(r, 100));
+      queued.now--;
+    }
     if (path === "/fc") {
       // Flow control: hold the call a while, counting how many overlap.
       fc.now++;
@@ -450,4 +458,41 @@ test("the flow-control API: get, pause holds and resume delivers, pin and unpin,
 
   const g = await client.flowControl.getGlobalParallelism();
   assert.ok(g.parallelismMax >= 1 && typeof g.parallelismCount === "number", JSON.stringify(g));
+});
+
+test("queues: upsert, enqueue in order with the queue's parallelism, pause holds, resume delivers, get, list, delete", async () => {
+  const queue = client.queue({ queueName: "orders-queue" });
+  await queue.upsert({ parallelism: 1 });
+  const sent = [];
+  for (let i = 1; i <= 5; i++) {
+    sent.push((await queue.enqueue({ url: to("/queued"), body: `q ${i}` })).messageId);
+  }
+  const got = await until("5 queued deliveries", () => callsTo("/queued").length === 5 && callsTo("/queued"), 20000);
+  assert.deepEqual(got.map((c) => c.body), ["q 1", "q 2", "q 3", "q 4", "q 5"], "delivered out of order");
+  assert.equal(queued.peak, 1, "parallelism 1 let calls overlap");
+  const msg = await client.messages.get(sent[0]);
+  assert.equal(msg.queueName, "orders-queue");
+  let info = await queue.get();
+  assert.equal(info.name, "orders-queue");
+  assert.equal(info.parallelism, 1);
+  assert.equal(info.paused, false);
+  assert.ok((await queue.list()).some((q) => q.name === "orders-queue"));
+
+  await queue.pause();
+  assert.equal((await queue.get()).paused, true);
+  const held = await queue.enqueueJSON({ url: to("/queued"), body: { held: true } });
+  await until("the held message counted in the queue's lag", async () => (await queue.get()).lag === 1);
+  assert.equal(callsTo("/queued").length, 5, "a paused queue delivered");
+  await queue.resume();
+  await until("the held message's delivery", () => callsTo("/queued").length === 6);
+  await until("the queue drained", async () => (await queue.get()).lag === 0);
+
+  const batch = await client.batch([{ url: to("/queued"), body: "b1", queueName: "orders-queue" }, { url: to("/queued"), body: "b2", queueName: "orders-queue" }]);
+  assert.equal(batch.length, 2);
+  await until("the batch's deliveries, in order", () => callsTo("/queued").length === 8);
+  assert.deepEqual(callsTo("/queued").slice(6).map((c) => c.body), ["b1", "b2"]);
+  const { messages } = await client.dlq.listMessages({ filter: { queueName: "orders-queue" } });
+  assert.deepEqual(messages, []);
+  await queue.delete();
+  await assert.rejects(queue.get(), QstashError);
 });

@@ -303,6 +303,16 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
 	topics := &handlers.Topics{Store: store, API: api}
+	// A canceled queue message gives its place to the next.
+	api.Canceled = func(ctx context.Context, id string) {
+		r, err := store.Get(ctx, id)
+		if err != nil || r.QStash == nil || r.QStash.Queue == "" {
+			return
+		}
+		if err := flow.QueueNext(ctx, rdb, queue, tenant.Qualify(r.Tenant, r.QStash.Queue), id); err != nil {
+			log.Warn("could not give a canceled message's place in its queue to the next; the next admission does", "requestId", id, "err", err)
+		}
+	}
 	flows := &handlers.Flows{RDB: rdb, API: api, Waker: queue, Capacity: func(ctx context.Context) (int, int, error) {
 		servers, err := inspector.Servers()
 		slots, busy := 0, 0
@@ -323,7 +333,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		schedules,
 		flows,
 		topics,
-		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
+		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Actions: dashboardActions{dlq, api}, Log: log}),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {
@@ -490,6 +500,10 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: tenantShare,
 		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), time.Now)
 	defer h.Flow.Close()
+	h.Flow.Finished = func(ctx context.Context, id string) bool {
+		r, err := store.Get(ctx, id)
+		return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
+	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle

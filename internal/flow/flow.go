@@ -92,6 +92,12 @@ type Request struct {
 	// Named: Key is a flowControl.key (one an operator may pause or pin),
 	// not the destination's own.
 	Named bool
+	// Queue is the (tenant-qualified) queue whose order the request keeps
+	// ("" for none).
+	Queue string
+	// Created is when the request was made (its place in its queue, if it
+	// never joined the line).
+	Created time.Time
 	// Parallelism and Rate per Period are the request's flowControl (0:
 	// none).
 	Parallelism int
@@ -142,6 +148,10 @@ type Controller struct {
 	hosts    map[string]*host
 	keys     map[string]*key
 	controls map[string]controlEntry
+	// Finished says whether a request has finished or is gone; a queue
+	// takes such ones out of its line when a waiter finds them ahead of
+	// it. Nil: never.
+	Finished func(ctx context.Context, id string) bool
 	wakes    sync.WaitGroup
 	// stop ends with Close.
 	stop   context.Context
@@ -217,6 +227,17 @@ func (p *Parked) Error() string { return "waiting for a flow-control slot" }
 // *Parked error saying until when its task sleeps.
 func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	now := c.now()
+	if req.Queue != "" {
+		// Its queue's order first: it waits for the ones ahead of it.
+		ok, err := c.admitQueue(ctx, req, c.Finished)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			c.parkedOne(req.Key)
+			return nil, &Parked{Until: now.Add(ParkFallback)}
+		}
+	}
 	if req.Named {
 		// An operator's settings first: a paused key holds its requests
 		// in its paused line until resumed; a pin is the key's limit,

@@ -688,3 +688,62 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 	}
 	admit(t, c, rated("r3"))
 }
+
+// A queue's requests start in their order (by id), at most its
+// parallelism at once; a finished one wakes the next; a pause holds even
+// the head, a resume wakes it; a finished request found ahead of a
+// waiter (its worker died before leaving the line) is taken out.
+func TestQueueKeepsOrderAndParallelism(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
+	ctx := context.Background()
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:443", Key: "h:443", Queue: "q", Created: clk.now()} }
+	for _, id := range []string{"01a", "01b", "01c", "01d"} {
+		if err := JoinQueue(ctx, rdb, "q", id, clk.now()); err != nil { // one ms: joins keep their order
+			t.Fatal(err)
+		}
+	}
+	parked(t, c, req("01c")) // parallelism 1 (the default): the head is 01a
+	parked(t, c, req("01b"))
+	a := admit(t, c, req("01a"))
+	a.Done(ctx, Succeeded) // an attempt's end is not the request's end
+	parked(t, c, req("01b"))
+	c.QueueDone(ctx, req("01a"))
+	waitWoken(t, w, []string{"01b"})
+	admit(t, c, req("01b"))
+	if err := SetQueue(ctx, rdb, w, "q", 2, false, clk.now()); err != nil { // wider: 01c's turn
+		t.Fatal(err)
+	}
+	waitWoken(t, w, []string{"01b", "01c"})
+	admit(t, c, req("01c"))
+	parked(t, c, req("01d"))
+	if err := SetQueuePaused(ctx, rdb, w, "q", true, clk.now()); err != nil {
+		t.Fatal(err)
+	}
+	c.QueueDone(ctx, req("01b"))
+	if got := w.got(); len(got) != 2 {
+		t.Errorf("a paused queue woke %v", got)
+	}
+	parked(t, c, req("01d")) // its turn, but paused
+	if err := SetQueuePaused(ctx, rdb, w, "q", false, clk.now()); err != nil {
+		t.Fatal(err)
+	}
+	waitWoken(t, w, []string{"01b", "01c", "01d"})
+	s, err := ReadQueue(ctx, rdb, "q")
+	if err != nil || s.Parallelism != 2 || s.Paused || s.Lag != 2 {
+		t.Errorf("settings %+v %v", s, err)
+	}
+	// 01c finished but its worker died before leaving the line: the next
+	// waiter finds it ahead and takes it out.
+	c.Finished = func(_ context.Context, id string) bool { return id == "01c" }
+	for _, id := range []string{"01e", "01f"} {
+		_ = JoinQueue(ctx, rdb, "q", id, clk.now())
+	}
+	admit(t, c, req("01d"))
+	parked(t, c, req("01f")) // finds 01c ahead: out of line
+	admit(t, c, req("01e"))  // so 01e's turn (01d and 01e: parallelism 2)
+	parked(t, c, req("01f"))
+}

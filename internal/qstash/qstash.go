@@ -42,8 +42,10 @@ type API struct {
 	Schedules *handlers.Schedules
 	// Topics are the URL groups.
 	Topics *handlers.Topics
-	// Flows serve the flow-control API.
+	// Flows serve the flow-control API (and hold the queues' lines).
 	Flows *handlers.Flows
+	// Queues list the queues.
+	Queues QueueStore
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
@@ -80,6 +82,14 @@ func (q *API) Routes(r gin.IRouter) {
 		r.POST("/v2/flowControl/:key/"+string(a), q.actOnFlowControl(a))
 	}
 	r.GET("/v2/globalParallelism", q.globalParallelism)
+	r.POST("/v2/queues", q.upsertQueue)
+	r.POST("/v2/queues/", q.upsertQueue)
+	r.GET("/v2/queues", q.listQueues)
+	r.GET("/v2/queues/:name", q.getQueue)
+	r.DELETE("/v2/queues/:name", q.deleteQueue)
+	r.POST("/v2/queues/:name/pause", q.pauseQueue)
+	r.POST("/v2/queues/:name/resume", q.resumeQueue)
+	r.POST("/v2/enqueue/:queue/*destination", q.enqueue)
 }
 
 // fail answers err in QStash's error shape.
@@ -252,6 +262,12 @@ func extras(h http.Header) (*record.QStash, error) {
 	if len(q.Labels) == 1 {
 		q.Labels = nil // Label says it all (AllLabels)
 	}
+	if name := h.Get("Upstash-Queue-Name"); name != "" {
+		if err := validQueue(name); err != nil {
+			return nil, badRequest("Upstash-Queue-Name", "Upstash-Queue-Name: a queue's name is 1 to 128 of letters, digits, _ . : and -")
+		}
+		q.Queue = name
+	}
 	if v := h.Get("Upstash-Redact-Fields"); v != "" {
 		f, err := redactFields(v)
 		if err != nil {
@@ -353,7 +369,12 @@ func (q *API) publish(c *gin.Context) {
 	if !ok {
 		return
 	}
-	dest := rawTail(c, "/v2/publish/")
+	q.publishTo(c, rawTail(c, "/v2/publish/"), body)
+}
+
+// publishTo publishes body to dest, a URL or a URL group's name, and
+// answers the client.
+func (q *API) publishTo(c *gin.Context, dest string, body []byte) {
 	if isURLGroup(dest) {
 		// A URL group: one message per endpoint, answered as a list.
 		res, err := q.publishGroup(c, dest, c.Request.Header, body)
@@ -397,12 +418,21 @@ func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte
 		return nil, err
 	}
 	r.Dialect, r.QStash = record.DialectQStash, extra
+	if extra.Queue != "" {
+		if err := q.ensureQueue(c, handlers.TenantOf(c), extra.Queue); err != nil {
+			return nil, err
+		}
+	}
 	replay, err := q.API.Accept(c, r, dedupKey(h, dest, body), raw, now)
 	if err != nil {
 		return nil, err
 	}
 	if replay != nil {
 		return &Published{MessageID: replay.ID, URL: dest, Deduplicated: true}, nil
+	}
+	if err := q.queued(c, r); err != nil {
+		// Accepted: its first admission puts it in line at its place.
+		q.API.Log.Warn("could not put a message in its queue's line now", "requestId", r.ID, "err", err)
 	}
 	return &Published{MessageID: r.ID, URL: dest}, nil
 }
@@ -412,7 +442,7 @@ type batchItem struct {
 	Destination string            `json:"destination"`
 	Headers     map[string]string `json:"headers"`
 	Body        string            `json:"body"`
-	Queue       string            `json:"queue"`
+	Queue       string            `json:"queue"` // a queue's name: its messages keep its order
 }
 
 // MaxBatch bounds the messages of one batch.
@@ -438,6 +468,9 @@ func (q *API) batch(c *gin.Context) {
 		h := http.Header{}
 		for k, v := range it.Headers {
 			h.Set(k, v)
+		}
+		if it.Queue != "" {
+			h.Set("Upstash-Queue-Name", it.Queue)
 		}
 		var res any
 		var err error
@@ -472,6 +505,7 @@ type Message struct {
 	FailureCallback      string              `json:"failureCallback,omitempty"`
 	ScheduleID           string              `json:"scheduleId,omitempty"`
 	TopicName            string              `json:"topicName,omitempty"`
+	QueueName            string              `json:"queueName,omitempty"`
 	Label                string              `json:"label,omitempty"`
 	Labels               []string            `json:"labels,omitempty"`
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
@@ -522,7 +556,7 @@ func message(r *record.Request) Message {
 	}
 	if q := r.QStash; q != nil {
 		m.RetryDelayExpression, m.FailureCallback, m.ScheduleID = q.RetryDelay, redact.URL(q.FailureCallback), q.ScheduleID
-		m.Label, m.Labels, m.FlowControlKey = q.Label, q.AllLabels(), q.FlowControlKey
+		m.Label, m.Labels, m.FlowControlKey, m.QueueName = q.Label, q.AllLabels(), q.FlowControlKey, q.Queue
 		if q.Redact != nil {
 			m.Header = RedactHeaders(m.Header, q.Redact)
 			if q.Redact.Body {

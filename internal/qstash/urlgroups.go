@@ -8,7 +8,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // QStash's URL groups are retryd's topics (the same records): a message
@@ -118,13 +120,18 @@ func (q *API) removeEndpoints(c *gin.Context) { q.changeGroup(c, false) }
 // each its own message (retries, DLQ entry, callbacks), carrying the
 // group's name.
 func (q *API) publishGroup(c *gin.Context, name string, h http.Header, body []byte) ([]*Published, error) {
-	tp, _, err := q.loadGroup(c, name)
+	tp, owner, err := q.loadGroup(c, name)
 	if err != nil {
 		return nil, err
 	}
 	sub, extra, err := submission(h, "", body)
 	if err != nil {
 		return nil, err
+	}
+	if extra.Queue != "" {
+		if err := q.ensureQueue(c, owner, extra.Queue); err != nil {
+			return nil, err
+		}
 	}
 	key := dedupKey(h, name, body)
 	made, err := q.API.FanOut(c, tp, "", sub, key, func(r *record.Request) {
@@ -137,6 +144,11 @@ func (q *API) publishGroup(c *gin.Context, name string, h http.Header, body []by
 	out := make([]*Published, len(made))
 	for i, m := range made {
 		out[i] = &Published{MessageID: m.ID, URL: m.URL, Deduplicated: m.Replayed}
+		if extra.Queue != "" && !m.Replayed {
+			if err := flow.JoinQueue(c.Request.Context(), q.Flows.RDB, tenant.Qualify(owner, extra.Queue), m.ID, q.API.Now()); err != nil {
+				q.API.Log.Warn("could not put a message in its queue's line now", "requestId", m.ID, "err", err)
+			}
+		}
 	}
 	return out, nil
 }

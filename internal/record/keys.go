@@ -73,6 +73,9 @@ func (k tkeys) schedules() string             { return string(k) + "idx:schedule
 func (k tkeys) topic(name string) string { return string(k) + "topic:" + hashHex(name) }
 func (k tkeys) topics() string           { return string(k) + "idx:topics" }
 
+// queues lists a tenant's QStash queues by name.
+func (k tkeys) queues() string { return string(k) + "idx:queues" }
+
 // publication is one publish to a topic: its children.
 func (k keys) publication(id string) string { return string(k) + "pub:" + id }
 

@@ -265,6 +265,9 @@ type QStash struct {
 	// Redact is what Upstash-Redact-Fields hides from every view (nil:
 	// nothing beyond retryd's own redaction).
 	Redact *RedactFields `json:"r,omitempty"`
+	// Queue is the QStash queue the message was enqueued to, whose order
+	// and parallelism it keeps ("" for none).
+	Queue string `json:"qn,omitempty"`
 }
 
 // AllLabels are q's labels: Labels, or Label for a message stored before

@@ -54,10 +54,12 @@ const (
 	// URLGroup is QStash's newer name of it.
 	TopicName = "topicName"
 	URLGroup  = "urlGroup"
-	// Keys QStash defines that no retryd request carries (yet): a filter
-	// on them is understood and matches nothing, rather than everything.
+	// QueueName is a QStash queue's name.
 	QueueName = "queueName"
-	CallerIP  = "callerIp"
+	// CallerIP is a key QStash defines that no retryd request carries
+	// (yet): a filter on it is understood and matches nothing, rather
+	// than everything.
+	CallerIP = "callerIp"
 )
 
 // Route is what one route accepts.
@@ -316,7 +318,7 @@ func (s Selection) Match(r *record.Request) bool {
 // filter does; other names without regard to case.
 func equal(r *record.Request, key, want, got string) bool {
 	switch key {
-	case URL, Path, MessageID, ScheduleID, Label, FlowControlKey, TopicName:
+	case URL, Path, MessageID, ScheduleID, Label, FlowControlKey, TopicName, QueueName:
 		return want == got
 	case Host:
 		return record.DLQFilter{Host: strings.ToLower(want)}.Match(r)
@@ -354,6 +356,8 @@ func field(r *record.Request, k string) string {
 		return q.ScheduleID
 	case TopicName:
 		return r.Topic
+	case QueueName:
+		return q.Queue
 	case ResponseStatus:
 		if r.LastStatusCode != 0 {
 			return strconv.Itoa(r.LastStatusCode)

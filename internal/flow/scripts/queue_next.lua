@@ -1,0 +1,15 @@
+-- Takes a finished request out of its queue's line (ARGV[1], or "" for
+-- none) and returns the parked waiters whose turn it now is: those among
+-- the first `parallelism` of the line, unless the queue is paused. They
+-- leave the parked set; the caller wakes them.
+-- KEYS[1]: the queue's line; KEYS[2]: its parked waiters; KEYS[3]: its
+-- settings
+redis.call("ZREM", KEYS[1], ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[1])
+if redis.call("HGET", KEYS[3], "paused") == "1" then return {} end
+local p = tonumber(redis.call("HGET", KEYS[3], "parallelism") or "1") or 1
+local out = {}
+for _, id in ipairs(redis.call("ZRANGE", KEYS[1], 0, p - 1)) do
+  if redis.call("ZREM", KEYS[2], id) == 1 then table.insert(out, id) end
+end
+return out
