@@ -700,7 +700,9 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	w := &waker{}
 	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
 	ctx := context.Background()
-	req := func(id string) Request { return Request{ID: id, HostPort: "h:443", Key: "h:443", Queue: "q", Created: clk.now()} }
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "h:443", Queue: "q", Created: clk.now()}
+	}
 	for _, id := range []string{"01a", "01b", "01c", "01d"} {
 		if err := JoinQueue(ctx, rdb, "q", id, clk.now()); err != nil { // one ms: joins keep their order
 			t.Fatal(err)
