@@ -42,6 +42,7 @@ type ScheduleDoc struct {
 	RetryDelayExpression string              `json:"retryDelayExpression,omitempty"`
 	Label                string              `json:"label,omitempty"`
 	Labels               []string            `json:"labels,omitempty"`
+	QueueName            string              `json:"queueName,omitempty"`
 	FlowControlKey       string              `json:"flowControlKey,omitempty"`
 	Parallelism          int                 `json:"parallelism,omitempty"`
 	Rate                 int                 `json:"rate,omitempty"`
@@ -84,7 +85,7 @@ func scheduleDoc(sc *record.Schedule) ScheduleDoc {
 		d.Delay = q.DelayMs / 1000
 		d.FailureCallback = redact.URL(q.Message.FailureCallback)
 		d.RetryDelayExpression, d.Label, d.FlowControlKey = q.Message.RetryDelay, q.Message.Label, q.Message.FlowControlKey
-		d.Labels = q.Message.AllLabels()
+		d.Labels, d.QueueName = q.Message.AllLabels(), q.Message.Queue
 		if f := q.Message.Redact; f != nil {
 			d.Header = RedactHeaders(d.Header, f)
 			if f.Body {

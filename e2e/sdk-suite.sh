@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs the official QStash SDK's own test suite (upstash/qstash-js) against
+# retryd, inside a network namespace that has only loopback: the public
+# destinations the suite uses are answered by e2e/sdkstandin over HTTPS
+# with a throwaway CA, and nothing can leave the machine. Needs root (for
+# unshare and the bind mount of /etc/hosts), redis-server and bun.
+#
+#   e2e/sdk-suite.sh /path/to/qstash-js [test files, relative to it]
+#
+# The checkout stays outside this repository (docs/qstash-sdk-suite.md
+# says how to get it). Prints bun's report; exits with bun's status.
+set -euo pipefail
+sdk=$(cd "$1" && pwd); shift
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=(src/client/client.test.ts src/client/dlq.test.ts src/client/logs.test.ts src/client/messages.test.ts
+  src/client/schedules.test.ts src/client/queue.test.ts src/client/url-groups.test.ts src/client/flow-control.test.ts src/dev-server/index.test.ts)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+names=example.com,oz.requestcatcher.com,oz1.requestcatcher.com,requestcatcher.com,httpbin.org,mock.httpstatus.io,a.com,b.com,example.org,www.initial.com,www.updated.com,real.example.com
+
+if [ "${RETRYD_SDK_NETNS:-}" != 1 ]; then
+  work=$(mktemp -d)
+  (cd "$repo" && go build -o "$work/api" ./cmd/api && go build -o "$work/worker" ./cmd/worker && go build -o "$work/standin" ./e2e/sdkstandin)
+  command -v bun >/dev/null || { echo "bun is missing: npm i -g bun (or put node_modules/.bin of npm i bun on PATH)"; exit 1; }
+  command -v redis-server >/dev/null || { echo "redis-server is missing: apt-get install -y redis-server"; exit 1; }
+  exec unshare -n -m env RETRYD_SDK_NETNS=1 RETRYD_SDK_WORK="$work" "$0" "$sdk" "${files[@]}"
+fi
+
+work=$RETRYD_SDK_WORK
+ip link set lo up
+{ echo "127.0.0.1 localhost"; echo "::1 localhost"; for n in ${names//,/ }; do echo "127.0.0.1 $n"; done; } > "$work/hosts"
+mount --bind "$work/hosts" /etc/hosts
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+"$work/standin" -ca "$work/ca.pem" -names "$names" > "$work/standin.log" 2>&1 &
+redis-server --port 6390 --save '' --appendonly no --dir "$work" > "$work/redis.log" 2>&1 &
+token=retryd-sdk-token
+export REDIS_URL=redis://127.0.0.1:6390/0 ALLOW_PRIVATE_TARGETS=true API_KEYS=$token PORT=8090 SSL_CERT_FILE=$work/ca.pem \
+  QSTASH_CURRENT_SIGNING_KEY=sig_sdk_current_0123456789 QSTASH_NEXT_SIGNING_KEY=sig_sdk_next_9876543210 LOG_LEVEL=warn
+for i in $(seq 100); do redis-cli -p 6390 ping >/dev/null 2>&1 && break; sleep 0.1; done
+"$work/api" > "$work/api.log" 2>&1 &
+"$work/worker" > "$work/worker.log" 2>&1 &
+# The SDK's dev-mode tests look for QStash's local dev server on 8080 and
+# 8181: retryd -dev is one (its own in-memory store and worker).
+(export PORT=8091 REDIS_URL= API_KEYS= QSTASH_CURRENT_SIGNING_KEY= QSTASH_NEXT_SIGNING_KEY=; exec "$work/api" -dev -qstash-dev 127.0.0.1:8080 > "$work/dev8080.log" 2>&1) &
+(export PORT=8092 REDIS_URL= API_KEYS= QSTASH_CURRENT_SIGNING_KEY= QSTASH_NEXT_SIGNING_KEY=; exec "$work/api" -dev -qstash-dev 127.0.0.1:8181 > "$work/dev8181.log" 2>&1) &
+for port in 8090 8091 8092; do
+  for i in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+done
+cd "$sdk"
+status=0
+QSTASH_URL=http://127.0.0.1:8090 QSTASH_TOKEN=$token bun test --timeout 60000 "${files[@]}" 2>&1 | tee "$work/bun.log" || status=$?
+echo "logs: $work"
+exit $status
