@@ -128,31 +128,26 @@ func (f *Flows) Act(c *gin.Context, owner, key string, action FlowAction) error 
 
 // keyRoutes registers retryd's own /flows/{key} routes.
 func (f *Flows) keyRoutes(r gin.IRouter) {
-	r.GET("/flows/:key", func(c *gin.Context) {
-		owner, err := OwnTenant(c)
-		var d FlowInfo
-		if err == nil {
-			d, err = f.Info(c.Request.Context(), owner, c.Param("key"))
-		}
-		if err != nil {
-			Abort(c, f.API.Log, err)
-			return
-		}
-		c.JSON(http.StatusOK, d)
-	})
+	r.GET("/flows/:key", func(c *gin.Context) { f.answer(c, nil) })
 	r.POST("/flows/:key/:action", func(c *gin.Context) {
-		owner, err := OwnTenant(c)
-		if err == nil {
-			err = f.Act(c, owner, c.Param("key"), FlowAction(c.Param("action")))
-		}
-		var d FlowInfo
-		if err == nil {
-			d, err = f.Info(c.Request.Context(), owner, c.Param("key"))
-		}
-		if err != nil {
-			Abort(c, f.API.Log, err)
-			return
-		}
-		c.JSON(http.StatusOK, d)
+		f.answer(c, func(owner string) error { return f.Act(c, owner, c.Param("key"), FlowAction(c.Param("action"))) })
 	})
+}
+
+// answer does act (nil: nothing) on the key the path names, then answers
+// the key's state.
+func (f *Flows) answer(c *gin.Context, act func(owner string) error) {
+	owner, err := OwnTenant(c)
+	if err == nil && act != nil {
+		err = act(owner)
+	}
+	var d FlowInfo
+	if err == nil {
+		d, err = f.Info(c.Request.Context(), owner, c.Param("key"))
+	}
+	if err != nil {
+		Abort(c, f.API.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, d)
 }

@@ -1,0 +1,298 @@
+package qstash
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retryd/retryd/internal/delayexpr"
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
+	"github.com/retryd/retryd/internal/submit"
+)
+
+// Reading a publish: QStash's Upstash-* headers translated into retryd's
+// submission and the fields a QStash message adds to it.
+
+// duration reads QStash's "10s", "5m", "2h", "1d" (or plain seconds). A
+// value a time.Duration cannot hold is an error, never a wrapped one
+// (213504d once wrapped to 25 minutes).
+func duration(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	digits, unit := v, time.Second
+	if len(v) > 0 {
+		if u, ok := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[v[len(v)-1]]; ok {
+			digits, unit = v[:len(v)-1], u
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 || digits == "" || digits[0] == '+' {
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, errors.New("out of range")
+		}
+		return 0, errors.New("invalid duration")
+	}
+	if n > int64(maxDuration/unit) {
+		return 0, errors.New("out of range")
+	}
+	return time.Duration(n) * unit, nil
+}
+
+// maxNotBefore is the last second of the year 9999.
+const maxNotBefore = 253402300799
+
+// maxDuration bounds a QStash duration: far beyond any limit of retryd's
+// (which then answers with its own message), far below int64's wrap.
+const maxDuration = 100 * 365 * 24 * time.Hour
+
+// submission translates a publish call into retryd's submission body, so
+// every rule of retryd's API applies to it unchanged, and the fields QStash
+// adds to it.
+func submission(h http.Header, dest string, body []byte) (map[string]any, *record.QStash, error) {
+	extra, err := extras(h)
+	if err != nil {
+		return nil, nil, err
+	}
+	sub := map[string]any{"url": dest, "method": "POST", "maxRetries": DefaultRetries}
+	if v := h.Get("Upstash-Flow-Control-Value"); v != "" || extra.FlowControlKey != "" {
+		// Enforced by retryd's flow control, across all workers.
+		fc, err := flowControl(extra.FlowControlKey, v)
+		if err != nil {
+			return nil, nil, err
+		}
+		m := map[string]any{"key": fc.Key}
+		if fc.Parallelism > 0 {
+			m["parallelism"] = fc.Parallelism
+		}
+		if fc.Rate > 0 {
+			m["rate"], m["periodMs"] = fc.Rate, fc.Period.Milliseconds()
+		}
+		sub["flowControl"] = m
+	}
+	headers := map[string]string{}
+	for name, values := range h {
+		lower := strings.ToLower(name)
+		switch {
+		case strings.HasPrefix(lower, "upstash-forward-"):
+			fwd := name[len("upstash-forward-"):]
+			if submit.Framing(http.CanonicalHeaderKey(fwd)) {
+				// The official SDKs forward Content-Length and Host (the
+				// workflow SDK always): framing is retryd's to set, so
+				// they are dropped here, not refused.
+				continue
+			}
+			headers[fwd] = strings.Join(values, ", ")
+		case lower == "content-type":
+			headers["Content-Type"] = values[0]
+		}
+	}
+	if m := h.Get("Upstash-Method"); m != "" {
+		sub["method"] = strings.ToUpper(m)
+	}
+	if v := h.Get("Upstash-Retries"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, nil, badRequest("Upstash-Retries", "Upstash-Retries must be an integer")
+		}
+		sub["maxRetries"] = n
+	}
+	if v := h.Get("Upstash-Timeout"); v != "" {
+		d, err := duration(v)
+		if err != nil {
+			return nil, nil, badRequest("Upstash-Timeout", "Upstash-Timeout must be a duration such as 30s")
+		}
+		sub["timeoutMs"] = d.Milliseconds()
+	}
+	switch nb, delay := h.Get("Upstash-Not-Before"), h.Get("Upstash-Delay"); {
+	case nb != "":
+		sec, err := strconv.ParseInt(nb, 10, 64)
+		if err != nil || sec < 0 || sec > maxNotBefore {
+			return nil, nil, badRequest("Upstash-Not-Before", "Upstash-Not-Before must be a Unix time in seconds (before the year 10000)")
+		}
+		sub["notBefore"] = time.Unix(sec, 0).UTC().Format(time.RFC3339)
+	case delay != "":
+		d, err := duration(delay)
+		if err != nil {
+			return nil, nil, badRequest("Upstash-Delay", "Upstash-Delay must be a duration such as 10s, 5m, 2h or 1d")
+		}
+		sub["delayMs"] = d.Milliseconds()
+	}
+	if cb := h.Get("Upstash-Callback"); cb != "" {
+		sub["callbackUrl"] = cb
+	}
+	if len(headers) > 0 {
+		sub["headers"] = headers
+	}
+	if len(body) > 0 {
+		sub["body"] = string(body)
+	}
+	return sub, extra, nil
+}
+
+// extras reads the fields a publish adds to retryd's submission.
+func extras(h http.Header) (*record.QStash, error) {
+	q := &record.QStash{
+		RetryDelay: strings.TrimSpace(h.Get("Upstash-Retry-Delay")), FailureCallback: h.Get("Upstash-Failure-Callback"),
+		FlowControlKey: h.Get("Upstash-Flow-Control-Key"),
+	}
+	// Several labels: Upstash-Label "a,b" (or repeated). Label keeps the
+	// first, as QStash's legacy field does.
+	for _, v := range h.Values("Upstash-Label") {
+		for _, l := range strings.Split(v, ",") {
+			if l = strings.TrimSpace(l); l != "" && !slices.Contains(q.Labels, l) {
+				q.Labels = append(q.Labels, l)
+			}
+		}
+	}
+	if len(q.Labels) > MaxLabels {
+		return nil, badRequest("Upstash-Label", fmt.Sprintf("Upstash-Label: at most %d labels", MaxLabels))
+	}
+	if len(q.Labels) > 0 {
+		q.Label = q.Labels[0]
+	}
+	if len(q.Labels) == 1 {
+		q.Labels = nil // Label says it all (AllLabels)
+	}
+	if name := h.Get("Upstash-Queue-Name"); name != "" {
+		if err := validQueue(name); err != nil {
+			return nil, badRequest("Upstash-Queue-Name", "Upstash-Queue-Name: a queue's name is 1 to 128 of letters, digits, _ . : and -")
+		}
+		q.Queue = name
+	}
+	if v := h.Get("Upstash-Redact-Fields"); v != "" {
+		f, err := redactFields(v)
+		if err != nil {
+			return nil, err
+		}
+		q.Redact = f
+	}
+	if q.RetryDelay != "" {
+		if _, err := delayexpr.Compile(q.RetryDelay); err != nil {
+			return nil, badRequest("Upstash-Retry-Delay", "Upstash-Retry-Delay "+strconv.Quote(q.RetryDelay)+": "+err.Error())
+		}
+	}
+	if cb := q.FailureCallback; cb != "" {
+		// The rules of callbackUrl: absolute http(s), a host, no
+		// user:password, at most 2048 characters.
+		if _, err := egress.ValidateURL(cb); err != nil {
+			return nil, badRequest("Upstash-Failure-Callback", "Upstash-Failure-Callback "+err.Error())
+		}
+	}
+	return q, nil
+}
+
+// FlowControl is what Upstash-Flow-Control-Key and -Value ask for.
+type FlowControl struct {
+	Key         string
+	Parallelism int
+	Rate        int
+	Period      time.Duration
+}
+
+// flowControl parses "parallelism=2, rate=10, period=1m" for key.
+func flowControl(key, value string) (FlowControl, error) {
+	fc := FlowControl{Key: key, Period: time.Second}
+	if key == "" {
+		return fc, badRequest("Upstash-Flow-Control-Key", "Upstash-Flow-Control-Value needs an Upstash-Flow-Control-Key")
+	}
+	if strings.TrimSpace(value) == "" {
+		return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value must set parallelism or rate, like \"parallelism=2, rate=10, period=1m\"")
+	}
+	for _, part := range strings.Split(value, ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+strconv.Quote(part)+" is not name=value")
+		}
+		var err error
+		switch strings.TrimSpace(name) {
+		case "parallelism":
+			fc.Parallelism, err = strconv.Atoi(strings.TrimSpace(v))
+			if fc.Parallelism < 1 {
+				err = errors.New("below 1")
+			}
+		case "rate":
+			fc.Rate, err = strconv.Atoi(strings.TrimSpace(v))
+			if fc.Rate < 1 {
+				err = errors.New("below 1")
+			}
+		case "period":
+			fc.Period, err = duration(v)
+			if err == nil && fc.Period < time.Second {
+				err = errors.New("below 1s")
+			}
+		default:
+			err = errors.New("unknown setting (parallelism, rate, period)")
+		}
+		if err != nil {
+			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+strconv.Quote(strings.TrimSpace(part))+": "+err.Error())
+		}
+	}
+	return fc, nil
+}
+
+// dedupKey is the Idempotency-Key a publish maps to: its deduplication id,
+// or a hash of its content with content-based deduplication.
+func dedupKey(h http.Header, dest string, body []byte) string {
+	if id := h.Get("Upstash-Deduplication-Id"); id != "" {
+		return "qstash:" + id
+	}
+	if strings.EqualFold(h.Get("Upstash-Content-Based-Deduplication"), "true") {
+		sum := sha256.New()
+		sum.Write([]byte(dest + "\n"))
+		var names []string
+		for k := range h {
+			if strings.HasPrefix(strings.ToLower(k), "upstash-forward-") {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			sum.Write([]byte(k + ":" + strings.Join(h[k], ",") + "\n"))
+		}
+		sum.Write(body)
+		return "qstash-content:" + hex.EncodeToString(sum.Sum(nil))
+	}
+	return ""
+}
+
+// MaxLabels bounds a message's labels.
+const MaxLabels = 20
+
+// redactFields reads Upstash-Redact-Fields: "body", "header" (every
+// header) and "header[Name]", comma-separated.
+func redactFields(v string) (*record.RedactFields, error) {
+	f := &record.RedactFields{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		switch {
+		case part == "body":
+			f.Body = true
+		case part == "header":
+			f.AllHeaders = true
+		case strings.HasPrefix(part, "header[") && strings.HasSuffix(part, "]") && len(part) > len("header[]"):
+			f.Headers = append(f.Headers, part[len("header["):len(part)-1])
+		default:
+			return nil, badRequest("Upstash-Redact-Fields", "Upstash-Redact-Fields: "+strconv.Quote(part)+
+				" is not body, header or header[Name]")
+		}
+	}
+	return f, nil
+}
+
+// RedactHeaders masks the headers f hides.
+func RedactHeaders(h map[string][]string, f *record.RedactFields) map[string][]string {
+	for k := range h {
+		if f.Header(k) {
+			h[k] = []string{redact.Mask}
+		}
+	}
+	return h
+}
