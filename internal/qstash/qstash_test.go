@@ -167,3 +167,39 @@ func TestEventsOfARequestsLife(t *testing.T) {
 		t.Errorf("the RETRY event's next delivery: %d", e.NextDeliveryTime)
 	}
 }
+
+// The publish headers retryd reads are decoded without a panic, and a
+// refusal is always a clear 400 naming its header.
+func FuzzPublishHeaders(f *testing.F) {
+	for _, seed := range [][4]string{
+		{"a,b", "body,header[X]", "orders", "parallelism=2, rate=10, period=1m"},
+		{"", "header", "", ""},
+		{",,,", "header[]", "bad queue name", "rate=0"},
+		{strings.Repeat("l,", 30), "body,,", "q:1", "period=1d"},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3])
+	}
+	f.Fuzz(func(t *testing.T, label, redactFields, queue, fc string) {
+		h := http.Header{}
+		for k, v := range map[string]string{"Upstash-Label": label, "Upstash-Redact-Fields": redactFields,
+			"Upstash-Queue-Name": queue, "Upstash-Flow-Control-Value": fc} {
+			if v != "" {
+				h.Set(k, v)
+			}
+		}
+		if fc != "" {
+			h.Set("Upstash-Flow-Control-Key", "k")
+		}
+		_, q, err := submission(h, "https://e.com/x", nil)
+		if err != nil {
+			var e *handlers.Error
+			if !errors.As(err, &e) || e.Code != handlers.CodeInvalid || !strings.Contains(e.Message, "Upstash-") {
+				t.Fatalf("refused unclearly: %v", err)
+			}
+			return
+		}
+		if len(q.AllLabels()) > MaxLabels || (q.Label != "" && q.AllLabels()[0] != q.Label) {
+			t.Fatalf("labels %q %v", q.Label, q.Labels)
+		}
+	})
+}
