@@ -38,15 +38,25 @@ export REDIS_URL=redis://127.0.0.1:6390/0 ALLOW_PRIVATE_TARGETS=true API_KEYS=$t
 for i in $(seq 100); do redis-cli -p 6390 ping >/dev/null 2>&1 && break; sleep 0.1; done
 "$work/api" > "$work/api.log" 2>&1 &
 "$work/worker" > "$work/worker.log" 2>&1 &
-# The SDK's dev-mode tests look for QStash's local dev server on 8080 and
-# 8181: retryd -dev is one (its own in-memory store and worker).
-(export PORT=8091 REDIS_URL= API_KEYS= QSTASH_CURRENT_SIGNING_KEY= QSTASH_NEXT_SIGNING_KEY=; exec "$work/api" -dev -qstash-dev 127.0.0.1:8080 > "$work/dev8080.log" 2>&1) &
-(export PORT=8092 REDIS_URL= API_KEYS= QSTASH_CURRENT_SIGNING_KEY= QSTASH_NEXT_SIGNING_KEY=; exec "$work/api" -dev -qstash-dev 127.0.0.1:8181 > "$work/dev8181.log" 2>&1) &
-for port in 8090 8091 8092; do
-  for i in $(seq 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
-done
+ready() { for i in $(seq 100); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return; sleep 0.1; done; }
+ready 8090
+client=() dev=()
+for f in "${files[@]}"; do case $f in *dev-server*) dev+=("$f") ;; *) client+=("$f") ;; esac; done
 cd "$sdk"
 status=0
-QSTASH_URL=http://127.0.0.1:8090 QSTASH_TOKEN=$token bun test --timeout 60000 "${files[@]}" 2>&1 | tee "$work/bun.log" || status=$?
+run() { QSTASH_URL=http://127.0.0.1:8090 QSTASH_TOKEN=$token bun test --timeout 60000 "$@" 2>&1 | tee -a "$work/bun.log" || status=$?; }
+# The client files' mocked tests bind 8080 themselves: no dev server then.
+[ ${#client[@]} -eq 0 ] || run "${client[@]}"
+if [ ${#dev[@]} -gt 0 ]; then
+  # The SDK's dev-mode tests look for QStash's local dev server on 8080 and
+  # 8181: retryd -dev is one (its own in-memory store and worker, the SDK's
+  # dev token and keys).
+  for port in 8080 8181; do
+    (export PORT=$((port + 1000)) REDIS_URL= API_KEYS= QSTASH_CURRENT_SIGNING_KEY= QSTASH_NEXT_SIGNING_KEY=
+     exec "$work/api" -dev -qstash-dev "127.0.0.1:$port" > "$work/dev$port.log" 2>&1) &
+    ready $((port + 1000))
+  done
+  run "${dev[@]}"
+fi
 echo "logs: $work"
 exit $status
