@@ -211,6 +211,33 @@ func (c *Controller) control(ctx context.Context, key string, now time.Time) Con
 	return ctl
 }
 
+// operatorSettings applies an operator's settings on req's key: a paused
+// key holds its requests in its paused line until resumed (a *Parked); a
+// pin is the key's limit, whatever its requests ask for.
+func (c *Controller) operatorSettings(ctx context.Context, req *Request, now time.Time) error {
+	if !req.Named {
+		return nil
+	}
+	ctl := c.control(ctx, req.Key, now)
+	if ctl.Paused {
+		held, err := c.holdPaused(ctx, req.Key, req.ID, now)
+		if err != nil {
+			return err
+		}
+		if held {
+			c.parkedOne(req.Key)
+			return &Parked{Until: now.Add(ParkFallback)}
+		}
+	}
+	if ctl.PinParallelism > 0 {
+		req.Parallelism = ctl.PinParallelism
+	}
+	if ctl.PinRate > 0 {
+		req.Rate, req.Period = ctl.PinRate, ctl.PinPeriod
+	}
+	return nil
+}
+
 // MaxControls bounds the keys' Controls a worker keeps.
 const MaxControls = 10000
 

@@ -227,38 +227,13 @@ func (p *Parked) Error() string { return "waiting for a flow-control slot" }
 // *Parked error saying until when its task sleeps.
 func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	now := c.now()
-	if req.Queue != "" {
-		// Its queue's order first: it waits for the ones ahead of it.
-		ok, err := c.admitQueue(ctx, req, c.Finished)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			c.parkedOne(req.Key)
-			return nil, &Parked{Until: now.Add(ParkFallback)}
-		}
+	// Its queue's order first (queue.go), then an operator's settings
+	// on its key (control.go).
+	if err := c.queueTurn(ctx, req, now); err != nil {
+		return nil, err
 	}
-	if req.Named {
-		// An operator's settings first: a paused key holds its requests
-		// in its paused line until resumed; a pin is the key's limit,
-		// whatever its requests ask for.
-		ctl := c.control(ctx, req.Key, now)
-		if ctl.Paused {
-			held, err := c.holdPaused(ctx, req.Key, req.ID, now)
-			if err != nil {
-				return nil, err
-			}
-			if held {
-				c.parkedOne(req.Key)
-				return nil, &Parked{Until: now.Add(ParkFallback)}
-			}
-		}
-		if ctl.PinParallelism > 0 {
-			req.Parallelism = ctl.PinParallelism
-		}
-		if ctl.PinRate > 0 {
-			req.Rate, req.Period = ctl.PinRate, ctl.PinPeriod
-		}
+	if err := c.operatorSettings(ctx, &req, now); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	k := c.keyOf(req, now)

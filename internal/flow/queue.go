@@ -159,6 +159,20 @@ func (c *Controller) admitQueue(ctx context.Context, req Request, isDone func(co
 	return false, nil
 }
 
+// queueTurn is nil when req (of a queue, or not) may go on, or the
+// *Parked that holds it until the ones ahead of it finish.
+func (c *Controller) queueTurn(ctx context.Context, req Request, now time.Time) error {
+	if req.Queue == "" {
+		return nil
+	}
+	ok, err := c.admitQueue(ctx, req, c.Finished)
+	if err != nil || ok {
+		return err
+	}
+	c.parkedOne(req.Key)
+	return &Parked{Until: now.Add(ParkFallback)}
+}
+
 // QueueDone takes req, finished, out of its queue's line and wakes the
 // next.
 func (c *Controller) QueueDone(ctx context.Context, req Request) {
