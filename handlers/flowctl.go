@@ -34,17 +34,24 @@ type FlowInfo struct {
 
 // Info reads key (as its tenant named it) of tenant owner.
 func (f *Flows) Info(ctx context.Context, owner, key string) (FlowInfo, error) {
-	now := f.API.Now()
 	name := tenant.Qualify(owner, key)
 	// What its requests ask for, as the workers last published it.
 	var asked flow.KeyStats
-	if stats, err := flow.Read(ctx, f.RDB, now); err == nil {
+	if stats, err := flow.Read(ctx, f.RDB, f.API.Now()); err == nil {
 		for _, s := range stats {
 			if s.Key == name {
 				asked = s
 			}
 		}
 	}
+	return f.InfoOf(ctx, owner, key, asked)
+}
+
+// InfoOf is Info for a key whose published figures (asked) the caller
+// read already: a list reads them once for all its keys.
+func (f *Flows) InfoOf(ctx context.Context, owner, key string, asked flow.KeyStats) (FlowInfo, error) {
+	now := f.API.Now()
+	name := tenant.Qualify(owner, key)
 	ctl, err := flow.ReadControl(ctx, f.RDB, name)
 	if err != nil {
 		return FlowInfo{}, err

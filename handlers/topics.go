@@ -200,13 +200,15 @@ func (a *API) ReadEndpoints(c *gin.Context, adding bool) ([]record.Endpoint, err
 	return in.Endpoints, nil
 }
 
-func (t *Topics) changeEndpoints(c *gin.Context, adding bool) {
-	name := c.Param("name")
+// ChangeEndpoints adds (or removes) the endpoints the body lists to the
+// topic the path names, and says whose topic it is; both APIs answer from
+// there.
+func (t *Topics) ChangeEndpoints(c *gin.Context, adding bool) (owner, name string, err error) {
+	name = c.Param("name")
 	if err := ValidTopicName(name); err != nil {
-		Abort(c, t.API.Log, err)
-		return
+		return "", name, err
 	}
-	owner, err := OwnTenant(c)
+	owner, err = OwnTenant(c)
 	var eps []record.Endpoint
 	if err == nil {
 		eps, err = t.API.ReadEndpoints(c, adding)
@@ -222,6 +224,11 @@ func (t *Topics) changeEndpoints(c *gin.Context, adding bool) {
 	if errors.Is(err, record.ErrTopicFull) {
 		err = Errorf(CodeInvalid, "endpoints", err.Error())
 	}
+	return owner, name, err
+}
+
+func (t *Topics) changeEndpoints(c *gin.Context, adding bool) {
+	owner, name, err := t.ChangeEndpoints(c, adding)
 	if err != nil {
 		Abort(c, t.API.Log, err)
 		return

@@ -59,6 +59,22 @@ func SetQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, name 
 	return QueueNext(ctx, rdb, waker, name, "")
 }
 
+// ensureQueueScript makes a queue's settings (parallelism 1) unless it
+// has them; it returns 1 when it made them.
+var ensureQueueScript = redis.NewScript(`
+if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
+redis.call("HSET", KEYS[1], "parallelism", 1, "paused", "0", "createdAt", ARGV[1], "updatedAt", ARGV[1])
+return 1
+`)
+
+// EnsureQueue makes queue name, with parallelism 1, if it does not exist
+// (as enqueueing to an unknown queue does in QStash), in one round trip;
+// made says it did.
+func EnsureQueue(ctx context.Context, rdb redis.UniversalClient, name string, now time.Time) (made bool, err error) {
+	n, err := ensureQueueScript.Run(ctx, rdb, queueNames(name)[2:], now.UnixMilli()).Int()
+	return n == 1, err
+}
+
 // SetQueuePaused pauses or resumes queue name, keeping its parallelism.
 func SetQueuePaused(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string, paused bool, now time.Time) error {
 	s, err := ReadQueue(ctx, rdb, name)

@@ -30,7 +30,7 @@ func (q *API) listFlowControl(c *gin.Context) {
 		if !s.Named || !scope.Has(owner) {
 			continue // a destination's own (host:port) key, or another tenant's
 		}
-		d, err := q.Flows.Info(c.Request.Context(), owner, key)
+		d, err := q.Flows.InfoOf(c.Request.Context(), owner, key, s)
 		if err != nil {
 			q.fail(c, err)
 			return

@@ -53,11 +53,8 @@ func (q *API) queueDoc(c *gin.Context, owner, name string) (QueueDoc, error) {
 // enqueueing to an unknown queue does in QStash.
 func (q *API) ensureQueue(c *gin.Context, owner, name string) error {
 	ctx := c.Request.Context()
-	qualified := tenant.Qualify(owner, name)
-	if _, err := flow.ReadQueue(ctx, q.Flows.RDB, qualified); !errors.Is(err, flow.ErrNoQueue) {
-		return err
-	}
-	if err := flow.SetQueue(ctx, q.Flows.RDB, q.Flows.Waker, qualified, 1, false, q.API.Now()); err != nil {
+	made, err := flow.EnsureQueue(ctx, q.Flows.RDB, tenant.Qualify(owner, name), q.API.Now())
+	if err != nil || !made {
 		return err
 	}
 	return q.Queues.AddQueueName(ctx, owner, name)

@@ -86,27 +86,7 @@ func (q *API) deleteGroup(c *gin.Context) {
 }
 
 func (q *API) changeGroup(c *gin.Context, adding bool) {
-	name := c.Param("name")
-	err := handlers.ValidTopicName(name)
-	var owner string
-	if err == nil {
-		owner, err = handlers.OwnTenant(c)
-	}
-	var eps []record.Endpoint
-	if err == nil {
-		eps, err = q.API.ReadEndpoints(c, adding)
-	}
-	if err == nil {
-		if adding {
-			err = q.Topics.Store.AddEndpoints(c.Request.Context(), owner, name, eps, q.API.Now())
-		} else {
-			err = q.Topics.Store.RemoveEndpoints(c.Request.Context(), owner, name, eps, q.API.Now())
-		}
-	}
-	if errors.Is(err, record.ErrTopicFull) {
-		err = badRequest("endpoints", err.Error())
-	}
-	if err != nil {
+	if _, _, err := q.Topics.ChangeEndpoints(c, adding); err != nil {
 		q.fail(c, err)
 		return
 	}
