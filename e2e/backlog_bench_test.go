@@ -61,6 +61,18 @@ var backlogScenarios = []backlogScenario{
 		},
 	},
 	{
+		name: "parallel", // behind one key with parallelism 4, answers in 100 ms
+		body: func(url string) string {
+			return fmt.Sprintf(`{"url":%q,"method":"POST","flowControl":{"key":"backlog","parallelism":4}}`, url)
+		},
+		handler: func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+		},
+	},
+	{
 		name: "failing", // (c) a destination answering 503
 		body: func(url string) string {
 			return fmt.Sprintf(`{"url":%q,"method":"POST","maxRetries":25,"backoffMs":1000,"maxBackoffMs":60000}`, url)

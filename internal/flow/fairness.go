@@ -217,6 +217,7 @@ func (c *Controller) Rebalance(ctx context.Context) {
 			c.adoptLines(ctx)
 		}
 		c.pumpCutLines(ctx)
+		c.pumpParLines(ctx)
 		c.releaseFetched(ctx)
 		type lineFree struct {
 			host string

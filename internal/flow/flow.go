@@ -46,7 +46,7 @@ func script(name string) *redis.Script {
 
 var (
 	acquireScript = script("acquire")
-	releaseScript = script("release")
+	parNextScript = script("par_next")
 	turnScript    = script("turn")
 	fairWait      = script("fair_wait")
 	fairNext      = script("fair_next")
@@ -148,6 +148,7 @@ type Controller struct {
 	hosts    map[string]*host
 	keys     map[string]*key
 	controls map[string]controlEntry
+	parLines map[string]*parLine
 	// Finished says whether a request has finished or is gone; a queue
 	// takes such ones out of its line when a waiter finds them ahead of
 	// it. Nil: never.
@@ -168,7 +169,8 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, n
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, now: now,
-		hosts: map[string]*host{}, keys: map[string]*key{}, controls: map[string]controlEntry{}, stop: stop, cancel: cancel}
+		hosts: map[string]*host{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
+		parLines: map[string]*parLine{}, stop: stop, cancel: cancel}
 }
 
 // FairCap is how many slots of this worker one destination may hold.

@@ -211,8 +211,11 @@ func TestParallelismHoldsAcrossWorkersAndHandsSlotsOver(t *testing.T) {
 	}
 	a, _ := admit(t, w1, req("a")), admit(t, w2, req("b"))
 	until := parked(t, w1, req("c"))
-	if want := clk.now().Add(10*time.Second + LeaseMargin + 10*time.Millisecond); !until.Equal(want) {
-		t.Errorf("parked until %v, want the first lease's end %v", until, want)
+	if want := clk.now().Add(ParkFallback); !until.Equal(want) {
+		t.Errorf("parked until %v, want the safety net %v (nothing polls a waiter)", until, want)
+	}
+	if len(w.ats) > 0 {
+		t.Errorf("timers %v set for a parallelism waiter, want none", w.ats)
 	}
 	clk.add(time.Millisecond)
 	parked(t, w2, req("d"))
@@ -244,21 +247,60 @@ func TestParallelismHandOverSkipsGoneRequests(t *testing.T) {
 	admit(t, c, req("c"))
 }
 
-// A worker that dies holding a slot gives it back when its lease ends.
+// A worker that dies holding a slot: when its lease ends, a live worker
+// that never saw the line (it adopts it from the registry) hands the slot
+// to the longest waiter and wakes it; a newcomer does not overtake the
+// line, not even while nobody has handed the slot on yet; and the waiters
+// start in arrival order.
 func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
-	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, &waker{}, clk)
+	w := &waker{}
+	cfg := Config{Concurrency: 10, FairShare: 1}
+	dead, live := newController(t, rdb, cfg, w, clk), newController(t, rdb, cfg, w, clk)
 	req := func(id string) Request {
 		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
 	}
-	admit(t, c, req("dead")) // never Done
-	parked(t, c, req("b"))
-	clk.add(time.Second + LeaseMargin - time.Millisecond)
-	parked(t, c, req("b"))
-	clk.add(2 * time.Millisecond)
-	admit(t, c, req("b"))
+	admit(t, dead, req("dead")) // never Done
+	for _, id := range []string{"b", "c", "d"} {
+		parked(t, dead, req(id))
+		clk.add(time.Millisecond)
+	}
+	live.adoptLines(context.Background())
+	live.pumpParLines(context.Background())
+	parked(t, live, req("newcomer"))
+	if got := w.got(); len(got) > 0 {
+		t.Fatalf("woken %v while the lease holds, want none", got)
+	}
+
+	clk.add(time.Second + LeaseMargin)
+	live.pumpParLines(context.Background())
+	waitWoken(t, w, []string{"b"})
+	parked(t, live, req("newcomer")) // the slot is b's
+	tb := admit(t, live, req("b"))
+	tb.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"b", "c"})
+
+	// A lease that ends with nobody to hand it on: the next admission
+	// hands it to the longest waiter, not to itself.
+	admit(t, live, req("c")) // never Done
+	clk.add(time.Second + LeaseMargin + time.Millisecond)
+	parked(t, live, req("late"))
+	waitWoken(t, w, []string{"b", "c", "d"})
+	td := admit(t, dead, req("d"))
+	td.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"b", "c", "d", "newcomer"})
+	tn := admit(t, live, req("newcomer"))
+	tn.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"b", "c", "d", "newcomer", "late"})
+	tl := admit(t, live, req("late"))
+	tl.Done(context.Background(), Succeeded)
+
+	// The line is empty: it is unlisted, and no worker looks at it.
+	if n, err := rdb.HLen(context.Background(), record.ParLinesKey).Result(); err != nil || n != 0 {
+		t.Errorf("lines listed: %d, %v; want 0", n, err)
+	}
 }
 
 // The rate is spaced evenly: with 2 per second the second start waits

@@ -1,9 +1,9 @@
 package flow
 
-// The lines' registry: the cut keys' and the destinations' lines that may
-// hold waiters are listed in Redis, so that a worker that never saw a
-// line (started since, or it was another worker's) gives its waiters
-// turns or slots too. Their safety net is long (twice the expected wait),
+// The lines' registry: the cut keys', the destinations' and the
+// parallelism keys' lines that may hold waiters are listed in Redis, so
+// that a worker that never saw a line (started since, or it was another
+// worker's) gives its waiters turns or slots too. Their safety net is long (twice the expected wait),
 // so a line no live worker knew would otherwise wait for it.
 
 import (
@@ -45,13 +45,15 @@ func (c *Controller) unlistLine(ctx context.Context, registry, field string) {
 
 // adoptLines takes on the listed lines this worker does not know of. A
 // cut key not cut here drains its line as fast as fairness lets it; a
-// fairness line gets this worker's free slots (Rebalance).
+// fairness line gets this worker's free slots, and a parallelism line's
+// ended leases are handed on (Rebalance).
 func (c *Controller) adoptLines(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cut, err1 := c.rdb.HGetAll(ctx, record.CutLinesKey).Result()
 	fair, err2 := c.rdb.HGetAll(ctx, record.FairLinesKey).Result()
-	if err := errors.Join(err1, err2); err != nil {
+	par, err3 := c.rdb.HGetAll(ctx, record.ParLinesKey).Result()
+	if err := errors.Join(err1, err2, err3); err != nil {
 		c.log.Warn("could not read the lines listed", "err", err)
 		return
 	}
@@ -77,4 +79,5 @@ func (c *Controller) adoptLines(ctx context.Context) {
 			h.lineSeen = now
 		}
 	}
+	c.adoptParLines(par, now)
 }

@@ -1,15 +1,17 @@
 package flow
 
 // The flowControl parallelism: slots in Redis with leases, handed
-// straight to the longest waiter on release.
+// straight to the longest waiter on release. Its waiters wait in the
+// key's line in Redis, shared by all workers, and nothing polls them: a
+// release wakes the next, and a slot whose lease ended (its worker died)
+// is handed on by any worker that knows the line, when that lease ends.
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -20,75 +22,242 @@ const (
 	HandOverLease = 15 * time.Second
 )
 
+// parLine is a key's parallelism line as this worker knows it: one that
+// may hold waiters.
+type parLine struct {
+	parallelism int
+	// next is when its earliest lease ends: a slot may free then with no
+	// release to hand it on (a worker died holding it, or a woken request
+	// never came).
+	next time.Time
+	// listed is when this worker last listed the line in
+	// record.ParLinesKey.
+	listed time.Time
+}
+
 // keyNames are the Redis keys of a flow-control key's parallelism.
 func keyNames(k string) (slots, wait string) {
 	return record.FlowKey(k, "slots"), record.FlowKey(k, "wait")
 }
 
+// parReply is what the parallelism scripts answer: acquire's flag (1:
+// the slot is taken), the waiters left, the end of the key's earliest
+// lease, and the waiters handed a slot.
+type parReply struct {
+	taken bool
+	n     int
+	first time.Time // zero: no lease
+	woken []string
+}
+
+// parseParReply reads a script's reply; flagged says it starts with
+// acquire's flag.
+func parseParReply(name string, v any, flagged bool) (parReply, error) {
+	bad := fmt.Errorf("%s script: unexpected reply %v", name, v)
+	res, ok := v.([]any)
+	var r parReply
+	if flagged {
+		if !ok || len(res) < 1 {
+			return r, bad
+		}
+		flag, ok := res[0].(int64)
+		if !ok || flag < 0 || flag > 1 {
+			return r, bad
+		}
+		r.taken, res = flag == 1, res[1:]
+	}
+	if !ok || len(res) < 2 {
+		return r, bad
+	}
+	n, ok1 := res[0].(int64)
+	first, ok2 := res[1].(int64)
+	if !ok1 || !ok2 || n < 0 || first < 0 {
+		return r, bad
+	}
+	r.n = int(n)
+	if first > 0 {
+		r.first = time.UnixMilli(first)
+	}
+	for _, id := range res[2:] {
+		s, ok := id.(string)
+		if !ok || s == "" {
+			return r, bad
+		}
+		r.woken = append(r.woken, s)
+	}
+	return r, nil
+}
+
 // acquire takes one of req's parallelism slots: ok, or until when its
-// task sleeps unless woken (a release hands it the slot) first.
+// task sleeps unless woken (a release hands it the slot) first: a safety
+// net only, twice its expected wait in the line.
 func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (until time.Time, ok bool, err error) {
 	slots, wait := keyNames(req.Key)
-	res, err := acquireScript.Run(ctx, c.rdb, []string{slots, wait}, req.ID, req.Parallelism, now.UnixMilli(),
-		now.Add(req.Timeout+LeaseMargin).UnixMilli(), KeyTTL.Milliseconds()).Int64Slice()
+	v, err := acquireScript.Run(ctx, c.rdb, []string{slots, wait}, req.ID, req.Parallelism, now.UnixMilli(),
+		now.Add(req.Timeout+LeaseMargin).UnixMilli(), KeyTTL.Milliseconds(), now.Add(HandOverLease).UnixMilli()).Result()
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if len(res) < 1 || len(res) > 2 || res[0] < 0 || res[0] > 1 {
-		return time.Time{}, false, fmt.Errorf("acquire script: unexpected reply %v", res)
+	r, err := parseParReply("acquire", v, true)
+	if err != nil {
+		return time.Time{}, false, err
 	}
-	if res[0] == 1 {
+	if len(r.woken) > 0 {
+		c.handOnLater(req.Key, req.Parallelism, r.woken, nil)
+	}
+	if r.taken {
 		return time.Time{}, true, nil
 	}
-	until = now.Add(ParkFallback)
-	if len(res) > 1 {
-		// A lease that ends frees its slot without a release: a worker
-		// died holding it. Look again then.
-		if end := time.UnixMilli(res[1]).Add(10 * time.Millisecond); end.Before(until) {
-			until = end
-		}
+	c.sawParLine(ctx, req.Key, req.Parallelism, r, true)
+	c.mu.Lock()
+	mean := req.Timeout
+	if h := c.hosts[req.HostPort]; h != nil && h.meanDur > 0 {
+		mean = h.meanDur
 	}
-	return until, false, nil
+	c.mu.Unlock()
+	return now.Add(lineFallback(r.n, mean, req.Parallelism)), false, nil
 }
 
-// release gives back id's parallelism slot and wakes the request it is
-// handed to (and the next, when that one is gone).
+// release gives back id's parallelism slot and wakes the requests the
+// key's free slots are handed to.
 func (c *Controller) release(ctx context.Context, req Request, id string) {
-	slots, wait := keyNames(req.Key)
-	for range 100 {
-		next, err := c.handOver(ctx, slots, wait, req, id)
-		if errors.Is(err, redis.Nil) {
-			return
+	c.handOn(context.WithoutCancel(ctx), req.Key, req.Parallelism, []string{id})
+}
+
+// handOn gives back the slots of ended (one "" hands on only the slots
+// whose leases ended) and wakes the waiters the free slots go to; a slot
+// handed to a request that is gone goes on to the next.
+func (c *Controller) handOn(ctx context.Context, key string, parallelism int, ended []string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	slots, wait := keyNames(key)
+	for i := 0; len(ended) > 0 && i < 100; i++ {
+		now := c.now()
+		v, err := parNextScript.Run(ctx, c.rdb, []string{slots, wait}, ended[0], parallelism, now.UnixMilli(),
+			now.Add(HandOverLease).UnixMilli(), KeyTTL.Milliseconds()).Result()
+		if err == nil {
+			var r parReply
+			if r, err = parseParReply("par_next", v, false); err == nil {
+				c.sawParLine(ctx, key, parallelism, r, false)
+				ended = append(ended[1:], c.wakeHanded(ctx, r.woken)...)
+				continue
+			}
 		}
-		if err != nil {
-			// The lease ends the slot anyway; waiters look again then.
-			c.log.Warn("could not give back a flow-control slot; its lease will", "key", req.Key, "requestId", id, "err", err)
-			return
-		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		res := c.wake(wctx, next)
-		cancel()
-		switch res {
-		case woken:
-			return
-		case stalled:
-			// Redis or asynq trouble: the handed-over slot's lease
-			// (HandOverLease) gives it back.
-			return
-		}
-		id = next // gone: give its handed-over slot on
+		// The lease ends the slot anyway, and a worker that knows the
+		// line hands it on then.
+		c.log.Warn("could not hand on a flow-control slot; its lease will", "key", key, "err", err)
+		return
 	}
 }
 
-// wakeLocal wakes the request parked for a fairness slot of hostPort (or
-// the next one in line, when it is gone), in the background.
+// wakeHanded wakes the requests handed a slot and returns those that are
+// gone, whose slots go on. One that cannot be woken now (Redis or asynq
+// trouble) keeps its slot until its lease (HandOverLease) ends.
+func (c *Controller) wakeHanded(ctx context.Context, ids []string) (goneIDs []string) {
+	for _, id := range ids {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res := c.wake(wctx, id)
+		cancel()
+		if res == gone {
+			goneIDs = append(goneIDs, id)
+		}
+	}
+	return goneIDs
+}
 
-// handOver gives back id's slot and returns the waiter it was handed to
-// (redis.Nil: nobody waits).
-func (c *Controller) handOver(ctx context.Context, slots, wait string, req Request, id string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
+// handOnLater, in the background, wakes the requests handed a slot
+// (woken) and hands on the slots of ended (see handOn).
+func (c *Controller) handOnLater(key string, parallelism int, woken, ended []string) {
+	c.wakes.Add(1)
+	go func() {
+		defer c.wakes.Done()
+		ended = append(ended, c.wakeHanded(c.stop, woken)...)
+		if len(ended) > 0 {
+			c.handOn(c.stop, key, parallelism, ended)
+		}
+	}()
+}
+
+// sawParLine remembers what a parallelism script said of key's line:
+// while it holds waiters, this worker lists it and looks at its leases
+// when the earliest ends; once empty, it forgets and unlists it. parked
+// says a request of this worker just joined it.
+func (c *Controller) sawParLine(ctx context.Context, key string, parallelism int, r parReply, parked bool) {
+	c.mu.Lock()
+	l := c.parLines[key]
+	if r.n == 0 {
+		delete(c.parLines, key)
+		c.mu.Unlock()
+		if l != nil {
+			c.unlistLine(ctx, record.ParLinesKey, key)
+		}
+		return
+	}
+	known := l != nil
+	if !known {
+		l = &parLine{}
+		c.parLines[key] = l
+	}
+	l.parallelism, l.next = parallelism, r.first
+	if l.next.IsZero() {
+		l.next = c.now().Add(AdoptEvery)
+	}
+	c.mu.Unlock()
+	if !known || (parked && r.n == 1) {
+		c.listParLine(ctx, key, parallelism)
+	}
+}
+
+// listParLine lists key's parallelism line in record.ParLinesKey.
+func (c *Controller) listParLine(ctx context.Context, key string, parallelism int) {
+	c.listLine(ctx, record.ParLinesKey, key, strconv.Itoa(parallelism), func(at time.Time) {
+		if l := c.parLines[key]; l != nil {
+			l.listed = at
+		}
+	})
+}
+
+// pumpParLines hands on the slots of this worker's known parallelism
+// lines whose earliest lease has ended, and lists again those it has not
+// listed for AdoptEvery. Called by Rebalance.
+func (c *Controller) pumpParLines(ctx context.Context) {
+	type due struct {
+		key         string
+		parallelism int
+	}
+	var look, relist []due
+	c.mu.Lock()
 	now := c.now()
-	return releaseScript.Run(ctx, c.rdb, []string{slots, wait}, id, req.Parallelism, now.UnixMilli(),
-		now.Add(HandOverLease).UnixMilli()).Text()
+	for key, l := range c.parLines {
+		if !now.Before(l.next) {
+			look = append(look, due{key, l.parallelism})
+			l.next = now.Add(AdoptEvery) // until the script says when
+		}
+		if now.Sub(l.listed) >= AdoptEvery {
+			relist = append(relist, due{key, l.parallelism})
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range relist {
+		c.listParLine(ctx, d.key, d.parallelism)
+	}
+	for _, d := range look {
+		c.handOnLater(d.key, d.parallelism, nil, []string{""})
+	}
+}
+
+// adoptParLines takes on the listed parallelism lines this worker does
+// not know of; it looks at their leases at once. c.mu is held.
+func (c *Controller) adoptParLines(listed map[string]string, now time.Time) {
+	for key, v := range listed {
+		if c.parLines[key] != nil {
+			continue
+		}
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 1 {
+			c.log.Warn("a listed parallelism line has no parallelism; skipped", "key", key, "value", v)
+			continue
+		}
+		c.parLines[key] = &parLine{parallelism: p, next: now, listed: now}
+	}
 }

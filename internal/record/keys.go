@@ -155,6 +155,11 @@ const CutLinesKey = "{retryd-flows}:cut-lines"
 // lines may hold waiters, for the same reason.
 const FairLinesKey = "{retryd-flows}:fair-lines"
 
+// ParLinesKey lists the flowControl keys whose parallelism lines may hold
+// waiters (field: the key, value: its parallelism), so that a live worker
+// hands on the slots of a dead one when their leases end.
+const ParLinesKey = "{retryd-flows}:par-lines"
+
 // FlowWorkerKey is worker's published flow-control figures.
 func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
 

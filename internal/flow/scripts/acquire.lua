@@ -1,6 +1,9 @@
 -- Takes a parallelism slot of a flow-control key for a request, or puts
--- the request in the key's waiting line. A slot handed over by release.lua
--- is already the request's: taking it only renews the lease.
+-- the request in the key's waiting line, keeping its place. A slot handed
+-- over (par_next.lua, or here) is already the request's: taking it only
+-- renews the lease. Free slots go to the longest waiters first, so a
+-- newcomer never overtakes the line: within a key, waiters start in
+-- arrival order.
 -- KEYS[1]: the key's slots (member: request id, score: lease end, ms)
 -- KEYS[2]: the key's waiting line (member: request id, score: when it
 --          first waited, ms)
@@ -9,17 +12,46 @@
 -- ARGV[3]: now (ms)
 -- ARGV[4]: the lease's end (ms)
 -- ARGV[5]: how long the keys live untouched (ms)
--- Returns: {1} when the slot is taken; {0, end of the earliest lease (ms)}
--- when the request waits
+-- ARGV[6]: a handed-over slot's lease end (ms): time for the woken
+--          request to start
+-- Returns: {1, 0, 0, woken...} when the slot is taken; {0, waiters, end
+-- of the earliest lease (ms), woken...} when the request waits. woken are
+-- the waiters ahead of it that free slots were handed to: the caller
+-- wakes them.
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
-local mine = redis.call("ZSCORE", KEYS[1], ARGV[1])
-if mine or redis.call("ZCARD", KEYS[1]) < tonumber(ARGV[2]) then
+if redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
   redis.call("ZREM", KEYS[2], ARGV[1])
   redis.call("PEXPIRE", KEYS[1], ARGV[5])
-  return {1}
+  return {1, 0, 0}
+end
+local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
+if free > 0 and redis.call("ZCARD", KEYS[2]) == 0 then
+  redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
+  redis.call("PEXPIRE", KEYS[1], ARGV[5])
+  return {1, 0, 0}
 end
 redis.call("ZADD", KEYS[2], "NX", ARGV[3], ARGV[1])
 redis.call("PEXPIRE", KEYS[2], ARGV[5])
-local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-return {0, first[2]}
+local reply = {0, 0, 0}
+if free > 0 then
+  -- Slots freed without a hand-over (leases that ended): the oldest
+  -- waiters get them, this request too if it is one of them.
+  local next = redis.call("ZPOPMIN", KEYS[2], free)
+  for i = 1, #next, 2 do
+    if next[i] == ARGV[1] then
+      redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
+      reply[1] = 1
+    else
+      redis.call("ZADD", KEYS[1], ARGV[6], next[i])
+      reply[#reply + 1] = next[i]
+    end
+  end
+  redis.call("PEXPIRE", KEYS[1], ARGV[5])
+end
+if reply[1] == 0 then
+  reply[2] = redis.call("ZCARD", KEYS[2])
+  local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+  if #first > 0 then reply[3] = tonumber(first[2]) end
+end
+return reply

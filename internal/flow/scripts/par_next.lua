@@ -1,0 +1,33 @@
+-- Gives back a request's parallelism slot (if one is named) and hands
+-- every free slot, including those of leases that ended (a worker died
+-- holding them, or a woken request never came), straight to the longest
+-- waiters, so no newcomer takes one first; the caller wakes them.
+-- KEYS[1]: the key's slots
+-- KEYS[2]: the key's waiting line
+-- ARGV[1]: the request whose attempt ended, or ""
+-- ARGV[2]: parallelism
+-- ARGV[3]: now (ms)
+-- ARGV[4]: the handed-over slots' lease end (ms): time for the woken
+--          requests to start
+-- ARGV[5]: how long the keys live untouched (ms)
+-- Returns: {waiters left, end of the earliest lease (ms, 0: none),
+-- woken...}
+if ARGV[1] ~= "" then
+  redis.call("ZREM", KEYS[1], ARGV[1])
+  redis.call("ZREM", KEYS[2], ARGV[1])
+end
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
+local reply = {0, 0}
+local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
+if free > 0 then
+  local next = redis.call("ZPOPMIN", KEYS[2], free)
+  for i = 1, #next, 2 do
+    redis.call("ZADD", KEYS[1], ARGV[4], next[i])
+    reply[#reply + 1] = next[i]
+  end
+  if #next > 0 then redis.call("PEXPIRE", KEYS[1], ARGV[5]) end
+end
+reply[1] = redis.call("ZCARD", KEYS[2])
+local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+if #first > 0 then reply[2] = tonumber(first[2]) end
+return reply
