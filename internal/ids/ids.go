@@ -18,17 +18,25 @@ const Len = 20
 // 10 characters (50 bits) of randomness.
 func New(now time.Time) string {
 	var b [Len]byte
-	ms := uint64(now.UnixMilli())
-	for i := 9; i >= 0; i-- {
-		b[i] = alphabet[ms&31]
-		ms >>= 5
-	}
+	copy(b[:10], Prefix(now))
 	// Ids need to be unique, not secret: math/rand/v2's ChaCha8 source
 	// (per thread, no system call) gives 50 bits per millisecond.
 	x := rand.Uint64()
 	for i := Len - 1; i >= 10; i-- {
 		b[i] = alphabet[x&31]
 		x >>= 5
+	}
+	return string(b[:])
+}
+
+// Prefix is the time part of the ids made at t: every id made before t
+// sorts before it, every id made at t or later after it.
+func Prefix(t time.Time) string {
+	var b [10]byte
+	ms := uint64(t.UnixMilli())
+	for i := 9; i >= 0; i-- {
+		b[i] = alphabet[ms&31]
+		ms >>= 5
 	}
 	return string(b[:])
 }

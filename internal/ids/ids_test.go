@@ -29,3 +29,13 @@ func TestValidRejectsOtherStrings(t *testing.T) {
 		}
 	}
 }
+
+// Prefix bounds the ids of a time: those made a millisecond before sort
+// before it, those made at the time after it.
+func TestPrefixBoundsTheIdsOfATime(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123)
+	p, before, made := Prefix(at), New(at.Add(-time.Millisecond)), New(at)
+	if !(before < p && p < made) || made[:10] != p {
+		t.Errorf("Prefix %q, an id of a millisecond before %q, of the time %q", p, before, made)
+	}
+}

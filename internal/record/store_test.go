@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	retryids "github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -57,14 +58,20 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A record made within the retention cannot have expired by it: not
+	// a candidate (were it gone, a list would drop its entries).
+	young := retryids.New(now)
+	if _, err := s.Create(ctx, newRequest(young, now), "", nil, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// Two records expired after their retention; their index entries stay.
-	rdb.Del(ctx, k0.req(ids[0]), k0.req(ids[2]))
-	n, err := s.TrimIndexes(ctx, 100)
+	rdb.Del(ctx, k0.req(ids[0]), k0.req(ids[2]), k0.req(young))
+	n, err := s.TrimIndexes(ctx, now, 100)
 	if err != nil || n != 2 {
 		t.Fatalf("TrimIndexes removed %d, %v; want 2", n, err)
 	}
 	left, _ := rdb.ZRange(ctx, d0.all(), 0, -1).Result()
-	if len(left) != 2 || left[0] != ids[1] || left[1] != ids[3] {
+	if len(left) != 3 || left[0] != ids[1] || left[1] != ids[3] || left[2] != young {
 		t.Errorf("all-index after trim: %v", left)
 	}
 }

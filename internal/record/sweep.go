@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/ids"
 )
 
 // Unfinished is what the sweeper needs of a pending or retrying request.
@@ -18,11 +20,12 @@ type Unfinished struct {
 	MaxRetries    int
 }
 
-// Unfinished returns up to n pending or retrying requests of tenant t of
-// one status in partition part, in id order after cursor, and the cursor of the next
-// batch ("" when there is no more). Index entries whose record is gone or finished
-// are skipped.
-func (s *Store) Unfinished(ctx context.Context, part int, t string, status Status, cursor string, n int) ([]Unfinished, string, error) {
+// UnfinishedIDs returns up to n ids of tenant t's index of one status in
+// partition part, in id order after cursor, and the cursor of the next
+// batch ("" when there is no more). Their records are read only for the
+// few the sweeper must repair (UnfinishedRecords): looking at a waiting
+// request costs one command of its own, its task's state.
+func (s *Store) UnfinishedIDs(ctx context.Context, part int, t string, status Status, cursor string, n int) ([]string, string, error) {
 	k := keysOf(s.parts.Tag(part))
 	start := "-"
 	if cursor != "" {
@@ -37,13 +40,24 @@ func (s *Store) Unfinished(ctx context.Context, part int, t string, status Statu
 		ids = ids[:n]
 		next = ids[n-1]
 	}
+	return ids, next, nil
+}
+
+// UnfinishedRecords reads the records of ids (of partition part) that
+// are still pending or retrying; index entries whose record is gone or
+// finished are skipped.
+func (s *Store) UnfinishedRecords(ctx context.Context, part int, ids []string) ([]Unfinished, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	k := keysOf(s.parts.Tag(part))
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
 		cmds[i] = pipe.HMGet(ctx, k.req(id), fStatus, fNextAttemptAt, fUpdatedAt, fTimeout, fMaxRetries)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, "", wrap(err)
+		return nil, wrap(err)
 	}
 	out := make([]Unfinished, 0, len(ids))
 	for i, id := range ids {
@@ -59,7 +73,7 @@ func (s *Store) Unfinished(ctx context.Context, part int, t string, status Statu
 		out = append(out, Unfinished{ID: id, Status: Status(st), NextAttemptAt: fromMs(next), UpdatedAt: fromMs(upd), TimeoutMs: int64(atoi(timeout)),
 			MaxRetries: atoi(maxRetries)})
 	}
-	return out, next, nil
+	return out, nil
 }
 
 // UnfinishedCount is how many requests of tenant t of status partition
@@ -105,19 +119,23 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 }
 
 // TrimIndexes drops index entries whose record has expired after its
-// retention. Ids sort by creation time, so the oldest n entries of each
-// index are the candidates; a sweep every few seconds keeps the indexes
-// from growing with requests that no longer exist. It returns how many
-// entries it removed.
-func (s *Store) TrimIndexes(ctx context.Context, n int) (int, error) {
+// retention. Ids sort by creation time, and a record expires at the
+// earliest a retention after it was made (it finished later still), so the
+// candidates are the oldest n entries of each index made over a retention
+// before now: the unfinished requests of a backlog are never looked at
+// again and again. (A record that expired younger, under a shorter
+// retention of before, is dropped by the list that finds it missing.) It
+// returns how many entries it removed.
+func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (int, error) {
 	tenants, err := s.Tenants(ctx)
 	if err != nil {
 		return 0, err
 	}
+	before := "(" + ids.Prefix(now.Add(-s.retention))
 	removed := 0
 	for _, k := range s.each() {
 		for _, t := range tenants {
-			n, err := s.trimPartition(ctx, k, k.of(t), n)
+			n, err := s.trimPartition(ctx, k, k.of(t), before, n)
 			removed += n
 			if err != nil {
 				return removed, err
@@ -127,10 +145,10 @@ func (s *Store) TrimIndexes(ctx context.Context, n int) (int, error) {
 	return removed, nil
 }
 
-func (s *Store) trimPartition(ctx context.Context, k keys, tk tkeys, n int) (int, error) {
+func (s *Store) trimPartition(ctx context.Context, k keys, tk tkeys, before string, n int) (int, error) {
 	removed := 0
 	for _, key := range []string{tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled)} {
-		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "-", Stop: "+", ByLex: true, Count: int64(n)}).Result()
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "-", Stop: before, ByLex: true, Count: int64(n)}).Result()
 		if err != nil {
 			return removed, wrap(err)
 		}

@@ -113,7 +113,11 @@ func TestTenantsAreApart(t *testing.T) {
 	}
 	var unfinished []string
 	for part := 0; part < parts.Len(); part++ {
-		batch, _, err := s.Unfinished(ctx, part, "team-a", Pending, "", 10)
+		ids, _, err := s.UnfinishedIDs(ctx, part, "team-a", Pending, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, err := s.UnfinishedRecords(ctx, part, ids)
 		if err != nil {
 			t.Fatal(err)
 		}

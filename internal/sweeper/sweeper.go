@@ -35,11 +35,12 @@ import (
 // Store is the part of the record store the sweeper reads.
 type Store interface {
 	UnfinishedCount(ctx context.Context, part int, tenant string, status record.Status) (int64, error)
-	Unfinished(ctx context.Context, part int, tenant string, status record.Status, cursor string, n int) ([]record.Unfinished, string, error)
+	UnfinishedIDs(ctx context.Context, part int, tenant string, status record.Status, cursor string, n int) ([]string, string, error)
+	UnfinishedRecords(ctx context.Context, part int, ids []string) ([]record.Unfinished, error)
 	Tenants(ctx context.Context) ([]string, error)
 	Partitions() partition.Set
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
-	TrimIndexes(ctx context.Context, n int) (int, error)
+	TrimIndexes(ctx context.Context, now time.Time, n int) (int, error)
 }
 
 // Queue hands tasks back to asynq.
@@ -177,7 +178,7 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 			}
 		}
 	}
-	trimmed, err := s.Store.TrimIndexes(ctx, 500)
+	trimmed, err := s.Store.TrimIndexes(ctx, now, 500)
 	if err != nil {
 		return st, err
 	}
@@ -217,11 +218,11 @@ func (s *Sweeper) sweepSlice(ctx context.Context, part int, t string, status rec
 	wrapped := cursor == ""
 	for left := s.budget(total); left > 0; {
 		n := min(left, 500)
-		batch, next, err := s.Store.Unfinished(ctx, part, t, status, cursor, int(n))
+		ids, next, err := s.Store.UnfinishedIDs(ctx, part, t, status, cursor, int(n))
 		if err != nil {
 			return err
 		}
-		if err := s.repair(ctx, queue, batch, now, st); err != nil {
+		if err := s.repair(ctx, part, queue, ids, now, st); err != nil {
 			return err
 		}
 		left -= n
@@ -278,22 +279,35 @@ func (s *Sweeper) repairCallbacks(ctx context.Context, queue string, due []strin
 	return nil
 }
 
-func (s *Sweeper) repair(ctx context.Context, queue string, batch []record.Unfinished, now time.Time, st *Stats) error {
-	ids := make([]string, len(batch))
-	for i, u := range batch {
-		ids[i] = u.ID
-	}
+// repair looks at the tasks of ids (unfinished, as their index says) and
+// hands back those missing or archived. Only those few records are read:
+// the task's state first, so a request that finished between the two
+// reads shows as finished, never as missing its task.
+func (s *Sweeper) repair(ctx context.Context, part int, queue string, ids []string, now time.Time, st *Stats) error {
 	states, err := asynqx.TaskStates(ctx, s.RDB, queue, ids)
 	if err != nil {
 		return err
 	}
-	for i, u := range batch {
-		st.Checked++
+	state := make(map[string]string)
+	var suspect []string
+	for i, id := range ids {
+		switch states[i].State {
+		case "", "archived":
+			suspect = append(suspect, id)
+			state[id] = states[i].State
+		}
+	}
+	batch, err := s.Store.UnfinishedRecords(ctx, part, suspect)
+	if err != nil {
+		return err
+	}
+	st.Checked += len(ids) - len(suspect) + len(batch)
+	for _, u := range batch {
 		if now.Sub(u.UpdatedAt) < s.Grace {
 			continue
 		}
 		timeout := time.Duration(u.TimeoutMs) * time.Millisecond
-		switch states[i].State {
+		switch state[u.ID] {
 		case "":
 			if err := s.Queue.Enqueue(ctx, u.ID, u.NextAttemptAt, timeout, u.MaxRetries); err != nil {
 				return fmt.Errorf("enqueue %s: %w", u.ID, err)
