@@ -167,12 +167,14 @@ func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
 // or a client address).
 func RateLimitKey(owner string) string { return "{retryd}:" + owner }
 
-// SweeperLockKey is held by the worker sweeping; SweeperCursorKey holds
-// where each partition's and status's slice stopped (field
-// "<part>:<status>"), so the sweep goes on where the last one stopped,
-// whichever worker ran it.
+// SweeperLockKey is held by the worker sweeping; SweeperTurnKey by the
+// worker that took the current interval's sweep, so that all workers
+// together sweep once per interval; SweeperCursorKey holds where each
+// partition's and status's slice stopped (field "<part>:<status>"), so
+// the sweep goes on where the last one stopped, whichever worker ran it.
 const (
 	SweeperLockKey   = "{retryd}:sweeper:lock"
+	SweeperTurnKey   = "{retryd}:sweeper:turn"
 	SweeperCursorKey = "{retryd}:sweeper:cursor"
 )
 

@@ -5,8 +5,9 @@
 // eviction). The sweeper finds every pending or retrying request whose task
 // is missing, archived, or active without a live lease, and hands it back
 // to the workers; every due callback whose task is missing; and it drops
-// index entries of records that expired after their retention. One sweeper
-// runs at a time across all workers, under a Redis lock.
+// index entries of records that expired after their retention. Every
+// worker runs a sweeper; they take turns, so all of them together sweep
+// once per interval, and never two at once (a Redis lock).
 //
 // It is a safety net, and its cost must not grow with the backlog: every
 // sweep reads asynq's active tasks (as many as attempts in flight) for
@@ -81,6 +82,7 @@ type Sweeper struct {
 
 const (
 	lockKey   = record.SweeperLockKey
+	turnKey   = record.SweeperTurnKey
 	cursorKey = record.SweeperCursorKey
 )
 
@@ -111,7 +113,8 @@ func (s *Sweeper) budget(total int64) int64 {
 // enqueue of an existing task id is a no-op).
 const lockTTL = 10 * time.Second
 
-// Run sweeps every Interval until ctx ends.
+// Run sweeps every Interval until ctx ends, taking turns with the other
+// workers' sweepers: one of them sweeps per interval.
 func (s *Sweeper) Run(ctx context.Context) {
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
@@ -120,6 +123,14 @@ func (s *Sweeper) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		// Every worker runs a sweeper; one sweep per interval is the
+		// pace the budget is made for. The turn's TTL is a little short
+		// of the interval, so a tick late by a few milliseconds still
+		// finds it free.
+		mine, err := s.RDB.SetNX(ctx, turnKey, s.Owner, s.Interval*9/10).Result()
+		if err != nil || !mine {
+			continue
 		}
 		st, ran, err := s.SweepOnce(ctx)
 		switch {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +181,46 @@ func TestASweepLooksAtASliceAndTheNextGoesOn(t *testing.T) {
 	// SafetyNetPeriod.
 	if got, want := sw.budget(100_000), int64(100_000*10/300); got != want+1 && got != want {
 		t.Errorf("budget(100000) = %d, want about %d", got, want)
+	}
+}
+
+// Every worker runs a sweeper, but together they sweep once per interval:
+// the safety net's budget (each waiting request once per SafetyNetPeriod)
+// is made for that pace, and two workers would otherwise look twice as
+// often. Ten sweeps of two sweepers at 100 ms take at least nine turns of
+// 90 ms; without turns they take about half a second.
+func TestWorkersTakeTurnsToSweep(t *testing.T) {
+	t.Parallel()
+	first, _ := setup(t)
+	second := *first
+	second.Owner = "other"
+	var sweeps atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, sw := range []*Sweeper{first, &second} {
+		sw.Interval = 100 * time.Millisecond
+		sw.OnSweep = func(Stats) { sweeps.Add(1) }
+		if i > 0 {
+			// Out of phase, as workers are: ticks at the same moment
+			// would meet at the lock, and hide the double pace.
+			time.Sleep(50 * time.Millisecond)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); sw.Run(ctx) }()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for sweeps.Load() < 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sweeps in 30 s, want 10", sweeps.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(start)
+	cancel()
+	wg.Wait()
+	if took < 9*90*time.Millisecond {
+		t.Errorf("10 sweeps took %v, want at least %v: the workers did not take turns", took, 9*90*time.Millisecond)
 	}
 }
