@@ -11,6 +11,7 @@ package asynqx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,12 @@ func (k Keys) Pending() string { return k.prefix() + "pending" }
 
 // Active is the queue's list of running task ids.
 func (k Keys) Active() string { return k.prefix() + "active" }
+
+// Retry and Scheduled are the queue's sets of task ids waiting to be
+// due (by due time, Unix s): a retry's, and an enqueue's with a later
+// start.
+func (k Keys) Retry() string     { return k.prefix() + "retry" }
+func (k Keys) Scheduled() string { return k.prefix() + "scheduled" }
 
 // Lease is the queue's set of running task ids by lease expiry (Unix s).
 func (k Keys) Lease() string { return k.prefix() + "lease" }
@@ -63,22 +70,61 @@ type TaskState struct {
 	State string
 }
 
-// TaskStates reads the state of the tasks ids of queue in one round trip
-// (asynq's Inspector reads one task per call): one HGET a task, as the
-// sweeper's safety net must cost little per waiting request. Stranded
-// tasks are Stranded's.
+// TaskStates reads the state of the tasks ids of queue (asynq's
+// Inspector reads one task per call), as the sweeper's safety net must
+// cost little per waiting request. A waiting request's task waits in the
+// queue's retry or scheduled set, and asynq writes and deletes a task's
+// hash and its place in a set in one script: two ZMSCORE (one command
+// each, however many ids) tell those apart, and only the others cost a
+// command each (an HGET of their state). Stranded tasks are Stranded's.
 func TaskStates(ctx context.Context, rdb redis.UniversalClient, queue string, ids []string) ([]TaskState, error) {
+	out := make([]TaskState, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
 	k := QueueKeys(queue)
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
 	pipe := rdb.Pipeline()
+	sets := []struct {
+		state string
+		cmd   *redis.Cmd
+	}{
+		{"retry", pipe.Do(ctx, append([]any{"ZMSCORE", k.Retry()}, members...)...)},
+		{"scheduled", pipe.Do(ctx, append([]any{"ZMSCORE", k.Scheduled()}, members...)...)},
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	for _, set := range sets {
+		scores, ok := set.cmd.Val().([]any)
+		if !ok || len(scores) != len(ids) {
+			return nil, fmt.Errorf("ZMSCORE %s: unexpected reply %v", set.state, set.cmd.Val())
+		}
+		for i, score := range scores {
+			if score != nil {
+				out[i].State = set.state
+			}
+		}
+	}
+	var rest []int
+	pipe = rdb.Pipeline()
 	states := make([]*redis.StringCmd, len(ids))
 	for i, id := range ids {
-		states[i] = pipe.HGet(ctx, k.Task(id), "state")
+		if out[i].State == "" {
+			rest = append(rest, i)
+			states[i] = pipe.HGet(ctx, k.Task(id), "state")
+		}
+	}
+	if len(rest) == 0 {
+		return out, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	out := make([]TaskState, len(ids))
-	for i := range ids {
+	for _, i := range rest {
 		out[i].State = states[i].Val()
 	}
 	return out, nil

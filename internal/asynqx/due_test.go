@@ -43,7 +43,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 	// retry and archived: moved by hand the way asynq's Retry and Archive do.
 	pipe := rdb.TxPipeline()
 	pipe.ZRem(ctx, k.prefix()+"scheduled", "retry", "archived", "active")
-	pipe.ZAdd(ctx, k.prefix()+"retry", redis.Z{Score: float64(later.Unix()), Member: "retry"})
+	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(later.Unix()), Member: "retry"})
 	pipe.HSet(ctx, k.Task("retry"), "state", "retry")
 	pipe.ZAdd(ctx, k.prefix()+"archived", redis.Z{Score: float64(now.Unix()), Member: "archived"})
 	pipe.HSet(ctx, k.Task("archived"), "state", "archived")
@@ -146,7 +146,7 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 	pipe := rdb.TxPipeline()
 	pipe.LRem(ctx, k.Pending(), 0, "parked")
 	pipe.LRem(ctx, k.Pending(), 0, "onitsway")
-	pipe.ZAdd(ctx, k.prefix()+"retry", redis.Z{Score: float64(due), Member: "parked"})
+	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(due), Member: "parked"})
 	pipe.HSet(ctx, k.Task("parked"), "state", "retry")
 	pipe.LPush(ctx, k.Active(), "onitsway")
 	pipe.HSet(ctx, k.Task("onitsway"), "state", "active")
@@ -156,6 +156,9 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 	pipe.ZAdd(ctx, "{q}:parked", redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: ParkMember("later", now)})
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if st, err := TaskStates(ctx, rdb, "q", []string{"parked", "onitsway"}); err != nil || st[0].State != "retry" || st[1].State != "active" {
+		t.Errorf("TaskStates = %+v, %v; want retry, active", st, err)
 	}
 	next, err := HoldParked(ctx, rdb, "q", "{q}:parked", now, 100)
 	if err != nil || next.UnixMilli() != now.Add(ParkRetry).UnixMilli() {

@@ -52,12 +52,22 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 	if err != nil || len(stranded) != 2 || !slices.Contains(stranded, "expired") || !slices.Contains(stranded, "nolease") {
 		t.Errorf("Stranded = %v, %v; want expired and nolease", stranded, err)
 	}
-	states, err := TaskStates(ctx, rdb, "q", []string{"expired", "nolease", "live", "missing"})
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("later"), asynq.ProcessIn(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("now")); err != nil {
+		t.Fatal(err)
+	}
+	states, err := TaskStates(ctx, rdb, "q", []string{"expired", "nolease", "live", "missing", "later", "now"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if states[0].State != "active" || states[1].State != "active" || states[3].State != "" {
-		t.Errorf("states %+v", states)
+	var got []string
+	for _, s := range states {
+		got = append(got, s.State)
+	}
+	if want := []string{"active", "active", "active", "", "scheduled", "pending"}; !slices.Equal(got, want) {
+		t.Errorf("states %q, want %q", got, want)
 	}
 	for id, want := range map[string]bool{"expired": true, "nolease": true, "live": false} {
 		moved, err := RequeueStranded(ctx, rdb, "q", id, now)
