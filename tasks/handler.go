@@ -170,13 +170,14 @@ func (h *Handler) at(ctx context.Context, id string, due time.Time) error {
 
 // FlowRequest is what flow control needs of a request.
 func FlowRequest(r *record.Request) flow.Request {
-	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Tenant: r.Tenant, Key: r.FlowKey(), Timeout: time.Duration(r.TimeoutMs) * time.Millisecond}
+	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Tenant: r.Tenant, Key: r.FlowKey(), Created: r.CreatedAt,
+		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond}
 	if fc := r.FlowControl; fc != nil {
 		fr.Parallelism, fr.Rate, fr.Period = fc.Parallelism, fc.Rate, time.Duration(fc.PeriodMs)*time.Millisecond
 		fr.Named = fc.Key != ""
 	}
 	if q := r.QStash; q != nil && q.Queue != "" {
-		fr.Queue, fr.Created = tenant.Qualify(r.Tenant, q.Queue), r.CreatedAt
+		fr.Queue = tenant.Qualify(r.Tenant, q.Queue)
 	}
 	return fr
 }

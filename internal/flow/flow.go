@@ -95,8 +95,8 @@ type Request struct {
 	// Queue is the (tenant-qualified) queue whose order the request keeps
 	// ("" for none).
 	Queue string
-	// Created is when the request was made (its place in its queue, if it
-	// never joined the line).
+	// Created is when the request was made: its place in its parallelism
+	// line, and in its queue if it never joined the line.
 	Created time.Time
 	// Parallelism and Rate per Period are the request's flowControl (0:
 	// none).

@@ -303,6 +303,28 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	}
 }
 
+// A parallelism line's order is the order the requests were made in, not
+// that of their first admissions (two workers race to those).
+func TestParallelismWaitersStartInTheOrderTheyWereMade(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 10, FairShare: 1}, w, clk)
+	req := func(id string, made time.Duration) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second, Created: clk.now().Add(made)}
+	}
+	a := admit(t, c, req("a", 0))
+	parked(t, c, req("third", 3*time.Millisecond))
+	parked(t, c, req("first", time.Millisecond))
+	parked(t, c, req("second", 2*time.Millisecond))
+	a.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"first"})
+	admit(t, c, req("first", time.Millisecond)).Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"first", "second"})
+	admit(t, c, req("second", 2*time.Millisecond)).Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"first", "second", "third"})
+}
+
 // The rate is spaced evenly: with 2 per second the second start waits
 // about half a second (and three percent), and its timer wakes it then.
 func TestRateSpacesStarts(t *testing.T) {

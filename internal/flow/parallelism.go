@@ -93,8 +93,14 @@ func parseParReply(name string, v any, flagged bool) (parReply, error) {
 // net only, twice its expected wait in the line.
 func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (until time.Time, ok bool, err error) {
 	slots, wait := keyNames(req.Key)
+	// Its place in line: when it was made, so waiters start in the order
+	// they were accepted, however their first admissions raced.
+	at := req.Created
+	if at.IsZero() {
+		at = now
+	}
 	v, err := acquireScript.Run(ctx, c.rdb, []string{slots, wait}, req.ID, req.Parallelism, now.UnixMilli(),
-		now.Add(req.Timeout+LeaseMargin).UnixMilli(), KeyTTL.Milliseconds(), now.Add(HandOverLease).UnixMilli()).Result()
+		now.Add(req.Timeout+LeaseMargin).UnixMilli(), KeyTTL.Milliseconds(), now.Add(HandOverLease).UnixMilli(), at.UnixMilli()).Result()
 	if err != nil {
 		return time.Time{}, false, err
 	}

@@ -5,8 +5,8 @@
 -- newcomer never overtakes the line: within a key, waiters start in
 -- arrival order.
 -- KEYS[1]: the key's slots (member: request id, score: lease end, ms)
--- KEYS[2]: the key's waiting line (member: request id, score: when it
---          first waited, ms)
+-- KEYS[2]: the key's waiting line (member: request id, score: its place:
+--          when the request was made, ms; ties go by id, made in order)
 -- ARGV[1]: request id
 -- ARGV[2]: parallelism
 -- ARGV[3]: now (ms)
@@ -14,6 +14,7 @@
 -- ARGV[5]: how long the keys live untouched (ms)
 -- ARGV[6]: a handed-over slot's lease end (ms): time for the woken
 --          request to start
+-- ARGV[7]: the request's place in the line (ms)
 -- Returns: {1, 0, 0, woken...} when the slot is taken; {0, waiters, end
 -- of the earliest lease (ms), woken...} when the request waits. woken are
 -- the waiters ahead of it that free slots were handed to: the caller
@@ -31,7 +32,7 @@ if free > 0 and redis.call("ZCARD", KEYS[2]) == 0 then
   redis.call("PEXPIRE", KEYS[1], ARGV[5])
   return {1, 0, 0}
 end
-redis.call("ZADD", KEYS[2], "NX", ARGV[3], ARGV[1])
+redis.call("ZADD", KEYS[2], "NX", ARGV[7], ARGV[1])
 redis.call("PEXPIRE", KEYS[2], ARGV[5])
 local reply = {0, 0, 0}
 if free > 0 then
