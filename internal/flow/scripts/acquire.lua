@@ -6,7 +6,7 @@
 -- arrival order.
 -- KEYS[1]: the key's slots (member: request id, score: lease end, ms)
 -- KEYS[2]: the key's waiting line (member: request id, score: its place:
---          when the request was made, ms; ties go by id, made in order)
+--          when the request was made, ms; ids of one millisecond go by id)
 -- ARGV[1]: request id
 -- ARGV[2]: parallelism
 -- ARGV[3]: now (ms)
