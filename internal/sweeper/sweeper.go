@@ -59,6 +59,9 @@ type Stats struct {
 	Stranded     int // task active without a live lease: put back to pending
 	CallbackLost int // due callback without a task: enqueued
 	Trimmed      int // index entries of expired records removed
+	// Full: the sweep looked at the records (the interval's turn), not
+	// only at the tasks of dead workers.
+	Full bool
 }
 
 func (s Stats) changed() bool { return s.Missing+s.Archived+s.Stranded+s.CallbackLost > 0 }
@@ -124,15 +127,25 @@ func (s *Sweeper) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		// Every worker runs a sweeper; one sweep per interval is the
-		// pace the budget is made for. The turn's TTL is a little short
-		// of the interval, so a tick late by a few milliseconds still
-		// finds it free.
+		// Every worker runs a sweeper. The look at the records goes by
+		// turns, one per interval over all workers: the pace its budget
+		// is made for. The turn's TTL is a little short of the interval,
+		// so a tick late by a few milliseconds still finds it free. The
+		// tasks of dead workers are put back on every worker's tick: that
+		// costs as many commands as attempts in flight, and with more
+		// workers they come back sooner.
 		mine, err := s.RDB.SetNX(ctx, turnKey, s.Owner, s.Interval*9/10).Result()
-		if err != nil || !mine {
+		if err != nil {
+			s.Log.Warn("sweep failed", "err", err)
 			continue
 		}
-		st, ran, err := s.SweepOnce(ctx)
+		var st Stats
+		var ran bool
+		if mine {
+			st, ran, err = s.SweepOnce(ctx)
+		} else {
+			st, ran, err = s.locked(ctx, s.repairAllStranded)
+		}
 		switch {
 		case err != nil:
 			s.Log.Warn("sweep failed", "err", err)
@@ -157,30 +170,52 @@ return 0
 // SweepOnce runs one sweep if no other process is sweeping. ran says
 // whether this process held the lock.
 func (s *Sweeper) SweepOnce(ctx context.Context) (st Stats, ran bool, err error) {
+	return s.locked(ctx, s.sweep)
+}
+
+// locked runs job under the sweeper's lock, if no other process holds it.
+func (s *Sweeper) locked(ctx context.Context, job func(context.Context) (Stats, error)) (st Stats, ran bool, err error) {
 	ok, err := s.RDB.SetNX(ctx, lockKey, s.Owner, lockTTL).Result()
 	if err != nil || !ok {
 		return st, false, err
 	}
 	defer releaseScript.Run(context.WithoutCancel(ctx), s.RDB, []string{lockKey}, s.Owner)
-	st, err = s.sweep(ctx)
+	st, err = job(ctx)
 	return st, true, err
 }
 
-func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
-	var st Stats
-	now := time.Now()
+func (s *Sweeper) now() time.Time {
 	if s.Now != nil {
-		now = s.Now()
+		return s.Now()
 	}
-	parts := s.Store.Partitions()
+	return time.Now()
+}
+
+// repairAllStranded puts back the tasks of dead workers in every
+// partition.
+func (s *Sweeper) repairAllStranded(ctx context.Context) (Stats, error) {
+	var st Stats
+	now, parts := s.now(), s.Store.Partitions()
+	for part := 0; part < parts.Len(); part++ {
+		if err := s.repairStranded(ctx, parts.Tag(part), now, &st); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
+	st, err := s.repairAllStranded(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.Full = true
+	now, parts := s.now(), s.Store.Partitions()
 	tenants, err := s.Store.Tenants(ctx)
 	if err != nil {
 		return st, err
 	}
 	for part := 0; part < parts.Len(); part++ {
-		if err := s.repairStranded(ctx, parts.Tag(part), now, &st); err != nil {
-			return st, err
-		}
 		for _, t := range tenants {
 			for _, status := range []record.Status{record.Pending, record.Retrying} {
 				if err := s.sweepSlice(ctx, part, t, status, now, &st); err != nil {

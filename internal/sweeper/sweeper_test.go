@@ -184,24 +184,31 @@ func TestASweepLooksAtASliceAndTheNextGoesOn(t *testing.T) {
 	}
 }
 
-// Every worker runs a sweeper, but together they sweep once per interval:
-// the safety net's budget (each waiting request once per SafetyNetPeriod)
-// is made for that pace, and two workers would otherwise look twice as
-// often. Ten sweeps of two sweepers at 100 ms take at least nine turns of
-// 90 ms; without turns they take about half a second.
+// Every worker runs a sweeper, but together they look at the records once
+// per interval: the safety net's budget (each waiting request once per
+// SafetyNetPeriod) is made for that pace, and two workers would otherwise
+// look twice as often. A tick without the turn only puts back the tasks
+// of dead workers. Ten sweeps of two sweepers at 100 ms take at least
+// nine turns of 90 ms; without turns they take about half a second.
 func TestWorkersTakeTurnsToSweep(t *testing.T) {
 	t.Parallel()
 	first, _ := setup(t)
 	second := *first
 	second.Owner = "other"
-	var sweeps atomic.Int64
+	var sweeps, strandedOnly atomic.Int64
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, sw := range []*Sweeper{first, &second} {
 		sw.Interval = 100 * time.Millisecond
-		sw.OnSweep = func(Stats) { sweeps.Add(1) }
+		sw.OnSweep = func(st Stats) {
+			if st.Full {
+				sweeps.Add(1)
+			} else {
+				strandedOnly.Add(1)
+			}
+		}
 		if i > 0 {
 			// Out of phase, as workers are: ticks at the same moment
 			// would meet at the lock, and hide the double pace.
@@ -222,5 +229,9 @@ func TestWorkersTakeTurnsToSweep(t *testing.T) {
 	wg.Wait()
 	if took < 9*90*time.Millisecond {
 		t.Errorf("10 sweeps took %v, want at least %v: the workers did not take turns", took, 9*90*time.Millisecond)
+	}
+	// A tick without the turn still puts back the tasks of dead workers.
+	if strandedOnly.Load() == 0 {
+		t.Error("no tick without the turn looked for the tasks of dead workers")
 	}
 }
