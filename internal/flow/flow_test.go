@@ -28,6 +28,8 @@ type waker struct {
 	fetched map[string]bool
 	// ats are the timed wake-ups asked for, by id.
 	ats map[string]time.Time
+	// transit answers ErrInTransit to that many wake-ups of an id.
+	transit map[string]int
 }
 
 // At wakes id at at, as retryd's timer would.
@@ -62,6 +64,10 @@ func (w *waker) Wake(_ context.Context, id string) error {
 	defer w.mu.Unlock()
 	if w.gone[id] {
 		return ErrGone
+	}
+	if w.transit[id] > 0 {
+		w.transit[id]--
+		return ErrInTransit
 	}
 	w.woken = append(w.woken, id)
 	return nil
@@ -301,6 +307,25 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	if n, err := rdb.HLen(context.Background(), record.ParLinesKey).Result(); err != nil || n != 0 {
 		t.Errorf("lines listed: %d, %v; want 0", n, err)
 	}
+}
+
+// A request handed a slot that cannot be woken for a while (its task
+// still active on a worker that died, or Redis down) is woken once it can
+// be: it has left the line, and would otherwise sleep until its safety
+// net.
+func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{transit: map[string]int{"b": 60}} // more than wake's second of tries
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 10, FairShare: 1}, w, clk)
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
+	}
+	a := admit(t, c, req("a"))
+	parked(t, c, req("b"))
+	a.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"b"})
+	admit(t, c, req("b"))
 }
 
 // A parallelism line's order is the order the requests were made in, not

@@ -145,7 +145,7 @@ func (c *Controller) handOn(ctx context.Context, key string, parallelism int, en
 			var r parReply
 			if r, err = parseParReply("par_next", v, false); err == nil {
 				c.sawParLine(ctx, key, parallelism, r, false)
-				ended = append(ended[1:], c.wakeHanded(ctx, r.woken)...)
+				ended = append(ended[1:], c.wakeHanded(ctx, key, parallelism, r.woken)...)
 				continue
 			}
 		}
@@ -156,19 +156,49 @@ func (c *Controller) handOn(ctx context.Context, key string, parallelism int, en
 	}
 }
 
-// wakeHanded wakes the requests handed a slot and returns those that are
-// gone, whose slots go on. One that cannot be woken now (Redis or asynq
-// trouble) keeps its slot until its lease (HandOverLease) ends.
-func (c *Controller) wakeHanded(ctx context.Context, ids []string) (goneIDs []string) {
+// wakeHanded wakes the requests of key handed a slot and returns those
+// that are gone, whose slots go on. One that cannot be woken now is tried
+// again in the background (wakeLater).
+func (c *Controller) wakeHanded(ctx context.Context, key string, parallelism int, ids []string) (goneIDs []string) {
 	for _, id := range ids {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		res := c.wake(wctx, id)
 		cancel()
-		if res == gone {
+		switch res {
+		case gone:
 			goneIDs = append(goneIDs, id)
+		case stalled:
+			c.wakeLater(key, parallelism, id)
 		}
 	}
 	return goneIDs
+}
+
+// StalledWakeFor is how long a request handed a slot that could not be
+// woken (Redis was down, or its task is still active on a worker that
+// died) is tried again, every second.
+const StalledWakeFor = 5 * time.Minute
+
+// wakeLater tries again to wake id, handed a slot of key: it has left the
+// line, and would otherwise sleep until its safety net. The slot stays
+// its own for HandOverLease; woken later, it takes the next one.
+func (c *Controller) wakeLater(key string, parallelism int, id string) {
+	c.wakes.Add(1)
+	go func() {
+		defer c.wakes.Done()
+		for end := c.now().Add(StalledWakeFor); c.now().Before(end); {
+			if sleep(c.stop, time.Second) != nil {
+				return
+			}
+			switch c.wake(c.stop, id) {
+			case woken:
+				return
+			case gone:
+				c.handOn(c.stop, key, parallelism, []string{id})
+				return
+			}
+		}
+	}()
 }
 
 // handOnLater, in the background, wakes the requests handed a slot
@@ -177,7 +207,7 @@ func (c *Controller) handOnLater(key string, parallelism int, woken, ended []str
 	c.wakes.Add(1)
 	go func() {
 		defer c.wakes.Done()
-		ended = append(ended, c.wakeHanded(c.stop, woken)...)
+		ended = append(ended, c.wakeHanded(c.stop, key, parallelism, woken)...)
 		if len(ended) > 0 {
 			c.handOn(c.stop, key, parallelism, ended)
 		}
