@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -12,7 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/asynqx"
+	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/tasks"
 )
 
 // TestChaos is the soak run behind `make chaos` (CHAOS_REQUESTS=10000); the
@@ -157,6 +164,7 @@ func TestChaos(t *testing.T) {
 			slowShown = true
 			for _, raw := range unfinished[:min(n, 3)] {
 				fmt.Printf("CHAOS slow: %s\n", raw)
+				fmt.Printf("CHAOS slow, its places: %s\n", placesOf(s, raw))
 			}
 		}
 		if counts["non-terminal"]+counts["unknown"] == 0 || time.Now().After(deadline) {
@@ -221,3 +229,30 @@ func (nopTB) Errorf(f string, args ...any) {}
 func (nopTB) Logf(string, ...any)          {}
 func (nopTB) Cleanup(func())               {}
 func (nopTB) TempDir() string              { return os.TempDir() }
+
+// placesOf says where a slow request of the chaos run waits: its task in
+// asynq, and its places in the flow-control key's lines.
+func placesOf(s *stack, raw string) string {
+	var doc struct{ ID string }
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		return err.Error()
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	k := asynqx.QueueKeys(tasks.Queue)
+	task := rdb.HGetAll(ctx, k.Task(doc.ID)).Val()
+	delete(task, "msg")
+	var fair []string
+	for _, key := range rdb.Keys(ctx, "{retryd-flow:*}:line").Val() {
+		if sc, err := rdb.ZScore(ctx, key, doc.ID).Result(); err == nil {
+			fair = append(fair, fmt.Sprintf("%s@%.0f", key, sc))
+		}
+	}
+	return fmt.Sprintf("id %s: in lines %v (cut line %v, places %v, turns %v), task %v, retry %v, scheduled %v, par wait %v of %d, par slots %v, par lines listed %v",
+		doc.ID, fair, record.FlowKey("cut:chaos", "line"), rdb.ZScore(ctx, record.FlowKey("cut:chaos", "places"), doc.ID).Val(),
+		rdb.HGet(ctx, record.FlowKey("cut:chaos", "turns"), doc.ID).Val(), task, rdb.ZScore(ctx, k.Retry(), doc.ID).Val(), rdb.ZScore(ctx, k.Scheduled(), doc.ID).Val(),
+		rdb.ZScore(ctx, record.FlowKey("chaos", "wait"), doc.ID).Val(), rdb.ZCard(ctx, record.FlowKey("chaos", "wait")).Val(),
+		rdb.ZRangeWithScores(ctx, record.FlowKey("chaos", "slots"), 0, -1).Val(), rdb.HGetAll(ctx, record.ParLinesKey).Val())
+}

@@ -328,6 +328,36 @@ func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
 	admit(t, c, req("b"))
 }
 
+// A worker that dies between handing a slot to a waiter and waking it: the
+// waiter has left the line, so when the handed slot's lease ends unused,
+// it goes back to its place, and a live worker hands it the slot again
+// and wakes it (it would otherwise sleep until its safety net).
+func TestParallelismHandOverOutlivesTheWorkerThatHandedIt(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, w, clk)
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
+	}
+	admit(t, c, req("a"))
+	parked(t, c, req("b"))
+	clk.add(time.Millisecond)
+	parked(t, c, req("c"))
+	// a's worker gives back a's slot, hands it to b, and dies.
+	now := clk.now()
+	if err := parNextScript.Run(context.Background(), rdb, parNames("k"), "a", 1, now.UnixMilli(),
+		now.Add(HandOverLease).UnixMilli(), KeyTTL.Milliseconds()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(HandOverLease + time.Millisecond)
+	c.pumpParLines(context.Background())
+	waitWoken(t, w, []string{"b"})
+	admit(t, c, req("b")).Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"b", "c"})
+}
+
 // A parallelism line's order is the order the requests were made in, not
 // that of their first admissions (two workers race to those).
 func TestParallelismWaitersStartInTheOrderTheyWereMade(t *testing.T) {

@@ -40,6 +40,13 @@ func keyNames(k string) (slots, wait string) {
 	return record.FlowKey(k, "slots"), record.FlowKey(k, "wait")
 }
 
+// parNames are the keys of the parallelism scripts: the slots, the line,
+// and the requests handed a slot and not yet started.
+func parNames(k string) []string {
+	slots, wait := keyNames(k)
+	return []string{slots, wait, record.FlowKey(k, "handed")}
+}
+
 // parReply is what the parallelism scripts answer: acquire's flag (1:
 // the slot is taken), the waiters left, the end of the key's earliest
 // lease, and the waiters handed a slot.
@@ -92,14 +99,13 @@ func parseParReply(name string, v any, flagged bool) (parReply, error) {
 // task sleeps unless woken (a release hands it the slot) first: a safety
 // net only, twice its expected wait in the line.
 func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (until time.Time, ok bool, err error) {
-	slots, wait := keyNames(req.Key)
 	// Its place in line: when it was made, so waiters start in the order
 	// they were accepted, however their first admissions raced.
 	at := req.Created
 	if at.IsZero() {
 		at = now
 	}
-	v, err := acquireScript.Run(ctx, c.rdb, []string{slots, wait}, req.ID, req.Parallelism, now.UnixMilli(),
+	v, err := acquireScript.Run(ctx, c.rdb, parNames(req.Key), req.ID, req.Parallelism, now.UnixMilli(),
 		now.Add(req.Timeout+LeaseMargin).UnixMilli(), KeyTTL.Milliseconds(), now.Add(HandOverLease).UnixMilli(), at.UnixMilli()).Result()
 	if err != nil {
 		return time.Time{}, false, err
@@ -136,10 +142,10 @@ func (c *Controller) release(ctx context.Context, req Request, id string) {
 func (c *Controller) handOn(ctx context.Context, key string, parallelism int, ended []string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	slots, wait := keyNames(key)
+	names := parNames(key)
 	for i := 0; len(ended) > 0 && i < 100; i++ {
 		now := c.now()
-		v, err := parNextScript.Run(ctx, c.rdb, []string{slots, wait}, ended[0], parallelism, now.UnixMilli(),
+		v, err := parNextScript.Run(ctx, c.rdb, names, ended[0], parallelism, now.UnixMilli(),
 			now.Add(HandOverLease).UnixMilli(), KeyTTL.Milliseconds()).Result()
 		if err == nil {
 			var r parReply

@@ -3,10 +3,12 @@
 -- over (par_next.lua, or here) is already the request's: taking it only
 -- renews the lease. Free slots go to the longest waiters first, so a
 -- newcomer never overtakes the line: within a key, waiters start in
--- arrival order.
+-- the order they were made.
 -- KEYS[1]: the key's slots (member: request id, score: lease end, ms)
 -- KEYS[2]: the key's waiting line (member: request id, score: its place:
 --          when the request was made, ms; ids of one millisecond go by id)
+-- KEYS[3]: the requests handed a slot and not yet started (member: request
+--          id, score: its place)
 -- ARGV[1]: request id
 -- ARGV[2]: parallelism
 -- ARGV[3]: now (ms)
@@ -19,10 +21,21 @@
 -- of the earliest lease (ms), woken...} when the request waits. woken are
 -- the waiters ahead of it that free slots were handed to: the caller
 -- wakes them.
+local ended = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
+for _, id in ipairs(ended) do
+  -- A handed slot that ended unused: its request was never woken (the
+  -- worker that handed it died) or never came. Back to its place.
+  local place = redis.call("ZSCORE", KEYS[3], id)
+  if place then
+    redis.call("ZADD", KEYS[2], "NX", place, id)
+    redis.call("ZREM", KEYS[3], id)
+  end
+end
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
 if redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
   redis.call("ZREM", KEYS[2], ARGV[1])
+  redis.call("ZREM", KEYS[3], ARGV[1])
   redis.call("PEXPIRE", KEYS[1], ARGV[5])
   return {1, 0, 0}
 end
@@ -45,10 +58,12 @@ if free > 0 then
       reply[1] = 1
     else
       redis.call("ZADD", KEYS[1], ARGV[6], next[i])
+      redis.call("ZADD", KEYS[3], next[i + 1], next[i])
       reply[#reply + 1] = next[i]
     end
   end
   redis.call("PEXPIRE", KEYS[1], ARGV[5])
+  redis.call("PEXPIRE", KEYS[3], ARGV[5])
 end
 if reply[1] == 0 then
   reply[2] = redis.call("ZCARD", KEYS[2])

@@ -1,9 +1,12 @@
 -- Gives back a request's parallelism slot (if one is named) and hands
 -- every free slot, including those of leases that ended (a worker died
--- holding them, or a woken request never came), straight to the longest
--- waiters, so no newcomer takes one first; the caller wakes them.
+-- holding them), straight to the longest waiters, so no newcomer takes one
+-- first; the caller wakes them. A handed slot that ended unused (its
+-- request was never woken, because the worker that handed it died, or it
+-- never came) puts its request back at its place first.
 -- KEYS[1]: the key's slots
 -- KEYS[2]: the key's waiting line
+-- KEYS[3]: the requests handed a slot and not yet started (score: place)
 -- ARGV[1]: the request whose attempt ended, or ""
 -- ARGV[2]: parallelism
 -- ARGV[3]: now (ms)
@@ -15,6 +18,15 @@
 if ARGV[1] ~= "" then
   redis.call("ZREM", KEYS[1], ARGV[1])
   redis.call("ZREM", KEYS[2], ARGV[1])
+  redis.call("ZREM", KEYS[3], ARGV[1])
+end
+local ended = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
+for _, id in ipairs(ended) do
+  local place = redis.call("ZSCORE", KEYS[3], id)
+  if place then
+    redis.call("ZADD", KEYS[2], "NX", place, id)
+    redis.call("ZREM", KEYS[3], id)
+  end
 end
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
 local reply = {0, 0}
@@ -23,9 +35,13 @@ if free > 0 then
   local next = redis.call("ZPOPMIN", KEYS[2], free)
   for i = 1, #next, 2 do
     redis.call("ZADD", KEYS[1], ARGV[4], next[i])
+    redis.call("ZADD", KEYS[3], next[i + 1], next[i])
     reply[#reply + 1] = next[i]
   end
-  if #next > 0 then redis.call("PEXPIRE", KEYS[1], ARGV[5]) end
+  if #next > 0 then
+    redis.call("PEXPIRE", KEYS[1], ARGV[5])
+    redis.call("PEXPIRE", KEYS[3], ARGV[5])
+  end
 end
 reply[1] = redis.call("ZCARD", KEYS[2])
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
