@@ -36,17 +36,27 @@ import (
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-func script(name string) *redis.Script {
-	b, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
+func script(name string) *redis.Script { return scriptAfter("", name) }
+
+// scriptAfter is script name with the shared Lua of file prefix first.
+func scriptAfter(prefix, name string) *redis.Script {
+	var src []byte
+	for _, f := range []string{prefix, name} {
+		if f == "" {
+			continue
+		}
+		b, err := scriptFiles.ReadFile("scripts/" + f + ".lua")
+		if err != nil {
+			panic(err)
+		}
+		src = append(append(src, b...), '\n')
 	}
-	return redis.NewScript(string(b))
+	return redis.NewScript(string(src))
 }
 
 var (
-	acquireScript = script("acquire")
-	parNextScript = script("par_next")
+	acquireScript = scriptAfter("par_hand_back", "acquire")
+	parNextScript = scriptAfter("par_hand_back", "par_next")
 	turnScript    = script("turn")
 	fairWait      = script("fair_wait")
 	fairNext      = script("fair_next")

@@ -3,7 +3,7 @@
 -- over (par_next.lua, or here) is already the request's: taking it only
 -- renews the lease. Free slots go to the longest waiters first, so a
 -- newcomer never overtakes the line: within a key, waiters start in
--- the order they were made.
+-- the order they were made. handBack (par_hand_back.lua) runs first.
 -- KEYS[1]: the key's slots (member: request id, score: lease end, ms)
 -- KEYS[2]: the key's waiting line (member: request id, score: its place:
 --          when the request was made, ms; ids of one millisecond go by id)
@@ -21,17 +21,7 @@
 -- of the earliest lease (ms), woken...} when the request waits. woken are
 -- the waiters ahead of it that free slots were handed to: the caller
 -- wakes them.
-local ended = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
-for _, id in ipairs(ended) do
-  -- A handed slot that ended unused: its request was never woken (the
-  -- worker that handed it died) or never came. Back to its place.
-  local place = redis.call("ZSCORE", KEYS[3], id)
-  if place then
-    redis.call("ZADD", KEYS[2], "NX", place, id)
-    redis.call("ZREM", KEYS[3], id)
-  end
-end
-redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
+handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 if redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
   redis.call("ZREM", KEYS[2], ARGV[1])

@@ -3,7 +3,8 @@
 -- holding them), straight to the longest waiters, so no newcomer takes one
 -- first; the caller wakes them. A handed slot that ended unused (its
 -- request was never woken, because the worker that handed it died, or it
--- never came) puts its request back at its place first.
+-- never came) puts its request back at its place first (handBack,
+-- par_hand_back.lua).
 -- KEYS[1]: the key's slots
 -- KEYS[2]: the key's waiting line
 -- KEYS[3]: the requests handed a slot and not yet started (score: place)
@@ -20,15 +21,7 @@ if ARGV[1] ~= "" then
   redis.call("ZREM", KEYS[2], ARGV[1])
   redis.call("ZREM", KEYS[3], ARGV[1])
 end
-local ended = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
-for _, id in ipairs(ended) do
-  local place = redis.call("ZSCORE", KEYS[3], id)
-  if place then
-    redis.call("ZADD", KEYS[2], "NX", place, id)
-    redis.call("ZREM", KEYS[3], id)
-  end
-end
-redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[3])
+handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 local reply = {0, 0}
 local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
 if free > 0 then

@@ -1,0 +1,14 @@
+-- Shared by acquire.lua and par_next.lua (prepended to each): drops the
+-- key's ended leases, and puts back at its place the request of a handed
+-- slot that ended unused: it was never woken (the worker that handed it
+-- died) or never came.
+local function handBack(slots, wait, handed, now)
+  for _, id in ipairs(redis.call("ZRANGEBYSCORE", slots, "-inf", now)) do
+    local place = redis.call("ZSCORE", handed, id)
+    if place then
+      redis.call("ZADD", wait, "NX", place, id)
+      redis.call("ZREM", handed, id)
+    end
+  end
+  redis.call("ZREMRANGEBYSCORE", slots, "-inf", now)
+end
