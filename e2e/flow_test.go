@@ -415,8 +415,7 @@ func TestCutLineOutlivesItsWorkers(t *testing.T) {
 func TestParallelismLineOutlivesItsWorkers(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, 1)
-	var hold atomic.Bool
-	hold.Store(true)
+	held := make(chan struct{}) // closed: the destination answers
 	var mu sync.Mutex
 	first := map[string]time.Time{}
 	url := newServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -426,8 +425,9 @@ func TestParallelismLineOutlivesItsWorkers(t *testing.T) {
 			first[id] = time.Now()
 		}
 		mu.Unlock()
-		for hold.Load() && r.Context().Err() == nil {
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-held:
+		case <-r.Context().Done():
 		}
 	})
 	var ids []string
@@ -461,7 +461,7 @@ func TestParallelismLineOutlivesItsWorkers(t *testing.T) {
 	if want := slices.Sorted(slices.Values(others)); !slices.Equal(waiting, want) {
 		t.Fatalf("line %v, want the 19 others in the order they were made, %v", waiting, want)
 	}
-	hold.Store(false)
+	close(held)
 	s.startWorker(t)
 	for _, id := range waiting {
 		if doc := s.waitTerminal(t, id, 60*time.Second); doc["status"] != "completed" {

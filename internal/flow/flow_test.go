@@ -235,15 +235,24 @@ func TestParallelismHoldsAcrossWorkersAndHandsSlotsOver(t *testing.T) {
 	}
 }
 
+// oneSlot is a parallelism-1 key "k" on one controller over a fresh
+// Redis, woken through w: the setting of most parallelism tests.
+func oneSlot(t *testing.T, w *waker) (c *Controller, clk *clock, rdb redis.UniversalClient, req func(id string) Request) {
+	t.Helper()
+	rdb = redistest.Start(t).Client()
+	clk = &clock{t: time.UnixMilli(1_700_000_000_000)}
+	c = newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, w, clk)
+	req = func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
+	}
+	return c, clk, rdb, req
+}
+
 // A slot handed to a request that is gone goes on to the next waiter.
 func TestParallelismHandOverSkipsGoneRequests(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
 	w := &waker{gone: map[string]bool{"b": true}}
-	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 10, FairShare: 1}, w, clk)
-	req := func(id string) Request {
-		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
-	}
+	c, clk, _, req := oneSlot(t, w)
 	a := admit(t, c, req("a"))
 	parked(t, c, req("b"))
 	clk.add(time.Millisecond)
@@ -315,12 +324,8 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 // net.
 func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
 	w := &waker{transit: map[string]int{"b": 60}} // more than wake's second of tries
-	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 10, FairShare: 1}, w, clk)
-	req := func(id string) Request {
-		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
-	}
+	c, _, _, req := oneSlot(t, w)
 	a := admit(t, c, req("a"))
 	parked(t, c, req("b"))
 	a.Done(context.Background(), Succeeded)
@@ -334,13 +339,8 @@ func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
 // and wakes it (it would otherwise sleep until its safety net).
 func TestParallelismHandOverOutlivesTheWorkerThatHandedIt(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
 	w := &waker{}
-	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, w, clk)
-	req := func(id string) Request {
-		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
-	}
+	c, clk, rdb, req := oneSlot(t, w)
 	admit(t, c, req("a"))
 	parked(t, c, req("b"))
 	clk.add(time.Millisecond)

@@ -8,7 +8,6 @@ package flow
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/retryd/retryd/internal/record"
@@ -50,13 +49,13 @@ func (c *Controller) unlistLine(ctx context.Context, registry, field string) {
 func (c *Controller) adoptLines(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cut, err1 := c.rdb.HGetAll(ctx, record.CutLinesKey).Result()
-	fair, err2 := c.rdb.HGetAll(ctx, record.FairLinesKey).Result()
-	par, err3 := c.rdb.HGetAll(ctx, record.ParLinesKey).Result()
-	if err := errors.Join(err1, err2, err3); err != nil {
+	pipe := c.rdb.Pipeline()
+	cutCmd, fairCmd, parCmd := pipe.HGetAll(ctx, record.CutLinesKey), pipe.HGetAll(ctx, record.FairLinesKey), pipe.HGetAll(ctx, record.ParLinesKey)
+	if _, err := pipe.Exec(ctx); err != nil {
 		c.log.Warn("could not read the lines listed", "err", err)
 		return
 	}
+	cut, fair, par := cutCmd.Val(), fairCmd.Val(), parCmd.Val()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()

@@ -60,26 +60,26 @@ type parReply struct {
 // parseParReply reads a script's reply; flagged says it starts with
 // acquire's flag.
 func parseParReply(name string, v any, flagged bool) (parReply, error) {
-	bad := fmt.Errorf("%s script: unexpected reply %v", name, v)
+	bad := func() (parReply, error) { return parReply{}, fmt.Errorf("%s script: unexpected reply %v", name, v) }
 	res, ok := v.([]any)
 	var r parReply
 	if flagged {
 		if !ok || len(res) < 1 {
-			return r, bad
+			return bad()
 		}
 		flag, ok := res[0].(int64)
 		if !ok || flag < 0 || flag > 1 {
-			return r, bad
+			return bad()
 		}
 		r.taken, res = flag == 1, res[1:]
 	}
 	if !ok || len(res) < 2 {
-		return r, bad
+		return bad()
 	}
 	n, ok1 := res[0].(int64)
 	first, ok2 := res[1].(int64)
 	if !ok1 || !ok2 || n < 0 || first < 0 {
-		return r, bad
+		return bad()
 	}
 	r.n = int(n)
 	if first > 0 {
@@ -88,7 +88,7 @@ func parseParReply(name string, v any, flagged bool) (parReply, error) {
 	for _, id := range res[2:] {
 		s, ok := id.(string)
 		if !ok || s == "" {
-			return r, bad
+			return bad()
 		}
 		r.woken = append(r.woken, s)
 	}
