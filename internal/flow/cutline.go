@@ -97,6 +97,7 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 		c.mu.Lock()
 		list := k.lineSeen.IsZero() || a.ahead == 0 // new here, or a new line
 		k.lineSeen = now
+		c.stir()
 		c.mu.Unlock()
 		if list {
 			c.listCutLine(ctx, k, req.Key, req.HostPort)
@@ -340,6 +341,7 @@ func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) 
 	c.mu.Lock()
 	list := k.lineSeen.IsZero() || ahead == 0
 	k.lineSeen = now
+	c.stir()
 	if k.headAt.IsZero() || due.Before(k.headAt) {
 		k.headAt = due
 	}

@@ -124,6 +124,7 @@ func (c *Controller) lane(name string) *host {
 func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id string, now time.Time) error {
 	known := !h.lineSeen.IsZero()
 	h.lineSeen = now
+	c.stir()
 	mean, capacity := h.meanDur, c.capOf(name)
 	c.mu.Unlock()
 	n, err := c.waitInLine(ctx, name, id, now)
@@ -184,6 +185,7 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 	if h := c.hosts[hostPort]; h != nil {
 		wasSeen = !h.lineSeen.IsZero()
 		h.promise(ids, now)
+		c.stir()
 		if left > 0 {
 			h.lineSeen = now
 		} else {
@@ -201,55 +203,119 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 
 // RebalanceEvery is how often a worker wakes waiters of destinations that
 // have free slots on it without an attempt ending (the woken ones went to
-// other workers).
+// other workers), while it watches a line.
 const RebalanceEvery = 50 * time.Millisecond
 
-// Rebalance wakes, every RebalanceEvery until ctx ends, the waiters of
-// destinations with free slots on this worker. A slot promised to a woken
-// request is freed as soon as that request's task was fetched (by any
-// worker): with several workers it mostly lands on another one, and the
-// promise would otherwise idle the slot for the rest of WakeTTL.
+// Rebalance wakes, until ctx ends, the waiters of destinations with free
+// slots on this worker, every RebalanceEvery while it watches a line. A
+// slot promised to a woken request is freed as soon as that request's task
+// was fetched (by any worker): with several workers it mostly lands on
+// another one, and the promise would otherwise idle the slot for the rest
+// of WakeTTL. A worker that watches no line rests until one is made here
+// (stir), a parallelism lease ends, or it is time to adopt the lines of
+// others: a tick costs an idle worker at GOMAXPROCS=1 about 0.2 ms of CPU,
+// so 20 a second were most of its idle cost.
 func (c *Controller) Rebalance(ctx context.Context) {
 	var adopted time.Time
-	every(ctx, RebalanceEvery, func() {
+	rest := time.NewTimer(0)
+	defer rest.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rest.C:
+		case <-c.stirred:
+		}
 		if now := c.now(); now.Sub(adopted) >= AdoptEvery {
 			adopted = now
 			c.adoptLines(ctx)
 		}
-		c.pumpCutLines(ctx)
-		c.pumpParLines(ctx)
-		c.releaseFetched(ctx)
-		type lineFree struct {
-			host string
-			free int
+		c.rebalance(ctx)
+		rest.Reset(c.restFor(adopted))
+	}
+}
+
+// rebalance is one look of Rebalance.
+func (c *Controller) rebalance(ctx context.Context) {
+	c.pumpCutLines(ctx)
+	c.pumpParLines(ctx)
+	c.releaseFetched(ctx)
+	type lineFree struct {
+		host string
+		free int
+	}
+	var lines []lineFree
+	var relist []string
+	c.mu.Lock()
+	now := c.now()
+	for name, h := range c.hosts {
+		if !h.watched(now) {
+			continue
 		}
-		var lines []lineFree
-		var relist []string
-		c.mu.Lock()
-		now := c.now()
-		for name, h := range c.hosts {
-			if h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory {
-				continue
+		if now.Sub(h.listed) >= AdoptEvery {
+			relist = append(relist, name)
+		}
+		if free := h.freeSlots(c.capOf(name), now); free > 0 {
+			lines = append(lines, lineFree{name, free})
+		}
+	}
+	c.mu.Unlock()
+	for _, name := range relist {
+		c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) {
+			if h := c.hosts[name]; h != nil {
+				h.listed = at
 			}
-			if now.Sub(h.listed) >= AdoptEvery {
-				relist = append(relist, name)
-			}
-			if free := h.freeSlots(c.capOf(name), now); free > 0 {
-				lines = append(lines, lineFree{name, free})
-			}
+		})
+	}
+	for _, l := range lines {
+		c.promote(ctx, l.host, "", l.free)
+	}
+}
+
+// watched says whether Rebalance looks at the destination's line.
+func (h *host) watched(now time.Time) bool {
+	return !h.lineSeen.IsZero() && now.Sub(h.lineSeen) <= LineMemory
+}
+
+// restFor is how long Rebalance may rest after a look, the last adoption
+// at adopted: RebalanceEvery while this worker watches a fairness or cut
+// line or holds a promise; else until the earliest parallelism lease end
+// or relisting it knows of, or the next adoption.
+func (c *Controller) restFor(adopted time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for _, h := range c.hosts {
+		if h.watched(now) || len(h.woken) > 0 {
+			return RebalanceEvery
 		}
-		c.mu.Unlock()
-		for _, name := range relist {
-			c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) {
-				if h := c.hosts[name]; h != nil {
-					h.listed = at
-				}
-			})
+	}
+	for _, k := range c.keys {
+		if !k.lineSeen.IsZero() {
+			return RebalanceEvery
 		}
-		for _, l := range lines {
-			c.promote(ctx, l.host, "", l.free)
-		}
-	})
+	}
+	next := adopted.Add(AdoptEvery)
+	for _, l := range c.parLines {
+		next = minTime(next, minTime(l.next, l.listed.Add(AdoptEvery)))
+	}
+	return min(AdoptEvery, max(RebalanceEvery, next.Sub(now)))
+}
+
+// stir ends Rebalance's rest: this worker has just made a line, a promise
+// or a lease to watch. c.mu may be held.
+func (c *Controller) stir() {
+	select {
+	case c.stirred <- struct{}{}:
+	default:
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // releaseFetched drops the promises of woken requests whose tasks are no
@@ -332,6 +398,7 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 			c.mu.Lock()
 			if h := c.hosts[hostPort]; h != nil {
 				h.promise(next, c.now())
+				c.stir()
 				if left == 0 {
 					h.lineSeen = time.Time{}
 				}

@@ -164,6 +164,8 @@ type Controller struct {
 	// it. Nil: never.
 	Finished func(ctx context.Context, id string) bool
 	wakes    sync.WaitGroup
+	// stirred ends Rebalance's rest (stir).
+	stirred chan struct{}
 	// stop ends with Close.
 	stop   context.Context
 	cancel context.CancelFunc
@@ -180,7 +182,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, n
 	stop, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, now: now,
 		hosts: map[string]*host{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
-		parLines: map[string]*parLine{}, stop: stop, cancel: cancel}
+		parLines: map[string]*parLine{}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 }
 
 // FairCap is how many slots of this worker one destination may hold.

@@ -244,6 +244,7 @@ func (c *Controller) sawParLine(ctx context.Context, key string, parallelism int
 	if l.next.IsZero() {
 		l.next = c.now().Add(AdoptEvery)
 	}
+	c.stir()
 	c.mu.Unlock()
 	if !known || (parked && r.n == 1) {
 		c.listParLine(ctx, key, parallelism)
