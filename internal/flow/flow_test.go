@@ -580,6 +580,29 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	waitWoken(t, w, []string{"b", "c", "d"})
 }
 
+// An idle worker's Rebalance rests until the next adoption; a waiter
+// parked here stirs it, and it looks every RebalanceEvery while it watches
+// the line.
+func TestRebalanceRestsUntilALineIsMade(t *testing.T) {
+	t.Parallel()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, &waker{}, clk)
+	if got := c.restFor(clk.now()); got != AdoptEvery {
+		t.Fatalf("an idle worker rests %v, want %v", got, AdoptEvery)
+	}
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
+	admit(t, c, req("a"))
+	parked(t, c, req("b"))
+	select {
+	case <-c.stirred:
+	default:
+		t.Fatal("a waiter parked on a resting worker did not stir its Rebalance")
+	}
+	if got := c.restFor(clk.now()); got != RebalanceEvery {
+		t.Fatalf("a worker watching a line rests %v, want %v", got, RebalanceEvery)
+	}
+}
+
 func (w *waker) at(id string) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
