@@ -138,9 +138,12 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		next := cur + max(1, k.base*RecoverShare)/max(cur, 1)
 		if next >= k.base {
 			k.lim = nil // recovered: no limit again
-			return
+		} else {
+			k.lim.SetLimitAt(now, rate.Limit(next))
 		}
-		k.lim.SetLimitAt(now, rate.Limit(next))
+		if !k.lineSeen.IsZero() {
+			c.stir() // its line's next turn comes sooner
+		}
 	case o == Overloaded && c.cfg.Adaptive && overloaded && now.Sub(k.lastCut) >= CutEvery:
 		// Only a key under load is cut: a few requests failing (and
 		// retrying on their own backoff) are not a destination to ease

@@ -278,9 +278,9 @@ func (h *host) watched(now time.Time) bool {
 }
 
 // restFor is how long Rebalance may rest after a look, the last adoption
-// at adopted: RebalanceEvery while this worker watches a fairness or cut
-// line or holds a promise; else until the earliest parallelism lease end
-// or relisting it knows of, or the next adoption.
+// at adopted: RebalanceEvery while this worker watches a fairness line or
+// holds a promise; else until the earliest cut line's next turn or
+// parallelism lease end or relisting it knows of, or the next adoption.
 func (c *Controller) restFor(adopted time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -290,12 +290,12 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 			return RebalanceEvery
 		}
 	}
+	next := adopted.Add(AdoptEvery)
 	for _, k := range c.keys {
 		if !k.lineSeen.IsZero() {
-			return RebalanceEvery
+			next = minTime(next, k.nextPump(now))
 		}
 	}
-	next := adopted.Add(AdoptEvery)
 	for _, l := range c.parLines {
 		next = minTime(next, minTime(l.next, l.listed.Add(AdoptEvery)))
 	}

@@ -547,6 +547,34 @@ func TestPublishAndRead(t *testing.T) {
 	}
 }
 
+// A worker with no keys to show writes that once, then nothing: an idle
+// worker makes no Redis calls to publish.
+func TestIdleWorkerPublishesOnce(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, &waker{}, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Publish(ctx, "idle")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle worker never published that it has no keys")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	clk.add(time.Minute)
+	// The window in which a worker that publishes every PublishEvery would.
+	time.Sleep(3 * PublishEvery / 2)
+	if at, err := rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err != nil || int64(at) != 1_700_000_000_000 {
+		t.Fatalf("the idle worker published again (score %v, %v)", at, err)
+	}
+}
+
 // A woken request may start on another worker; the slot it left free here
 // still wakes the next waiter (Rebalance), instead of idling until the
 // fallback deadline.
@@ -658,6 +686,11 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	c1.pumpCutLines(ctx)
 	if at := w1.at("r6"); !at.IsZero() {
 		t.Fatalf("a turn beyond the horizon was given: r6 at +%v", at.Sub(t0))
+	}
+	// Its worker's Rebalance rests until the rate frees a turn within the
+	// horizon (+6 s, seen at +1 s), not RebalanceEvery.
+	if got := c1.restFor(t0); got != time.Second {
+		t.Errorf("with the next turn 6 s away, Rebalance rests %v, want 1s", got)
 	}
 	clk.add(2 * time.Second)
 	c1.pumpCutLines(ctx)

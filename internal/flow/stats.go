@@ -80,11 +80,17 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 func activity(s KeyStats) int { return s.InFlight*1000 + s.Parked*100 + s.Succeeded + s.Overloaded }
 
 // Publish writes this worker's keys for GET /flows every PublishEvery
-// until ctx ends.
+// until ctx ends. A worker with no keys to show writes once that it has
+// none, then nothing (Read needs no entry of it): an idle worker's five
+// commands a second were a tenth of its idle cost.
 func (c *Controller) Publish(ctx context.Context, worker string) {
+	shown := true // whether Redis may hold keys of this worker
 	every(ctx, PublishEvery, func() {
 		now := c.now()
 		stats := c.snapshot(now)
+		if len(stats) == 0 && !shown {
+			return
+		}
 		fields := make([]any, 0, 2*len(stats))
 		for _, s := range stats {
 			b, _ := json.Marshal(s)
@@ -101,6 +107,8 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 		pipe.ZRemRangeByScore(wctx, record.FlowWorkersKey, "-inf", strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10))
 		if _, err := pipe.Exec(wctx); err != nil {
 			c.log.Debug("could not publish flow-control state", "err", err)
+		} else {
+			shown = len(stats) > 0
 		}
 		cancel()
 	})
