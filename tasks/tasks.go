@@ -195,6 +195,19 @@ func (e *Enqueuer) Wake(ctx context.Context, id string) error {
 	return flow.ErrGone
 }
 
+// WakeParked makes request id's task runnable now if it sleeps in a park
+// (flow.Waker): never a retry waiting out its backoff.
+func (e *Enqueuer) WakeParked(ctx context.Context, id string) (bool, error) {
+	moved, err := asynqx.RunParked(ctx, e.Redis, e.QueueOf(id), id, time.Now())
+	if err != nil || !moved {
+		return false, err
+	}
+	if e.Timer != nil && e.Timer.Bell != nil {
+		return true, e.Timer.Bell.Ring(ctx)
+	}
+	return true, nil
+}
+
 // Waiting says whether request id's task is runnable and not yet taken by
 // a worker (flow.Waker): a woken request still on its way.
 func (e *Enqueuer) Waiting(_ context.Context, id string) (bool, error) {

@@ -142,6 +142,30 @@ func Run(ctx context.Context, rdb redis.UniversalClient, queue, id string, now t
 	return 0, fmt.Errorf("run task %s of %s: unexpected state %q", id, queue, state)
 }
 
+// runParkedScript moves one task to pending now if it sleeps in asynq's
+// scheduled set: where a parked request sleeps (HoldParked), and never a
+// retry's backoff.
+//
+// KEYS[1] asynq's pending list. ARGV[1] task id, ARGV[2] asynq's key
+// prefix of the queue, ARGV[3] now (ns). Returns 1 if it moved the task.
+var runParkedScript = redis.NewScript(moveWaiting + `
+if redis.call("HGET", ARGV[2] .. "t:" .. ARGV[1], "state") ~= "scheduled" then return 0 end
+move(ARGV[2], KEYS[1], ARGV[1], ARGV[3])
+return 1
+`)
+
+// RunParked makes task id of queue pending now if it sleeps in asynq's
+// scheduled set, and says whether it did. Unlike Run, it leaves a retry
+// waiting out its backoff alone.
+func RunParked(ctx context.Context, rdb redis.UniversalClient, queue, id string, now time.Time) (bool, error) {
+	k := QueueKeys(queue)
+	n, err := runParkedScript.Run(ctx, rdb, []string{k.Pending()}, id, k.prefix(), now.UnixNano()).Int()
+	if err != nil {
+		return false, fmt.Errorf("run parked task %s of %s: %w", id, queue, err)
+	}
+	return n == 1, nil
+}
+
 // holdScript moves parked tasks from asynq's retry set to its scheduled
 // set, at the same due time: a request waiting for flow control is not a
 // retry (no attempt failed), and the dashboard must not show it as one.

@@ -125,6 +125,43 @@ func TestRunMovesOnlyWaitingTasks(t *testing.T) {
 	}
 }
 
+// RunParked wakes a task sleeping in the scheduled set (a park) and
+// leaves a retry waiting out its backoff, a pending task and a missing one.
+func TestRunParkedLeavesRetriesAlone(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	for _, id := range []string{"parked", "backoff"} {
+		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID(id), asynq.ProcessIn(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("now")); err != nil {
+		t.Fatal(err)
+	}
+	k := QueueKeys("q")
+	pipe := rdb.TxPipeline()
+	pipe.ZRem(ctx, k.Scheduled(), "backoff")
+	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(time.Now().Add(time.Hour).Unix()), Member: "backoff"})
+	pipe.HSet(ctx, k.Task("backoff"), "state", "retry")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"parked": true, "backoff": false, "now": false, "missing": false} {
+		if got, err := RunParked(ctx, rdb, "q", id, time.Now()); err != nil || got != want {
+			t.Errorf("RunParked(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	if got := state(t, inspector, "q", "parked"); got != asynq.TaskStatePending {
+		t.Errorf("parked: %v, want pending", got)
+	}
+	if got := state(t, inspector, "q", "backoff"); got != asynq.TaskStateRetry {
+		t.Errorf("backoff: %v, want still a retry", got)
+	}
+}
+
 // HoldParked moves a parked task from the retry set to the scheduled set
 // at the same due time, looks again soon at one still active (on its way)
 // and drops the others; an entry not due yet waits.

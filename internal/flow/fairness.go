@@ -28,6 +28,13 @@ type host struct {
 	// lineSeen is when this worker last saw the destination's line
 	// non-empty (zero: empty, as far as it knows).
 	lineSeen time.Time
+	// taking counts free slots being given to waiters by a fair_next in
+	// flight, so that two lookers (an attempt's end and Rebalance) do not
+	// give the same slot twice.
+	taking int
+	// quietUntil: the line held only requests handed over (none waiting)
+	// when last seen; Rebalance looks again then.
+	quietUntil time.Time
 	// woken are the waiters woken and not yet back (id -> when): a woken
 	// request may be fetched by another worker, so a wake-up counts
 	// against this worker's free slots for WakeTTL only.
@@ -74,7 +81,15 @@ func (h *host) freeSlots(limit int, now time.Time) int {
 		}
 		pending++
 	}
-	return max(0, limit-h.inflight-pending)
+	return max(0, limit-h.inflight-pending-h.taking)
+}
+
+// take reserves the host's free slots for a fair_next about to run
+// (promote gives them back), and returns how many.
+func (h *host) take(limit int, now time.Time) int {
+	free := h.freeSlots(limit, now)
+	h.taking += free
+	return free
 }
 
 // promise counts ids, just woken, against the host's free slots here.
@@ -123,7 +138,7 @@ func (c *Controller) lane(name string) *host {
 // releases it.
 func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id string, now time.Time) error {
 	known := !h.lineSeen.IsZero()
-	h.lineSeen = now
+	h.lineSeen, h.quietUntil = now, time.Time{}
 	c.stir()
 	mean, capacity := h.meanDur, c.capOf(name)
 	c.mu.Unlock()
@@ -138,66 +153,145 @@ func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id st
 }
 
 // fairNames are the Redis keys of a destination's (or a tenant's)
-// fairness line.
-func fairNames(hostPort string) (line, promoted string) {
-	return record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted")
+// fairness line: the line, the places of requests promoted from it, and
+// when each was handed over.
+func fairNames(hostPort string) []string {
+	return []string{record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted"),
+		record.FlowKey("fair:"+hostPort, "handed")}
 }
 
 // waitInLine puts id in hostPort's fairness line (keeping a place it had)
 // and says how many wait in it.
 func (c *Controller) waitInLine(ctx context.Context, hostPort, id string, now time.Time) (int, error) {
-	line, promoted := fairNames(hostPort)
-	return fairWait.Run(ctx, c.rdb, []string{line, promoted}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Int()
+	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, now.UnixMilli(), KeyTTL.Milliseconds()).Int()
+}
+
+// HandOverCheck is how long after its promotion a request not heard of
+// since (its attempt ended on a worker that knew the line, or it waits in
+// line again) is looked at. One still parked was never woken: the worker
+// that promoted it died first. It is woken then, instead of sleeping
+// until its safety net.
+const HandOverCheck = 5 * time.Second
+
+// staleBatch bounds the stale hand-overs one look returns.
+const staleBatch = 20
+
+// fairTake is what fair_next said.
+type fairTake struct {
+	ids []string // taken from the line, oldest first
+	// stale were handed over HandOverCheck ago and not heard of since.
+	stale []string
+	// left wait in line; handed were handed over and not heard of since.
+	left, handed int
 }
 
 // nextInLine takes up to n waiters of hostPort's line, oldest first, and
-// forgets the place of ended (the request whose attempt ended, or "").
-// left is how many still wait.
-func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (ids []string, left int, err error) {
-	line, promoted := fairNames(hostPort)
+// forgets ended (the request whose attempt ended, or "").
+func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (fairTake, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	res, err := fairNext.Run(ctx, c.rdb, []string{line, promoted}, ended, n, KeyTTL.Milliseconds()).StringSlice()
+	res, err := fairNext.Run(ctx, c.rdb, fairNames(hostPort), ended, n, KeyTTL.Milliseconds(),
+		c.now().UnixMilli(), HandOverCheck.Milliseconds(), staleBatch).StringSlice()
 	if err != nil {
-		return nil, 0, err
+		return fairTake{}, err
 	}
-	if len(res) < 1 {
-		return nil, 0, fmt.Errorf("fair_next script: unexpected reply %v", res)
+	return parseFairTake(res)
+}
+
+func parseFairTake(res []string) (fairTake, error) {
+	bad := fmt.Errorf("fair_next script: unexpected reply %v", res)
+	if len(res) < 3 {
+		return fairTake{}, bad
 	}
-	left, err = strconv.Atoi(res[0])
-	if err != nil {
-		return nil, 0, fmt.Errorf("fair_next script: unexpected reply %v", res)
+	var t fairTake
+	var err1, err2, err3 error
+	var stale int
+	t.left, err1 = strconv.Atoi(res[0])
+	t.handed, err2 = strconv.Atoi(res[1])
+	stale, err3 = strconv.Atoi(res[2])
+	if err1 != nil || err2 != nil || err3 != nil || stale < 0 || 3+stale > len(res) {
+		return fairTake{}, bad
 	}
-	return res[1:], left, nil
+	t.stale, t.ids = res[3:3+stale], res[3+stale:]
+	return t, nil
+}
+
+// checkHandedOver looks at hostPort's stale hand-overs: one still parked
+// is woken (it keeps its place if it finds no slot), and all are
+// forgotten. One that could not be looked at is looked at again after
+// HandOverCheck.
+func (c *Controller) checkHandedOver(hostPort string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	c.wakes.Add(1)
+	go func() {
+		defer c.wakes.Done()
+		ctx, cancel := context.WithTimeout(c.stop, 5*time.Second)
+		defer cancel()
+		seen := make([]any, 0, len(ids))
+		for _, id := range ids {
+			woke, err := c.waker.WakeParked(ctx, id)
+			if err != nil {
+				c.log.Warn("could not look at a request handed a fairness slot", "requestId", id, "err", err)
+				continue
+			}
+			if woke {
+				c.log.Info("woke a request whose promotion was never delivered (its worker died)", "requestId", id, "host", hostPort)
+			}
+			seen = append(seen, id)
+		}
+		if len(seen) > 0 {
+			if err := c.rdb.ZRem(ctx, fairNames(hostPort)[2], seen...).Err(); err != nil {
+				c.log.Warn("could not forget requests handed a fairness slot", "host", hostPort, "err", err)
+			}
+		}
+	}()
 }
 
 // promote takes up to free waiters of hostPort's line (forgetting ended's
 // place), promises them this worker's free slots and wakes them.
+// While the line is empty but for requests handed over, the worker keeps
+// watching it (and it stays listed), looking once per HandOverCheck. The
+// caller took the free slots (host.take).
 func (c *Controller) promote(ctx context.Context, hostPort, ended string, free int) {
-	ids, left, err := c.nextInLine(ctx, hostPort, ended, free)
+	t, err := c.nextInLine(ctx, hostPort, ended, free)
 	if err != nil {
+		c.mu.Lock()
+		c.lane(hostPort).taking -= free
+		c.mu.Unlock()
 		c.log.Warn("could not read a fairness line; its waiters' deadlines will wake them", "host", hostPort, "err", err)
 		return
 	}
+	c.checkHandedOver(hostPort, t.stale)
 	now := c.now()
 	c.mu.Lock()
 	wasSeen := false
 	if h := c.hosts[hostPort]; h != nil {
+		h.taking -= free
 		wasSeen = !h.lineSeen.IsZero()
-		h.promise(ids, now)
+		h.promise(t.ids, now)
 		c.stir()
-		if left > 0 {
-			h.lineSeen = now
-		} else {
-			h.lineSeen = time.Time{}
-		}
+		h.sawLine(t, now)
 	}
 	c.mu.Unlock()
-	if left == 0 && wasSeen {
+	if t.left == 0 && t.handed == 0 && wasSeen {
 		c.unlistLine(ctx, record.FairLinesKey, hostPort)
 	}
-	for _, id := range ids {
+	for _, id := range t.ids {
 		c.wakeLocal(hostPort, id)
+	}
+}
+
+// sawLine remembers what fair_next said of the line.
+func (h *host) sawLine(t fairTake, now time.Time) {
+	switch {
+	case t.left > 0:
+		h.lineSeen, h.quietUntil = now, time.Time{}
+	case t.handed > 0:
+		h.lineSeen, h.quietUntil = now, now.Add(HandOverCheck)
+	default:
+		h.lineSeen = time.Time{}
 	}
 }
 
@@ -255,7 +349,10 @@ func (c *Controller) rebalance(ctx context.Context) {
 		if now.Sub(h.listed) >= AdoptEvery {
 			relist = append(relist, name)
 		}
-		if free := h.freeSlots(c.capOf(name), now); free > 0 {
+		if now.Before(h.quietUntil) {
+			continue
+		}
+		if free := h.take(c.capOf(name), now); free > 0 {
 			lines = append(lines, lineFree{name, free})
 		}
 	}
@@ -285,12 +382,17 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
+	next := adopted.Add(AdoptEvery)
 	for _, h := range c.hosts {
-		if h.watched(now) || len(h.woken) > 0 {
+		switch {
+		case len(h.woken) > 0:
+			return RebalanceEvery
+		case h.watched(now) && now.Before(h.quietUntil):
+			next = minTime(next, h.quietUntil)
+		case h.watched(now):
 			return RebalanceEvery
 		}
 	}
-	next := adopted.Add(AdoptEvery)
 	for _, k := range c.keys {
 		if !k.lineSeen.IsZero() {
 			next = minTime(next, k.nextPump(now))
@@ -384,27 +486,35 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 			free := 0
 			if h := c.hosts[hostPort]; h != nil {
 				delete(h.woken, id)
-				free = min(1, h.freeSlots(c.capOf(hostPort), c.now()))
+				if h.freeSlots(c.capOf(hostPort), c.now()) > 0 {
+					free = 1
+					h.taking++
+				}
 			}
 			c.mu.Unlock()
 			id = ""
 			if free == 0 {
 				return
 			}
-			next, left, err := c.nextInLine(c.stop, hostPort, "", 1)
-			if err != nil || len(next) == 0 {
+			t, err := c.nextInLine(c.stop, hostPort, "", 1)
+			c.mu.Lock()
+			c.lane(hostPort).taking--
+			c.mu.Unlock()
+			if err != nil {
+				return
+			}
+			c.checkHandedOver(hostPort, t.stale)
+			if len(t.ids) == 0 {
 				return
 			}
 			c.mu.Lock()
 			if h := c.hosts[hostPort]; h != nil {
-				h.promise(next, c.now())
+				h.promise(t.ids, c.now())
 				c.stir()
-				if left == 0 {
-					h.lineSeen = time.Time{}
-				}
+				h.sawLine(t, c.now())
 			}
 			c.mu.Unlock()
-			id = next[0]
+			id = t.ids[0]
 		}
 	}()
 }

@@ -136,6 +136,9 @@ type Waker interface {
 	// Waiting says whether a woken request's task still waits to be
 	// fetched (runnable, taken by no worker yet).
 	Waiting(ctx context.Context, id string) (bool, error)
+	// WakeParked wakes a request whose task sleeps in a park, never one
+	// waiting out a retry's backoff, and says whether it did.
+	WakeParked(ctx context.Context, id string) (bool, error)
 	// At wakes a parked request at a time (retryd's timer).
 	At(ctx context.Context, id string, at time.Time) error
 }
@@ -376,7 +379,7 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 			h.inflight--
 			h.took(now.Sub(t.start))
 			if !h.lineSeen.IsZero() {
-				lines = append(lines, freed{name, h.freeSlots(c.capOf(name), now)})
+				lines = append(lines, freed{name, h.take(c.capOf(name), now)})
 			}
 		}
 	}

@@ -73,6 +73,18 @@ func (w *waker) Wake(_ context.Context, id string) error {
 	return nil
 }
 
+// WakeParked wakes id if it sleeps in a park: neither gone, nor fetched,
+// nor woken already.
+func (w *waker) WakeParked(_ context.Context, id string) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gone[id] || w.fetched[id] || slices.Contains(w.woken, id) {
+		return false, nil
+	}
+	w.woken = append(w.woken, id)
+	return true, nil
+}
+
 func (w *waker) got() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -783,6 +795,48 @@ func TestFairnessLineIsAdoptedByANewWorker(t *testing.T) {
 	defer cancel()
 	go c2.Rebalance(ctx)
 	waitWoken(t, w2, []string{"b"})
+}
+
+// A worker that dies between taking a waiter from a fairness line and
+// waking it loses it no place: another worker that knows the line wakes
+// it once its hand-over is HandOverCheck old, even with the line empty.
+// One heard of since (it came and ran) is left alone.
+func TestPromotionOfADeadWorkerIsDelivered(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	cfg := Config{Concurrency: 2, FairShare: 0.5}
+	w1 := &waker{}
+	c1 := newController(t, rdb, cfg, w1, clk)
+	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
+	admit(t, c1, req("a"))
+	parked(t, c1, req("b"))
+	parked(t, c1, req("c"))
+	// c1 takes b and c from the line and dies before waking them; c had
+	// already come and run (its promotion heard of by no line).
+	if got, err := c1.nextInLine(context.Background(), "h:80", "", 2); err != nil || !slices.Equal(got.ids, []string{"b", "c"}) {
+		t.Fatalf("nextInLine = %+v, %v; want b, c", got, err)
+	}
+	w2 := &waker{fetched: map[string]bool{"c": true}}
+	c2 := newController(t, rdb, cfg, w2, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c2.Rebalance(ctx)
+	time.Sleep(3 * RebalanceEvery) // c2 adopts the line; nothing is stale yet
+	if got := w2.got(); len(got) != 0 {
+		t.Fatalf("woken %v before the hand-over was HandOverCheck old", got)
+	}
+	clk.add(HandOverCheck)
+	c2.stir()
+	waitWoken(t, w2, []string{"b"})
+	handed := fairNames("h:80")[2]
+	deadline := time.Now().Add(5 * time.Second)
+	for n, _ := rdb.ZCard(ctx, handed).Result(); n != 0; n, _ = rdb.ZCard(ctx, handed).Result() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d hand-overs still pending after they were looked at", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // A line waiter's safety net is twice its expected wait, within bounds.

@@ -66,7 +66,7 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 		out = append(out, s)
 	}
 	for name, h := range c.hosts {
-		if h.inflight == 0 && (h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory) && len(h.woken) == 0 {
+		if h.inflight == 0 && h.taking == 0 && (h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory) && len(h.woken) == 0 {
 			delete(c.hosts, name)
 		}
 	}

@@ -130,7 +130,7 @@ func BellKey(tag string) string { return "{" + tag + "}:bell" }
 // FlowKey is part kind of the Redis state of flow-control key name (or of
 // a destination's fairness line, name "fair:host:port", or of a cut key's
 // line, name "cut:<key>"): "slots" and "wait" (parallelism), "turn" and
-// "turns" (rate), "line" and "promoted" (fairness), "line", "places" and
+// "turns" (rate), "line", "promoted" and "handed" (fairness), "line", "places" and
 // "turns" (a cut key's line). A name's parts share its hashed tag, so its
 // scripts run in one cluster slot.
 func FlowKey(name, kind string) string {
