@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
@@ -79,9 +80,10 @@ type Handler struct {
 	// Flow decides when an attempt may start (flow control); nil starts
 	// every attempt at once.
 	Flow *flow.Controller
-	// Now and Rand are the clock and the jitter source (U(0,1)); tests fix them.
-	Now  func() time.Time
-	Rand func() float64
+	// Clock and Rand are the clock and the jitter source (U(0,1)); tests
+	// fix them.
+	Clock clock.Clock
+	Rand  func() float64
 }
 
 // ProcessTask implements asynq.Handler.
@@ -90,7 +92,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var b *record.Begin
 	for {
 		var err error
-		b, err = h.Store.Begin(ctx, id, h.Now())
+		b, err = h.Store.Begin(ctx, id, h.Clock.Now())
 		if err != nil {
 			return fmt.Errorf("%w: begin attempt of %s: %w", retry.ErrInfrastructure, id, err)
 		}
@@ -100,19 +102,15 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// The timer hands tasks over timer.Early before their due time;
 		// wait out that much (and a clock a few milliseconds off between
 		// workers), else give the task back to the timer for its due time.
-		wait := b.Due.Sub(h.Now())
+		wait := b.Due.Sub(h.Clock.Now())
 		if wait > maxWait {
 			if err := h.at(ctx, id, b.Due); err != nil {
 				return fmt.Errorf("%w: set the timer of %s: %w", retry.ErrInfrastructure, id, err)
 			}
 			return retry.At(b.Due, retry.ErrNotDue)
 		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return fmt.Errorf("%w: %w", retry.ErrInfrastructure, ctx.Err())
-		case <-timer.C:
+		if err := clock.Sleep(ctx, h.Clock, wait); err != nil {
+			return fmt.Errorf("%w: %w", retry.ErrInfrastructure, err)
 		}
 	}
 	switch b.State {
@@ -146,7 +144,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if err := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); err != nil {
 			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
 		}
-		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Now()).Milliseconds())
+		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Clock.Now()).Milliseconds())
 		return retry.At(parked.Until, retry.ErrParked)
 	}
 	if err != nil {
@@ -200,7 +198,7 @@ func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
 // as a failure). It is audited as a redrive like one through the API.
 func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string) error {
 	_, err := h.Store.Redrive(ctx, id, record.RedriveInput{
-		Scope: tenant.All, Actor: DashboardActor, Reason: "task run again from the asynqmon dashboard", Limit: h.RedriveLimit, Now: h.Now(),
+		Scope: tenant.All, Actor: DashboardActor, Reason: "task run again from the asynqmon dashboard", Limit: h.RedriveLimit, Now: h.Clock.Now(),
 		FromDashboard: true,
 	})
 	switch {
@@ -219,9 +217,9 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 
 func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket *flow.Ticket) error {
 	h.Faults.Hit(faultpoint.BeforeCall)
-	start := h.Now()
+	start := h.Clock.Now()
 	resp, body, truncated, callErr := h.call(ctx, r, n)
-	end := h.Now()
+	end := h.Clock.Now()
 	if ticket != nil {
 		// The slot is free as soon as the destination answered: whoever
 		// waits for it need not wait for the record write.
@@ -315,7 +313,7 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	// (shutdown): the attempt already reached the destination.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	fin, err := h.Store.Finish(wctx, r.ID, o, h.Now())
+	fin, err := h.Store.Finish(wctx, r.ID, o, h.Clock.Now())
 	if err != nil {
 		return fmt.Errorf("%w: record attempt %d of %s: %w", retry.ErrInfrastructure, a.N, r.ID, err)
 	}
@@ -417,7 +415,7 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
 	// webhook-id is the request id: the same on every attempt and redrive,
 	// so a receiver can dedupe on it.
-	h.Signer.Sign(req.Header, r.ID, h.Now(), []byte(r.Body))
+	h.Signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(r.Body))
 	if r.Dialect == record.DialectQStash {
 		// What QStash's deliveries carry (attempts before this one, from 0).
 		req.Header.Set("Upstash-Message-Id", r.ID)
@@ -428,7 +426,7 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 		if req.Header.Get("User-Agent") == "retryd/1" {
 			req.Header.Set("User-Agent", "Upstash-QStash")
 		}
-		if tok := h.QStash.Token(r.URL, []byte(r.Body), h.Now()); tok != "" {
+		if tok := h.QStash.Token(r.URL, []byte(r.Body), h.Clock.Now()); tok != "" {
 			req.Header.Set("Upstash-Signature", tok)
 		}
 	}

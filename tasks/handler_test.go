@@ -13,6 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
@@ -53,7 +54,7 @@ func setup(t *testing.T, reply func(n int, w http.ResponseWriter)) (*Handler, *t
 		Store:  b.store,
 		Client: (&egress.Guard{AllowPrivate: true}).Client(),
 		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:    time.Now,
+		Clock:  clock.Real,
 		Rand:   func() float64 { return 0.5 },
 	}
 	return h, b

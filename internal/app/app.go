@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/dashboard"
 	"github.com/retryd/retryd/internal/egress"
@@ -467,8 +468,8 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
-	clock := timer.New(rdb, parts.Tags(), timerNames, bell, log.With("component", "timer"))
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb, Timer: clock}
+	timers := timer.New(rdb, parts.Tags(), timerNames, bell, log.With("component", "timer"))
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb, Timer: timers}
 	client := guard.Client()
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
 	if err != nil {
@@ -482,7 +483,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Callbacks:    queue,
 		Client:       client,
 		Log:          log,
-		Now:          time.Now,
+		Clock:        clock.Real,
 		Rand:         rand.Float64,
 		RedriveLimit: cfg.RedriveLimit,
 		Stopping:     stopping,
@@ -498,7 +499,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		tenantShare = cfg.FlowTenantShare
 	}
 	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: tenantShare,
-		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), time.Now)
+		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
 	h.Flow.Finished = func(ctx context.Context, id string) bool {
 		r, err := store.Get(ctx, id)
@@ -530,7 +531,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	defer stopMetrics()
 	sw := newSweeper(cfg, rdb, store, queue, log)
 	sched := &scheduler.Scheduler{Store: store, Queue: queue, Log: log.With("component", "scheduler"),
-		Interval: SchedulerInterval, Now: time.Now}
+		Interval: SchedulerInterval, Clock: clock.Real}
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	sweepDone := make(chan struct{})
 	go func() { defer close(sweepDone); sw.Run(sweepCtx) }()
@@ -540,7 +541,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	go func() { defer close(flowDone); h.Flow.Publish(sweepCtx, workerID()) }()
 	go h.Flow.Rebalance(sweepCtx)
 	timerDone := make(chan struct{})
-	go func() { defer close(timerDone); clock.Run(sweepCtx) }()
+	go func() { defer close(timerDone); timers.Run(sweepCtx) }()
 
 	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queues", parts.Tags())
 	<-ctx.Done()

@@ -78,7 +78,7 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 	c.mu.Unlock()
 	if d := time.UnixMilli(offerAt).Sub(now); offerAt >= 0 && d > 0 && d <= ShortWait {
 		// Moments away: waiting it out costs less than a park.
-		if err := sleep(ctx, d); err != nil {
+		if err := c.sleep(ctx, d); err != nil {
 			c.cancelOffer(offer, now)
 			return cutAnswer{}, err
 		}

@@ -311,13 +311,13 @@ const RebalanceEvery = 50 * time.Millisecond
 // so 20 a second were most of its idle cost.
 func (c *Controller) Rebalance(ctx context.Context) {
 	var adopted time.Time
-	rest := time.NewTimer(0)
+	rest := c.clk.NewTimer(0)
 	defer rest.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-rest.C:
+		case <-rest.C():
 		case <-c.stirred:
 		}
 		if now := c.now(); now.Sub(adopted) >= AdoptEvery {
@@ -447,20 +447,6 @@ func (c *Controller) releaseFetched(ctx context.Context) {
 			delete(h.woken, p.id)
 		}
 		c.mu.Unlock()
-	}
-}
-
-// every runs fn every d until ctx ends.
-func every(ctx context.Context, d time.Duration, fn func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/retryd/retryd/internal/clock"
 )
 
 //go:embed scripts/*.lua
@@ -155,7 +156,7 @@ type Controller struct {
 	rdb   redis.UniversalClient
 	waker Waker
 	log   *slog.Logger
-	now   func() time.Time
+	clk   clock.Clock
 
 	mu       sync.Mutex
 	hosts    map[string]*host
@@ -175,7 +176,7 @@ type Controller struct {
 }
 
 // New returns a worker's controller.
-func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, now func() time.Time) *Controller {
+func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, clk clock.Clock) *Controller {
 	if cfg.FairShare <= 0 {
 		cfg.FairShare = 0.5
 	}
@@ -183,7 +184,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, n
 		cfg.MinRate = 1
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, now: now,
+	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, clk: clk,
 		hosts: map[string]*host{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
 		parLines: map[string]*parLine{}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 }
@@ -222,16 +223,12 @@ type Ticket struct {
 // task over early by, and less than a park and a wake-up cost.
 const ShortWait = 20 * time.Millisecond
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// now is the controller's time.
+func (c *Controller) now() time.Time { return c.clk.Now() }
+
+// sleep waits d on the controller's clock, or until ctx ends.
+func (c *Controller) sleep(ctx context.Context, d time.Duration) error {
+	return clock.Sleep(ctx, c.clk, d)
 }
 
 // Parked is the answer to a request that must wait: its task sleeps until
@@ -288,7 +285,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		if !ok && until.Sub(now) <= ShortWait {
 			// Its own turn, moments away (the timer hands tasks over a
 			// little early): waiting it out costs less than a park.
-			if err := sleep(ctx, until.Sub(now)); err != nil {
+			if err := c.sleep(ctx, until.Sub(now)); err != nil {
 				return nil, err
 			}
 			ok, now = true, c.now()

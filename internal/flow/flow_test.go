@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -91,22 +92,9 @@ func (w *waker) got() []string {
 	return slices.Clone(w.woken)
 }
 
-// clock is a settable time.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newController(t *testing.T, rdb redis.UniversalClient, cfg Config, w *waker, clk *clock) *Controller {
+func newController(t *testing.T, rdb redis.UniversalClient, cfg Config, w *waker, clk *clock.Fake) *Controller {
 	t.Helper()
-	c := New(cfg, rdb, w, slog.New(slog.NewTextHandler(io.Discard, nil)), clk.now)
+	c := New(cfg, rdb, w, slog.New(slog.NewTextHandler(io.Discard, nil)), clk)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -146,15 +134,15 @@ func parked(t *testing.T, c *Controller, req Request) time.Time {
 // Another destination is not held back.
 func TestFairnessCapsOneDestinationAtHalfTheSlots(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 4, FairShare: 0.5}, w, clk)
 	slow := func(id string) Request {
 		return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Timeout: time.Second}
 	}
 	a, b := admit(t, c, slow("a")), admit(t, c, slow("b"))
-	if until := parked(t, c, slow("c")); !until.Equal(clk.now().Add(ParkFallback)) {
-		t.Errorf("parked until %v, want the fallback %v", until, clk.now().Add(ParkFallback))
+	if until := parked(t, c, slow("c")); !until.Equal(clk.Now().Add(ParkFallback)) {
+		t.Errorf("parked until %v, want the fallback %v", until, clk.Now().Add(ParkFallback))
 	}
 	parked(t, c, slow("d"))
 	parked(t, c, slow("c")) // parked again: still one place in line
@@ -172,7 +160,7 @@ func TestFairnessCapsOneDestinationAtHalfTheSlots(t *testing.T) {
 // longest waiter, whatever its destination.
 func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, w, clk)
 	flood := func(id string, host int) Request {
@@ -184,7 +172,7 @@ func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 		held = append(held, admit(t, c, flood(fmt.Sprint("f", i), i)))
 	}
 	parked(t, c, flood("f4", 4)) // a fifth destination: the tenant is at its share
-	clk.add(time.Millisecond)
+	clk.Add(time.Millisecond)
 	parked(t, c, flood("f5", 5))
 	other := admit(t, c, Request{ID: "o", HostPort: "slow-0:443", Key: "slow-0:443", Tenant: "quiet"})
 	other.Done(context.Background(), Succeeded)
@@ -202,7 +190,7 @@ func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 // one does.
 func TestFairnessSkipsAGoneWaiter(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{gone: map[string]bool{"b": true}}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, w, clk)
 	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
@@ -220,7 +208,7 @@ func TestFairnessSkipsAGoneWaiter(t *testing.T) {
 func TestParallelismHoldsAcrossWorkersAndHandsSlotsOver(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	cfg := Config{Concurrency: 100, FairShare: 1}
 	w1, w2 := newController(t, rdb, cfg, w, clk), newController(t, rdb, cfg, w, clk)
@@ -229,30 +217,30 @@ func TestParallelismHoldsAcrossWorkersAndHandsSlotsOver(t *testing.T) {
 	}
 	a, _ := admit(t, w1, req("a")), admit(t, w2, req("b"))
 	until := parked(t, w1, req("c"))
-	if want := clk.now().Add(ParkFallback); !until.Equal(want) {
+	if want := clk.Now().Add(ParkFallback); !until.Equal(want) {
 		t.Errorf("parked until %v, want the safety net %v (nothing polls a waiter)", until, want)
 	}
 	if len(w.ats) > 0 {
 		t.Errorf("timers %v set for a parallelism waiter, want none", w.ats)
 	}
-	clk.add(time.Millisecond)
+	clk.Add(time.Millisecond)
 	parked(t, w2, req("d"))
 	a.Done(context.Background(), Succeeded)
 	waitWoken(t, w, []string{"c"})
 	parked(t, w1, req("newcomer")) // the slot is c's
 	admit(t, w2, req("c"))         // c starts on the other worker
 	parked(t, w1, req("d"))
-	if taken, waiting, err := Slots(context.Background(), rdb, "tenant-1", clk.now()); err != nil || taken != 2 || waiting != 2 {
+	if taken, waiting, err := Slots(context.Background(), rdb, "tenant-1", clk.Now()); err != nil || taken != 2 || waiting != 2 {
 		t.Errorf("Slots = %d taken, %d waiting, %v; want 2, 2", taken, waiting, err)
 	}
 }
 
 // oneSlot is a parallelism-1 key "k" on one controller over a fresh
 // Redis, woken through w: the setting of most parallelism tests.
-func oneSlot(t *testing.T, w *waker) (c *Controller, clk *clock, rdb redis.UniversalClient, req func(id string) Request) {
+func oneSlot(t *testing.T, w *waker) (c *Controller, clk *clock.Fake, rdb redis.UniversalClient, req func(id string) Request) {
 	t.Helper()
 	rdb = redistest.Start(t).Client()
-	clk = &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk = clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	c = newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, w, clk)
 	req = func(id string) Request {
 		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
@@ -267,7 +255,7 @@ func TestParallelismHandOverSkipsGoneRequests(t *testing.T) {
 	c, clk, _, req := oneSlot(t, w)
 	a := admit(t, c, req("a"))
 	parked(t, c, req("b"))
-	clk.add(time.Millisecond)
+	clk.Add(time.Millisecond)
 	parked(t, c, req("c"))
 	a.Done(context.Background(), Succeeded)
 	waitWoken(t, w, []string{"c"})
@@ -282,7 +270,7 @@ func TestParallelismHandOverSkipsGoneRequests(t *testing.T) {
 func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	cfg := Config{Concurrency: 10, FairShare: 1}
 	dead, live := newController(t, rdb, cfg, w, clk), newController(t, rdb, cfg, w, clk)
@@ -292,7 +280,7 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	admit(t, dead, req("dead")) // never Done
 	for _, id := range []string{"b", "c", "d"} {
 		parked(t, dead, req(id))
-		clk.add(time.Millisecond)
+		clk.Add(time.Millisecond)
 	}
 	live.adoptLines(context.Background())
 	live.pumpParLines(context.Background())
@@ -301,7 +289,7 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 		t.Fatalf("woken %v while the lease holds, want none", got)
 	}
 
-	clk.add(time.Second + LeaseMargin)
+	clk.Add(time.Second + LeaseMargin)
 	live.pumpParLines(context.Background())
 	waitWoken(t, w, []string{"b"})
 	parked(t, live, req("newcomer")) // the slot is b's
@@ -312,7 +300,7 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	// A lease that ends with nobody to hand it on: the next admission
 	// hands it to the longest waiter, not to itself.
 	admit(t, live, req("c")) // never Done
-	clk.add(time.Second + LeaseMargin + time.Millisecond)
+	clk.Add(time.Second + LeaseMargin + time.Millisecond)
 	parked(t, live, req("late"))
 	waitWoken(t, w, []string{"b", "c", "d"})
 	td := admit(t, dead, req("d"))
@@ -340,8 +328,17 @@ func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
 	c, _, _, req := oneSlot(t, w)
 	a := admit(t, c, req("a"))
 	parked(t, c, req("b"))
+	clk := c.clk.(*clock.Fake)
 	a.Done(context.Background(), Succeeded)
-	waitWoken(t, w, []string{"b"})
+	// wake's second of tries, then wakeLater's tries every second.
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(w.got(), []string{"b"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("woken %v after %v of tries, want b", w.got(), clk.Now().Sub(time.UnixMilli(1_700_000_000_000)))
+		}
+		clk.Add(20 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
 	admit(t, c, req("b"))
 }
 
@@ -355,15 +352,15 @@ func TestParallelismHandOverOutlivesTheWorkerThatHandedIt(t *testing.T) {
 	c, clk, rdb, req := oneSlot(t, w)
 	admit(t, c, req("a"))
 	parked(t, c, req("b"))
-	clk.add(time.Millisecond)
+	clk.Add(time.Millisecond)
 	parked(t, c, req("c"))
 	// a's worker gives back a's slot, hands it to b, and dies.
-	now := clk.now()
+	now := clk.Now()
 	if err := parNextScript.Run(context.Background(), rdb, parNames("k"), "a", 1, now.UnixMilli(),
 		now.Add(HandOverLease).UnixMilli(), KeyTTL.Milliseconds()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	clk.add(HandOverLease + time.Millisecond)
+	clk.Add(HandOverLease + time.Millisecond)
 	c.pumpParLines(context.Background())
 	waitWoken(t, w, []string{"b"})
 	admit(t, c, req("b")).Done(context.Background(), Succeeded)
@@ -374,11 +371,11 @@ func TestParallelismHandOverOutlivesTheWorkerThatHandedIt(t *testing.T) {
 // that of their first admissions (two workers race to those).
 func TestParallelismWaitersStartInTheOrderTheyWereMade(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 10, FairShare: 1}, w, clk)
 	req := func(id string, made time.Duration) Request {
-		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second, Created: clk.now().Add(made)}
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second, Created: clk.Now().Add(made)}
 	}
 	a := admit(t, c, req("a", 0))
 	parked(t, c, req("third", 3*time.Millisecond))
@@ -397,7 +394,7 @@ func TestParallelismWaitersStartInTheOrderTheyWereMade(t *testing.T) {
 func TestRateSpacesStarts(t *testing.T) {
 	t.Parallel()
 	w := &waker{}
-	c := New(Config{Concurrency: 10, FairShare: 1}, redistest.Start(t).Client(), w, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	c := New(Config{Concurrency: 10, FairShare: 1}, redistest.Start(t).Client(), w, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Real)
 	t.Cleanup(c.Close)
 	req := func(id string) Request {
 		return Request{ID: id, HostPort: "h:443", Key: "r", Rate: 2, Period: time.Second, Timeout: time.Second}
@@ -420,13 +417,13 @@ func TestRateSpacesStarts(t *testing.T) {
 func TestRateTurnsAreGivenOnceInArrivalOrder(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	one := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, &waker{}, clk)
 	two := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, &waker{}, clk)
 	req := func(id string) Request {
 		return Request{ID: id, HostPort: "h:443", Key: "turns", Rate: 10, Period: time.Second, Timeout: time.Second}
 	}
-	t0 := clk.now()
+	t0 := clk.Now()
 	const interval = 103 * time.Millisecond
 	admit(t, one, req("a")).Done(context.Background(), Succeeded)
 	turns := map[string]time.Time{}
@@ -436,20 +433,20 @@ func TestRateTurnsAreGivenOnceInArrivalOrder(t *testing.T) {
 			t.Errorf("%s's turn at +%v, want +%v", id, turns[id].Sub(t0), want.Sub(t0))
 		}
 	}
-	clk.add(50 * time.Millisecond)
+	clk.Add(50 * time.Millisecond)
 	if again := parked(t, two, req("c")); !again.Equal(turns["c"]) {
 		t.Errorf("c back early on another worker: turn +%v, want its own +%v", again.Sub(t0), turns["c"].Sub(t0))
 	}
 	if e := parked(t, two, req("e")); !e.Equal(t0.Add(4 * interval)) {
 		t.Errorf("a later arrival's turn +%v, want after d's (+%v)", e.Sub(t0), 4*interval)
 	}
-	clk.add(turns["b"].Sub(clk.now()))
+	clk.Add(turns["b"].Sub(clk.Now()))
 	admit(t, two, req("b")).Done(context.Background(), Succeeded)
-	clk.add(turns["c"].Sub(clk.now()) + 5*time.Millisecond)
+	clk.Add(turns["c"].Sub(clk.Now()) + 5*time.Millisecond)
 	admit(t, one, req("c")).Done(context.Background(), Succeeded)
 	// d comes back past its turn and the grace (30 ms): the turn is lost,
 	// a new one is given at the back of the line.
-	clk.add(turns["d"].Sub(clk.now()) + 40*time.Millisecond)
+	clk.Add(turns["d"].Sub(clk.Now()) + 40*time.Millisecond)
 	if late := parked(t, one, req("d")); !late.Equal(t0.Add(5 * interval)) {
 		t.Errorf("d, too late for its turn: new turn +%v, want +%v", late.Sub(t0), 5*interval)
 	}
@@ -460,7 +457,7 @@ func TestRateTurnsAreGivenOnceInArrivalOrder(t *testing.T) {
 // at the rate before the first cut.
 func TestAdaptiveCutsAndRestores(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}, &waker{}, clk)
 	req := Request{ID: "x", HostPort: "h:443", Key: "h:443"}
 	var tickets []*Ticket
@@ -490,7 +487,7 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 	if got := limit(); got != 20 {
 		t.Errorf("a second overload within CutEvery cut again: %v", got)
 	}
-	clk.add(CutEvery)
+	clk.Add(CutEvery)
 	tickets[MinOverloads+1].Done(context.Background(), Overloaded) // cut once limited: one is enough
 	if got := limit(); got != 10 {
 		t.Errorf("after a second overload the rate is %v, want 10", got)
@@ -507,7 +504,7 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 	if got := limit(); got != 10 {
 		t.Errorf("a success among overloads raised the rate to %v", got)
 	}
-	clk.add(2 * time.Second)
+	clk.Add(2 * time.Second)
 	for _, tk := range tickets[:5] {
 		tk.Done(context.Background(), Succeeded)
 	}
@@ -532,7 +529,7 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 func TestPublishAndRead(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.Now()}
+	clk := clock.NewFake(time.Now())
 	cfg := Config{Concurrency: 10, FairShare: 1}
 	w1, w2 := newController(t, rdb, cfg, &waker{}, clk), newController(t, rdb, cfg, &waker{}, clk)
 	req := Request{ID: "a", HostPort: "h:443", Key: "tenant", Parallelism: 5, Timeout: time.Second}
@@ -545,7 +542,8 @@ func TestPublishAndRead(t *testing.T) {
 	go w2.Publish(ctx, "w2")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		stats, err := Read(context.Background(), rdb, clk.now())
+		clk.Add(PublishEvery)
+		stats, err := Read(context.Background(), rdb, clk.Now())
 		if err == nil && len(stats) == 1 && stats[0].InFlight == 2 {
 			if s := stats[0]; s.Key != "tenant" || s.Parallelism != 5 {
 				t.Errorf("read %+v", s)
@@ -564,14 +562,17 @@ func TestPublishAndRead(t *testing.T) {
 func TestIdleWorkerPublishesOnce(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1}, &waker{}, clk)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Publish(ctx, "idle")
 	deadline := time.Now().Add(5 * time.Second)
+	var first float64
 	for {
-		if _, err := rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err == nil {
+		clk.Add(PublishEvery)
+		var err error
+		if first, err = rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -579,11 +580,14 @@ func TestIdleWorkerPublishesOnce(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	clk.add(time.Minute)
-	// The window in which a worker that publishes every PublishEvery would.
-	time.Sleep(3 * PublishEvery / 2)
-	if at, err := rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err != nil || int64(at) != 1_700_000_000_000 {
-		t.Fatalf("the idle worker published again (score %v, %v)", at, err)
+	// Three more PublishEvery, each time given to publish (a worker that
+	// publishes each would have moved its score).
+	for range 3 {
+		clk.Add(PublishEvery)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if at, err := rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err != nil || at != first {
+		t.Fatalf("the idle worker published again (score %v, first %v, %v)", at, first, err)
 	}
 }
 
@@ -592,7 +596,7 @@ func TestIdleWorkerPublishesOnce(t *testing.T) {
 // fallback deadline.
 func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, w, clk)
 	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
@@ -607,16 +611,19 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	waitWoken(t, w, []string{"b"})
 	// b holds the free slot for WakeTTL, so nothing else is woken (no
 	// herd of wake-ups while b is on its way) ...
-	time.Sleep(3 * RebalanceEvery)
+	for range 3 {
+		clk.Add(RebalanceEvery)
+		time.Sleep(RebalanceEvery)
+	}
 	waitWoken(t, w, []string{"b"})
 	// ... but b never came back here (still waiting to be fetched after
 	// WakeTTL): the slot goes to the next waiter ...
-	clk.add(WakeTTL)
+	clk.Add(WakeTTL)
 	waitWoken(t, w, []string{"b", "c"})
 	// ... and as soon as another worker fetched c, to the next one,
 	// without waiting out WakeTTL.
 	w.fetch("c")
-	clk.add(RebalanceEvery)
+	clk.Add(RebalanceEvery)
 	waitWoken(t, w, []string{"b", "c", "d"})
 }
 
@@ -625,9 +632,9 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 // the line.
 func TestRebalanceRestsUntilALineIsMade(t *testing.T) {
 	t.Parallel()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, &waker{}, clk)
-	if got := c.restFor(clk.now()); got != AdoptEvery {
+	if got := c.restFor(clk.Now()); got != AdoptEvery {
 		t.Fatalf("an idle worker rests %v, want %v", got, AdoptEvery)
 	}
 	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
@@ -638,7 +645,7 @@ func TestRebalanceRestsUntilALineIsMade(t *testing.T) {
 	default:
 		t.Fatal("a waiter parked on a resting worker did not stir its Rebalance")
 	}
-	if got := c.restFor(clk.now()); got != RebalanceEvery {
+	if got := c.restFor(clk.Now()); got != RebalanceEvery {
 		t.Fatalf("a worker watching a line rests %v, want %v", got, RebalanceEvery)
 	}
 }
@@ -664,7 +671,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	t0 := time.UnixMilli(1_700_000_000_000)
-	clk := &clock{t: t0}
+	clk := clock.NewFake(t0)
 	w1, w2 := &waker{}, &waker{}
 	cfg := Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}
 	c1, c2 := newController(t, rdb, cfg, w1, clk), newController(t, rdb, cfg, w2, clk)
@@ -704,7 +711,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	if got := c1.restFor(t0); got != time.Second {
 		t.Errorf("with the next turn 6 s away, Rebalance rests %v, want 1s", got)
 	}
-	clk.add(2 * time.Second)
+	clk.Add(2 * time.Second)
 	c1.pumpCutLines(ctx)
 	for i, want := range map[int]time.Duration{6: 6 * time.Second, 7: 7 * time.Second, 8: 0} {
 		if at := w1.at(req(i).ID); (want == 0) != at.IsZero() || (want > 0 && !at.Equal(t0.Add(want))) {
@@ -712,13 +719,13 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 		}
 	}
 	// The other worker starts a turn given here, at its time ...
-	clk.add(4 * time.Second) // +6 s
+	clk.Add(4 * time.Second) // +6 s
 	if until := parked(t, c2, req(7)); !until.Equal(t0.Add(7 * time.Second)) {
 		t.Errorf("r7 back a second early parked until +%v, want its turn +7s", until.Sub(t0))
 	}
 	admit(t, c2, req(6))
 	// ... and a turn taken too late is lost: r7 waits again, first in line.
-	clk.add(TurnGrace + 2*time.Second) // +10 s
+	clk.Add(TurnGrace + 2*time.Second) // +10 s
 	parked(t, c2, req(7))
 	c1.pumpCutLines(ctx)
 	for i, want := range map[int]time.Duration{7: 10 * time.Second, 8: 11 * time.Second, 9: 12 * time.Second} {
@@ -733,8 +740,8 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	c3 := newController(t, rdb, cfg, w3, clk)
 	c3.adoptLines(ctx)
 	c3.pumpCutLines(ctx)
-	if at := w3.at("r10"); !at.Equal(clk.now()) {
-		t.Errorf("a new worker gave r10 its turn at +%v, want now (+%v)", at.Sub(t0), clk.now().Sub(t0))
+	if at := w3.at("r10"); !at.Equal(clk.Now()) {
+		t.Errorf("a new worker gave r10 its turn at +%v, want now (+%v)", at.Sub(t0), clk.Now().Sub(t0))
 	}
 	if n, err := rdb.HLen(ctx, record.CutLinesKey).Result(); err != nil || n != 0 {
 		t.Errorf("the drained line is still listed (%d, %v)", n, err)
@@ -751,7 +758,7 @@ func TestCutKeyRetryWaitsInLineUntilDue(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	t0 := time.UnixMilli(1_700_000_000_000)
-	clk := &clock{t: t0}
+	clk := clock.NewFake(t0)
 	w := &waker{}
 	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}, w, clk)
 	req := Request{ID: "r", HostPort: "h:443", Key: "h:443"}
@@ -766,12 +773,12 @@ func TestCutKeyRetryWaitsInLineUntilDue(t *testing.T) {
 		t.Fatalf("LineRetry = %v, %v; want its safety net at least %v after its due time", until, ok, ParkFallback)
 	}
 	c.pumpCutLines(ctx)
-	clk.add(20 * time.Second)
+	clk.Add(20 * time.Second)
 	c.pumpCutLines(ctx)
 	if at := w.at("r"); !at.IsZero() {
 		t.Fatalf("a retry due at +30s was given a turn at +%v", at.Sub(t0))
 	}
-	clk.add(10 * time.Second)
+	clk.Add(10 * time.Second)
 	c.pumpCutLines(ctx)
 	if at := w.at("r"); at.Before(due) || at.After(due.Add(time.Second)) {
 		t.Errorf("the retry due at +30s was given its turn at +%v", at.Sub(t0))
@@ -783,7 +790,7 @@ func TestCutKeyRetryWaitsInLineUntilDue(t *testing.T) {
 func TestFairnessLineIsAdoptedByANewWorker(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	cfg := Config{Concurrency: 2, FairShare: 0.5}
 	c1 := newController(t, rdb, cfg, &waker{}, clk)
 	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
@@ -804,7 +811,7 @@ func TestFairnessLineIsAdoptedByANewWorker(t *testing.T) {
 func TestPromotionOfADeadWorkerIsDelivered(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	cfg := Config{Concurrency: 2, FairShare: 0.5}
 	w1 := &waker{}
 	c1 := newController(t, rdb, cfg, w1, clk)
@@ -822,15 +829,20 @@ func TestPromotionOfADeadWorkerIsDelivered(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c2.Rebalance(ctx)
-	time.Sleep(3 * RebalanceEvery) // c2 adopts the line; nothing is stale yet
-	if got := w2.got(); len(got) != 0 {
-		t.Fatalf("woken %v before the hand-over was HandOverCheck old", got)
+	t0 := clk.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(w2.got(), []string{"b"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("woken %v %v after the hand-over, want b", w2.got(), clk.Now().Sub(t0))
+		}
+		clk.Add(RebalanceEvery)
+		time.Sleep(5 * time.Millisecond)
 	}
-	clk.add(HandOverCheck)
-	c2.stir()
-	waitWoken(t, w2, []string{"b"})
+	if after := clk.Now().Sub(t0); after < HandOverCheck {
+		t.Fatalf("b woken %v after its hand-over, before HandOverCheck", after)
+	}
 	handed := fairNames("h:80")[2]
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for n, _ := rdb.ZCard(ctx, handed).Result(); n != 0; n, _ = rdb.ZCard(ctx, handed).Result() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d hand-overs still pending after they were looked at", n)
@@ -865,7 +877,7 @@ func TestLineFallback(t *testing.T) {
 func TestControlPausePinAndResetRate(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
 	ctx := context.Background()
@@ -875,12 +887,12 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 	if err := Pause(ctx, rdb, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if until := parked(t, c, req("a")); !until.Equal(clk.now().Add(ParkFallback)) {
+	if until := parked(t, c, req("a")); !until.Equal(clk.Now().Add(ParkFallback)) {
 		t.Errorf("a paused key's request parked until %v, want the safety net", until)
 	}
 	parked(t, c, req("b"))
 	admit(t, c, Request{ID: "x", HostPort: "h:443", Key: "other", Named: true}).Done(ctx, Succeeded)
-	info, err := Info(ctx, rdb, "k", 0, 0, clk.now())
+	info, err := Info(ctx, rdb, "k", 0, 0, clk.Now())
 	if err != nil || !info.Paused || info.Waiting != 2 {
 		t.Errorf("info while paused: %+v %v", info, err)
 	}
@@ -888,7 +900,7 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWoken(t, w, []string{"a", "b"})
-	clk.add(ControlTTL) // the worker reads the settings again
+	clk.Add(ControlTTL) // the worker reads the settings again
 	if err := Pin(ctx, rdb, "k", 1, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -906,13 +918,13 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 	}
 	admit(t, c, rated("r1"))
 	parked(t, c, rated("r2"))
-	if info, _ := Info(ctx, rdb, "r", 1, time.Minute, clk.now()); info.RateCount != 1 {
+	if info, _ := Info(ctx, rdb, "r", 1, time.Minute, clk.Now()); info.RateCount != 1 {
 		t.Errorf("rate count %d, want 1", info.RateCount)
 	}
 	if err := ResetRate(ctx, rdb, "r"); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := Info(ctx, rdb, "r", 1, time.Minute, clk.now()); info.RateCount != 0 {
+	if info, _ := Info(ctx, rdb, "r", 1, time.Minute, clk.Now()); info.RateCount != 0 {
 		t.Errorf("rate count after reset %d", info.RateCount)
 	}
 	admit(t, c, rated("r3"))
@@ -925,15 +937,15 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	clk := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
 	ctx := context.Background()
 	req := func(id string) Request {
-		return Request{ID: id, HostPort: "h:443", Key: "h:443", Queue: "q", Created: clk.now()}
+		return Request{ID: id, HostPort: "h:443", Key: "h:443", Queue: "q", Created: clk.Now()}
 	}
 	for _, id := range []string{"01a", "01b", "01c", "01d"} {
-		if err := JoinQueue(ctx, rdb, "q", id, clk.now()); err != nil { // one ms: joins keep their order
+		if err := JoinQueue(ctx, rdb, "q", id, clk.Now()); err != nil { // one ms: joins keep their order
 			t.Fatal(err)
 		}
 	}
@@ -945,13 +957,13 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	c.QueueDone(ctx, req("01a"))
 	waitWoken(t, w, []string{"01b"})
 	admit(t, c, req("01b"))
-	if err := SetQueue(ctx, rdb, w, "q", 2, false, clk.now()); err != nil { // wider: 01c's turn
+	if err := SetQueue(ctx, rdb, w, "q", 2, false, clk.Now()); err != nil { // wider: 01c's turn
 		t.Fatal(err)
 	}
 	waitWoken(t, w, []string{"01b", "01c"})
 	admit(t, c, req("01c"))
 	parked(t, c, req("01d"))
-	if err := SetQueuePaused(ctx, rdb, w, "q", true, clk.now()); err != nil {
+	if err := SetQueuePaused(ctx, rdb, w, "q", true, clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	c.QueueDone(ctx, req("01b"))
@@ -959,7 +971,7 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 		t.Errorf("a paused queue woke %v", got)
 	}
 	parked(t, c, req("01d")) // its turn, but paused
-	if err := SetQueuePaused(ctx, rdb, w, "q", false, clk.now()); err != nil {
+	if err := SetQueuePaused(ctx, rdb, w, "q", false, clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	waitWoken(t, w, []string{"01b", "01c", "01d"})
@@ -971,7 +983,7 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	// waiter finds it ahead and takes it out.
 	c.Finished = func(_ context.Context, id string) bool { return id == "01c" }
 	for _, id := range []string{"01e", "01f"} {
-		_ = JoinQueue(ctx, rdb, "q", id, clk.now())
+		_ = JoinQueue(ctx, rdb, "q", id, clk.Now())
 	}
 	admit(t, c, req("01d"))
 	parked(t, c, req("01f")) // finds 01c ahead: out of line

@@ -193,7 +193,7 @@ func (c *Controller) wakeLater(key string, parallelism int, id string) {
 	go func() {
 		defer c.wakes.Done()
 		for end := c.now().Add(StalledWakeFor); c.now().Before(end); {
-			if sleep(c.stop, time.Second) != nil {
+			if c.sleep(c.stop, time.Second) != nil {
 				return
 			}
 			switch c.wake(c.stop, id) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -85,7 +86,7 @@ func activity(s KeyStats) int { return s.InFlight*1000 + s.Parked*100 + s.Succee
 // commands a second were a tenth of its idle cost.
 func (c *Controller) Publish(ctx context.Context, worker string) {
 	shown := true // whether Redis may hold keys of this worker
-	every(ctx, PublishEvery, func() {
+	clock.Every(ctx, c.clk, PublishEvery, func() {
 		now := c.now()
 		stats := c.snapshot(now)
 		if len(stats) == 0 && !shown {

@@ -32,10 +32,7 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 			c.log.Warn("could not wake a parked request; its deadline will", "requestId", id, "err", err)
 			return stalled
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
+		_ = c.sleep(ctx, 20*time.Millisecond) // an ended ctx ends the loop above
 	}
 }
 

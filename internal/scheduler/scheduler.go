@@ -17,6 +17,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/submit"
@@ -78,19 +79,19 @@ type Scheduler struct {
 	Queue    Queue
 	Log      *slog.Logger
 	Interval time.Duration
-	Now      func() time.Time
+	Clock    clock.Clock
 }
 
 // Run fires due schedules until ctx ends: it sleeps until the next fire it
 // knows of (at least Interval, at most MaxSleep).
 func (s *Scheduler) Run(ctx context.Context) {
-	t := time.NewTimer(0)
+	t := s.Clock.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		next, err := s.tick(ctx)
 		if err != nil {
@@ -109,7 +110,7 @@ const MaxSleep = time.Second
 func (s *Scheduler) sleep(next time.Time) time.Duration {
 	d := MaxSleep
 	if !next.IsZero() {
-		d = min(d, next.Sub(s.Now()))
+		d = min(d, next.Sub(s.Clock.Now()))
 	}
 	return max(d, s.Interval)
 }
@@ -122,7 +123,7 @@ func (s *Scheduler) Tick(ctx context.Context) error {
 
 // tick fires every schedule due now and returns the next fire time known.
 func (s *Scheduler) tick(ctx context.Context) (time.Time, error) {
-	now := s.Now()
+	now := s.Clock.Now()
 	due, next, err := s.Store.DueSchedules(ctx, now, 100)
 	if err != nil {
 		return time.Time{}, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/tenant"
@@ -16,15 +17,15 @@ import (
 )
 
 // setup returns two schedulers (replicas) over one fresh Redis, both on the
-// clock *now, and the store.
-func setup(t *testing.T, now *time.Time) (a, b *Scheduler, store *record.Store) {
+// clock clk, and the store.
+func setup(t *testing.T, clk *clock.Fake) (a, b *Scheduler, store *record.Store) {
 	t.Helper()
 	rdb := redistest.Start(t).Client()
 	store = record.NewStore(rdb, time.Hour)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb)}
 	mk := func() *Scheduler {
 		return &Scheduler{Store: store, Queue: queue, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Interval: time.Hour, Now: func() time.Time { return *now }}
+			Interval: time.Hour, Clock: clk}
 	}
 	return mk(), mk(), store
 }
@@ -52,8 +53,8 @@ func requests(t *testing.T, store *record.Store) int {
 func TestADueTickMakesOneRequestAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	tick := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	now := tick.Add(100 * time.Millisecond)
-	a, b, store := setup(t, &now)
+	clk := clock.NewFake(tick.Add(100 * time.Millisecond))
+	a, b, store := setup(t, clk)
 	id := schedule(t, store, "@every 1m", CatchUpNone, tick)
 
 	for _, s := range []*Scheduler{a, b, a} {
@@ -69,12 +70,12 @@ func TestADueTickMakesOneRequestAcrossReplicas(t *testing.T) {
 		t.Errorf("next fire %v (want %v), %d fires", sc.NextFireAt, want, len(sc.Fires))
 	}
 	// Not yet due: nothing.
-	now = tick.Add(30 * time.Second)
+	clk.Set(tick.Add(30 * time.Second))
 	_ = a.Tick(context.Background())
 	if n := requests(t, store); n != 1 {
 		t.Errorf("%d requests before the next tick, want 1", n)
 	}
-	now = tick.Add(time.Minute + 10*time.Millisecond)
+	clk.Set(tick.Add(time.Minute + 10*time.Millisecond))
 	_ = b.Tick(context.Background())
 	if n := requests(t, store); n != 2 {
 		t.Errorf("%d requests after the second tick, want 2", n)
@@ -91,7 +92,7 @@ func TestMissedTicksFollowTheCatchUpPolicy(t *testing.T) {
 			t.Parallel()
 			tick := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 			now := tick.Add(10*time.Minute + 30*time.Second) // ticks missed while no scheduler ran
-			a, _, store := setup(t, &now)
+			a, _, store := setup(t, clock.NewFake(now))
 			id := schedule(t, store, "@every 1m", c.catchUp, tick)
 			if err := a.Tick(context.Background()); err != nil {
 				t.Fatal(err)
@@ -110,8 +111,7 @@ func TestMissedTicksFollowTheCatchUpPolicy(t *testing.T) {
 func TestAPausedScheduleDoesNotFire(t *testing.T) {
 	t.Parallel()
 	tick := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	now := tick.Add(100 * time.Millisecond)
-	a, _, store := setup(t, &now)
+	a, _, store := setup(t, clock.NewFake(tick.Add(100*time.Millisecond)))
 	id := schedule(t, store, "@every 1m", CatchUpNone, tick)
 	if err := store.SetPaused(context.Background(), id, true, time.Time{}); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/asynqx"
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
@@ -77,8 +78,8 @@ type Sweeper struct {
 	// probably between writing the record and enqueueing.
 	Grace time.Duration
 	Owner string // unique per process, for the lock
-	// Now is the clock (time.Now when nil); tests set it.
-	Now func() time.Time
+	// Clock is the clock (clock.Real when nil); tests set it.
+	Clock clock.Clock
 	// OnSweep, when set, receives every sweep's counts (metrics).
 	OnSweep func(Stats)
 }
@@ -119,13 +120,14 @@ const lockTTL = 10 * time.Second
 // Run sweeps every Interval until ctx ends, taking turns with the other
 // workers' sweepers: one of them sweeps per interval.
 func (s *Sweeper) Run(ctx context.Context) {
-	t := time.NewTicker(s.Interval)
+	t := s.clock().NewTimer(s.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
+			t.Reset(s.Interval)
 		}
 		// Every worker runs a sweeper. The look at the records goes by
 		// turns, one per interval over all workers: the pace its budget
@@ -184,12 +186,14 @@ func (s *Sweeper) locked(ctx context.Context, job func(context.Context) (Stats, 
 	return st, true, err
 }
 
-func (s *Sweeper) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+func (s *Sweeper) clock() clock.Clock {
+	if s.Clock != nil {
+		return s.Clock
 	}
-	return time.Now()
+	return clock.Real
 }
+
+func (s *Sweeper) now() time.Time { return s.clock().Now() }
 
 // repairAllStranded puts back the tasks of dead workers in every
 // partition.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
@@ -24,10 +25,10 @@ type testBundle struct {
 	store     *record.Store
 	queue     *tasks.Enqueuer
 	inspector *asynq.Inspector
-	now       time.Time
+	clk       *clock.Fake
 }
 
-// setup returns a sweeper over a fresh Redis whose clock is b.now.
+// setup returns a sweeper over a fresh Redis whose clock is b.clk.
 func setup(t *testing.T) (*Sweeper, *testBundle) {
 	t.Helper()
 	rdb := redistest.Start(t).Client()
@@ -35,21 +36,21 @@ func setup(t *testing.T) (*Sweeper, *testBundle) {
 		store:     record.NewStore(rdb, time.Hour),
 		queue:     &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)},
 		inspector: asynq.NewInspectorFromRedisClient(rdb),
-		now:       time.Now(),
+		clk:       clock.NewFake(time.Now()),
 	}
 	sw := &Sweeper{RDB: rdb, Store: b.store, Queue: b.queue, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Interval: time.Hour, Grace: 5 * time.Second, Owner: "test", Now: func() time.Time { return b.now }}
+		Interval: time.Hour, Grace: 5 * time.Second, Owner: "test", Clock: b.clk}
 	return sw, b
 }
 
 // create stores a pending request as the API would, without its task.
 func (b *testBundle) create(t *testing.T, body string) string {
 	t.Helper()
-	r, err := submit.Parse([]byte(body), b.now)
+	r, err := submit.Parse([]byte(body), b.clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.ID = ids.New(b.now)
+	r.ID = ids.New(b.clk.Now())
 	if _, err := b.store.Create(context.Background(), r, "", nil, record.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestARecordWithoutATaskIsEnqueuedAfterTheGrace(t *testing.T) {
 	if err != nil || !ran || st.Missing != 0 || b.taskState(t, id) != 0 {
 		t.Fatalf("within the grace: %+v ran=%v err=%v, task %v", st, ran, err, b.taskState(t, id))
 	}
-	b.now = b.now.Add(sw.Grace + time.Second)
+	b.clk.Add(sw.Grace + time.Second)
 	st, _, err = sw.SweepOnce(context.Background())
 	if err != nil || st.Missing != 1 || st.Checked != 1 {
 		t.Fatalf("after the grace: %+v %v, want 1 missing", st, err)
@@ -96,13 +97,13 @@ func TestAnArchivedTaskOfAnUnfinishedRequestIsRequeued(t *testing.T) {
 	t.Parallel()
 	sw, b := setup(t)
 	id := b.create(t, `{"url":"https://example.com"}`)
-	if err := b.queue.Enqueue(context.Background(), id, b.now, time.Second, 5); err != nil {
+	if err := b.queue.Enqueue(context.Background(), id, b.clk.Now(), time.Second, 5); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.inspector.ArchiveTask(tasks.Queue, id); err != nil {
 		t.Fatal(err)
 	}
-	b.now = b.now.Add(sw.Grace + time.Second)
+	b.clk.Add(sw.Grace + time.Second)
 	st, _, err := sw.SweepOnce(context.Background())
 	if err != nil || st.Archived != 1 {
 		t.Fatalf("sweep: %+v %v, want 1 archived", st, err)
@@ -116,7 +117,7 @@ func TestALostCallbackIsEnqueued(t *testing.T) {
 	t.Parallel()
 	sw, b := setup(t)
 	id := b.create(t, `{"url":"https://example.com","callbackUrl":"https://example.com/cb","delayMs":600000}`)
-	if _, err := b.store.Cancel(context.Background(), tenant.All, id, "api", b.now); err != nil {
+	if _, err := b.store.Cancel(context.Background(), tenant.All, id, "api", b.clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	st, _, err := sw.SweepOnce(context.Background())
@@ -161,7 +162,7 @@ func TestASweepLooksAtASliceAndTheNextGoesOn(t *testing.T) {
 	for range n {
 		b.create(t, `{"url":"https://example.com"}`)
 	}
-	b.now = b.now.Add(sw.Grace + time.Second)
+	b.clk.Add(sw.Grace + time.Second)
 	missing := 0
 	for i := 0; i < n/MinPerSweep; i++ {
 		st, _, err := sw.SweepOnce(context.Background())
@@ -202,6 +203,7 @@ func TestWorkersTakeTurnsToSweep(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, sw := range []*Sweeper{first, &second} {
 		sw.Interval = 100 * time.Millisecond
+		sw.Clock = clock.Real // the turns expire in Redis, on its clock
 		sw.OnSweep = func(st Stats) {
 			if st.Full {
 				sweeps.Add(1)

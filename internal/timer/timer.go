@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/asynqx"
+	"github.com/retryd/retryd/internal/clock"
 )
 
 // Tuning.
@@ -66,7 +67,7 @@ type Timer struct {
 	Queues []string
 	Bell   Ringer
 	Log    *slog.Logger
-	Now    func() time.Time
+	Clock  clock.Clock
 
 	local chan struct{}
 	mu    sync.Mutex
@@ -84,7 +85,7 @@ type Names struct {
 
 // New returns the timer of queues.
 func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, log *slog.Logger) *Timer {
-	return &Timer{Client: rdb, Names: names, Queues: queues, Bell: bell, Log: log, Now: time.Now,
+	return &Timer{Client: rdb, Names: names, Queues: queues, Bell: bell, Log: log, Clock: clock.Real,
 		local: make(chan struct{}, 1)}
 }
 
@@ -92,7 +93,7 @@ func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, l
 // moves it from asynq's retry set to its scheduled set once asynq put it
 // there, so that the dashboard does not show a waiting request as a retry.
 func (t *Timer) Park(ctx context.Context, queue, id string) error {
-	now := t.Now()
+	now := t.Clock.Now()
 	z := redis.Z{Score: float64(now.Add(asynqx.ParkDelay).UnixMilli()), Member: asynqx.ParkMember(id, now)}
 	if err := t.Client.ZAdd(ctx, t.Names.Parked(queue), z).Err(); err != nil {
 		return fmt.Errorf("note the park of %s: %w", id, err)
@@ -149,29 +150,29 @@ func (t *Timer) Run(ctx context.Context) {
 	sub := t.Client.Subscribe(ctx, t.Names.Channel)
 	defer sub.Close()
 	announced := sub.Channel()
-	sleep := time.NewTimer(0)
+	sleep := t.Clock.NewTimer(0)
 	defer sleep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-sleep.C:
+		case <-sleep.C():
 		case msg := <-announced:
 			// An entry earlier than any before, added by another process.
 			if msg != nil {
-				t.lookAt(msg.Payload, t.Now())
+				t.lookAt(msg.Payload, t.Clock.Now())
 			}
 		case <-t.local:
 		}
 		next := t.moveDue(ctx)
-		sleep.Reset(max(0, next.Sub(t.Now())))
+		sleep.Reset(max(0, next.Sub(t.Clock.Now())))
 	}
 }
 
 // moveDue looks at the queues due for a look, moving their due tasks and
 // parked ones, and returns when to look again.
 func (t *Timer) moveDue(ctx context.Context) time.Time {
-	now := t.Now()
+	now := t.Clock.Now()
 	moved := 0
 	for _, q := range t.Queues {
 		t.mu.Lock()
@@ -197,7 +198,7 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 			t.Log.Warn("could not ring the doorbell; the workers' next poll takes the due tasks", "err", err)
 		}
 	}
-	next := t.Now().Add(MaxSleep)
+	next := t.Clock.Now().Add(MaxSleep)
 	t.mu.Lock()
 	for _, q := range t.Queues {
 		if at, ok := t.looks[q]; !ok || at.Before(next) {
@@ -211,11 +212,11 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 // look moves queue's due tasks and parked ones, and returns how many tasks
 // it moved and when its earliest entry left is due (at most MaxSleep on).
 func (t *Timer) look(ctx context.Context, q string) (int, time.Time) {
-	next := t.Now().Add(MaxSleep)
+	next := t.Clock.Now().Add(MaxSleep)
 	moved := 0
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Now().Add(Early), Batch)
+		n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Clock.Now().Add(Early), Batch)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -232,7 +233,7 @@ func (t *Timer) look(ctx context.Context, q string) (int, time.Time) {
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Now(), Batch)
+	first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Clock.Now(), Batch)
 	cancel()
 	switch {
 	case err != nil && ctx.Err() == nil:
