@@ -57,7 +57,8 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	}
 }
 
-// Every calls fn every d on c until ctx ends.
+// Every calls fn every d on c until ctx ends, as a time.Ticker would: a
+// call that takes longer than d is followed by the next at once.
 func Every(ctx context.Context, c Clock, d time.Duration, fn func()) {
 	t := c.NewTimer(d)
 	defer t.Stop()
@@ -66,8 +67,8 @@ func Every(ctx context.Context, c Clock, d time.Duration, fn func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			fn()
 			t.Reset(d)
+			fn()
 		}
 	}
 }

@@ -120,15 +120,7 @@ const lockTTL = 10 * time.Second
 // Run sweeps every Interval until ctx ends, taking turns with the other
 // workers' sweepers: one of them sweeps per interval.
 func (s *Sweeper) Run(ctx context.Context) {
-	t := s.clock().NewTimer(s.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			t.Reset(s.Interval)
-		}
+	clock.Every(ctx, s.clock(), s.Interval, func() {
 		// Every worker runs a sweeper. The look at the records goes by
 		// turns, one per interval over all workers: the pace its budget
 		// is made for. The turn's TTL is a little short of the interval,
@@ -139,7 +131,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 		mine, err := s.RDB.SetNX(ctx, turnKey, s.Owner, s.Interval*9/10).Result()
 		if err != nil {
 			s.Log.Warn("sweep failed", "err", err)
-			continue
+			return
 		}
 		var st Stats
 		var ran bool
@@ -158,7 +150,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 		if ran && s.OnSweep != nil {
 			s.OnSweep(st)
 		}
-	}
+	})
 }
 
 // releaseScript deletes the lock only if this owner holds it.
