@@ -138,12 +138,9 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		next := cur + max(1, k.base*RecoverShare)/max(cur, 1)
 		if next >= k.base {
 			k.lim = nil // recovered: no limit again
-		} else {
-			k.lim.SetLimitAt(now, rate.Limit(next))
+			return
 		}
-		if !k.lineSeen.IsZero() {
-			c.stir() // its line's next turn comes sooner
-		}
+		k.lim.SetLimitAt(now, rate.Limit(next))
 	case o == Overloaded && c.cfg.Adaptive && overloaded && now.Sub(k.lastCut) >= CutEvery:
 		// Only a key under load is cut: a few requests failing (and
 		// retrying on their own backoff) are not a destination to ease

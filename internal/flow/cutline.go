@@ -166,27 +166,6 @@ func (c *Controller) pumpCutLines(ctx context.Context) {
 	}
 }
 
-// nextPump is when pumpCutLine next has turns to give the key's line
-// (seen non-empty): at once without a cut rate (the destination's free
-// slots give them); when its rate frees a turn within RateHorizon, or its
-// first waiter comes within it (HeadRecheck at the latest); when it is
-// relisted. c.mu is held.
-func (k *key) nextPump(now time.Time) time.Time {
-	if k.lim == nil || k.lim.Limit() <= 0 {
-		return now
-	}
-	next := minTime(k.listed.Add(AdoptEvery), k.lineSeen.Add(KeyTTL))
-	if !k.headAt.IsZero() && now.Add(RateHorizon).Before(k.headAt) {
-		return minTime(next, minTime(k.headAt.Add(-RateHorizon), k.pumped.Add(HeadRecheck)))
-	}
-	tokens := k.lim.TokensAt(now)
-	if tokens >= 1 {
-		return now
-	}
-	free := time.Duration((1 - tokens) / float64(k.lim.Limit()) * float64(time.Second))
-	return minTime(next, now.Add(free-RateHorizon))
-}
-
 // pumpCutLine gives turns of one key's rate to its line's oldest waiters.
 func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	c.mu.Lock()

@@ -706,10 +706,10 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	if at := w1.at("r6"); !at.IsZero() {
 		t.Fatalf("a turn beyond the horizon was given: r6 at +%v", at.Sub(t0))
 	}
-	// Its worker's Rebalance rests until the rate frees a turn within the
-	// horizon (+6 s, seen at +1 s), not RebalanceEvery.
-	if got := c1.restFor(t0); got != time.Second {
-		t.Errorf("with the next turn 6 s away, Rebalance rests %v, want 1s", got)
+	// Its worker's Rebalance looks every RebalanceEvery while it knows of
+	// the line.
+	if got := c1.restFor(t0); got != RebalanceEvery {
+		t.Errorf("with a cut line, Rebalance rests %v, want %v", got, RebalanceEvery)
 	}
 	clk.Add(2 * time.Second)
 	c1.pumpCutLines(ctx)
