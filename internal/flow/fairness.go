@@ -198,10 +198,11 @@ func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n i
 	return parseFairTake(res)
 }
 
+// parseFairTake reads fair_next's reply; the error is built only for a
+// bad one (this runs on every attempt's end).
 func parseFairTake(res []string) (fairTake, error) {
-	bad := fmt.Errorf("fair_next script: unexpected reply %v", res)
 	if len(res) < 3 {
-		return fairTake{}, bad
+		return fairTake{}, fmt.Errorf("fair_next script: unexpected reply %v", res)
 	}
 	var t fairTake
 	var err1, err2, err3 error
@@ -210,7 +211,7 @@ func parseFairTake(res []string) (fairTake, error) {
 	t.handed, err2 = strconv.Atoi(res[1])
 	stale, err3 = strconv.Atoi(res[2])
 	if err1 != nil || err2 != nil || err3 != nil || stale < 0 || 3+stale > len(res) {
-		return fairTake{}, bad
+		return fairTake{}, fmt.Errorf("fair_next script: unexpected reply %v", res)
 	}
 	t.stale, t.ids = res[3:3+stale], res[3+stale:]
 	return t, nil

@@ -990,3 +990,17 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	admit(t, c, req("01e"))  // so 01e's turn (01d and 01e: parallelism 2)
 	parked(t, c, req("01f"))
 }
+
+// fair_next's reply is read strictly: a bad one is an error, never a
+// panic or a misread.
+func TestParseFairTakeRejectsBadReplies(t *testing.T) {
+	got, err := parseFairTake([]string{"3", "2", "1", "s", "a", "b"})
+	if err != nil || got.left != 3 || got.handed != 2 || !slices.Equal(got.stale, []string{"s"}) || !slices.Equal(got.ids, []string{"a", "b"}) {
+		t.Fatalf("parseFairTake = %+v, %v", got, err)
+	}
+	for _, bad := range [][]string{nil, {"1"}, {"1", "0"}, {"x", "0", "0"}, {"1", "x", "0"}, {"1", "0", "x"}, {"1", "0", "-1"}, {"1", "0", "2", "s"}} {
+		if _, err := parseFairTake(bad); err == nil {
+			t.Errorf("parseFairTake(%q) accepted a bad reply", bad)
+		}
+	}
+}
