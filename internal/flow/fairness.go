@@ -487,23 +487,23 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 				return
 			}
 			t, err := c.nextInLine(c.stop, hostPort, "", 1)
-			c.mu.Lock()
-			c.lane(hostPort).taking--
-			c.mu.Unlock()
-			if err != nil {
-				return
+			if err == nil {
+				c.checkHandedOver(hostPort, t.stale)
 			}
-			c.checkHandedOver(hostPort, t.stale)
-			if len(t.ids) == 0 {
-				return
-			}
+			// The reserved slot becomes the promise in one step, so no
+			// other looker sees it free in between.
 			c.mu.Lock()
-			if h := c.hosts[hostPort]; h != nil {
+			h := c.lane(hostPort)
+			h.taking--
+			if err == nil && len(t.ids) > 0 {
 				h.promise(t.ids, c.now())
 				c.stir()
 				h.sawLine(t, c.now())
 			}
 			c.mu.Unlock()
+			if err != nil || len(t.ids) == 0 {
+				return
+			}
 			id = t.ids[0]
 		}
 	}()
