@@ -26,6 +26,14 @@ const (
 	// raise the rate again. A destination that sheds some load (30 % of
 	// 503s) keeps its rate; one that mostly refuses is eased off.
 	CutShare = 0.5
+	// ShedShare is the share of overloaded answers a destination may shed
+	// at random and keep its rate; CutConfidence is how many standard
+	// deviations above it a key's overloaded answers must be for a cut.
+	// Without it, a key cut once was cut again on a majority of 3 to 6
+	// answers, which 30 % of random 503s gives every few seconds: a
+	// destination cut by chance stayed at the floor.
+	ShedShare     = 0.3
+	CutConfidence = 4.0
 	// RecoverShare is the additive increase: a tenth of the rate before
 	// the first cut, per second of successes (at least 1/s).
 	RecoverShare = 0.1
@@ -131,6 +139,7 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 	}
 	over, all := k.secOver+k.lastSecOv, k.secOK+k.secOver+k.lastSecOK+k.lastSecOv
 	overloaded := float64(over) >= CutShare*float64(all)
+	cutIt := overloaded && beyondChance(over, all)
 	switch {
 	case o == Succeeded && k.lim != nil && !overloaded:
 		// Additive increase, while most answers are good.
@@ -141,23 +150,36 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 			return
 		}
 		k.lim.SetLimitAt(now, rate.Limit(next))
-	case o == Overloaded && c.cfg.Adaptive && overloaded && now.Sub(k.lastCut) >= CutEvery:
-		// Only a key under load is cut: a few requests failing (and
+	case o == Overloaded && c.cfg.Adaptive && cutIt && now.Sub(k.lastCut) >= CutEvery:
+		// Only a key under load is cut first: a few requests failing (and
 		// retrying on their own backoff) are not a destination to ease
-		// off, and their retries must keep their timing. A limited key is
-		// cut again on a few samples.
-		if (k.lim == nil && over < MinOverloads) || (k.lim != nil && all < 3) {
+		// off, and their retries must keep their timing.
+		if k.lim == nil && over < MinOverloads {
 			return
 		}
-		k.lastCut = now
 		cur := k.observedRate(now)
 		if k.lim != nil {
 			cur = float64(k.lim.Limit())
 		} else {
 			k.base = max(cur, c.cfg.MinRate*2)
 		}
-		k.cutTo(now, max(c.cfg.MinRate, cur*CutFactor))
+		next := max(c.cfg.MinRate, cur*CutFactor)
+		if k.lim != nil && next >= cur {
+			return // at the floor already
+		}
+		k.lastCut = now
+		c.log.Info("adaptive backpressure cut a key's rate", "key", k.spec.Key, "from", cur, "to", next,
+			"overloaded", over, "answers", all)
+		k.cutTo(now, next)
 	}
+}
+
+// beyondChance says whether over overloaded answers of all are more than
+// a destination shedding ShedShare at random gives, by CutConfidence
+// standard deviations: 100 % of 7 answers, 9 of 10, 15 of 20, 28 of 50.
+func beyondChance(over, all int) bool {
+	n := float64(all)
+	return float64(over)-ShedShare*n >= CutConfidence*math.Sqrt(n*ShedShare*(1-ShedShare))
 }
 
 // cutTo gives the key a new, lower rate. Turns already given (up to

@@ -266,6 +266,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		}
 		if !a.start {
 			c.parkedOne(req.Key)
+			c.leaveSlot(ctx, req)
 			if a.at.IsZero() {
 				return nil, &Parked{Until: now.Add(cutFallback(a.ahead, perSecond))}
 			}
@@ -292,6 +293,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		}
 		if !ok {
 			c.parkedOne(req.Key)
+			c.leaveSlot(ctx, req)
 			c.wakeAt(ctx, req.ID, until)
 			return nil, &Parked{Until: until}
 		}
@@ -308,7 +310,9 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		delete(h.woken, req.ID) // back (here) from a wake-up
 		if h.inflight >= c.capOf(name) {
 			k.parked++
-			return nil, c.parkInLine(ctx, name, h, req.ID, now) // unlocks c.mu; a *Parked or an error
+			err := c.parkInLine(ctx, name, h, req.ID, now) // unlocks c.mu; a *Parked or an error
+			c.leaveSlot(ctx, req)
+			return nil, err
 		}
 	}
 	for _, name := range lanes {
@@ -336,6 +340,17 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	k.countStart(now)
 	c.mu.Unlock()
 	return t, nil
+}
+
+// leaveSlot gives back the parallelism slot a request parked before its
+// slot's check may have been handed (it was woken for it, then its key's
+// cut, rate or fairness made it wait): held, the slot would idle out its
+// HandOverLease while the key's line waits. Its place in the key's line
+// is when it was made, so it loses none by leaving it.
+func (c *Controller) leaveSlot(ctx context.Context, req Request) {
+	if req.Parallelism > 0 {
+		c.release(ctx, req, req.ID)
+	}
 }
 
 func (c *Controller) parkedOne(name string) {

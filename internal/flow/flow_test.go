@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -248,6 +249,41 @@ func oneSlot(t *testing.T, w *waker) (c *Controller, clk *clock.Fake, rdb redis.
 	return c, clk, rdb, req
 }
 
+// A request handed a slot that its key's cut (or rate, or fairness) then
+// makes wait gives the slot back at once: it goes to the next waiter,
+// instead of idling out its HandOverLease.
+func TestParkedRequestGivesItsHandedSlotBack(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clk := clock.NewFake(t0)
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 10, FairShare: 1, Adaptive: true, MinRate: 1}, w, clk)
+	req := func(id string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Timeout: time.Second}
+	}
+	ctx := context.Background()
+	a := admit(t, c, req("a"))
+	parked(t, c, req("b"))
+	clk.Add(time.Millisecond)
+	parked(t, c, req("d"))
+	// The key is cut with no turn to give for a long while.
+	cut(c, req("a"), 0.001)
+	c.mu.Lock()
+	c.keys["k"].lim.ReserveN(clk.Now(), 1)
+	c.mu.Unlock()
+	a.Done(ctx, Other)
+	waitWoken(t, w, []string{"b"}) // b is handed a's slot ...
+	parked(t, c, req("b"))         // ... and waits for its cut key's turn
+	waitWoken(t, w, []string{"b", "d"})
+	if taken, waiting, err := Slots(ctx, rdb, "k", clk.Now()); err != nil || taken != 1 || waiting != 0 {
+		t.Errorf("Slots = %d taken, %d waiting, %v; want 1 (d's), 0", taken, waiting, err)
+	}
+	if place, err := rdb.ZScore(ctx, record.FlowKey("k", "handed"), "b").Result(); !errors.Is(err, redis.Nil) {
+		t.Errorf("b is still handed a slot (place %v, %v)", place, err)
+	}
+}
+
 // A slot handed to a request that is gone goes on to the next waiter.
 func TestParallelismHandOverSkipsGoneRequests(t *testing.T) {
 	t.Parallel()
@@ -488,7 +524,7 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 		t.Errorf("a second overload within CutEvery cut again: %v", got)
 	}
 	clk.Add(CutEvery)
-	tickets[MinOverloads+1].Done(context.Background(), Overloaded) // cut once limited: one is enough
+	tickets[MinOverloads+1].Done(context.Background(), Overloaded) // the last 2 s: 27 of 27 overloaded
 	if got := limit(); got != 10 {
 		t.Errorf("after a second overload the rate is %v, want 10", got)
 	}
@@ -523,6 +559,67 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 		admit(t, off, req).Done(context.Background(), Overloaded)
 	}
 	admit(t, off, req)
+}
+
+// A cut key whose destination sheds 30 % of its answers at random is not
+// cut again, however they cluster: a majority of a few answers is
+// chance. Answers that are all overloaded cut it again, down to the floor.
+func TestAdaptiveCutIgnoresChance(t *testing.T) {
+	t.Parallel()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clk := clock.NewFake(t0)
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 100, FairShare: 1, Adaptive: true, MinRate: 1}, &waker{}, clk)
+	req := Request{ID: "x", HostPort: "h:443", Key: "h:443"}
+	admit(t, c, req)
+	limit := func() float64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if k := c.keys["h:443"]; k.lim != nil {
+			return float64(k.lim.Limit())
+		}
+		return math.Inf(1) // recovered: no limit
+	}
+	c.mu.Lock()
+	k := c.keys["h:443"]
+	k.base, k.lastCut = 100, t0 // cut from 100/s to 3/s
+	k.lim = rate.NewLimiter(3, 1)
+	c.mu.Unlock()
+	tk := &Ticket{c: c, req: req, start: t0}
+	answer := func(o Outcome) {
+		c.mu.Lock()
+		k.inflight++
+		c.mu.Unlock()
+		tk.Done(context.Background(), o)
+	}
+	// 3 answers a second for a minute: 3 overloaded in a row, then 7
+	// good, so the windows of 3 to 6 answers that hold the three are
+	// mostly overloaded.
+	pattern := []Outcome{Overloaded, Overloaded, Overloaded, Succeeded, Succeeded, Succeeded, Succeeded, Succeeded, Succeeded, Succeeded}
+	prev := limit()
+	for i := range 3 * 60 {
+		clk.Add(time.Second / 3)
+		answer(pattern[i%len(pattern)])
+		if got := limit(); got < prev {
+			t.Fatalf("answer %d: 30 %% of answers overloaded cut the rate from %v to %v", i, prev, got)
+		}
+		prev = limit()
+	}
+	// All overloaded (8 to 16 answers in the window): cut once a second,
+	// to the floor and no lower.
+	c.mu.Lock()
+	k.lim = rate.NewLimiter(8, 1)
+	c.mu.Unlock()
+	var steps []float64
+	for range 8 * 10 {
+		clk.Add(time.Second / 8)
+		answer(Overloaded)
+		if got := limit(); len(steps) == 0 || steps[len(steps)-1] != got {
+			steps = append(steps, got)
+		}
+	}
+	if !slices.Equal(steps, []float64{8, 4, 2, 1}) {
+		t.Errorf("10 s of overloads stepped the rate %v, want 8, 4, 2, 1", steps)
+	}
 }
 
 // What workers publish is what GET /flows reads, summed over workers.
