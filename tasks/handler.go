@@ -39,6 +39,7 @@ type Store interface {
 	Unbegin(ctx context.Context, id string, n int, waitingFor string) error
 	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishResult, error)
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
+	Get(ctx context.Context, id string) (*record.Request, error)
 }
 
 // Timer starts a request's waiting task at a time, and keeps a parked one
@@ -121,6 +122,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if run, ok := asynq.GetRetryCount(ctx); ok && b.Status == record.Failed && b.FailedRun == run {
 			return h.dashboardRedrive(ctx, t, id)
 		}
+		h.leftFlow(ctx, id)
 		return nil
 	case record.Poisoned:
 		return h.endPoisoned(ctx, b)
@@ -155,6 +157,23 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)
 	}
 	return h.attempt(ctx, b.Request, b.N, ticket)
+}
+
+// leftFlow tells flow control that finished request id will not start.
+// Its task ran because it was woken, typically: canceled while it waited
+// for a parallelism slot (or while being parked, too late for the cancel
+// to delete its task), it was handed one, which would otherwise idle out
+// its HandOverLease.
+func (h *Handler) leftFlow(ctx context.Context, id string) {
+	if h.Flow == nil {
+		return
+	}
+	r, err := h.Store.Get(ctx, id)
+	if err != nil {
+		h.Log.Debug("could not read a finished request for flow control; a slot handed to it ends with its lease", "requestId", id, "err", err)
+		return
+	}
+	h.Flow.Left(ctx, FlowRequest(r))
 }
 
 // at sets request id's task to start at due; without a Timer asynq's own

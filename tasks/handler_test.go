@@ -7,14 +7,17 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
@@ -25,6 +28,7 @@ import (
 
 type testBundle struct {
 	store *record.Store
+	rdb   redis.UniversalClient
 	dest  *httptest.Server
 	mu    sync.Mutex
 	hits  []*http.Request
@@ -40,7 +44,7 @@ func (b *testBundle) hitCount() int {
 func setup(t *testing.T, reply func(n int, w http.ResponseWriter)) (*Handler, *testBundle) {
 	t.Helper()
 	srv := redistest.Start(t)
-	b := &testBundle{store: record.NewStore(srv.Client(), time.Hour), reply: reply}
+	b := &testBundle{store: record.NewStore(srv.Client(), time.Hour), rdb: srv.Client(), reply: reply}
 	b.dest = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		b.mu.Lock()
@@ -273,5 +277,66 @@ func TestCrashedAttemptIsRecordedInterruptedAndFree(t *testing.T) {
 	if got.Status != record.Completed || got.AttemptCount != 2 || len(got.Attempts) != 2 ||
 		got.Attempts[0].Outcome != "interrupted" || got.Attempts[1].Outcome != "success" || got.Attempts[1].N != 2 {
 		t.Errorf("record %+v attempts %+v", got, got.Attempts)
+	}
+}
+
+// wakes records the requests flow control wakes.
+type wakes struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (w *wakes) Wake(_ context.Context, id string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ids = append(w.ids, id)
+	return nil
+}
+func (w *wakes) Waiting(context.Context, string) (bool, error)    { return false, nil }
+func (w *wakes) WakeParked(context.Context, string) (bool, error) { return false, nil }
+func (w *wakes) At(context.Context, string, time.Time) error      { return nil }
+
+// A request canceled while it waits for a parallelism slot is handed one
+// all the same (its task slept on); its task's run gives the slot back
+// at once instead of holding it for its hand-over lease.
+func TestCanceledWaiterGivesItsHandedSlotBack(t *testing.T) {
+	t.Parallel()
+	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(200) })
+	w := &wakes{}
+	rdb := b.rdb
+	h.Flow = flow.New(flow.Config{Concurrency: 10, FairShare: 1}, rdb, w, h.Log, clock.Real)
+	t.Cleanup(h.Flow.Close)
+	ctx := context.Background()
+	body := `{"url":"` + b.dest.URL + `","flowControl":{"key":"k","parallelism":1}}`
+	first, waiter := b.submit(t, body), b.submit(t, body)
+	ticket, err := h.Flow.Admit(ctx, FlowRequest(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ProcessTask(ctx, NewDeliver(waiter.ID)); !errors.Is(err, retry.ErrParked) {
+		t.Fatalf("the waiter's run = %v, want parked", err)
+	}
+	if _, err := b.store.Cancel(ctx, tenant.All, waiter.ID, "api", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ticket.Done(ctx, flow.Succeeded) // hands the slot to the waiter and wakes it
+	w.mu.Lock()
+	woken := slices.Clone(w.ids)
+	w.mu.Unlock()
+	if !slices.Equal(woken, []string{waiter.ID}) {
+		t.Fatalf("woken %v, want the waiter", woken)
+	}
+	key := FlowRequest(waiter).Key
+	if taken, _, err := flow.Slots(ctx, rdb, key, time.Now()); err != nil || taken != 1 {
+		t.Fatalf("before its run: %d slots taken (%v), want 1 (handed to the waiter)", taken, err)
+	}
+	if err := h.ProcessTask(ctx, NewDeliver(waiter.ID)); err != nil {
+		t.Fatalf("the canceled waiter's run = %v", err)
+	}
+	if taken, _, err := flow.Slots(ctx, rdb, key, time.Now()); err != nil || taken != 0 {
+		t.Errorf("after the canceled waiter's run: %d slots taken (%v), want 0", taken, err)
+	}
+	if b.hitCount() != 0 {
+		t.Errorf("destination hit %d times, want 0", b.hitCount())
 	}
 }

@@ -355,26 +355,40 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 }
 
 // A request handed a slot that cannot be woken for a while (its task
-// still active on a worker that died, or Redis down) is woken once it can
-// be: it has left the line, and would otherwise sleep until its safety
-// net.
+// still active on a worker that died, or Redis down) gives the slot to the
+// next waiter at once, instead of holding it for HandOverLease; it is
+// woken once it can be, and is back at its place, first in line.
 func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
 	t.Parallel()
-	w := &waker{transit: map[string]int{"b": 60}} // more than wake's second of tries
-	c, _, _, req := oneSlot(t, w)
+	w := &waker{transit: map[string]int{"b": 20}} // more than wake's tries
+	c, clk, _, slot := oneSlot(t, w)
+	made := map[string]int{"a": 0, "b": 1, "c": 2, "d": 3}
+	req := func(id string) Request { // made in this order
+		r := slot(id)
+		r.Created = time.UnixMilli(1_700_000_000_000 + int64(made[id]))
+		return r
+	}
 	a := admit(t, c, req("a"))
 	parked(t, c, req("b"))
-	clk := c.clk.(*clock.Fake)
+	clk.Add(time.Millisecond)
+	parked(t, c, req("c"))
+	clk.Add(time.Millisecond)
+	parked(t, c, req("d"))
 	a.Done(context.Background(), Succeeded)
-	// wake's second of tries, then wakeLater's tries every second.
+	waitWoken(t, w, []string{"c"}) // b's slot went on
+	tc := admit(t, c, req("c"))
+	// wakeLater's tries, every second.
 	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Equal(w.got(), []string{"b"}) {
+	for !slices.Equal(w.got(), []string{"c", "b"}) {
 		if time.Now().After(deadline) {
-			t.Fatalf("woken %v after %v of tries, want b", w.got(), clk.Now().Sub(time.UnixMilli(1_700_000_000_000)))
+			t.Fatalf("woken %v after %v of tries, want c, b", w.got(), clk.Now().Sub(time.UnixMilli(1_700_000_000_000)))
 		}
 		clk.Add(20 * time.Millisecond)
 		time.Sleep(time.Millisecond)
 	}
+	parked(t, c, req("b")) // c holds the slot; b waits, ahead of d
+	tc.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"c", "b", "b"})
 	admit(t, c, req("b"))
 }
 

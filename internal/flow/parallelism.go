@@ -163,21 +163,26 @@ func (c *Controller) handOn(ctx context.Context, key string, parallelism int, en
 }
 
 // wakeHanded wakes the requests of key handed a slot and returns those
-// that are gone, whose slots go on. One that cannot be woken now is tried
-// again in the background (wakeLater).
-func (c *Controller) wakeHanded(ctx context.Context, key string, parallelism int, ids []string) (goneIDs []string) {
+// whose slots go on: the gone, and those that cannot be woken now. A
+// request that cannot be woken (its task is still active, most likely on
+// a worker that died, or Redis is down) would otherwise hold its slot
+// for HandOverLease, and again at each lease's end, since its place is
+// the oldest. It leaves the line instead, and is tried again in the
+// background (wakeLater): woken, it comes back to its place.
+func (c *Controller) wakeHanded(ctx context.Context, key string, parallelism int, ids []string) (onIDs []string) {
 	for _, id := range ids {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		res := c.wake(wctx, id)
 		cancel()
 		switch res {
 		case gone:
-			goneIDs = append(goneIDs, id)
+			onIDs = append(onIDs, id)
 		case stalled:
+			onIDs = append(onIDs, id)
 			c.wakeLater(key, parallelism, id)
 		}
 	}
-	return goneIDs
+	return onIDs
 }
 
 // StalledWakeFor is how long a request handed a slot that could not be
@@ -185,9 +190,10 @@ func (c *Controller) wakeHanded(ctx context.Context, key string, parallelism int
 // died) is tried again, every second.
 const StalledWakeFor = 5 * time.Minute
 
-// wakeLater tries again to wake id, handed a slot of key: it has left the
-// line, and would otherwise sleep until its safety net. The slot stays
-// its own for HandOverLease; woken later, it takes the next one.
+// wakeLater tries again to wake id, which was handed a slot of key and
+// could not be woken: it has left the line, and would otherwise sleep
+// until its safety net. Woken, it comes back to its place in the line
+// (when it was made), so it loses none.
 func (c *Controller) wakeLater(key string, parallelism int, id string) {
 	c.wakes.Add(1)
 	go func() {
@@ -196,11 +202,7 @@ func (c *Controller) wakeLater(key string, parallelism int, id string) {
 			if c.sleep(c.stop, time.Second) != nil {
 				return
 			}
-			switch c.wake(c.stop, id) {
-			case woken:
-				return
-			case gone:
-				c.handOn(c.stop, key, parallelism, []string{id})
+			if c.wake(c.stop, id) != stalled {
 				return
 			}
 		}

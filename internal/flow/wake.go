@@ -18,9 +18,15 @@ const (
 	stalled            // could not be woken now; its fallback deadline will
 )
 
-// wake makes id's task runnable, waiting up to a second for a task still
-// on its way to being parked.
+// WakeTransit is how long wake waits for a task still on its way to
+// being parked: a park takes a few round trips. One still active after it
+// most likely sits on a worker that died, until its lease ends.
+const WakeTransit = 250 * time.Millisecond
+
+// wake makes id's task runnable, waiting up to WakeTransit for a task
+// still on its way to being parked.
 func (c *Controller) wake(ctx context.Context, id string) wakeResult {
+	const every = 20 * time.Millisecond
 	for i := 0; ; i++ {
 		err := c.waker.Wake(ctx, id)
 		switch {
@@ -28,11 +34,11 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 			return woken
 		case errors.Is(err, ErrGone):
 			return gone
-		case i >= 50 || ctx.Err() != nil:
+		case time.Duration(i)*every >= WakeTransit || ctx.Err() != nil:
 			c.log.Warn("could not wake a parked request; its deadline will", "requestId", id, "err", err)
 			return stalled
 		}
-		_ = c.sleep(ctx, 20*time.Millisecond) // an ended ctx ends the loop above
+		_ = c.sleep(ctx, every) // an ended ctx ends the loop above
 	}
 }
 
