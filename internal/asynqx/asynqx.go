@@ -130,10 +130,27 @@ func TaskStates(ctx context.Context, rdb redis.UniversalClient, queue string, id
 	return out, nil
 }
 
-// Stranded returns the active tasks of queue whose lease is gone or ended
-// before now (whole seconds, as asynq keeps leases): tasks of a worker that
-// died. It reads asynq's active list and lease set only, so its cost
-// follows the attempts in flight, not the backlog.
+// asynq's leases (internal/rdb.LeaseDuration and the heartbeater's
+// interval, pinned by a test): a run's lease is made LeaseDuration long and
+// extended to LeaseDuration from now on every heartbeat of its worker.
+const (
+	LeaseDuration  = 30 * time.Second
+	HeartbeatEvery = 5 * time.Second
+)
+
+// Silent is how long a lease may go unextended before its worker counts
+// as dead: three missed heartbeats. A live worker's leases always end at
+// least LeaseDuration - HeartbeatEvery ahead; waiting for the lease's end
+// instead would leave a SIGKILLed worker's runs stranded for 30 s.
+const Silent = 3 * HeartbeatEvery
+
+// strandedBefore is the lease end below which a run's worker is silent.
+func strandedBefore(now time.Time) time.Time { return now.Add(LeaseDuration - Silent) }
+
+// Stranded returns the active tasks of queue whose lease is gone, or has
+// not been extended for Silent (whole seconds, as asynq keeps leases):
+// tasks of a worker that died. It reads asynq's active list and lease set
+// only, so its cost follows the attempts in flight, not the backlog.
 func Stranded(ctx context.Context, rdb redis.UniversalClient, queue string, now time.Time) ([]string, error) {
 	k := QueueKeys(queue)
 	active, err := rdb.LRange(ctx, k.Active(), 0, -1).Result()
@@ -149,22 +166,24 @@ func Stranded(ctx context.Context, rdb redis.UniversalClient, queue string, now 
 		return nil, err
 	}
 	var out []string
+	before := strandedBefore(now).Truncate(time.Second)
 	for i, id := range active {
-		if l := leases[i].Val(); l == 0 || time.Unix(int64(l), 0).Before(now.Truncate(time.Second)) {
+		if l := leases[i].Val(); l == 0 || time.Unix(int64(l), 0).Before(before) {
 			out = append(out, id)
 		}
 	}
 	return out, nil
 }
 
-// requeueStrandedScript moves an active task whose lease is gone or expired
-// back to pending. asynq's recoverer does the same for an expired lease a
-// minute or more later, and never for an active task without a lease entry
-// (asynq issues #1051, #1144); crash recovery within the sweep interval is
-// retryd's promise, so the sweeper does it.
+// requeueStrandedScript moves an active task whose lease is gone or silent
+// (see Silent) back to pending. asynq's recoverer does the same for an
+// expired lease a minute or more later, and never for an active task
+// without a lease entry (asynq issues #1051, #1144); crash recovery within
+// the sweep interval is retryd's promise, so the sweeper does it.
 //
 // KEYS[1] active list, KEYS[2] lease set, KEYS[3] pending list, KEYS[4] the
-// task hash. ARGV[1] task id, ARGV[2] now (Unix seconds).
+// task hash. ARGV[1] task id, ARGV[2] the lease end below which its worker
+// is silent (Unix seconds).
 // Returns 1 when moved, 0 when the task is not stranded (anymore).
 var requeueStrandedScript = redis.NewScript(`
 if redis.call("HGET", KEYS[4], "state") ~= "active" then return 0 end
@@ -178,9 +197,11 @@ return 1
 `)
 
 // RequeueStranded puts task id of queue back to pending if it is active
-// without a live lease at now, and reports whether it did.
+// without a live lease at now (gone, or silent), and reports whether it
+// did.
 func RequeueStranded(ctx context.Context, rdb redis.UniversalClient, queue, id string, now time.Time) (bool, error) {
 	k := QueueKeys(queue)
-	moved, err := requeueStrandedScript.Run(ctx, rdb, []string{k.Active(), k.Lease(), k.Pending(), k.Task(id)}, id, now.Unix()).Int()
+	moved, err := requeueStrandedScript.Run(ctx, rdb, []string{k.Active(), k.Lease(), k.Pending(), k.Task(id)}, id,
+		strandedBefore(now).Unix()).Int()
 	return moved == 1, err
 }

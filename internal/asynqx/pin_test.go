@@ -6,11 +6,14 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // This package knows asynq's private layout of one version: the build must
@@ -74,5 +77,31 @@ func TestFingerprints(t *testing.T) {
 		} else if got != want {
 			t.Errorf("asynq %s's %s has fingerprint %s, the doorbell knows %s", Version, name, got, want)
 		}
+	}
+}
+
+// Stranded's notion of a silent worker rests on asynq's lease length and
+// heartbeat interval, read here from asynq's source as the build uses it.
+func TestLeaseFacts(t *testing.T) {
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "github.com", "hibiken", "asynq@"+Version)
+	for file, fact := range map[string]*regexp.Regexp{
+		"internal/rdb/rdb.go": regexp.MustCompile(`const LeaseDuration = 30 \* time\.Second`),
+		"server.go":           regexp.MustCompile(`newHeartbeater\(heartbeaterParams\{[^}]*interval:\s*5 \* time\.Second`),
+		"heartbeat.go":        regexp.MustCompile(`ExtendLease\(qname, ids\.\.\.\)`),
+	} {
+		src, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatalf("read asynq's %s: %v (run go mod download)", file, err)
+		}
+		if !fact.Match(src) {
+			t.Errorf("asynq %s's %s no longer says %s: check LeaseDuration, HeartbeatEvery and Silent", Version, file, fact)
+		}
+	}
+	if LeaseDuration != 30*time.Second || HeartbeatEvery != 5*time.Second {
+		t.Errorf("LeaseDuration %v, HeartbeatEvery %v: not what asynq %s uses", LeaseDuration, HeartbeatEvery, Version)
 	}
 }

@@ -39,18 +39,22 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 	client := asynq.NewClientFromRedisClient(rdb)
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	now := time.Now()
-	for _, id := range []string{"expired", "nolease", "live"} {
+	for _, id := range []string{"expired", "nolease", "silent", "live"} {
 		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	strand(t, srv, "q", "expired", now.Add(-time.Minute))
 	strand(t, srv, "q", "nolease", time.Time{})
-	strand(t, srv, "q", "live", now.Add(time.Minute))
+	// Not extended for Silent: its worker missed three heartbeats.
+	strand(t, srv, "q", "silent", now.Add(LeaseDuration-Silent-time.Second))
+	// A live worker's lease, just before its next extension.
+	strand(t, srv, "q", "live", now.Add(LeaseDuration-HeartbeatEvery-time.Second))
 
 	stranded, err := Stranded(ctx, rdb, "q", now)
-	if err != nil || len(stranded) != 2 || !slices.Contains(stranded, "expired") || !slices.Contains(stranded, "nolease") {
-		t.Errorf("Stranded = %v, %v; want expired and nolease", stranded, err)
+	slices.Sort(stranded)
+	if want := []string{"expired", "nolease", "silent"}; err != nil || !slices.Equal(stranded, want) {
+		t.Errorf("Stranded = %v, %v; want %v", stranded, err, want)
 	}
 	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("later"), asynq.ProcessIn(time.Hour)); err != nil {
 		t.Fatal(err)
@@ -58,7 +62,7 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("now")); err != nil {
 		t.Fatal(err)
 	}
-	states, err := TaskStates(ctx, rdb, "q", []string{"expired", "nolease", "live", "missing", "later", "now"})
+	states, err := TaskStates(ctx, rdb, "q", []string{"expired", "nolease", "silent", "live", "missing", "later", "now"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +70,10 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 	for _, s := range states {
 		got = append(got, s.State)
 	}
-	if want := []string{"active", "active", "active", "", "scheduled", "pending"}; !slices.Equal(got, want) {
+	if want := []string{"active", "active", "active", "active", "", "scheduled", "pending"}; !slices.Equal(got, want) {
 		t.Errorf("states %q, want %q", got, want)
 	}
-	for id, want := range map[string]bool{"expired": true, "nolease": true, "live": false} {
+	for id, want := range map[string]bool{"expired": true, "nolease": true, "silent": true, "live": false} {
 		moved, err := RequeueStranded(ctx, rdb, "q", id, now)
 		if err != nil || moved != want {
 			t.Errorf("RequeueStranded(%s) = %v, %v; want %v", id, moved, err, want)
