@@ -59,6 +59,9 @@ type key struct {
 	sec                  int64
 	secOK, secOver       int
 	lastSecOK, lastSecOv int
+	// outcomes since the last cut: at a cut rate of a few per second, the
+	// last seconds hold too few answers to tell overload from chance
+	cutOK, cutOver int
 	// recent outcomes, for the failure share
 	ok, overloaded   int
 	windowStart      time.Time
@@ -131,15 +134,21 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 	case Succeeded:
 		k.ok++
 		k.secOK++
+		k.cutOK++
 	case Overloaded:
 		k.overloaded++
 		k.secOver++
+		k.cutOver++
 	default:
 		return
 	}
 	over, all := k.secOver+k.lastSecOv, k.secOK+k.secOver+k.lastSecOK+k.lastSecOv
 	overloaded := float64(over) >= CutShare*float64(all)
 	cutIt := overloaded && beyondChance(over, all)
+	if k.lim != nil && !cutIt {
+		// A cut key: also what it answered since its last cut.
+		cutIt = float64(k.cutOver) >= CutShare*float64(k.cutOK+k.cutOver) && beyondChance(k.cutOver, k.cutOK+k.cutOver)
+	}
 	switch {
 	case o == Succeeded && k.lim != nil && !overloaded:
 		// Additive increase, while most answers are good.
@@ -167,9 +176,9 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		if k.lim != nil && next >= cur {
 			return // at the floor already
 		}
-		k.lastCut = now
 		c.log.Info("adaptive backpressure cut a key's rate", "key", k.spec.Key, "from", cur, "to", next,
-			"overloaded", over, "answers", all)
+			"overloaded", over, "answers", all, "overloadedSinceCut", k.cutOver, "answersSinceCut", k.cutOK+k.cutOver)
+		k.lastCut, k.cutOK, k.cutOver = now, 0, 0
 		k.cutTo(now, next)
 	}
 }

@@ -634,6 +634,24 @@ func TestAdaptiveCutIgnoresChance(t *testing.T) {
 	if !slices.Equal(steps, []float64{8, 4, 2, 1}) {
 		t.Errorf("10 s of overloads stepped the rate %v, want 8, 4, 2, 1", steps)
 	}
+	// At a few answers a second, the answers since the last cut decide:
+	// 7 overloaded in a row cut again (the 30 % above never did).
+	clk.Add(3 * time.Second) // the last seconds' answers are gone
+	c.mu.Lock()
+	k.lim, k.cutOK, k.cutOver = rate.NewLimiter(2, 1), 0, 0
+	c.mu.Unlock()
+	for i := range 6 {
+		clk.Add(time.Second)
+		answer(Overloaded)
+		if got := limit(); got != 2 {
+			t.Fatalf("after %d overloaded answers, one a second, the rate is %v, want 2 still", i+1, got)
+		}
+	}
+	clk.Add(time.Second)
+	answer(Overloaded)
+	if got := limit(); got != 1 {
+		t.Errorf("after 7 overloaded answers, one a second, the rate is %v, want 1", got)
+	}
 }
 
 // What workers publish is what GET /flows reads, summed over workers.
