@@ -353,8 +353,8 @@ func (c *Controller) leaveSlot(ctx context.Context, req Request) {
 	}
 }
 
-// Left is told of a request that will never start (it finished, was
-// canceled, while its task slept): a parallelism slot handed to it goes to
+// Left is told of a request that will not start: it finished or was
+// canceled while its task slept. A parallelism slot handed to it goes to
 // the next waiter, and its place in the key's line is given up.
 func (c *Controller) Left(ctx context.Context, req Request) {
 	c.leaveSlot(ctx, req)
