@@ -15,7 +15,7 @@ type wakeResult int
 const (
 	woken   wakeResult = iota
 	gone               // no parked task any more
-	stalled            // could not be woken now; its fallback deadline will
+	stalled            // could not be woken now: tried again, or its fallback deadline wakes it
 )
 
 // WakeTransit is how long wake waits for a task still on its way to
@@ -35,7 +35,7 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 		case errors.Is(err, ErrGone):
 			return gone
 		case time.Duration(i)*every >= WakeTransit || ctx.Err() != nil:
-			c.log.Warn("could not wake a parked request; its deadline will", "requestId", id, "err", err)
+			c.log.Warn("could not wake a parked request now; it is tried again, or its deadline wakes it", "requestId", id, "err", err)
 			return stalled
 		}
 		_ = c.sleep(ctx, every) // an ended ctx ends the loop above
