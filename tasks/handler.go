@@ -173,7 +173,7 @@ func (h *Handler) leftFlow(ctx context.Context, id string) {
 		h.Log.Debug("could not read a finished request for flow control; a slot handed to it ends with its lease", "requestId", id, "err", err)
 		return
 	}
-	h.Flow.Left(ctx, FlowRequest(r))
+	h.Flow.LeaveSlot(ctx, FlowRequest(r))
 }
 
 // at sets request id's task to start at due; without a Timer asynq's own

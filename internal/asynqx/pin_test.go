@@ -34,11 +34,7 @@ func TestAsynqVersionIsThePinnedOne(t *testing.T) {
 // build uses it: a script whose text changed no longer matches its
 // fingerprint.
 func TestFingerprints(t *testing.T) {
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Fatalf("go env GOMODCACHE: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "github.com", "hibiken", "asynq@"+Version, "internal", "rdb")
+	dir := filepath.Join(asynqDir(t), "internal", "rdb")
 	found := map[string]string{}
 	fs := token.NewFileSet()
 	for _, name := range []string{"rdb.go", "inspect.go"} {
@@ -83,11 +79,7 @@ func TestFingerprints(t *testing.T) {
 // Stranded's notion of a silent worker rests on asynq's lease length and
 // heartbeat interval, read here from asynq's source as the build uses it.
 func TestLeaseFacts(t *testing.T) {
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Fatalf("go env GOMODCACHE: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "github.com", "hibiken", "asynq@"+Version)
+	dir := asynqDir(t)
 	for file, fact := range map[string]*regexp.Regexp{
 		"internal/rdb/rdb.go": regexp.MustCompile(`const LeaseDuration = 30 \* time\.Second`),
 		"server.go":           regexp.MustCompile(`newHeartbeater\(heartbeaterParams\{[^}]*interval:\s*5 \* time\.Second`),
@@ -104,4 +96,14 @@ func TestLeaseFacts(t *testing.T) {
 	if LeaseDuration != 30*time.Second || HeartbeatEvery != 5*time.Second {
 		t.Errorf("LeaseDuration %v, HeartbeatEvery %v: not what asynq %s uses", LeaseDuration, HeartbeatEvery, Version)
 	}
+}
+
+// asynqDir is the source directory of the asynq version the build uses.
+func asynqDir(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "github.com", "hibiken", "asynq@"+Version)
 }

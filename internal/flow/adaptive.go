@@ -144,11 +144,8 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 	}
 	over, all := k.secOver+k.lastSecOv, k.secOK+k.secOver+k.lastSecOK+k.lastSecOv
 	overloaded := float64(over) >= CutShare*float64(all)
-	cutIt := overloaded && beyondChance(over, all)
-	if k.lim != nil && !cutIt {
-		// A cut key: also what it answered since its last cut.
-		cutIt = float64(k.cutOver) >= CutShare*float64(k.cutOK+k.cutOver) && beyondChance(k.cutOver, k.cutOK+k.cutOver)
-	}
+	// A cut key: also what it answered since its last cut.
+	cutIt := clearlyOverloaded(over, all) || (k.lim != nil && clearlyOverloaded(k.cutOver, k.cutOK+k.cutOver))
 	switch {
 	case o == Succeeded && k.lim != nil && !overloaded:
 		// Additive increase, while most answers are good.
@@ -183,12 +180,13 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 	}
 }
 
-// beyondChance says whether over overloaded answers of all are more than
-// a destination shedding ShedShare at random gives, by CutConfidence
-// standard deviations: 100 % of 7 answers, 9 of 10, 15 of 20, 28 of 50.
-func beyondChance(over, all int) bool {
+// clearlyOverloaded says whether over overloaded answers of all are a
+// majority (CutShare) and more than a destination shedding ShedShare at
+// random gives, by CutConfidence standard deviations: 100 % of 7 answers,
+// 9 of 10, 15 of 20, 28 of 50.
+func clearlyOverloaded(over, all int) bool {
 	n := float64(all)
-	return float64(over)-ShedShare*n >= CutConfidence*math.Sqrt(n*ShedShare*(1-ShedShare))
+	return float64(over) >= CutShare*n && float64(over)-ShedShare*n >= CutConfidence*math.Sqrt(n*ShedShare*(1-ShedShare))
 }
 
 // cutTo gives the key a new, lower rate. Turns already given (up to

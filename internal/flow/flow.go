@@ -266,7 +266,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		}
 		if !a.start {
 			c.parkedOne(req.Key)
-			c.leaveSlot(ctx, req)
+			c.LeaveSlot(ctx, req)
 			if a.at.IsZero() {
 				return nil, &Parked{Until: now.Add(cutFallback(a.ahead, perSecond))}
 			}
@@ -293,7 +293,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		}
 		if !ok {
 			c.parkedOne(req.Key)
-			c.leaveSlot(ctx, req)
+			c.LeaveSlot(ctx, req)
 			c.wakeAt(ctx, req.ID, until)
 			return nil, &Parked{Until: until}
 		}
@@ -311,7 +311,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		if h.inflight >= c.capOf(name) {
 			k.parked++
 			err := c.parkInLine(ctx, name, h, req.ID, now) // unlocks c.mu; a *Parked or an error
-			c.leaveSlot(ctx, req)
+			c.LeaveSlot(ctx, req)
 			return nil, err
 		}
 	}
@@ -342,22 +342,17 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	return t, nil
 }
 
-// leaveSlot gives back the parallelism slot a request parked before its
-// slot's check may have been handed (it was woken for it, then its key's
-// cut, rate or fairness made it wait): held, the slot would idle out its
-// HandOverLease while the key's line waits. Its place in the key's line
-// is when it was made, so it loses none by leaving it.
-func (c *Controller) leaveSlot(ctx context.Context, req Request) {
+// LeaveSlot gives back the parallelism slot that may have been handed to
+// a request that is not starting now, and its place in the key's line: it
+// was woken for the slot, then its key's cut, rate or fairness made it
+// wait, or it finished or was canceled while its task slept. Held, the
+// slot would idle out its HandOverLease while the key's line waits. A
+// request that waits keeps its place all the same: its place is when it
+// was made.
+func (c *Controller) LeaveSlot(ctx context.Context, req Request) {
 	if req.Parallelism > 0 {
 		c.release(ctx, req, req.ID)
 	}
-}
-
-// Left is told of a request that will not start: it finished or was
-// canceled while its task slept. A parallelism slot handed to it goes to
-// the next waiter, and its place in the key's line is given up.
-func (c *Controller) Left(ctx context.Context, req Request) {
-	c.leaveSlot(ctx, req)
 }
 
 func (c *Controller) parkedOne(name string) {
