@@ -160,8 +160,9 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 	})
 	time.Sleep(min(5*time.Second, window))
 
-	cmd0, cpu0, hits0 := commandCalls(t, rdb), stackCPU(s), hits.Load()
+	cmd0, cpu0, hits0, cs0 := commandCalls(t, rdb), stackCPU(s), hits.Load(), stackSwitches(s)
 	stats0 := commandStats(t, rdb)
+	stopPerf := perfRecord(t, s)
 	start := time.Now()
 	// Slots busy: asynq's active list, sampled every 250 ms (one LLEN
 	// each, taken off the command count).
@@ -213,10 +214,11 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 	if rest := window - time.Since(start); rest > 0 {
 		time.Sleep(rest)
 	}
+	stopPerf()
 	stopSampling()
 	<-sampled
 	el := time.Since(start)
-	cmd1, cpu1, hits1 := commandCalls(t, rdb), stackCPU(s), hits.Load()
+	cmd1, cpu1, hits1, cs1 := commandCalls(t, rdb), stackCPU(s), hits.Load(), stackSwitches(s)
 	cmd1 -= samples.Load()
 	attempts := float64(hits1 - hits0)
 	if os.Getenv("BENCH_COMMANDSTATS") == "1" {
@@ -238,6 +240,8 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 		"cpu_cores_workers":                      (cpu1["workers"] - cpu0["workers"]) / el.Seconds(),
 		"commands_per_attempt":                   per(float64(cmd1 - cmd0)),
 		"cpu_ms_per_attempt":                     per(cpu * 1000),
+		"switches_per_attempt_redis":             per(cs1["redis"] - cs0["redis"]),
+		"switches_per_attempt_workers":           per(cs1["workers"] - cs0["workers"]),
 		"other_destination_first_attempt_max_ms": float64(probeWorst.Microseconds()) / 1000,
 		"slots_busy_max_share":                   float64(busyMax.Load()) / backlogSlots,
 		"slots_busy_mean_share":                  float64(busySum.Load()) / float64(max(samples.Load(), 1)) / backlogSlots,

@@ -60,7 +60,8 @@ const (
 )
 
 // timerNames are retryd's timer's Redis names.
-var timerNames = timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Channel: record.TimerChannel}
+var timerNames = timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
+	Channel: record.TimerChannel}
 
 // Bounds on shutdown.
 const (

@@ -36,13 +36,16 @@ end
 // dueScript moves the tasks whose timer entries are due.
 //
 // KEYS[1] the timer (member: task id, score: due ms), KEYS[2] asynq's
-// pending list. ARGV[1] now (ms), ARGV[2] at most this many entries,
-// ARGV[3] asynq's key prefix of the queue, ARGV[4] now (ns, asynq's
-// pending_since), ARGV[5] how long past its due time an entry whose task
-// is still active is looked at again (ms), ARGV[6] how soon (ms).
+// pending list, KEYS[3] the timer's mover note (a string). ARGV[1] now
+// (ms), ARGV[2] at most this many entries, ARGV[3] asynq's key prefix of
+// the queue, ARGV[4] now (ns, asynq's pending_since), ARGV[5] how long past
+// its due time an entry whose task is still active is looked at again
+// (ms), ARGV[6] how soon (ms), ARGV[7] who moves (noted in KEYS[3] when it
+// moved any, for ARGV[8] ms).
 // An active task is one whose handler has just returned and that asynq is
 // about to put in its retry set: its entry is kept a little longer.
-// Returns {moved, the earliest entry left (ms) or -1}.
+// Returns {moved, the earliest entry left (ms) or -1, the last mover
+// within its note's life or ""}.
 var dueScript = redis.NewScript(moveWaiting + `
 local now = tonumber(ARGV[1])
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, tonumber(ARGV[2]))
@@ -59,9 +62,13 @@ for i = 1, #due, 2 do
     redis.call("ZREM", KEYS[1], id)
   end
 end
+if moved > 0 then
+  redis.call("SET", KEYS[3], ARGV[7], "PX", ARGV[8])
+end
+local mover = redis.call("GET", KEYS[3]) or ""
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-if #first == 0 then return {moved, -1} end
-return {moved, tonumber(first[2])}
+if #first == 0 then return {moved, -1, mover} end
+return {moved, tonumber(first[2]), mover}
 `)
 
 // Due tuning.
@@ -81,24 +88,54 @@ const (
 	ParkRetry = 25 * time.Millisecond
 )
 
+// Due is what MoveDue did.
+type Due struct {
+	// Moved is how many tasks it moved; First the earliest entry left
+	// (zero: none).
+	Moved int
+	First time.Time
+	// Mover is who moved tasks of this timer last, within MoverNote (""
+	// when nobody did): this caller when Moved > 0.
+	Mover string
+}
+
+// MoverNote is how long the last mover of a timer is remembered.
+const MoverNote = 2 * time.Second
+
 // MoveDue moves the tasks of queue whose entries in timer are due at now
-// (at most limit) to pending, and returns how many it moved and the
-// earliest entry left (zero when there is none).
-func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer string, now time.Time, limit int) (int, time.Time, error) {
+// (at most limit) to pending. When it moved any, it notes me as the
+// timer's mover in moverKey.
+func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, me string, now time.Time, limit int) (Due, error) {
 	k := QueueKeys(queue)
-	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending()}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
-		ActiveGrace.Milliseconds(), ActiveRetry.Milliseconds()).Int64Slice()
+	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
+		ActiveGrace.Milliseconds(), ActiveRetry.Milliseconds(), me, MoverNote.Milliseconds()).Slice()
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("move due tasks of %s: %w", queue, err)
+		return Due{}, fmt.Errorf("move due tasks of %s: %w", queue, err)
 	}
-	if len(res) != 2 || res[0] < 0 || res[1] < -1 {
-		return 0, time.Time{}, fmt.Errorf("move due tasks of %s: unexpected reply %v", queue, res)
+	moved, okMoved := replyInt(res, 0)
+	first, okFirst := replyInt(res, 1)
+	var mover string
+	okMover := len(res) == 3
+	if okMover {
+		mover, okMover = res[2].(string)
 	}
-	var next time.Time
-	if res[1] >= 0 {
-		next = time.UnixMilli(res[1])
+	if !okMoved || !okFirst || !okMover || moved < 0 || first < -1 {
+		return Due{}, fmt.Errorf("move due tasks of %s: unexpected reply %v", queue, res)
 	}
-	return int(res[0]), next, nil
+	d := Due{Moved: int(moved), Mover: mover}
+	if first >= 0 {
+		d.First = time.UnixMilli(first)
+	}
+	return d, nil
+}
+
+// replyInt is element i of a script's reply, if it is an integer.
+func replyInt(res []any, i int) (int64, bool) {
+	if i >= len(res) {
+		return 0, false
+	}
+	n, ok := res[i].(int64)
+	return n, ok
 }
 
 // runScript moves one waiting task to pending now.

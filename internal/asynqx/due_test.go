@@ -24,7 +24,7 @@ func state(t *testing.T, inspector *asynq.Inspector, queue, id string) asynq.Tas
 // scheduled and a retry task; an archived task (running it would be a
 // redrive) and an entry of a missing task are dropped; an active task's
 // entry is kept a little while (its handler is returning it to asynq), and
-// an entry not due yet stays.
+// an entry not due yet stays. The mover is noted when it moved any.
 func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -58,10 +58,12 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	moved, next, err := MoveDue(ctx, rdb, "q", timer, now, 100)
-	if err != nil || moved != 2 {
-		t.Fatalf("MoveDue = %d, %v; want 2 moved", moved, err)
+	mover := "{q}:timer:mover"
+	d, err := MoveDue(ctx, rdb, "q", timer, mover, "w1", now, 100)
+	if err != nil || d.Moved != 2 || d.Mover != "w1" {
+		t.Fatalf("MoveDue = %+v, %v; want 2 moved by w1", d, err)
 	}
+	next := d.First
 	for id, want := range map[string]asynq.TaskState{"scheduled": asynq.TaskStatePending, "retry": asynq.TaskStatePending,
 		"archived": asynq.TaskStateArchived, "active": asynq.TaskStateActive, "notdue": asynq.TaskStateScheduled} {
 		if got := state(t, inspector, "q", id); got != want {
@@ -79,15 +81,22 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 		t.Errorf("active entry at %v, next %v; want both %d", left[0].Score, next.UnixMilli(), want)
 	}
 	// Past the grace, an entry whose task is still active is dropped.
-	if _, _, err := MoveDue(ctx, rdb, "q", timer, now.Add(ActiveGrace+time.Second), 100); err != nil {
-		t.Fatal(err)
+	// Another worker that moves nothing learns who moves; the note lives
+	// MoverNote.
+	d, err = MoveDue(ctx, rdb, "q", timer, mover, "w2", now.Add(ActiveGrace+time.Second), 100)
+	if err != nil || d.Moved != 0 || d.Mover != "w1" {
+		t.Fatalf("MoveDue by w2 = %+v, %v; want nothing moved, mover w1", d, err)
+	}
+	if ttl, err := rdb.PTTL(ctx, mover).Result(); err != nil || ttl <= 0 || ttl > MoverNote {
+		t.Errorf("mover note lives %v (%v), want at most %v", ttl, err, MoverNote)
 	}
 	if left, _ := rdb.ZRange(ctx, timer, 0, -1).Result(); len(left) != 1 || left[0] != "notdue" {
 		t.Errorf("entries left %v, want notdue only", left)
 	}
 	rdb.ZRem(ctx, timer, "notdue")
-	if moved, next, err := MoveDue(ctx, rdb, "q", timer, now, 100); err != nil || moved != 0 || !next.IsZero() {
-		t.Errorf("empty timer: MoveDue = %d, %v, %v", moved, next, err)
+	rdb.Del(ctx, mover)
+	if d, err := MoveDue(ctx, rdb, "q", timer, mover, "w1", now, 100); err != nil || d.Moved != 0 || !d.First.IsZero() || d.Mover != "" {
+		t.Errorf("empty timer: MoveDue = %+v, %v", d, err)
 	}
 }
 

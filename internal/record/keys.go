@@ -117,6 +117,10 @@ func (s *Store) Partitions() partition.Set { return s.parts }
 // tasks waiting for a time, by due time in ms (see internal/timer).
 func TimerKey(tag string) string { return string(keysOf(tag)) + "timer" }
 
+// TimerMoverKey names the worker that moved the partition's due tasks last
+// (see asynqx.MoveDue): the others look less often meanwhile.
+func TimerMoverKey(tag string) string { return string(keysOf(tag)) + "timer:mover" }
+
 // TimerChannel is where a timer entry earlier than any before is announced.
 const TimerChannel = "retryd:timer"
 

@@ -12,12 +12,20 @@
 // idle worker starts them at once. An entry earlier than any before is
 // announced on a channel, so the workers sleeping towards a later one wake
 // and sleep again until it.
+//
+// One worker at a time follows a partition's entries: a worker whose look
+// finds that another moved the partition's tasks in the last
+// asynqx.MoverNote looks only once per MaxSleep, so a due entry wakes one
+// process, not all of them. If that worker dies, the next look of another
+// moves what is due: a timed task is late by at most MaxSleep then.
 package timer
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -71,22 +79,26 @@ type Timer struct {
 
 	local chan struct{}
 	mu    sync.Mutex
-	// looks is when Run looks at each queue next (missing: at once).
-	looks map[string]time.Time
+	// looks is when Run looks at each queue's entries next, holds at its
+	// parked tasks (missing: at once).
+	looks, holds map[string]time.Time
+	// id names this timer in a partition's mover note.
+	id string
 }
 
 // Names are the timer's Redis names (internal/record builds them).
 type Names struct {
 	// Timer names the timer of a queue; Parked its list of tasks just
-	// parked; Channel is where earlier entries are announced.
-	Timer, Parked func(queue string) string
-	Channel       string
+	// parked; Mover who moved its due tasks last. Channel is where earlier
+	// entries are announced.
+	Timer, Parked, Mover func(queue string) string
+	Channel              string
 }
 
 // New returns the timer of queues.
 func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, log *slog.Logger) *Timer {
 	return &Timer{Client: rdb, Names: names, Queues: queues, Bell: bell, Log: log, Clock: clock.Real,
-		local: make(chan struct{}, 1)}
+		local: make(chan struct{}, 1), id: strconv.FormatUint(rand.Uint64(), 36)}
 }
 
 // Park notes that task id of queue is being parked for flow control: Run
@@ -98,7 +110,7 @@ func (t *Timer) Park(ctx context.Context, queue, id string) error {
 	if err := t.Client.ZAdd(ctx, t.Names.Parked(queue), z).Err(); err != nil {
 		return fmt.Errorf("note the park of %s: %w", id, err)
 	}
-	t.lookAt(queue, now.Add(asynqx.ParkDelay))
+	t.plan(&t.holds, queue, now.Add(asynqx.ParkDelay))
 	return nil
 }
 
@@ -112,7 +124,7 @@ func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
 		return fmt.Errorf("set the timer of %s: %w", id, err)
 	}
 	if first == 1 {
-		t.lookAt(queue, due.Add(-Early))
+		t.plan(&t.looks, queue, due.Add(-Early))
 		if err := t.Client.Publish(ctx, t.Names.Channel, queue).Err(); err != nil {
 			// The other workers look again within MaxSleep.
 			t.Log.Warn("could not announce an earlier timer", "requestId", id, "err", err)
@@ -121,17 +133,17 @@ func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
 	return nil
 }
 
-// lookAt has this process's Run look at queue by at, and wakes it when
-// that is earlier than it planned.
-func (t *Timer) lookAt(queue string, at time.Time) {
+// plan has this process's Run look at queue by at (its entries: looks; its
+// parked tasks: holds), and wakes it when that is earlier than it planned.
+func (t *Timer) plan(looks *map[string]time.Time, queue string, at time.Time) {
 	t.mu.Lock()
-	planned, ok := t.looks[queue]
+	planned, ok := (*looks)[queue]
 	earlier := !ok || at.Before(planned)
 	if earlier {
-		if t.looks == nil {
-			t.looks = map[string]time.Time{}
+		if *looks == nil {
+			*looks = map[string]time.Time{}
 		}
-		t.looks[queue] = at
+		(*looks)[queue] = at
 	}
 	t.mu.Unlock()
 	if !earlier || t.local == nil {
@@ -160,7 +172,7 @@ func (t *Timer) Run(ctx context.Context) {
 		case msg := <-announced:
 			// An entry earlier than any before, added by another process.
 			if msg != nil {
-				t.lookAt(msg.Payload, t.Clock.Now())
+				t.plan(&t.looks, msg.Payload, t.Clock.Now())
 			}
 		case <-t.local:
 		}
@@ -170,28 +182,19 @@ func (t *Timer) Run(ctx context.Context) {
 }
 
 // moveDue looks at the queues due for a look, moving their due tasks and
-// parked ones, and returns when to look again.
+// holding their parked ones, and returns when to look again.
 func (t *Timer) moveDue(ctx context.Context) time.Time {
 	now := t.Clock.Now()
 	moved := 0
 	for _, q := range t.Queues {
-		t.mu.Lock()
-		at, ok := t.looks[q]
-		t.mu.Unlock()
-		if ok && at.After(now) {
-			continue
+		if t.due(t.looks, q, now) {
+			n, next := t.lookEntries(ctx, q)
+			moved += n
+			t.replan(&t.looks, q, now, next)
 		}
-		n, next := t.look(ctx, q)
-		moved += n
-		t.mu.Lock()
-		if t.looks == nil {
-			t.looks = map[string]time.Time{}
+		if t.due(t.holds, q, now) {
+			t.replan(&t.holds, q, now, t.holdParked(ctx, q))
 		}
-		// Unless a park or an entry asked for an earlier look meanwhile.
-		if at, ok := t.looks[q]; !ok || !at.After(now) || next.Before(at) {
-			t.looks[q] = next
-		}
-		t.mu.Unlock()
 	}
 	if moved > 0 && t.Bell != nil {
 		if err := t.Bell.Ring(ctx); err != nil && ctx.Err() == nil {
@@ -201,37 +204,71 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	next := t.Clock.Now().Add(MaxSleep)
 	t.mu.Lock()
 	for _, q := range t.Queues {
-		if at, ok := t.looks[q]; !ok || at.Before(next) {
-			next = at
+		for _, looks := range []map[string]time.Time{t.looks, t.holds} {
+			if at, ok := looks[q]; !ok || at.Before(next) {
+				next = at
+			}
 		}
 	}
 	t.mu.Unlock()
 	return next
 }
 
-// look moves queue's due tasks and parked ones, and returns how many tasks
-// it moved and when its earliest entry left is due (at most MaxSleep on).
-func (t *Timer) look(ctx context.Context, q string) (int, time.Time) {
+// due says whether queue's look in looks is due at now.
+func (t *Timer) due(looks map[string]time.Time, q string, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at, ok := looks[q]
+	return !ok || !at.After(now)
+}
+
+// replan sets queue's next look in looks to next after a look at now,
+// unless a park or an entry asked for an earlier one meanwhile.
+func (t *Timer) replan(looks *map[string]time.Time, q string, now, next time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if *looks == nil {
+		*looks = map[string]time.Time{}
+	}
+	if at, ok := (*looks)[q]; !ok || !at.After(now) || next.Before(at) {
+		(*looks)[q] = next
+	}
+}
+
+// lookEntries moves queue's due tasks, and returns how many it moved and
+// when to look again: at its earliest entry left, or after MaxSleep while
+// another worker moves the queue's tasks.
+func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 	next := t.Clock.Now().Add(MaxSleep)
 	moved := 0
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, first, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Clock.Now().Add(Early), Batch)
+		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.id, t.Clock.Now().Add(Early), Batch)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				t.Log.Warn("could not move due tasks; asynq's own due times will", "queue", q, "err", err)
 			}
-			break
+			return moved, next
 		}
-		moved += n
-		if !first.IsZero() && first.Add(-Early).Before(next) {
-			next = first.Add(-Early)
-		}
-		if n < Batch {
-			break
+		moved += d.Moved
+		if d.Moved < Batch {
+			if d.Mover != "" && d.Mover != t.id {
+				return moved, next // another worker follows this timer
+			}
+			if !d.First.IsZero() && d.First.Add(-Early).Before(next) {
+				next = d.First.Add(-Early)
+			}
+			return moved, next
 		}
 	}
+}
+
+// holdParked moves queue's parked tasks out of asynq's retry set, and
+// returns when to look again: at the earliest parked entry left, at most
+// MaxSleep on.
+func (t *Timer) holdParked(ctx context.Context, q string) time.Time {
+	next := t.Clock.Now().Add(MaxSleep)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Clock.Now(), Batch)
 	cancel()
@@ -241,5 +278,5 @@ func (t *Timer) look(ctx context.Context, q string) (int, time.Time) {
 	case !first.IsZero() && first.Before(next):
 		next = first
 	}
-	return moved, next
+	return next
 }

@@ -2,6 +2,7 @@ package timer
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -18,6 +21,7 @@ type countingBell struct{ rings atomic.Int64 }
 func (b *countingBell) Ring(context.Context) error { b.rings.Add(1); return nil }
 
 var names = Names{Timer: func(q string) string { return "{" + q + "}:timer" }, Parked: func(q string) string { return "{" + q + "}:parked" },
+	Mover:   func(q string) string { return "{" + q + "}:timer:mover" },
 	Channel: "test:timer"}
 
 // A task whose entry another process adds (earlier than anything the
@@ -85,5 +89,117 @@ func TestTimerStartsTasksAtTheirEntryNotAsynqsTime(t *testing.T) {
 	info, err := inspector.GetTaskInfo("p0", "far")
 	if err != nil || info.State != asynq.TaskStateScheduled {
 		t.Errorf("far: %v, %v; want still scheduled", info, err)
+	}
+}
+
+// countingHook counts the scripts a client runs.
+type countingHook struct{ scripts atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.scripts.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// Of two workers' timers on one partition, one follows its entries and
+// the other looks about once per MaxSleep; when the follower stops, the
+// other moves what comes due within MaxSleep.
+func TestOneTimerFollowsAPartition(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	queues := []string{"p0"}
+	adder := New(rdb, queues, names, nil, log)
+	add := func(id string, due time.Time) {
+		t.Helper()
+		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("p0"), asynq.TaskID(id), asynq.ProcessIn(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := adder.At(ctx, "p0", id, due); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPending := func(id string, by time.Time) {
+		t.Helper()
+		for {
+			info, err := inspector.GetTaskInfo("p0", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State == asynq.TaskStatePending {
+				return
+			}
+			if time.Now().After(by) {
+				t.Fatalf("%s is still %v at %v", id, info.State, by)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// Far enough apart that a worker late by a look under load does not
+	// take the next entry too.
+	const entries, gap = 20, 150 * time.Millisecond
+	start := time.Now().Add(300 * time.Millisecond)
+	for i := range entries {
+		add(fmt.Sprintf("e%d", i), start.Add(time.Duration(i)*gap))
+	}
+
+	type worker struct {
+		hook   *countingHook
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	workers := make([]*worker, 2)
+	for i := range workers {
+		c := srv.Client()
+		w := &worker{hook: &countingHook{}, done: make(chan struct{})}
+		c.AddHook(w.hook)
+		var wctx context.Context
+		wctx, w.cancel = context.WithCancel(ctx)
+		tm := New(c, queues, names, nil, log)
+		go func() { defer close(w.done); tm.Run(wctx) }()
+		workers[i] = w
+	}
+	defer func() {
+		for _, w := range workers {
+			w.cancel()
+			<-w.done
+		}
+	}()
+	last := start.Add(entries * gap)
+	waitPending(fmt.Sprintf("e%d", entries-1), last.Add(5*time.Second))
+	a, b := workers[0].hook.scripts.Load(), workers[1].hook.scripts.Load()
+	follower, other := workers[0], workers[1]
+	if b > a {
+		follower, other, a, b = workers[1], workers[0], b, a
+	}
+	// The follower looks at least once per entry (a move and a hold per
+	// second); the other about once per second for 3 s, plus the first
+	// looks before it learnt who follows.
+	t.Logf("follower %d scripts, other %d", a, b)
+	if a < entries {
+		t.Errorf("the follower ran %d scripts for %d entries", a, entries)
+	}
+	if b > 16 {
+		t.Errorf("the other timer ran %d scripts over %v (the follower %d); want about 2 per MaxSleep", b, last.Sub(start), a)
+	}
+
+	follower.cancel()
+	<-follower.done
+	due := time.Now().Add(100 * time.Millisecond)
+	add("after", due)
+	waitPending("after", due.Add(MaxSleep+asynqx.MoverNote+time.Second))
+	if other.hook.scripts.Load() == b {
+		t.Error("the other timer ran no script after the follower stopped")
 	}
 }
