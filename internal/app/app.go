@@ -469,7 +469,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
-	timers := timer.New(rdb, parts.Tags(), timerNames, bell, log.With("component", "timer"))
+	names := timerNames
+	names.Bell = func(q string) string { return record.RingableBell(parts, q) }
+	timers := timer.New(rdb, parts.Tags(), names, bell, log.With("component", "timer"))
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb, Timer: timers}
 	client := guard.Client()
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)

@@ -36,7 +36,8 @@ end
 // dueScript moves the tasks whose timer entries are due.
 //
 // KEYS[1] the timer (member: task id, score: due ms), KEYS[2] asynq's
-// pending list, KEYS[3] the timer's mover note (a string). ARGV[1] now
+// pending list, KEYS[3] the timer's mover note (a string), KEYS[4] the
+// doorbell, rung when it moved any if ARGV[9] is "1". ARGV[1] now
 // (ms), ARGV[2] at most this many entries, ARGV[3] asynq's key prefix of
 // the queue, ARGV[4] now (ns, asynq's pending_since), ARGV[5] how long past
 // its due time an entry whose task is still active is looked at again
@@ -64,6 +65,9 @@ for i = 1, #due, 2 do
 end
 if moved > 0 then
   redis.call("SET", KEYS[3], ARGV[7], "PX", ARGV[8])
+  if ARGV[9] == "1" and redis.call("LLEN", KEYS[4]) == 0 then
+    redis.call("RPUSH", KEYS[4], "1")
+  end
 end
 local mover = redis.call("GET", KEYS[3]) or ""
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
@@ -104,11 +108,16 @@ const MoverNote = 2 * time.Second
 
 // MoveDue moves the tasks of queue whose entries in timer are due at now
 // (at most limit) to pending. When it moved any, it notes me as the
-// timer's mover in moverKey.
-func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, me string, now time.Time, limit int) (Due, error) {
+// timer's mover in moverKey, and rings the doorbell at bell unless bell is
+// "" (the doorbell is not in the queue's cluster slot: the caller rings).
+func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, me string, now time.Time, limit int) (Due, error) {
 	k := QueueKeys(queue)
-	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
-		ActiveGrace.Milliseconds(), ActiveRetry.Milliseconds(), me, MoverNote.Milliseconds()).Slice()
+	ring := "1"
+	if bell == "" {
+		bell, ring = timer, "0" // a key of the slot, never written
+	}
+	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey, bell}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
+		ActiveGrace.Milliseconds(), ActiveRetry.Milliseconds(), me, MoverNote.Milliseconds(), ring).Slice()
 	if err != nil {
 		return Due{}, fmt.Errorf("move due tasks of %s: %w", queue, err)
 	}

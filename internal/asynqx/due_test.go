@@ -59,9 +59,13 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 	}
 
 	mover := "{q}:timer:mover"
-	d, err := MoveDue(ctx, rdb, "q", timer, mover, "w1", now, 100)
+	bell := "{q}:bell"
+	d, err := MoveDue(ctx, rdb, "q", timer, mover, bell, "w1", now, 100)
 	if err != nil || d.Moved != 2 || d.Mover != "w1" {
 		t.Fatalf("MoveDue = %+v, %v; want 2 moved by w1", d, err)
+	}
+	if tokens, err := rdb.LLen(ctx, bell).Result(); err != nil || tokens != 1 {
+		t.Errorf("doorbell holds %d tokens (%v) after the move, want 1", tokens, err)
 	}
 	next := d.First
 	for id, want := range map[string]asynq.TaskState{"scheduled": asynq.TaskStatePending, "retry": asynq.TaskStatePending,
@@ -83,7 +87,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 	// Past the grace, an entry whose task is still active is dropped.
 	// Another worker that moves nothing learns who moves; the note lives
 	// MoverNote.
-	d, err = MoveDue(ctx, rdb, "q", timer, mover, "w2", now.Add(ActiveGrace+time.Second), 100)
+	d, err = MoveDue(ctx, rdb, "q", timer, mover, bell, "w2", now.Add(ActiveGrace+time.Second), 100)
 	if err != nil || d.Moved != 0 || d.Mover != "w1" {
 		t.Fatalf("MoveDue by w2 = %+v, %v; want nothing moved, mover w1", d, err)
 	}
@@ -94,8 +98,11 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 		t.Errorf("entries left %v, want notdue only", left)
 	}
 	rdb.ZRem(ctx, timer, "notdue")
+	if tokens, err := rdb.LLen(ctx, bell).Result(); err != nil || tokens != 1 {
+		t.Errorf("doorbell holds %d tokens (%v) after moves of nothing, want still 1", tokens, err)
+	}
 	rdb.Del(ctx, mover)
-	if d, err := MoveDue(ctx, rdb, "q", timer, mover, "w1", now, 100); err != nil || d.Moved != 0 || !d.First.IsZero() || d.Mover != "" {
+	if d, err := MoveDue(ctx, rdb, "q", timer, mover, "", "w1", now, 100); err != nil || d.Moved != 0 || !d.First.IsZero() || d.Mover != "" {
 		t.Errorf("empty timer: MoveDue = %+v, %v", d, err)
 	}
 }

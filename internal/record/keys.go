@@ -131,6 +131,16 @@ const TimerChannel = "retryd:timer"
 // named tag, in its slot (see asynqx.Bell).
 func BellKey(tag string) string { return "{" + tag + "}:bell" }
 
+// RingableBell is the workers' doorbell of parts (the first partition's,
+// see tasks.NewPartitionedBell) when a script of the partition named tag
+// can ring it, being in its cluster slot; else "".
+func RingableBell(parts partition.Set, tag string) string {
+	if tag != parts.Tag(0) {
+		return ""
+	}
+	return BellKey(tag)
+}
+
 // FlowKey is part kind of the Redis state of flow-control key name (or of
 // a destination's fairness line, name "fair:host:port", or of a cut key's
 // line, name "cut:<key>"): "slots" and "wait" (parallelism), "turn" and

@@ -89,10 +89,12 @@ type Timer struct {
 // Names are the timer's Redis names (internal/record builds them).
 type Names struct {
 	// Timer names the timer of a queue; Parked its list of tasks just
-	// parked; Mover who moved its due tasks last. Channel is where earlier
-	// entries are announced.
-	Timer, Parked, Mover func(queue string) string
-	Channel              string
+	// parked; Mover who moved its due tasks last. Bell is the doorbell
+	// when it shares the queue's cluster slot (the move rings it), else ""
+	// (Run rings through the Ringer); nil: "" for every queue. Channel is
+	// where earlier entries are announced.
+	Timer, Parked, Mover, Bell func(queue string) string
+	Channel                    string
 }
 
 // New returns the timer of queues.
@@ -189,7 +191,9 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	for _, q := range t.Queues {
 		if t.due(t.looks, q, now) {
 			n, next := t.lookEntries(ctx, q)
-			moved += n
+			if t.bellOf(q) == "" {
+				moved += n // else rung by the move
+			}
 			t.replan(&t.looks, q, now, next)
 		}
 		if t.due(t.holds, q, now) {
@@ -212,6 +216,14 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	}
 	t.mu.Unlock()
 	return next
+}
+
+// bellOf is the doorbell a move of queue's tasks rings itself, or "".
+func (t *Timer) bellOf(q string) string {
+	if t.Names.Bell == nil {
+		return ""
+	}
+	return t.Names.Bell(q)
 }
 
 // due says whether queue's look in looks is due at now.
@@ -243,7 +255,7 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 	moved := 0
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.id, t.Clock.Now().Add(Early), Batch)
+		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.bellOf(q), t.id, t.Clock.Now().Add(Early), Batch)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
