@@ -177,16 +177,14 @@ func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait tim
 // runnable now (flow.Waker). Only a waiting task is moved: an archived one
 // run again would be a redrive.
 func (e *Enqueuer) Wake(ctx context.Context, id string) error {
-	state, err := asynqx.Run(ctx, e.Redis, e.QueueOf(id), id, time.Now())
+	q := e.QueueOf(id)
+	state, err := asynqx.Run(ctx, e.Redis, q, e.bellIn(q), id, time.Now())
 	if err != nil {
 		return err
 	}
 	switch state {
 	case asynqx.Moved:
-		if e.Timer != nil && e.Timer.Bell != nil {
-			return e.Timer.Bell.Ring(ctx)
-		}
-		return nil
+		return e.ring(ctx, q)
 	case asynqx.Pending:
 		return nil // runnable already
 	case asynqx.Active:
@@ -198,25 +196,34 @@ func (e *Enqueuer) Wake(ctx context.Context, id string) error {
 // WakeParked makes request id's task runnable now if it sleeps in a park
 // (flow.Waker): never a retry waiting out its backoff.
 func (e *Enqueuer) WakeParked(ctx context.Context, id string) (bool, error) {
-	moved, err := asynqx.RunParked(ctx, e.Redis, e.QueueOf(id), id, time.Now())
+	q := e.QueueOf(id)
+	moved, err := asynqx.RunParked(ctx, e.Redis, q, e.bellIn(q), id, time.Now())
 	if err != nil || !moved {
 		return false, err
 	}
-	if e.Timer != nil && e.Timer.Bell != nil {
-		return true, e.Timer.Bell.Ring(ctx)
+	return true, e.ring(ctx, q)
+}
+
+// bellIn is the doorbell a script of queue rings itself, or "".
+func (e *Enqueuer) bellIn(queue string) string {
+	if e.Parts.Len() == 0 {
+		return record.BellKey(queue)
 	}
-	return true, nil
+	return record.RingableBell(e.Parts, queue)
+}
+
+// ring rings the doorbell after a task of queue became pending, unless the
+// script that moved it rang (bellIn).
+func (e *Enqueuer) ring(ctx context.Context, queue string) error {
+	if e.bellIn(queue) != "" || e.Timer == nil || e.Timer.Bell == nil {
+		return nil
+	}
+	return e.Timer.Bell.Ring(ctx)
 }
 
 // Waiting says whether request id's task is runnable and not yet taken by
 // a worker (flow.Waker): a woken request still on its way.
-func (e *Enqueuer) Waiting(_ context.Context, id string) (bool, error) {
-	info, err := e.Inspector.GetTaskInfo(e.QueueOf(id), id)
-	switch {
-	case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return info.State == asynq.TaskStatePending, nil
+func (e *Enqueuer) Waiting(ctx context.Context, id string) (bool, error) {
+	state, err := asynqx.State(ctx, e.Redis, e.QueueOf(id), id)
+	return state == "pending", err
 }

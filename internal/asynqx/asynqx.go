@@ -70,6 +70,20 @@ type TaskState struct {
 	State string
 }
 
+// State is asynq's state of task id of queue ("pending", "active", …), or
+// "" when the task does not exist: one HGET, where asynq's Inspector makes
+// two calls (the queue's existence, then the task) and takes no context.
+func State(ctx context.Context, rdb redis.UniversalClient, queue, id string) (string, error) {
+	state, err := rdb.HGet(ctx, QueueKeys(queue).Task(id), "state").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("state of task %s of %s: %w", id, queue, err)
+	}
+	return state, nil
+}
+
 // TaskStates reads the state of the tasks ids of queue (asynq's
 // Inspector reads one task per call), as the sweeper's safety net must
 // cost little per waiting request. A waiting request's task waits in the

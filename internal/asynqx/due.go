@@ -17,10 +17,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// moveWaiting is the part both scripts share: it moves task id (its hash
-// at task, asynq's zsets under prefix) from retry or scheduled to pending
-// and answers its state before the move.
+// moveWaiting is the part the moving scripts share: move moves task id
+// (its hash at task, asynq's zsets under prefix) from retry or scheduled to
+// pending and answers its state before the move; ring rings the doorbell
+// at bell when on is "1" (see bellArgs).
 const moveWaiting = `
+local function ring(bell, on)
+  if on == "1" and redis.call("LLEN", bell) == 0 then
+    redis.call("RPUSH", bell, "1")
+  end
+end
 local function move(prefix, pending, id, nowNs)
   local task = prefix .. "t:" .. id
   local state = redis.call("HGET", task, "state")
@@ -65,9 +71,7 @@ for i = 1, #due, 2 do
 end
 if moved > 0 then
   redis.call("SET", KEYS[3], ARGV[7], "PX", ARGV[8])
-  if ARGV[9] == "1" and redis.call("LLEN", KEYS[4]) == 0 then
-    redis.call("RPUSH", KEYS[4], "1")
-  end
+  ring(KEYS[4], ARGV[9])
 end
 local mover = redis.call("GET", KEYS[3]) or ""
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
@@ -112,10 +116,7 @@ const MoverNote = 2 * time.Second
 // "" (the doorbell is not in the queue's cluster slot: the caller rings).
 func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, me string, now time.Time, limit int) (Due, error) {
 	k := QueueKeys(queue)
-	ring := "1"
-	if bell == "" {
-		bell, ring = timer, "0" // a key of the slot, never written
-	}
+	bell, ring := bellArgs(bell, timer)
 	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey, bell}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
 		ActiveGrace.Milliseconds(), ActiveRetry.Milliseconds(), me, MoverNote.Milliseconds(), ring).Slice()
 	if err != nil {
@@ -138,6 +139,16 @@ func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, mover
 	return d, nil
 }
 
+// bellArgs are the key and flag that make a script ring the doorbell at
+// bell, or not when bell is "" (the doorbell is in another cluster slot):
+// then the key is other, a key of the script's slot, never written.
+func bellArgs(bell, other string) (key, on string) {
+	if bell == "" {
+		return other, "0"
+	}
+	return bell, "1"
+}
+
 // replyInt is element i of a script's reply, if it is an integer.
 func replyInt(res []any, i int) (int64, bool) {
 	if i >= len(res) {
@@ -149,11 +160,14 @@ func replyInt(res []any, i int) (int64, bool) {
 
 // runScript moves one waiting task to pending now.
 //
-// KEYS[1] asynq's pending list. ARGV[1] task id, ARGV[2] asynq's key
-// prefix of the queue, ARGV[3] now (ns). Returns the task's state before:
-// "" when it does not exist.
+// KEYS[1] asynq's pending list, KEYS[2] the doorbell. ARGV[1] task id,
+// ARGV[2] asynq's key prefix of the queue, ARGV[3] now (ns), ARGV[4] "1"
+// to ring the doorbell after a move. Returns the task's state before: ""
+// when it does not exist.
 var runScript = redis.NewScript(moveWaiting + `
-return move(ARGV[2], KEYS[1], ARGV[1], ARGV[3]) or ""
+local state = move(ARGV[2], KEYS[1], ARGV[1], ARGV[3])
+if state == "retry" or state == "scheduled" then ring(KEYS[2], ARGV[4]) end
+return state or ""
 `)
 
 // RunState is what Run found.
@@ -168,10 +182,12 @@ const (
 )
 
 // Run makes task id of queue pending now if it waits (retry or scheduled),
-// unlike asynq's Inspector.RunTask, which also runs an archived task.
-func Run(ctx context.Context, rdb redis.UniversalClient, queue, id string, now time.Time) (RunState, error) {
+// unlike asynq's Inspector.RunTask, which also runs an archived task. A
+// move rings the doorbell at bell, unless bell is "" (the caller rings).
+func Run(ctx context.Context, rdb redis.UniversalClient, queue, bell, id string, now time.Time) (RunState, error) {
 	k := QueueKeys(queue)
-	state, err := runScript.Run(ctx, rdb, []string{k.Pending()}, id, k.prefix(), now.UnixNano()).Text()
+	bell, ring := bellArgs(bell, k.Pending())
+	state, err := runScript.Run(ctx, rdb, []string{k.Pending(), bell}, id, k.prefix(), now.UnixNano(), ring).Text()
 	if err != nil {
 		return 0, fmt.Errorf("run task %s of %s: %w", id, queue, err)
 	}
@@ -192,20 +208,24 @@ func Run(ctx context.Context, rdb redis.UniversalClient, queue, id string, now t
 // scheduled set: where a parked request sleeps (HoldParked), and never a
 // retry's backoff.
 //
-// KEYS[1] asynq's pending list. ARGV[1] task id, ARGV[2] asynq's key
-// prefix of the queue, ARGV[3] now (ns). Returns 1 if it moved the task.
+// KEYS[1] asynq's pending list, KEYS[2] the doorbell. ARGV[1] task id,
+// ARGV[2] asynq's key prefix of the queue, ARGV[3] now (ns), ARGV[4] "1"
+// to ring the doorbell after a move. Returns 1 if it moved the task.
 var runParkedScript = redis.NewScript(moveWaiting + `
 if redis.call("HGET", ARGV[2] .. "t:" .. ARGV[1], "state") ~= "scheduled" then return 0 end
 move(ARGV[2], KEYS[1], ARGV[1], ARGV[3])
+ring(KEYS[2], ARGV[4])
 return 1
 `)
 
 // RunParked makes task id of queue pending now if it sleeps in asynq's
 // scheduled set, and says whether it did. Unlike Run, it leaves a retry
-// waiting out its backoff alone.
-func RunParked(ctx context.Context, rdb redis.UniversalClient, queue, id string, now time.Time) (bool, error) {
+// waiting out its backoff alone. A move rings the doorbell at bell, unless
+// bell is "" (the caller rings).
+func RunParked(ctx context.Context, rdb redis.UniversalClient, queue, bell, id string, now time.Time) (bool, error) {
 	k := QueueKeys(queue)
-	n, err := runParkedScript.Run(ctx, rdb, []string{k.Pending()}, id, k.prefix(), now.UnixNano()).Int()
+	bell, ring := bellArgs(bell, k.Pending())
+	n, err := runParkedScript.Run(ctx, rdb, []string{k.Pending(), bell}, id, k.prefix(), now.UnixNano(), ring).Int()
 	if err != nil {
 		return false, fmt.Errorf("run parked task %s of %s: %w", id, queue, err)
 	}

@@ -108,7 +108,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 }
 
 // Run moves a waiting task and reports every other state; it never runs
-// an archived task (asynq's RunTask does).
+// an archived task (asynq's RunTask does). Only a move rings the doorbell.
 func TestRunMovesOnlyWaitingTasks(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -128,9 +128,17 @@ func TestRunMovesOnlyWaitingTasks(t *testing.T) {
 	if err := inspector.ArchiveTask("q", "dead"); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]RunState{"later": Moved, "now": Pending, "dead": Gone, "missing": Gone} {
-		if got, err := Run(ctx, rdb, "q", id, time.Now()); err != nil || got != want {
-			t.Errorf("Run(%s) = %v, %v; want %v", id, got, err, want)
+	bell := "{q}:bell"
+	for _, c := range []struct {
+		id    string
+		want  RunState
+		rings int64
+	}{{"now", Pending, 0}, {"dead", Gone, 0}, {"missing", Gone, 0}, {"later", Moved, 1}} {
+		if got, err := Run(ctx, rdb, "q", bell, c.id, time.Now()); err != nil || got != c.want {
+			t.Errorf("Run(%s) = %v, %v; want %v", c.id, got, err, c.want)
+		}
+		if tokens, err := rdb.LLen(ctx, bell).Result(); err != nil || tokens != c.rings {
+			t.Errorf("after Run(%s): %d tokens on the doorbell (%v), want %d", c.id, tokens, err, c.rings)
 		}
 	}
 	if got := state(t, inspector, "q", "later"); got != asynq.TaskStatePending {
@@ -166,9 +174,12 @@ func TestRunParkedLeavesRetriesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]bool{"parked": true, "backoff": false, "now": false, "missing": false} {
-		if got, err := RunParked(ctx, rdb, "q", id, time.Now()); err != nil || got != want {
+		if got, err := RunParked(ctx, rdb, "q", "{q}:bell", id, time.Now()); err != nil || got != want {
 			t.Errorf("RunParked(%s) = %v, %v; want %v", id, got, err, want)
 		}
+	}
+	if tokens, err := rdb.LLen(ctx, "{q}:bell").Result(); err != nil || tokens != 1 {
+		t.Errorf("%d tokens on the doorbell (%v) after one move, want 1", tokens, err)
 	}
 	if got := state(t, inspector, "q", "parked"); got != asynq.TaskStatePending {
 		t.Errorf("parked: %v, want pending", got)

@@ -73,6 +73,13 @@ func TestTaskStatesAndRequeueStranded(t *testing.T) {
 	if want := []string{"active", "active", "active", "active", "", "scheduled", "pending"}; !slices.Equal(got, want) {
 		t.Errorf("states %q, want %q", got, want)
 	}
+	// State reads one task's the same way.
+	for i, id := range []string{"expired", "missing", "later", "now"} {
+		want := []string{"active", "", "scheduled", "pending"}[i]
+		if state, err := State(ctx, rdb, "q", id); err != nil || state != want {
+			t.Errorf("State(%s) = %q, %v; want %q", id, state, err, want)
+		}
+	}
 	for id, want := range map[string]bool{"expired": true, "nolease": true, "silent": true, "live": false} {
 		moved, err := RequeueStranded(ctx, rdb, "q", id, now)
 		if err != nil || moved != want {
