@@ -376,9 +376,12 @@ func (h *host) watched(now time.Time) bool {
 }
 
 // restFor is how long Rebalance may rest after a look, the last adoption
-// at adopted: RebalanceEvery while this worker watches a fairness or cut
-// line or holds a promise; else until the earliest parallelism lease end
-// or relisting it knows of, or the next adoption. (Resting a cut line's
+// at adopted: RebalanceEvery while this worker holds a promise, watches a
+// cut line, or watches a fairness line with slots free here; else until
+// the earliest parallelism lease end or relisting it knows of, or the next
+// adoption. A fairness line whose slots are all taken here needs no look:
+// the end of one of their attempts promotes its next waiter itself (Done)
+// and stirs Rebalance. (Resting a cut line's
 // worker until its rate's next turn within the horizon cut the 503
 // backlog's CPU by a fifth, but slowed two chaos drains of five to over
 // two minutes, for a reason not found: not taken.)
@@ -387,14 +390,16 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 	defer c.mu.Unlock()
 	now := c.now()
 	next := adopted.Add(AdoptEvery)
-	for _, h := range c.hosts {
+	for name, h := range c.hosts {
 		switch {
 		case len(h.woken) > 0:
 			return RebalanceEvery
 		case h.watched(now) && now.Before(h.quietUntil):
 			next = minTime(next, h.quietUntil)
-		case h.watched(now):
+		case h.watched(now) && h.freeSlots(c.capOf(name), now) > 0:
 			return RebalanceEvery
+		case h.watched(now):
+			next = minTime(next, h.listed.Add(AdoptEvery)) // its relisting
 		}
 	}
 	for _, k := range c.keys {

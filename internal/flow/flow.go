@@ -375,6 +375,9 @@ func (t *Ticket) undo() {
 	if k := c.keys[t.req.Key]; k != nil {
 		k.inflight--
 	}
+	// A slot freed with no attempt's end to promote for it: Rebalance
+	// gives it to a waiter, if a line wants it.
+	c.stir()
 	c.mu.Unlock()
 }
 

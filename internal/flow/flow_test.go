@@ -757,25 +757,32 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 }
 
 // An idle worker's Rebalance rests until the next adoption; a waiter
-// parked here stirs it, and it looks every RebalanceEvery while it watches
-// the line.
+// parked here stirs it. While the line's slots are all taken here it
+// still rests (the end of their attempt promotes the next waiter itself);
+// with a promise to watch, it looks every RebalanceEvery.
 func TestRebalanceRestsUntilALineIsMade(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
-	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, &waker{}, clk)
+	w := &waker{}
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, w, clk)
 	if got := c.restFor(clk.Now()); got != AdoptEvery {
 		t.Fatalf("an idle worker rests %v, want %v", got, AdoptEvery)
 	}
 	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
-	admit(t, c, req("a"))
+	a := admit(t, c, req("a"))
 	parked(t, c, req("b"))
 	select {
 	case <-c.stirred:
 	default:
 		t.Fatal("a waiter parked on a resting worker did not stir its Rebalance")
 	}
+	if got := c.restFor(clk.Now()); got <= RebalanceEvery || got > AdoptEvery {
+		t.Fatalf("a worker whose line's slots are all taken rests %v, want more than %v, at most %v", got, RebalanceEvery, AdoptEvery)
+	}
+	a.Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"b"})
 	if got := c.restFor(clk.Now()); got != RebalanceEvery {
-		t.Fatalf("a worker watching a line rests %v, want %v", got, RebalanceEvery)
+		t.Fatalf("a worker holding a promise rests %v, want %v", got, RebalanceEvery)
 	}
 }
 
