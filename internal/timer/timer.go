@@ -50,6 +50,9 @@ const (
 	// and the handler waits out what is left of Early, so the attempt
 	// starts on time and never early.
 	Early = 10 * time.Millisecond
+	// HoldAlong is how early a look at a queue's parked tasks is made
+	// when Run looks at its entries anyway.
+	HoldAlong = 100 * time.Millisecond
 )
 
 // addScript adds (or moves) an entry and says whether it is now the
@@ -189,15 +192,23 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	now := t.Clock.Now()
 	moved := 0
 	for _, q := range t.Queues {
+		looked := false
 		if t.due(t.looks, q, now) {
+			looked = true
 			n, next := t.lookEntries(ctx, q)
 			if t.bellOf(q) == "" {
 				moved += n // else rung by the move
 			}
 			t.replan(&t.looks, q, now, next)
 		}
-		if t.due(t.holds, q, now) {
-			t.replan(&t.holds, q, now, t.holdParked(ctx, q))
+		// A hold due soon is done with the look: at rest both come once
+		// per MaxSleep, and apart they would wake Run twice.
+		asOf := now
+		if looked {
+			asOf = now.Add(HoldAlong)
+		}
+		if t.due(t.holds, q, asOf) {
+			t.replan(&t.holds, q, asOf, t.holdParked(ctx, q))
 		}
 	}
 	if moved > 0 && t.Bell != nil {

@@ -203,3 +203,26 @@ func TestOneTimerFollowsAPartition(t *testing.T) {
 		t.Error("the other timer ran no script after the follower stopped")
 	}
 }
+
+// An idle timer looks at its entries and its parked tasks together, once
+// per MaxSleep: one wake-up and two scripts a second, not two wake-ups.
+func TestIdleTimerLooksOncePerMaxSleep(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := srv.Client()
+	hook := &countingHook{}
+	c.AddHook(hook)
+	ctx, cancel := context.WithCancel(context.Background())
+	tm := New(c, []string{"p0"}, names, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	done := make(chan struct{})
+	go func() { defer close(done); tm.Run(ctx) }()
+	const seconds = 4
+	time.Sleep(seconds*MaxSleep - MaxSleep/2) // counting what an idle stretch costs: nothing to poll for
+	cancel()
+	<-done
+	// The first look (each script's first call is an EVALSHA that finds
+	// no script, then an EVAL), then one a second.
+	if got, want := hook.scripts.Load(), int64(2*seconds+2); got > want {
+		t.Errorf("an idle timer ran %d scripts in %v, want at most %d", got, seconds*MaxSleep-MaxSleep/2, want)
+	}
+}
