@@ -42,7 +42,7 @@ bench: deps
 	@command -v node >/dev/null 2>&1 || { echo "node is missing (needed for the BullMQ peer): apt-get install -y nodejs npm, or run with BENCH_BULLMQ=0"; exit 1; }
 	$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./e2e/ | grep -vE '^(goos|goarch|pkg|cpu):' 
 
-## bench-backlog: what waiting costs (SPEC 8.1): commands and CPU per attempt with a backlog queued (BENCH_BACKLOG=20000, BENCH_WINDOW=30 s, BENCH_SCENARIOS=rate,slow,parallel,failing, BENCH_WORKER_ENV="K=V ...")
+## bench-backlog: what waiting costs (SPEC 8.1): commands, CPU and context switches per attempt with a backlog queued (BENCH_BACKLOG=20000, BENCH_WINDOW=30 s, BENCH_SCENARIOS=rate,slow,parallel,failing, BENCH_WORKER_ENV="K=V ...", BENCH_COMMANDSTATS=1, BENCH_PERF=dir to perf-record the window)
 bench-backlog: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkBacklog$$' -benchtime 1x -timeout 60m ./e2e/ | grep -E '^(BACKLOG|ok|FAIL|---)'
 
