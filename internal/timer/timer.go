@@ -193,7 +193,7 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	moved := 0
 	for _, q := range t.Queues {
 		looked := false
-		if t.due(t.looks, q, now) {
+		if t.due(&t.looks, q, now) {
 			looked = true
 			n, next := t.lookEntries(ctx, q)
 			if t.bellOf(q) == "" {
@@ -207,7 +207,7 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 		if looked {
 			asOf = now.Add(HoldAlong)
 		}
-		if t.due(t.holds, q, asOf) {
+		if t.due(&t.holds, q, asOf) {
 			t.replan(&t.holds, q, asOf, t.holdParked(ctx, q))
 		}
 	}
@@ -238,10 +238,10 @@ func (t *Timer) bellOf(q string) string {
 }
 
 // due says whether queue's look in looks is due at now.
-func (t *Timer) due(looks map[string]time.Time, q string, now time.Time) bool {
+func (t *Timer) due(looks *map[string]time.Time, q string, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	at, ok := looks[q]
+	at, ok := (*looks)[q]
 	return !ok || !at.After(now)
 }
 
