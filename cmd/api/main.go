@@ -15,6 +15,7 @@ import (
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/faultpoint"
+	"github.com/retryd/retryd/internal/timerslack"
 )
 
 func main() {
@@ -43,5 +44,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return app.Healthcheck(ctx, fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.Port))
 	}
 	log := app.NewLogger(stdout, cfg.LogLevel)
+	// First, before anything starts: on success it executes the program
+	// again and does not return.
+	if err := timerslack.Ensure(cfg.TimerSlack); err != nil {
+		log.Warn("running with the system's timer slack", "err", err)
+	}
 	return app.RunAPI(ctx, cfg, app.Options{Dev: *dev, Listen: *listen, QStashDevAddr: *qstashDev, Faults: faultpoint.FromEnv(getenv)}, log)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/faultpoint"
+	"github.com/retryd/retryd/internal/timerslack"
 )
 
 func main() {
@@ -46,5 +47,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return app.Healthcheck(ctx, "http://"+addr+"/healthz")
 	}
-	return app.RunWorker(ctx, cfg, app.WorkerOptions{Faults: faultpoint.FromEnv(getenv)}, app.NewLogger(stdout, cfg.LogLevel))
+	log := app.NewLogger(stdout, cfg.LogLevel)
+	// First, before anything starts: on success it executes the program
+	// again and does not return.
+	if err := timerslack.Ensure(cfg.TimerSlack); err != nil {
+		log.Warn("running with the system's timer slack", "err", err)
+	}
+	return app.RunWorker(ctx, cfg, app.WorkerOptions{Faults: faultpoint.FromEnv(getenv)}, log)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/timerslack"
 )
 
 // Config is the effective configuration of an API or worker process.
@@ -87,6 +88,10 @@ type Config struct {
 	// FlowAdaptiveMinRate is the lowest rate (per second, per worker) an
 	// adaptive cut goes down to (FLOW_ADAPTIVE_MIN_RATE, default 1).
 	FlowAdaptiveMinRate float64
+	// TimerSlack is how late Linux may fire the program's timers so that
+	// nearby wake-ups merge (TIMER_SLACK, default 1ms; 0 keeps the
+	// system's 50µs): internal/timerslack.
+	TimerSlack time.Duration
 }
 
 // Names lists every environment variable Load reads. Tests use it to check
@@ -99,6 +104,7 @@ var Names = []string{
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
+	"TIMER_SLACK",
 }
 
 // Defaults.
@@ -128,6 +134,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ScheduleLimit:       DefaultScheduleLimit,
 		MaxUnfinishedPerKey: DefaultMaxUnfinished,
 		Partitions:          1,
+		TimerSlack:          timerslack.Default,
 		RedisSentinelMaster: strings.TrimSpace(getenv("REDIS_SENTINEL_MASTER")),
 		MetricsAddr:         strings.TrimSpace(getenv("METRICS_ADDR")),
 	}
@@ -281,6 +288,17 @@ func Load(getenv func(string) string) (Config, error) {
 			c.SweepInterval = d
 		}
 	}
+	if v := strings.TrimSpace(getenv("TIMER_SLACK")); v != "" {
+		d, err := time.ParseDuration(v)
+		if v == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 || d > timerslack.Max {
+			bad("TIMER_SLACK", "must be a duration from 0 to %v such as 1ms (0 keeps the system's), got %q", timerslack.Max, v)
+		} else {
+			c.TimerSlack = d
+		}
+	}
 	c.CallbackSigningSecret = getenv("CALLBACK_SIGNING_SECRET")
 	c.SigningSecrets = list(getenv("SIGNING_SECRETS"))
 	c.QStashCurrentSigningKey = strings.TrimSpace(getenv("QSTASH_CURRENT_SIGNING_KEY"))
@@ -382,12 +400,12 @@ func (c Config) String() string {
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
 		"SCHEDULE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
-		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g",
+		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g TIMER_SLACK=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
 		c.ScheduleLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
-		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate)
+		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, c.TimerSlack)
 }
 
 // MaskURL hides the password of a redis:// URL.

@@ -172,3 +172,20 @@ func TestAPIKeysRejections(t *testing.T) {
 		}
 	}
 }
+
+func TestTimerSlack(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]time.Duration{"": time.Millisecond, "0": 0, "250us": 250 * time.Microsecond, "20ms": 20 * time.Millisecond} {
+		c, err := Load(env(map[string]string{"TIMER_SLACK": v}))
+		if err != nil || c.TimerSlack != want {
+			t.Errorf("TIMER_SLACK=%q: %v, %v; want %v", v, c.TimerSlack, err, want)
+		}
+	}
+	for _, v := range []string{"1", "-1ms", "21ms", "soon"} {
+		_, err := Load(env(map[string]string{"TIMER_SLACK": v}))
+		want := `TIMER_SLACK: must be a duration from 0 to 20ms such as 1ms (0 keeps the system's), got ` + strconv.Quote(v)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("TIMER_SLACK=%q: %v, want %s", v, err, want)
+		}
+	}
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package timerslack
+
+import "time"
+
+// Current is the calling thread's timer slack; only Linux has one.
+func Current() (time.Duration, error) { return 0, ErrUnsupported }
+
+// Ensure does nothing: only Linux has a timer slack to set.
+func Ensure(time.Duration) error { return nil }
