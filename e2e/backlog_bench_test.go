@@ -238,6 +238,8 @@ func runBacklog(t testing.TB, sc backlogScenario, n int, window time.Duration) m
 		"redis_commands_per_s":                   float64(cmd1-cmd0) / el.Seconds(),
 		"cpu_cores_redis":                        (cpu1["redis"] - cpu0["redis"]) / el.Seconds(),
 		"cpu_cores_workers":                      (cpu1["workers"] - cpu0["workers"]) / el.Seconds(),
+		"cpu_ms_per_s_redis":                     (cpu1["redis"] - cpu0["redis"]) * 1000 / el.Seconds(),
+		"cpu_ms_per_s_workers":                   (cpu1["workers"] - cpu0["workers"]) * 1000 / el.Seconds(),
 		"commands_per_attempt":                   per(float64(cmd1 - cmd0)),
 		"cpu_ms_per_attempt":                     per(cpu * 1000),
 		"switches_per_attempt_redis":             per(cs1["redis"] - cs0["redis"]),
