@@ -301,14 +301,36 @@ func (w *wakes) At(context.Context, string, time.Time) error      { return nil }
 // at once instead of holding it for its hand-over lease.
 func TestCanceledWaiterGivesItsHandedSlotBack(t *testing.T) {
 	t.Parallel()
+	canceledWaiterGivesItsSlotBack(t, `"parallelism":1`, false)
+}
+
+// The same where the parallelism is an operator's pin on the key, not the
+// requests' own.
+func TestCanceledWaiterGivesAPinnedSlotBack(t *testing.T) {
+	t.Parallel()
+	canceledWaiterGivesItsSlotBack(t, "", true)
+}
+
+// canceledWaiterGivesItsSlotBack runs two requests of key k with the
+// flowControl members fc, its parallelism pinned to 1 if pin, and cancels
+// the second while it waits for the first's slot.
+func canceledWaiterGivesItsSlotBack(t *testing.T, fc string, pin bool) {
 	h, b := setup(t, func(_ int, w http.ResponseWriter) { w.WriteHeader(200) })
 	w := &wakes{}
 	rdb := b.rdb
 	h.Flow = flow.New(flow.Config{Concurrency: 10, FairShare: 1}, rdb, w, h.Log, clock.Real)
 	t.Cleanup(h.Flow.Close)
 	ctx := context.Background()
-	body := `{"url":"` + b.dest.URL + `","flowControl":{"key":"k","parallelism":1}}`
+	if fc != "" {
+		fc = "," + fc
+	}
+	body := `{"url":"` + b.dest.URL + `","flowControl":{"key":"k"` + fc + `}}`
 	first, waiter := b.submit(t, body), b.submit(t, body)
+	if pin {
+		if err := flow.Pin(ctx, rdb, FlowRequest(first).Key, 1, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ticket, err := h.Flow.Admit(ctx, FlowRequest(first))
 	if err != nil {
 		t.Fatal(err)

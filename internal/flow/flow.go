@@ -350,6 +350,13 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 // request that waits keeps its place all the same: its place is when it
 // was made.
 func (c *Controller) LeaveSlot(ctx context.Context, req Request) {
+	if req.Named {
+		// An operator's pin (control.go) gives a key's requests slots
+		// their own settings may not name.
+		if pin := c.control(ctx, req.Key, c.now()).PinParallelism; pin > 0 {
+			req.Parallelism = pin
+		}
+	}
 	if req.Parallelism > 0 {
 		c.release(ctx, req, req.ID)
 	}
