@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/handlers"
-	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/dashboard"
 	"github.com/retryd/retryd/internal/egress"
@@ -35,33 +33,10 @@ import (
 	"github.com/retryd/retryd/internal/qstash"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
-	"github.com/retryd/retryd/internal/retry"
-	"github.com/retryd/retryd/internal/scheduler"
-	"github.com/retryd/retryd/internal/sign"
-	"github.com/retryd/retryd/internal/sweeper"
 	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/timer"
 	"github.com/retryd/retryd/tasks"
 )
-
-// Worker fetching. asynq polls for pending tasks; the doorbell (see
-// internal/asynqx) makes an empty dequeue wait up to BellWait for a new
-// task instead, so a new request starts within a round trip and an idle
-// worker makes a few Redis calls a second. TaskCheckInterval is asynq's
-// pause after a wait that ended empty. DelayedTaskCheckInterval is how
-// often asynq itself moves due retries and scheduled tasks to pending:
-// retryd's timer (internal/timer) starts them to the millisecond, so
-// asynq's forwarding is only the safety net, and at one call per queue and
-// interval it is what an idle worker costs per partition.
-const (
-	BellWait                 = time.Second
-	TaskCheckInterval        = 2 * time.Millisecond
-	DelayedTaskCheckInterval = time.Second
-)
-
-// timerNames are retryd's timer's Redis names.
-var timerNames = timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
-	Channel: record.TimerChannel}
 
 // Bounds on shutdown.
 const (
@@ -436,222 +411,6 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Route
 	}
 	return e
 }
-
-// WorkerOptions are a worker's test hooks.
-type WorkerOptions struct {
-	// Faults are crash-test fault points; nil in production.
-	Faults *faultpoint.Points
-}
-
-// RunWorker runs an asynq server performing deliveries, and the sweeper,
-// until ctx ends. Then it stops fetching, lets in-flight attempts run for
-// DrainBound, cuts the rest short (their attempts are recorded as
-// interrupted and repeated by another worker) and exits.
-func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *slog.Logger) error {
-	log.Info("retryd worker starting", "config", cfg.String())
-	rdb, _, err := redisConn(cfg)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	if err := checkRedis(ctx, rdb, log); err != nil {
-		return err
-	}
-	parts, err := partition.New(cfg.Partitions)
-	if err != nil {
-		return err
-	}
-	store := record.NewPartitioned(rdb, cfg.Retention, parts)
-	// The doorbell turns asynq's empty fetch into a wait.
-	bell := tasks.NewPartitionedBell(rdb, parts, BellWait)
-	rdb.AddHook(bell)
-
-	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
-	inspector := asynq.NewInspectorFromRedisClient(rdb)
-	// retryd's timer starts waiting tasks on time; every worker runs it.
-	names := timerNames
-	names.Bell = func(q string) string { return record.RingableBell(parts, q) }
-	timers := timer.New(rdb, parts.Tags(), names, bell, log.With("component", "timer"))
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb, Timer: timers}
-	client := guard.Client()
-	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
-	if err != nil {
-		return fmt.Errorf("SIGNING_SECRETS: %w", err)
-	}
-	qsigner := &sign.QStash{Current: cfg.QStashCurrentSigningKey, Next: cfg.QStashNextSigningKey}
-	stopping, stop := context.WithCancel(context.Background())
-	defer stop()
-	h := &tasks.Handler{
-		Store:        store,
-		Callbacks:    queue,
-		Client:       client,
-		Log:          log,
-		Clock:        clock.Real,
-		Rand:         rand.Float64,
-		RedriveLimit: cfg.RedriveLimit,
-		Stopping:     stopping,
-		Faults:       opts.Faults,
-		Signer:       signer,
-		QStash:       qsigner,
-		Timer:        queue,
-	}
-	// Fairness between tenants holds when there are tenants to be fair
-	// between: the worker reads them from API_KEYS, as the API does.
-	tenantShare := 0.0
-	if len(cfg.Tenants()) > 1 {
-		tenantShare = cfg.FlowTenantShare
-	}
-	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: tenantShare,
-		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), clock.Real)
-	defer h.Flow.Close()
-	h.Flow.Finished = func(ctx context.Context, id string) bool {
-		r, err := store.Get(ctx, id)
-		return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
-	}
-	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
-	// One asynq server per process: a second one would fetch more tasks
-	// per second (each server fetches with one loop) but doubles the idle
-	// calls and the context switches; at the throughput one process reaches
-	// on its own share of the CPU, the fetch loop is not the limit.
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Concurrency:              cfg.WorkerConcurrency,
-		Queues:                   queueWeights(parts),
-		TaskCheckInterval:        TaskCheckInterval,
-		DelayedTaskCheckInterval: DelayedTaskCheckInterval,
-		RetryDelayFunc:           retry.DelayFunc(time.Now, timer.Lag),
-		IsFailure:                retry.IsFailure,
-		ShutdownTimeout:          WorkerShutdownTimeout,
-		Logger:                   asynqLogger{log.With("component", "asynq")},
-		LogLevel:                 asynq.WarnLevel,
-	})
-	mux := asynq.NewServeMux()
-	mux.Handle(tasks.TypeDeliver, h)
-	mux.Handle(tasks.TypeCallback, cb)
-	if err := srv.Start(mux); err != nil {
-		return fmt.Errorf("start worker: %w", err)
-	}
-	stopMetrics := serveWorkerMetrics(cfg.MetricsAddr, metrics.New(store, inspector), store, log)
-	defer stopMetrics()
-	sw := newSweeper(cfg, rdb, store, queue, log)
-	sched := &scheduler.Scheduler{Store: store, Queue: queue, Log: log.With("component", "scheduler"),
-		Interval: SchedulerInterval, Clock: clock.Real}
-	sweepCtx, stopSweep := context.WithCancel(context.Background())
-	sweepDone := make(chan struct{})
-	go func() { defer close(sweepDone); sw.Run(sweepCtx) }()
-	schedDone := make(chan struct{})
-	go func() { defer close(schedDone); sched.Run(sweepCtx) }()
-	flowDone := make(chan struct{})
-	go func() { defer close(flowDone); h.Flow.Publish(sweepCtx, workerID()) }()
-	go h.Flow.Rebalance(sweepCtx)
-	timerDone := make(chan struct{})
-	go func() { defer close(timerDone); timers.Run(sweepCtx) }()
-
-	log.Info("retryd worker running", "concurrency", cfg.WorkerConcurrency, "queues", parts.Tags())
-	<-ctx.Done()
-	log.Info("retryd worker shutting down: in-flight attempts may finish", "bound", DrainBound)
-	stopSweep()
-	<-sweepDone
-	<-schedDone
-	<-flowDone
-	<-timerDone
-	bell.Stop()
-	// asynq's Shutdown waits up to WorkerShutdownTimeout without canceling
-	// handlers; cut in-flight calls at DrainBound so they end first.
-	drain := time.AfterFunc(DrainBound, stop)
-	defer drain.Stop()
-	srv.Shutdown()
-	return nil
-}
-
-// workerID names this worker process in what it publishes.
-func workerID() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano()%1e6)
-}
-
-// queueWeights serves every partition's queue with the same weight.
-func queueWeights(parts partition.Set) map[string]int {
-	w := make(map[string]int, parts.Len())
-	for _, q := range parts.Tags() {
-		w[q] = 1
-	}
-	return w
-}
-
-// serveWorkerMetrics serves /metrics and /healthz on addr (nothing when
-// addr is empty) and returns the function that stops it.
-func serveWorkerMetrics(addr string, reg *metrics.Metrics, redis pinger, log *slog.Logger) (stop func()) {
-	if addr == "" {
-		return func() {}
-	}
-	srv := &http.Server{Addr: addr, Handler: workerMux(reg, redis), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("worker metrics listener failed", "addr", addr, "err", err)
-		}
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}
-}
-
-// newSweeper builds the worker's sweeper; its repairs are counted in the
-// cluster-wide stats.
-func newSweeper(cfg config.Config, rdb redis.UniversalClient, store *record.Store, queue *tasks.Enqueuer, log *slog.Logger) *sweeper.Sweeper {
-	host, _ := os.Hostname()
-	return &sweeper.Sweeper{
-		RDB: rdb, Store: store, Queue: queue,
-		Log: log.With("component", "sweeper"), Interval: cfg.SweepInterval, Grace: SweepGrace,
-		Owner: fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano()),
-		OnSweep: func(st sweeper.Stats) {
-			for kind, n := range map[string]int{"missing": st.Missing, "archived": st.Archived, "stranded": st.Stranded, "callback": st.CallbackLost} {
-				if n > 0 {
-					_ = store.Count(context.Background(), "sweep", kind, int64(n))
-				}
-			}
-		},
-	}
-}
-
-// pinger says whether Redis answers.
-type pinger interface {
-	Ping(ctx context.Context) error
-}
-
-// workerMux serves a worker's /metrics, /healthz (liveness: the process
-// runs) and /readyz (readiness: Redis answers, so the worker can work).
-func workerMux(reg *metrics.Metrics, redis pinger) http.Handler {
-	m := http.NewServeMux()
-	m.Handle("GET /metrics", reg.Handler())
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
-	})
-	m.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := redis.Ping(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, `{"status":"unavailable","reason":"redis unreachable"}`)
-			return
-		}
-		_, _ = io.WriteString(w, `{"status":"ready"}`)
-	})
-	return m
-}
-
-// asynqLogger routes asynq's own logging into slog.
-type asynqLogger struct{ l *slog.Logger }
-
-func (a asynqLogger) msg(args []any) string { return strings.TrimSpace(fmt.Sprintln(args...)) }
-func (a asynqLogger) Debug(args ...any)     { a.l.Debug(a.msg(args)) }
-func (a asynqLogger) Info(args ...any)      { a.l.Info(a.msg(args)) }
-func (a asynqLogger) Warn(args ...any)      { a.l.Warn(a.msg(args)) }
-func (a asynqLogger) Error(args ...any)     { a.l.Error(a.msg(args)) }
-func (a asynqLogger) Fatal(args ...any)     { a.l.Error(a.msg(args)); os.Exit(1) }
 
 // Healthcheck asks a local /healthz and reports whether it answered 200.
 // The images have no shell or curl; compose and Kubernetes run the program

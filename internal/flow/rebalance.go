@@ -1,0 +1,176 @@
+package flow
+
+// Rebalance: the loop that gives a worker's free fairness slots to
+// waiters when no attempt's end did, pumps the lines of cut keys and of
+// parallelism keys, and frees slots promised to requests fetched
+// elsewhere. It rests while nothing it watches needs a look.
+
+import (
+	"context"
+	"time"
+
+	"github.com/retryd/retryd/internal/record"
+)
+
+// RebalanceEvery is how often a worker wakes waiters of destinations that
+// have free slots on it without an attempt ending (the woken ones went to
+// other workers), while it watches a line.
+const RebalanceEvery = 50 * time.Millisecond
+
+// Rebalance wakes, until ctx ends, the waiters of destinations with free
+// slots on this worker, every RebalanceEvery while it watches a line. A
+// slot promised to a woken request is freed as soon as that request's task
+// was fetched (by any worker): with several workers it mostly lands on
+// another one, and the promise would otherwise idle the slot for the rest
+// of WakeTTL. A worker that watches no line rests until one is made here
+// (stir), a parallelism lease ends, or it is time to adopt the lines of
+// others: a tick costs an idle worker at GOMAXPROCS=1 about 0.2 ms of CPU,
+// so 20 a second were most of its idle cost.
+func (c *Controller) Rebalance(ctx context.Context) {
+	var adopted time.Time
+	rest := c.clk.NewTimer(0)
+	defer rest.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rest.C():
+		case <-c.stirred:
+		}
+		if now := c.now(); now.Sub(adopted) >= AdoptEvery {
+			adopted = now
+			c.adoptLines(ctx)
+		}
+		c.rebalance(ctx)
+		rest.Reset(c.restFor(adopted))
+	}
+}
+
+// rebalance is one look of Rebalance.
+func (c *Controller) rebalance(ctx context.Context) {
+	c.pumpCutLines(ctx)
+	c.pumpParLines(ctx)
+	c.releaseFetched(ctx)
+	type lineFree struct {
+		host string
+		free int
+	}
+	var lines []lineFree
+	var relist []string
+	c.mu.Lock()
+	now := c.now()
+	for name, h := range c.hosts {
+		if !h.watched(now) {
+			continue
+		}
+		if now.Sub(h.listed) >= AdoptEvery {
+			relist = append(relist, name)
+		}
+		if now.Before(h.quietUntil) {
+			continue
+		}
+		if free := h.take(c.capOf(name), now); free > 0 {
+			lines = append(lines, lineFree{name, free})
+		}
+	}
+	c.mu.Unlock()
+	for _, name := range relist {
+		c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) {
+			if h := c.hosts[name]; h != nil {
+				h.listed = at
+			}
+		})
+	}
+	for _, l := range lines {
+		c.promote(ctx, l.host, "", l.free)
+	}
+}
+
+// watched says whether Rebalance looks at the destination's line.
+func (h *host) watched(now time.Time) bool {
+	return !h.lineSeen.IsZero() && now.Sub(h.lineSeen) <= LineMemory
+}
+
+// restFor is how long Rebalance may rest after a look, the last adoption
+// at adopted: RebalanceEvery while this worker holds a promise, watches a
+// cut line, or watches a fairness line with slots free here; else until
+// the earliest parallelism lease end or relisting it knows of, or the next
+// adoption. A fairness line whose slots are all taken here needs no look:
+// the end of one of their attempts promotes its next waiter itself (Done)
+// and stirs Rebalance. (Resting a cut line's
+// worker until its rate's next turn within the horizon cut the 503
+// backlog's CPU by a fifth, but slowed two chaos drains of five to over
+// two minutes, for a reason not found: not taken.)
+func (c *Controller) restFor(adopted time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	next := adopted.Add(AdoptEvery)
+	for name, h := range c.hosts {
+		switch {
+		case len(h.woken) > 0:
+			return RebalanceEvery
+		case h.watched(now) && now.Before(h.quietUntil):
+			next = minTime(next, h.quietUntil)
+		case h.watched(now) && h.freeSlots(c.capOf(name), now) > 0:
+			return RebalanceEvery
+		case h.watched(now):
+			next = minTime(next, h.listed.Add(AdoptEvery)) // its relisting
+		}
+	}
+	for _, k := range c.keys {
+		if !k.lineSeen.IsZero() {
+			return RebalanceEvery
+		}
+	}
+	for _, l := range c.parLines {
+		next = minTime(next, minTime(l.next, l.listed.Add(AdoptEvery)))
+	}
+	return min(AdoptEvery, max(RebalanceEvery, next.Sub(now)))
+}
+
+// stir ends Rebalance's rest: this worker has just made a line, a promise
+// or a lease to watch. c.mu may be held.
+func (c *Controller) stir() {
+	select {
+	case c.stirred <- struct{}{}:
+	default:
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// releaseFetched drops the promises of woken requests whose tasks are no
+// longer waiting to be fetched. A request fetched here is already counted
+// in flight (Admit drops its promise); one fetched elsewhere leaves this
+// worker's slot free. A promise younger than half a RebalanceEvery is
+// left alone: its wake-up may not have made the task runnable yet.
+func (c *Controller) releaseFetched(ctx context.Context) {
+	type promise struct{ host, id string }
+	var check []promise
+	c.mu.Lock()
+	now := c.now()
+	for name, h := range c.hosts {
+		for id, at := range h.woken {
+			if now.Sub(at) >= RebalanceEvery/2 {
+				check = append(check, promise{name, id})
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range check {
+		if waiting, err := c.waker.Waiting(ctx, p.id); err != nil || waiting {
+			continue // unknown: WakeTTL ends the promise
+		}
+		c.mu.Lock()
+		if h := c.hosts[p.host]; h != nil {
+			delete(h.woken, p.id)
+		}
+		c.mu.Unlock()
+	}
+}
