@@ -260,6 +260,13 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 	if err != nil {
 		c.mu.Lock()
 		c.lane(hostPort).taking -= free
+		if ended != "" {
+			// An attempt's end: Rebalance may be resting (the line's slots
+			// were all taken) and would leave this slot idle until its
+			// next adoption; stirred, it looks every RebalanceEvery while
+			// the slot is free. Its own failed look does not stir it.
+			c.stir()
+		}
 		c.mu.Unlock()
 		c.log.Warn("could not read a fairness line; its waiters' deadlines will wake them", "host", hostPort, "err", err)
 		return
