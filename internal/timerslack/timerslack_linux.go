@@ -3,7 +3,10 @@ package timerslack
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +18,29 @@ func Current() (time.Duration, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return current()
+}
+
+// Threads is the timer slack of each thread of process pid.
+func Threads(pid int) ([]time.Duration, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	if err != nil || len(tasks) == 0 {
+		return nil, fmt.Errorf("timer slack: threads of %d: none listed (%v)", pid, err)
+	}
+	out := make([]time.Duration, 0, len(tasks))
+	for _, task := range tasks {
+		// Only a thread group leader lists the file; /proc/<tid> serves
+		// any thread's.
+		b, err := os.ReadFile(filepath.Join("/proc", filepath.Base(task), "timerslack_ns"))
+		if err != nil {
+			return nil, fmt.Errorf("timer slack: read: %w", err)
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("timer slack: read %q of thread %s: %w", b, filepath.Base(task), err)
+		}
+		out = append(out, time.Duration(ns))
+	}
+	return out, nil
 }
 
 func current() (time.Duration, error) {

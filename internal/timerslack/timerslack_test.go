@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,16 +25,13 @@ func TestMain(m *testing.M) {
 		}
 		_, marked := os.LookupEnv(marker)
 		fmt.Println("marker:", marked)
-		// Only a thread group leader lists the file; /proc/<tid> serves
-		// any thread's.
-		tasks, _ := filepath.Glob("/proc/self/task/*")
-		for _, task := range tasks {
-			b, err := os.ReadFile(filepath.Join("/proc", filepath.Base(task), "timerslack_ns"))
-			if err != nil {
-				fmt.Println("error:", err)
-				os.Exit(3)
-			}
-			fmt.Println("thread:", strings.TrimSpace(string(b)))
+		slacks, err := Threads(os.Getpid())
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(3)
+		}
+		for _, d := range slacks {
+			fmt.Println("thread:", d.Nanoseconds())
 		}
 		os.Exit(0)
 	}
