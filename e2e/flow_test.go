@@ -431,8 +431,10 @@ func TestParallelismLineOutlivesItsWorkers(t *testing.T) {
 		}
 	})
 	var ids []string
+	// The held call's timeout gives the 19 others time to line up behind
+	// it; with 3 s, a loaded CI machine once ended the call first.
 	for range 20 {
-		ids = append(ids, s.submit(t, fmt.Sprintf(`{"url":%q,"timeoutMs":3000,"maxRetries":3,"flowControl":{"key":"ordered","parallelism":1}}`, url+"/ordered")))
+		ids = append(ids, s.submit(t, fmt.Sprintf(`{"url":%q,"timeoutMs":10000,"maxRetries":3,"flowControl":{"key":"ordered","parallelism":1}}`, url+"/ordered")))
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	defer rdb.Close()
