@@ -92,7 +92,12 @@ func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
 	var apiErr *Error
 	var subErr *submit.Error
 	var selErr *selection.Error
+	var partial *PartialFanOut
 	switch {
+	case errors.As(err, &partial):
+		inner := *Resolve(c, log, partial.Err)
+		inner.Message += "; " + partial.describe()
+		apiErr = &inner
 	case errors.As(err, &apiErr):
 	case errors.As(err, &subErr):
 		apiErr = Errorf(CodeInvalid, subErr.Field, subErr.Message)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
@@ -27,15 +28,16 @@ type TopicStore interface {
 	DeleteTopic(ctx context.Context, tenant, name string) error
 	SavePublication(ctx context.Context, p *record.Publication) error
 	GetPublication(ctx context.Context, scope tenant.Scope, id string) (*record.Publication, error)
-	ClaimPublication(ctx context.Context, tenant, idemKey, id string) (string, error)
+	ClaimPublication(ctx context.Context, tenant, idemKey, id, bodyHash string) (*record.Claim, error)
 	ReleasePublication(ctx context.Context, tenant, idemKey, id string) error
 }
 
 // Topics serves topics: named sets of endpoints a request is published to,
 // one request per endpoint (QStash's URL groups, in retryd's own API).
 type Topics struct {
-	Store TopicStore
-	API   *API
+	Store  TopicStore
+	API    *API
+	Faults *faultpoint.Points // crash tests only; nil in production
 }
 
 // Routes registers the topic routes.

@@ -279,7 +279,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		PayloadFormatter: rows, ResultFormatter: rows})
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
-	topics := &handlers.Topics{Store: store, API: api}
+	topics := &handlers.Topics{Store: store, API: api, Faults: faults}
 	// A canceled queue message gives its place to the next.
 	api.Canceled = func(ctx context.Context, id string) {
 		r, err := store.Get(ctx, id)

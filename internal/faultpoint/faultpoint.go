@@ -23,6 +23,9 @@ const (
 	AfterRecord = "after-record"
 	// MidRedrive: the record is redriven; its task is not requeued yet.
 	MidRedrive = "mid-redrive"
+	// AfterPublicationClaim: a topic publish claimed its Idempotency-Key
+	// and made none of its requests yet.
+	AfterPublicationClaim = "after-publication-claim"
 )
 
 // Points kills the process at one armed point, once.

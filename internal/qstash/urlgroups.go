@@ -118,9 +118,7 @@ func (q *API) publishGroup(c *gin.Context, name string, h http.Header, body []by
 		x := *extra
 		r.Dialect, r.QStash = record.DialectQStash, &x
 	})
-	if err != nil {
-		return nil, err
-	}
+	// The messages made before an error still join their queue's line.
 	out := make([]*Published, len(made))
 	for i, m := range made {
 		out[i] = &Published{MessageID: m.ID, URL: m.URL, Deduplicated: m.Replayed}
@@ -129,6 +127,9 @@ func (q *API) publishGroup(c *gin.Context, name string, h http.Header, body []by
 				q.API.Log.Warn("could not put a message in its queue's line now", "requestId", m.ID, "err", err)
 			}
 		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

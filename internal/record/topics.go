@@ -235,25 +235,38 @@ type Publication struct {
 	Children  []Child
 }
 
-// Child is one request of a publication.
+// Child is one request of a publication. Index is the endpoint's place in
+// its topic when the request was made: a publication's children are
+// listed in that order.
 type Child struct {
 	ID       string `json:"id"`
 	Endpoint string `json:"endpoint,omitempty"` // the endpoint's name
 	URL      string `json:"url"`
+	Index    int    `json:"i,omitempty"`
 }
 
 // publicationTTL is how long a publication is kept: its children's
 // retention, and a week for their delays and retries.
 func (s *Store) publicationTTL() time.Duration { return s.retention + 7*24*time.Hour }
 
-// SavePublication stores p (its children made).
+// childField is the publication hash's field of the child made for url:
+// one field per endpoint, so publishes that resume one another (the same
+// Idempotency-Key) add their children instead of overwriting them.
+func childField(url string) string { return "c:" + hashHex(url) }
+
+// SavePublication stores p, or adds p's children to the publication
+// stored with p's id (a resumed publish).
 func (s *Store) SavePublication(ctx context.Context, p *Publication) error {
-	children, _ := json.Marshal(p.Children)
 	k := s.k(p.ID).publication(p.ID)
 	pipe := s.rdb.TxPipeline()
-	fields := []any{"topic", p.Topic, "createdAt", p.CreatedAt.UnixMilli(), "children", string(children)}
+	pipe.HSetNX(ctx, k, "createdAt", p.CreatedAt.UnixMilli())
+	fields := []any{"topic", p.Topic}
 	if t := tenant.Of(p.Tenant); t != tenant.Default {
 		fields = append(fields, fTenant, t)
+	}
+	for _, ch := range p.Children {
+		b, _ := json.Marshal(ch)
+		fields = append(fields, childField(ch.URL), string(b))
 	}
 	pipe.HSet(ctx, k, fields...)
 	pipe.PExpire(ctx, k, s.publicationTTL())
@@ -271,33 +284,74 @@ func (s *Store) GetPublication(ctx context.Context, scope tenant.Scope, id strin
 		return nil, ErrNotFound
 	}
 	p := &Publication{ID: id, Tenant: tenant.Of(h[fTenant]), Topic: h["topic"], CreatedAt: fromMs(h["createdAt"])}
-	if err := json.Unmarshal([]byte(h["children"]), &p.Children); err != nil {
-		return nil, fmt.Errorf("publication %s: %w", id, err)
+	if old := h["children"]; old != "" { // a publication stored whole, before children had fields of their own
+		if err := json.Unmarshal([]byte(old), &p.Children); err != nil {
+			return nil, fmt.Errorf("publication %s: %w", id, err)
+		}
+		for i := range p.Children {
+			p.Children[i].Index = i
+		}
 	}
+	for f, v := range h {
+		if !strings.HasPrefix(f, "c:") {
+			continue
+		}
+		var ch Child
+		if err := json.Unmarshal([]byte(v), &ch); err != nil {
+			return nil, fmt.Errorf("publication %s: child %s: %w", id, f, err)
+		}
+		p.Children = append(p.Children, ch)
+	}
+	slices.SortStableFunc(p.Children, func(a, b Child) int {
+		if a.Index != b.Index {
+			return a.Index - b.Index
+		}
+		return strings.Compare(a.URL, b.URL)
+	})
 	return p, nil
 }
 
-// ClaimPublication claims idemKey for publication id of tenant t, for
-// IdempotencyWindow: it returns the publication that claimed it before,
-// or "" when id now holds it.
-func (s *Store) ClaimPublication(ctx context.Context, t, idemKey, id string) (string, error) {
+// Claim is the publication an Idempotency-Key of a publish names.
+type Claim struct {
+	ID       string // the publication
+	SameBody bool   // whether it was claimed by a publish of the same body
+}
+
+// ClaimPublication claims idemKey of tenant t for publication id, made
+// from a publish of body hash bodyHash, for IdempotencyWindow. It returns
+// nil when id now holds the key, or the publication that claimed it
+// before: a publish with that key resumes it.
+func (s *Store) ClaimPublication(ctx context.Context, t, idemKey, id, bodyHash string) (*Claim, error) {
 	key := s.first().of(t).idem("publication\x00" + idemKey)
-	ok, err := s.rdb.SetNX(ctx, key, id, IdempotencyWindow).Result()
+	ok, err := s.rdb.SetNX(ctx, key, id+" "+bodyHash, IdempotencyWindow).Result()
 	if err != nil {
-		return "", wrap(err)
+		return nil, wrap(err)
 	}
 	if ok {
-		return "", nil
+		return nil, nil
 	}
 	prev, err := s.rdb.Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) {
-		return "", nil // expired between the two calls: id holds nothing, and makes its requests anew
+		// Expired between the two calls: claim it again.
+		return s.ClaimPublication(ctx, t, idemKey, id, bodyHash)
 	}
-	return prev, wrap(err)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	prevID, prevHash, _ := cutSpace(prev)
+	if prevID == "" {
+		return nil, errReply("publication claim", prev)
+	}
+	// A claim of before body hashes were kept names no hash: it is taken
+	// as the same body.
+	return &Claim{ID: prevID, SameBody: prevHash == "" || prevHash == bodyHash}, nil
 }
 
-// releaseClaimScript deletes KEYS[1] if it holds ARGV[1].
-var releaseClaimScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+// releaseClaimScript deletes KEYS[1] if it holds a claim by publication
+// ARGV[1] (its value is "id bodyhash").
+var releaseClaimScript = redis.NewScript(`local v = redis.call("GET", KEYS[1])
+if v and (v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. " ") then return redis.call("DEL", KEYS[1]) end
+return 0`)
 
 // ReleasePublication gives back idemKey's claim by publication id (a
 // publish that made nothing), so a repeat tries again.

@@ -96,3 +96,64 @@ func TestPublicationIsItsTenants(t *testing.T) {
 		t.Errorf("team-b reads team-a's publication: %v", err)
 	}
 }
+
+// Publishes that resume one another add their children to one
+// publication, listed in their endpoints' order.
+func TestPublicationChildrenAreMerged(t *testing.T) {
+	t.Parallel()
+	s := NewStore(redistest.Start(t).Client(), time.Hour)
+	ctx := context.Background()
+	id := "01m8mhyychtfy2pdj6p2"
+	c := func(i int) Child {
+		return Child{ID: fmt.Sprintf("01m8mhyychtfy2pdj6c%d", i), URL: fmt.Sprintf("https://a.example/%d", i), Index: i}
+	}
+	first := &Publication{ID: id, Tenant: "team-a", Topic: "orders", CreatedAt: time.UnixMilli(1000), Children: []Child{c(0), c(1)}}
+	second := &Publication{ID: id, Tenant: "team-a", Topic: "orders", CreatedAt: time.UnixMilli(2000), Children: []Child{c(2), c(1), c(3)}}
+	for _, p := range []*Publication{second, first} {
+		if err := s.SavePublication(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.GetPublication(ctx, tenant.Only("team-a"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Child{c(0), c(1), c(2), c(3)}; fmt.Sprint(got.Children) != fmt.Sprint(want) || got.CreatedAt.UnixMilli() != 2000 {
+		t.Errorf("children %v created %v, want %v created at the first save (2000)", got.Children, got.CreatedAt.UnixMilli(), want)
+	}
+}
+
+// A publication's Idempotency-Key names the first publication and whether
+// a later publish has its body; a release by another publication is a
+// no-op.
+func TestClaimPublication(t *testing.T) {
+	t.Parallel()
+	s := NewStore(redistest.Start(t).Client(), time.Hour)
+	ctx := context.Background()
+	if prev, err := s.ClaimPublication(ctx, "team-a", "k", "pub-1", "h1"); prev != nil || err != nil {
+		t.Fatalf("first claim: %+v %v", prev, err)
+	}
+	for _, tc := range []struct {
+		hash string
+		want Claim
+	}{{"h1", Claim{ID: "pub-1", SameBody: true}}, {"h2", Claim{ID: "pub-1"}}} {
+		if prev, err := s.ClaimPublication(ctx, "team-a", "k", "pub-2", tc.hash); err != nil || prev == nil || *prev != tc.want {
+			t.Errorf("claim with body %s: %+v %v, want %+v", tc.hash, prev, err, tc.want)
+		}
+	}
+	if prev, err := s.ClaimPublication(ctx, "team-b", "k", "pub-3", "h1"); prev != nil || err != nil {
+		t.Errorf("another tenant's key: %+v %v, want its own claim", prev, err)
+	}
+	if err := s.ReleasePublication(ctx, "team-a", "k", "pub-2"); err != nil {
+		t.Fatal(err)
+	}
+	if prev, _ := s.ClaimPublication(ctx, "team-a", "k", "pub-4", "h1"); prev == nil || prev.ID != "pub-1" {
+		t.Errorf("pub-2 released pub-1's claim: %+v", prev)
+	}
+	if err := s.ReleasePublication(ctx, "team-a", "k", "pub-1"); err != nil {
+		t.Fatal(err)
+	}
+	if prev, _ := s.ClaimPublication(ctx, "team-a", "k", "pub-5", "h1"); prev != nil {
+		t.Errorf("after its release the key still names %+v", prev)
+	}
+}
