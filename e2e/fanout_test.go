@@ -171,3 +171,13 @@ func TestFanOutCrashAfterClaimIsResumed(t *testing.T) {
 	}
 	waitHitOnce(t, dest, paths)
 }
+
+// The same through the official QStash client: a URL group publish cut
+// short names the endpoints that got nothing, and the same publish with
+// the same deduplication id completes it (e2e/oracles/qstash-fanout.test.js).
+func TestOfficialQStashClientResumesAGroupPublish(t *testing.T) {
+	t.Parallel()
+	const token = "fanout-token"
+	s := startStack(t, 1, "API_KEYS="+token, "MAX_UNFINISHED_PER_KEY=5")
+	nodeTest(t, "qstash-fanout.test.js", "RETRYD_URL="+s.api, "RETRYD_TOKEN="+token)
+}
