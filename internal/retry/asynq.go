@@ -62,11 +62,12 @@ func DelayFunc(now func() time.Time, lag time.Duration) asynq.RetryDelayFunc {
 			if wait <= 0 {
 				return 0
 			}
+			net := lag
 			if due.Untimed {
-				lag = 0
+				net = 0
 			}
 			// asynq truncates to whole seconds: a second more is never early.
-			return wait + max(lag, time.Second)
+			return wait + max(net, time.Second)
 		}
 		p := Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
 		return p.Delay(n+1, rand.Float64())

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,5 +180,29 @@ func TestDelayFuncLeavesTheDueTimeToRetrydsTimer(t *testing.T) {
 	}
 	if !IsFailure(At(now, errors.New("503"))) {
 		t.Error("IsFailure(503) = false, want true")
+	}
+}
+
+// A callback's retry (Untimed) keeps no lag of its own, and changes
+// nothing for the tasks after it: asynq calls DelayFunc from many worker
+// goroutines at once (run with -race).
+func TestDelayFuncUntimedChangesNoLaterDelay(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	f := DelayFunc(func() time.Time { return now }, 2*time.Second)
+	due := now.Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := f(0, NotBefore(due, errors.New("callback")), nil); got != 4*time.Second {
+				t.Errorf("an untimed retry waits %v, want 4s (a second over its due time)", got)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := f(0, At(due, errors.New("timed")), nil); got != 5*time.Second {
+		t.Errorf("a timed retry after untimed ones waits %v, want 5s (its due time and the 2 s lag)", got)
 	}
 }
