@@ -19,9 +19,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout); err != nil {
+	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "retryd worker:", err)
 		os.Exit(1)
 	}
@@ -48,10 +46,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return app.Healthcheck(ctx, "http://"+addr+"/healthz")
 	}
 	log := app.NewLogger(stdout, cfg.LogLevel)
-	// First, before anything starts: on success it executes the program
-	// again and does not return.
+	// First, before anything starts: with TIMER_SLACK set, on success it
+	// executes the program again and does not return. Signals are caught
+	// only after it, so none is taken by an image the exec replaces.
 	if err := timerslack.Ensure(cfg.TimerSlack); err != nil {
 		log.Warn("running with the system's timer slack", "err", err)
 	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	return app.RunWorker(ctx, cfg, app.WorkerOptions{Faults: faultpoint.FromEnv(getenv)}, log)
 }

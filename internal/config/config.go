@@ -89,8 +89,8 @@ type Config struct {
 	// adaptive cut goes down to (FLOW_ADAPTIVE_MIN_RATE, default 1).
 	FlowAdaptiveMinRate float64
 	// TimerSlack is how late Linux may fire the program's timers so that
-	// nearby wake-ups merge (TIMER_SLACK, default 1ms; 0 keeps the
-	// system's 50µs): internal/timerslack.
+	// nearby wake-ups merge (TIMER_SLACK, default 0: the system's 50µs,
+	// and the program is not executed again): internal/timerslack.
 	TimerSlack time.Duration
 }
 

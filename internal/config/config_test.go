@@ -175,7 +175,7 @@ func TestAPIKeysRejections(t *testing.T) {
 
 func TestTimerSlack(t *testing.T) {
 	t.Parallel()
-	for v, want := range map[string]time.Duration{"": time.Millisecond, "0": 0, "250us": 250 * time.Microsecond, "20ms": 20 * time.Millisecond} {
+	for v, want := range map[string]time.Duration{"": 0, "1ms": time.Millisecond, "0": 0, "250us": 250 * time.Microsecond, "20ms": 20 * time.Millisecond} {
 		c, err := Load(env(map[string]string{"TIMER_SLACK": v}))
 		if err != nil || c.TimerSlack != want {
 			t.Errorf("TIMER_SLACK=%q: %v, %v; want %v", v, c.TimerSlack, err, want)

@@ -23,8 +23,10 @@ import (
 	"time"
 )
 
-// Default is the slack retryd's programs run with (TIMER_SLACK).
-const Default = time.Millisecond
+// Default is the slack retryd's programs run with when TIMER_SLACK is
+// unset: 0, the system's own, and no second execution. A slack is a
+// deployment's choice, asked for with TIMER_SLACK.
+const Default = 0 * time.Millisecond
 
 // Max bounds the slack a configuration may ask for: timers later than
 // this would show in the timing figures (retries' lateness).
