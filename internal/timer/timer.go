@@ -15,9 +15,11 @@
 //
 // One worker at a time follows a partition's entries: a worker whose look
 // finds that another moved the partition's tasks in the last
-// asynqx.MoverNote looks only once per MaxSleep, so a due entry wakes one
-// process, not all of them. If that worker dies, the next look of another
-// moves what is due: a timed task is late by at most MaxSleep then.
+// asynqx.MoverNote looks again only FollowGrace after the earliest entry it
+// saw (or after MaxSleep), so a due entry is moved by one process and the
+// others look once after it, finding it gone. If the follower stops, dies
+// or misses an entry, another's look moves it: a timed task is late by at
+// most FollowGrace then, and never early.
 package timer
 
 import (
@@ -53,6 +55,10 @@ const (
 	// HoldAlong is how early a look at a queue's parked tasks is made
 	// when Run looks at its entries anyway.
 	HoldAlong = 100 * time.Millisecond
+	// FollowGrace is how long after an entry's due time a worker that
+	// leaves the partition to another looks at it: the bound on how late
+	// a hand-off between workers makes a task.
+	FollowGrace = 100 * time.Millisecond
 )
 
 // addScript adds (or moves) an entry and says whether it is now the
@@ -259,8 +265,8 @@ func (t *Timer) replan(looks *map[string]time.Time, q string, now, next time.Tim
 }
 
 // lookEntries moves queue's due tasks, and returns how many it moved and
-// when to look again: at its earliest entry left, or after MaxSleep while
-// another worker moves the queue's tasks.
+// when to look again: at its earliest entry left (FollowGrace after it
+// while another worker moves the queue's tasks), at most MaxSleep on.
 func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 	next := t.Clock.Now().Add(MaxSleep)
 	moved := 0
@@ -276,11 +282,14 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 		}
 		moved += d.Moved
 		if d.Moved < Batch {
+			at := d.First.Add(-Early)
 			if d.Mover != "" && d.Mover != t.id {
-				return moved, next // another worker follows this timer
+				// Another worker follows this timer: look once after it
+				// should have moved the entry.
+				at = d.First.Add(FollowGrace)
 			}
-			if !d.First.IsZero() && d.First.Add(-Early).Before(next) {
-				next = d.First.Add(-Early)
+			if !d.First.IsZero() && at.Before(next) {
+				next = at
 			}
 			return moved, next
 		}
