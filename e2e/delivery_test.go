@@ -45,10 +45,13 @@ func TestCoreDelivery(t *testing.T) {
 				continue
 			}
 			// Retry n waits raw(n)·U(0.8,1.2) after the previous attempt
-			// ended; the attempts here take about a millisecond.
+			// ended; the attempts here take about a millisecond. Late is
+			// bounded widely for a loaded machine (the timer's promise is
+			// 150 ms at worst), and still catches a retry left to asynq's
+			// whole seconds or to a timer's once-a-second look.
 			gap := h.at.Sub(hits[i-1].at)
 			raw := p.Raw(i)
-			lo, hi := time.Duration(float64(raw)*0.8), time.Duration(float64(raw)*1.2)+60*time.Millisecond
+			lo, hi := time.Duration(float64(raw)*0.8), time.Duration(float64(raw)*1.2)+250*time.Millisecond
 			if gap < lo || gap > hi {
 				t.Errorf("gap before attempt %d = %v, want within [%v, %v]", i+1, gap, lo, hi)
 			}
