@@ -270,6 +270,7 @@ func (s *stack) waitTerminal(t testing.TB, id string, within time.Duration) map[
 // hit is one call the destination received.
 type hit struct {
 	at     time.Time
+	method string
 	header http.Header
 	body   string
 }
@@ -289,7 +290,7 @@ func newDestination(t testing.TB) *destination {
 	d.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		d.mu.Lock()
-		d.hits[r.URL.Path] = append(d.hits[r.URL.Path], hit{at: time.Now(), header: r.Header.Clone(), body: string(body)})
+		d.hits[r.URL.Path] = append(d.hits[r.URL.Path], hit{at: time.Now(), method: r.Method, header: r.Header.Clone(), body: string(body)})
 		n := len(d.hits[r.URL.Path])
 		script := d.scripts[r.URL.Path]
 		extra := d.headers[r.URL.Path]

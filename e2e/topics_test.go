@@ -100,6 +100,17 @@ func TestTopicsFanOut(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "publication:") || !strings.Contains(out, ok) {
 		t.Errorf("retryctl topics publish (%d):\n%s", code, out)
 	}
+	waitFor(t, 15*time.Second, "the CLI's publish to reach its endpoint as a POST", func() bool {
+		for _, h := range dest.calls("/t-ok") {
+			if h.body == "from the CLI" {
+				if h.method != "POST" {
+					t.Fatalf("retryctl topics publish sent a %s, want POST (its --method default)", h.method)
+				}
+				return true
+			}
+		}
+		return false
+	})
 	out, _, code = s.retryctl(t, env, "topics", "remove", "orders", "gone=")
 	if code != 0 || strings.Contains(out, gone) {
 		t.Errorf("retryctl topics remove by name (%d):\n%s", code, out)

@@ -103,10 +103,7 @@ func (x *cli) topicsCmd() *cobra.Command {
 		Short: "Publish a request to every endpoint of a topic",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s := map[string]any{}
-			if method != "" {
-				s["method"] = method
-			}
+			s := map[string]any{"method": method}
 			if body == "-" {
 				b, err := io.ReadAll(os.Stdin)
 				if err != nil {
@@ -126,7 +123,7 @@ func (x *cli) topicsCmd() *cobra.Command {
 		},
 	}
 	publish.Flags().StringVar(&body, "body", "", "the body each endpoint receives (- reads stdin)")
-	publish.Flags().StringVar(&method, "method", "", "the HTTP method (default POST)")
+	publish.Flags().StringVar(&method, "method", http.MethodPost, "the HTTP method")
 	publication := &cobra.Command{
 		Use:   "publication <id>",
 		Short: "A publish's requests and their statuses",
