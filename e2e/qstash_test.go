@@ -116,3 +116,15 @@ func TestDevModeServesAsTheQStashDevServer(t *testing.T) {
 		t.Errorf("the dev token on the QStash dev listener: %d %s", a.status, a.raw)
 	}
 }
+
+// Through the official client, the /v2/publish answer and the failure
+// callback show a message as every other view does: the URL's secrets,
+// secret and Bearer headers and what Upstash-Redact-Fields names are
+// masked (e2e/oracles/qstash-redaction.test.js).
+func TestQStashPublishAnswerAndFailureCallbackAreRedacted(t *testing.T) {
+	t.Parallel()
+	const token, current, next = "qstash-token", "sig_current_1234567890", "sig_next_0987654321"
+	s := startStack(t, 1, "API_KEYS="+token, "QSTASH_CURRENT_SIGNING_KEY="+current, "QSTASH_NEXT_SIGNING_KEY="+next)
+	nodeTest(t, "qstash-redaction.test.js", "RETRYD_URL="+s.api, "RETRYD_TOKEN="+token,
+		"QSTASH_CURRENT_SIGNING_KEY="+current, "QSTASH_NEXT_SIGNING_KEY="+next)
+}

@@ -20,14 +20,17 @@ import (
 
 // Guards against retryd being turned on itself or on its operators.
 
-// NoLoops refuses a state-changing call that is one of retryd's own
-// deliveries or callbacks. Without it one submission whose callbackUrl is
-// POST /requests makes a request whose callback makes another, without
-// end. The refusal is a 4xx, so the delivery fails for good instead of
-// being retried.
+// NoLoops refuses every call that is one of retryd's own deliveries or
+// callbacks (every call retryd sends carries egress.RequestIDHeader),
+// whatever its method and whatever address or proxy led it here. Without
+// it one submission whose callbackUrl is POST /requests makes a request
+// whose callback makes another, without end, and a GET delivery could
+// read /metrics (every tenant's figures) into a tenant's response body.
+// The refusal is a 4xx, so the delivery fails for good instead of being
+// retried.
 func NoLoops(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if safeMethod(c.Request.Method) || c.GetHeader(egress.RequestIDHeader) == "" {
+		if c.GetHeader(egress.RequestIDHeader) == "" {
 			return
 		}
 		Abort(c, log, Errorf(CodeLoopDetected, "", "this call is a retryd delivery or callback (it carries "+egress.RequestIDHeader+

@@ -71,6 +71,13 @@ func TestOwnDeliveriesAreRefused(t *testing.T) {
 	if list := do(t, "GET", ts.URL+"/requests", "", ""); len(list.body["data"].([]any)) != 0 {
 		t.Errorf("a delivery made a request: %s", list.raw)
 	}
+	// A GET delivery reads nothing either: /metrics holds every tenant's
+	// figures.
+	for _, path := range []string{"/metrics", "/requests"} {
+		if a := do(t, "GET", ts.URL+path, "", "", "Retryd-Request-Id", "01abc"); a.status != 422 || strings.Contains(a.raw, "retryd_") {
+			t.Errorf("GET %s as a retryd delivery: %d %.200s, want 422 loop_detected", path, a.status, a.raw)
+		}
+	}
 }
 
 func TestDestinationAimedAtTheAPIItselfIsRefused(t *testing.T) {

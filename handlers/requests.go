@@ -17,6 +17,7 @@ import (
 
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/asynqx"
+	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/partition"
@@ -55,9 +56,11 @@ type Queue interface {
 	EnqueueCallback(ctx context.Context, id string) error
 }
 
-// Destinations checks a destination host against the safety rules.
+// Destinations checks a destination's host and port against the safety
+// rules: refused ranges (retry.ErrBlocked) and retryd's own listeners
+// (egress.ErrOwnListener), on every address the host resolves to.
 type Destinations interface {
-	CheckHost(ctx context.Context, host string) error
+	CheckTarget(ctx context.Context, host string, port uint16) error
 }
 
 // API holds the dependencies of the request handlers.
@@ -252,7 +255,11 @@ func (a *API) checkDestinations(c *gin.Context, r *record.Request, prefix string
 			return Errorf(CodeLoopDetected, prefix+d.field, prefix+d.field+" points at this retryd API; retryd does not deliver to itself "+
 				"(one submission could otherwise grow into an endless chain of requests)")
 		}
-		if err := a.Destinations.CheckHost(c.Request.Context(), u.Hostname()); err != nil {
+		err = a.Destinations.CheckTarget(c.Request.Context(), u.Hostname(), urlPort(u))
+		if errors.Is(err, egress.ErrOwnListener) {
+			return Errorf(CodeLoopDetected, prefix+d.field, prefix+d.field+": "+strings.TrimPrefix(err.Error(), retry.ErrBlocked.Error()+": "))
+		}
+		if err != nil {
 			return blocked(prefix+d.field, err)
 		}
 	}
@@ -404,6 +411,17 @@ func blocked(field string, err error) error {
 		return Errorf(CodeBlockedDestination, field, err.Error())
 	}
 	return err
+}
+
+// urlPort is the port u is dialled on: its own, or its scheme's.
+func urlPort(u *url.URL) uint16 {
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		return uint16(p)
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
 }
 
 // nullable is s, or JSON null when s is empty.

@@ -84,8 +84,8 @@ func (s *Schedules) document(sc *record.Schedule) ScheduleDocument {
 	_ = json.Unmarshal(sc.Request, &d.Request)
 	// A schedule's request is redacted the way a request's document is.
 	if h, ok := d.Request["headers"].(map[string]any); ok {
-		for k := range h {
-			if redact.Header(k) {
+		for k, v := range h {
+			if val, _ := v.(string); redact.HeaderValue(k, val) {
 				h[k] = redact.Mask
 			}
 		}

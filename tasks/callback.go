@@ -108,9 +108,13 @@ type QStashCallback struct {
 	DLQID           string              `json:"dlqId,omitempty"`
 }
 
+// qstashCallback is r's callback body, shown as every other view of r
+// is: the URL's secrets, secret headers and the fields the message's
+// Upstash-Redact-Fields names are masked (a failure callback may go to
+// another party than the destination, and is often logged whole).
 func qstashCallback(r *record.Request) QStashCallback {
 	cb := QStashCallback{Status: r.LastStatusCode, Header: map[string][]string{}, MaxRetries: r.MaxRetries,
-		SourceMessageID: r.ID, URL: r.URL, Method: r.Method, SourceHeader: map[string][]string{},
+		SourceMessageID: r.ID, URL: redact.URL(r.URL), Method: r.Method, SourceHeader: map[string][]string{},
 		SourceBody: base64.StdEncoding.EncodeToString([]byte(r.Body)), CreatedAt: r.CreatedAt.UnixMilli(),
 		NotBefore: r.CreatedAt.UnixMilli()}
 	if n := len(r.Attempts); n > 0 {
@@ -123,11 +127,17 @@ func qstashCallback(r *record.Request) QStashCallback {
 	if r.Status == record.Completed && r.HasResult {
 		cb.Body = base64.StdEncoding.EncodeToString([]byte(r.Result))
 	}
-	for k, v := range r.Headers {
+	for k, v := range redact.Headers(r.Headers) {
+		if r.QStash != nil && r.QStash.Redact.Header(k) {
+			v = redact.Mask
+		}
 		cb.SourceHeader[k] = []string{v}
 	}
 	if r.QStash != nil {
 		cb.ScheduleID = r.QStash.ScheduleID
+		if r.QStash.Redact != nil && r.QStash.Redact.Body {
+			cb.SourceBody = "" // as GET /v2/messages shows a redacted body
+		}
 	}
 	if r.Status == record.Failed {
 		cb.DLQID = r.ID // a failed message's DLQ id is its id

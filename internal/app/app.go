@@ -21,11 +21,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/dashboard"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/listeners"
 	"github.com/retryd/retryd/internal/logs"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/openapi"
@@ -178,7 +180,11 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 			cfg.Port = p
 		}
 	}
-	eo := EngineOptions{Faults: opts.Faults}
+	// Every listener of this process is refused as a destination from the
+	// moment it listens, and listed in Redis for the other processes.
+	own := &egress.Own{}
+	book := listeners.New(record.NewStore(rdb, cfg.Retention), own, clock.Real, log.With("component", "listeners"))
+	eo := EngineOptions{Faults: opts.Faults, Own: own}
 	if opts.Dev {
 		eo.LoopbackOnly = true
 		if opts.QStashDevAddr != "" {
@@ -192,8 +198,12 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workerDone := make(chan error, 1)
+	bookDone := make(chan struct{})
+	go func() { defer close(bookDone); book.Run(ctx) }()
+	defer func() { cancel(); <-bookDone }()
 	if opts.Dev {
-		go func() { workerDone <- RunWorker(ctx, cfg, WorkerOptions{}, log) }()
+		// The in-process worker shares this process's listeners.
+		go func() { workerDone <- RunWorker(ctx, cfg, WorkerOptions{Listeners: book}, log) }()
 	} else {
 		close(workerDone)
 	}
@@ -209,6 +219,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
 	}
+	book.Add(ctx, ln.Addr())
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("retryd api listening", "addr", ln.Addr().String())
@@ -223,6 +234,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 				qsrv := &http.Server{Handler: handlers.OnDevListener(engine), ReadHeaderTimeout: srv.ReadHeaderTimeout, ReadTimeout: srv.ReadTimeout,
 					WriteTimeout: srv.WriteTimeout, IdleTimeout: srv.IdleTimeout}
 				defer qsrv.Close()
+				book.Add(ctx, qln.Addr())
 				go func() { serveErr <- qsrv.Serve(qln) }()
 				fmt.Fprintf(os.Stderr, "  QStash dev: http://%s (QSTASH_DEV=true clients; token and signing keys are the SDK's dev ones)\n", qln.Addr().String())
 			}
@@ -253,6 +265,9 @@ type EngineOptions struct {
 	// DevListenerKeys and LoopbackOnly: see Access (-dev sets them).
 	DevListenerKeys []handlers.Key
 	LoopbackOnly    bool
+	// Own are retryd's listeners, refused as destinations; nil for none
+	// (tests of the engine alone).
+	Own *egress.Own
 }
 
 // APIEngine wires the whole API over one Redis: requests, DLQ, dashboard,
@@ -261,7 +276,7 @@ type EngineOptions struct {
 func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.RedisConnOpt, eo EngineOptions, log *slog.Logger) (engine *gin.Engine, close func()) {
 	faults := eo.Faults
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
-	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
+	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: eo.Own}
 	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
 	if cfg.RedisWaitReplicas > 0 {

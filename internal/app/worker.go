@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/listeners"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
@@ -57,6 +59,9 @@ var timerNames = timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, M
 type WorkerOptions struct {
 	// Faults are crash-test fault points; nil in production.
 	Faults *faultpoint.Points
+	// Listeners are the process's listeners when the worker runs inside
+	// the API (-dev), which keeps them; nil: the worker keeps its own.
+	Listeners *listeners.Book
 }
 
 // RunWorker runs an asynq server performing deliveries, and the sweeper,
@@ -82,7 +87,20 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	bell := tasks.NewPartitionedBell(rdb, parts, BellWait)
 	rdb.AddHook(bell)
 
-	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs}
+	book := opts.Listeners
+	if book == nil {
+		book = listeners.New(store, &egress.Own{}, clock.Real, log.With("component", "listeners"))
+		if err := book.Refresh(ctx); err != nil {
+			log.Warn("could not read retryd's listeners from Redis; the next renewal will", "err", err)
+		}
+		bookCtx, stopBook := context.WithCancel(context.Background())
+		bookDone := make(chan struct{})
+		go func() { defer close(bookDone); book.Run(bookCtx) }()
+		// Kept until the last attempt ended: deliveries dial until then.
+		defer func() { stopBook(); <-bookDone }()
+	}
+	// Retryd's own listeners are never destinations, whatever is allowed.
+	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: book.Own()}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
 	names := timerNames
@@ -146,7 +164,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	if err := srv.Start(mux); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	stopMetrics := serveWorkerMetrics(cfg.MetricsAddr, metrics.New(store, inspector), store, log)
+	stopMetrics := serveWorkerMetrics(ctx, cfg.MetricsAddr, metrics.New(store, inspector), store, book, log)
 	defer stopMetrics()
 	sw := newSweeper(cfg, rdb, store, queue, log)
 	sched := &scheduler.Scheduler{Store: store, Queue: queue, Log: log.With("component", "scheduler"),
@@ -195,14 +213,22 @@ func queueWeights(parts partition.Set) map[string]int {
 }
 
 // serveWorkerMetrics serves /metrics and /healthz on addr (nothing when
-// addr is empty) and returns the function that stops it.
-func serveWorkerMetrics(addr string, reg *metrics.Metrics, redis pinger, log *slog.Logger) (stop func()) {
+// addr is empty), listed in book as one of retryd's listeners, and
+// returns the function that stops it.
+func serveWorkerMetrics(ctx context.Context, addr string, reg *metrics.Metrics, redis pinger, book *listeners.Book, log *slog.Logger) (stop func()) {
 	if addr == "" {
 		return func() {}
 	}
-	srv := &http.Server{Addr: addr, Handler: workerMux(reg, redis), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		// Deliveries go on without metrics, as they always did.
+		log.Error("worker metrics listener failed", "addr", addr, "err", err)
+		return func() {}
+	}
+	book.Add(ctx, ln.Addr())
+	srv := &http.Server{Handler: workerMux(reg, redis), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("worker metrics listener failed", "addr", addr, "err", err)
 		}
 	}()
@@ -256,7 +282,7 @@ func workerMux(reg *metrics.Metrics, redis pinger) http.Handler {
 		}
 		_, _ = io.WriteString(w, `{"status":"ready"}`)
 	})
-	return m
+	return refuseOwnCalls(m)
 }
 
 // asynqLogger routes asynq's own logging into slog.
@@ -268,3 +294,18 @@ func (a asynqLogger) Info(args ...any)      { a.l.Info(a.msg(args)) }
 func (a asynqLogger) Warn(args ...any)      { a.l.Warn(a.msg(args)) }
 func (a asynqLogger) Error(args ...any)     { a.l.Error(a.msg(args)) }
 func (a asynqLogger) Fatal(args ...any)     { a.l.Error(a.msg(args)); os.Exit(1) }
+
+// refuseOwnCalls answers 403 to every call carrying
+// egress.RequestIDHeader: a delivery or callback of retryd's.
+func refuseOwnCalls(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(egress.RequestIDHeader) != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"error":{"code":"loop_detected","message":"this call is a retryd delivery or callback (it carries `+
+				egress.RequestIDHeader+`); a worker's metrics listener does not answer retryd's own calls"}}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

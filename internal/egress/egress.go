@@ -30,9 +30,11 @@ var linkLocal = []netip.Prefix{
 	netip.MustParsePrefix("fe80::/10"),
 }
 
-// RequestIDHeader carries the request id on every delivery and callback.
-// retryd's API refuses state-changing calls that carry it: they are
-// retryd calling itself.
+// RequestIDHeader carries the request id on every delivery and callback;
+// the client of Client sets it on every call that lacks it, so it marks
+// everything retryd sends to a destination. retryd's API and a worker's
+// metrics listener refuse calls that carry it: they are retryd calling
+// itself, whatever address or proxy led there.
 const RequestIDHeader = "Retryd-Request-Id"
 
 // Guard holds the destination safety rules.
@@ -46,6 +48,9 @@ type Guard struct {
 	Resolver interface {
 		LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 	}
+	// Own are retryd's own listeners, refused whatever else is allowed;
+	// nil for none.
+	Own *Own
 }
 
 // AddrAllowed reports whether retryd may connect to addr, in any spelling.
@@ -96,6 +101,13 @@ func refusedAddr(addr netip.Addr) error {
 // blocked. A host that does not resolve is not refused here: DNS may be
 // down only for now, and the attempt will classify the failure.
 func (g *Guard) CheckHost(ctx context.Context, host string) error {
+	return g.CheckTarget(ctx, host, 0)
+}
+
+// CheckTarget is CheckHost for host on port, which also refuses (with
+// ErrOwnListener) a host that is, or resolves to, one of retryd's own
+// listeners on that port. Port 0 skips that check.
+func (g *Guard) CheckTarget(ctx context.Context, host string, port uint16) error {
 	host = DialHost(host)
 	if localName(host) {
 		host = "127.0.0.1"
@@ -104,7 +116,7 @@ func (g *Guard) CheckHost(ctx context.Context, host string) error {
 		if !g.AddrAllowed(addr) {
 			return refusedAddr(addr)
 		}
-		return nil
+		return g.notOwn(addr, port, "")
 	}
 	if strings.Contains(host, ":") || strings.Contains(host, "%") {
 		// An IPv6 literal that netip cannot read must not fall through to
@@ -121,8 +133,25 @@ func (g *Guard) CheckHost(ctx context.Context, host string) error {
 		if !g.AddrAllowed(a) {
 			return fmt.Errorf("%w: %s resolves to %s", retry.ErrBlocked, host, strings.TrimPrefix(refusedAddr(a).Error(), retry.ErrBlocked.Error()+": "))
 		}
+		// Every address, not the first: the dialler may take any of them.
+		if err := g.notOwn(a, port, host); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// notOwn refuses addr:port if it is one of retryd's listeners; name is
+// the host name that resolved to addr, if any.
+func (g *Guard) notOwn(addr netip.Addr, port uint16, name string) error {
+	if port == 0 || !g.Own.Has(netip.AddrPortFrom(addr, port)) {
+		return nil
+	}
+	ap := netip.AddrPortFrom(addr, port).String()
+	if name != "" {
+		ap = fmt.Sprintf("%s (port %d of %s)", ap, port, name)
+	}
+	return fmt.Errorf("%w: %s %w", retry.ErrBlocked, ap, ErrOwnListener)
 }
 
 func (g *Guard) resolver() interface {
@@ -144,7 +173,7 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 	if !g.AddrAllowed(ap.Addr()) {
 		return refusedAddr(ap.Addr())
 	}
-	return nil
+	return g.notOwn(ap.Addr(), ap.Port(), "")
 }
 
 // MaxResponseHeaderBytes caps a destination's response headers, in all
@@ -206,10 +235,32 @@ func (g *Guard) Client() *http.Client {
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	return &http.Client{
-		Transport: tr,
+		Transport: marked{tr},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
+	}
+}
+
+// marked sets RequestIDHeader on every call that lacks it, so that no
+// call of retryd's, whatever code makes it, reaches a retryd listener
+// unmarked.
+type marked struct{ next http.RoundTripper }
+
+func (m marked) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Header.Get(RequestIDHeader) == "" {
+		// A RoundTripper must not change its caller's request.
+		req = req.Clone(req.Context())
+		req.Header.Set(RequestIDHeader, "retryd")
+	}
+	return m.next.RoundTrip(req)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport.
+func (m marked) CloseIdleConnections() {
+	if c, ok := m.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
 	}
 }
 

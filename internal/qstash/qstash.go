@@ -179,13 +179,15 @@ func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte
 		return nil, err
 	}
 	if replay != nil {
-		return &Published{MessageID: replay.ID, URL: dest, Deduplicated: true}, nil
+		return &Published{MessageID: replay.ID, URL: redact.URL(dest), Deduplicated: true}, nil
 	}
 	if err := q.queued(c, r); err != nil {
 		// Accepted: its first admission puts it in line at its place.
 		q.API.Log.Warn("could not put a message in its queue's line now", "requestId", r.ID, "err", err)
 	}
-	return &Published{MessageID: r.ID, URL: dest}, nil
+	// The answer is a view like any other: the URL's secrets masked (the
+	// client knows them; its logs and proxies need not).
+	return &Published{MessageID: r.ID, URL: redact.URL(dest)}, nil
 }
 
 // batchItem is one message of POST /v2/batch.

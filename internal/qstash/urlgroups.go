@@ -10,6 +10,7 @@ import (
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -121,7 +122,7 @@ func (q *API) publishGroup(c *gin.Context, name string, h http.Header, body []by
 	// The messages made before an error still join their queue's line.
 	out := make([]*Published, len(made))
 	for i, m := range made {
-		out[i] = &Published{MessageID: m.ID, URL: m.URL, Deduplicated: m.Replayed}
+		out[i] = &Published{MessageID: m.ID, URL: redact.URL(m.URL), Deduplicated: m.Replayed}
 		if extra.Queue != "" && !m.Replayed {
 			if err := flow.JoinQueue(c.Request.Context(), q.Flows.RDB, tenant.Qualify(owner, extra.Queue), m.ID, q.API.Now()); err != nil {
 				q.API.Log.Warn("could not put a message in its queue's line now", "requestId", m.ID, "err", err)

@@ -196,3 +196,8 @@ const (
 // flow control, by when (ms), until the timer moves them from asynq's retry
 // set to its scheduled set (see asynqx.HoldParked).
 func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }
+
+// ListenersKey is where every retryd process lists its listen addresses
+// (member "ip:port", score: when the entry lapses, ms), so that each
+// knows the others' and refuses them as destinations.
+const ListenersKey = "{retryd}:listeners"

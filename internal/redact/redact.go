@@ -13,9 +13,10 @@ import (
 // Mask replaces a secret value.
 const Mask = "[REDACTED]"
 
-// Header reports whether a header's value is a secret: credentials by name,
-// and anything named like a token, secret, key, password, signature,
-// credential, session or auth*.
+// Header reports whether a header's value is a secret by the header's name
+// alone: credentials by name, and anything named like a token, secret,
+// key, password, signature, credential, session or auth*. Where the value
+// is at hand, ask HeaderValue, which also catches bearer tokens.
 func Header(name string) bool {
 	n := strings.ToLower(name)
 	switch n {
@@ -33,11 +34,25 @@ func Header(name string) bool {
 	return false
 }
 
+// HeaderValue reports whether the value of header name is a secret: by
+// its name (Header), or because it is a bearer credential, whatever header
+// carries it (clients forward tokens under names of their own, such as
+// X-Upstream: Bearer …).
+func HeaderValue(name, value string) bool {
+	return Header(name) || bearer(value)
+}
+
+// bearer reports whether v starts with the Bearer scheme, in any case.
+func bearer(v string) bool {
+	v = strings.TrimLeft(v, " \t")
+	return len(v) >= len("bearer ") && strings.EqualFold(v[:len("bearer ")], "bearer ")
+}
+
 // Headers returns a copy of h with secret values masked.
 func Headers(h map[string]string) map[string]string {
 	out := make(map[string]string, len(h))
 	for k, v := range h {
-		if Header(k) {
+		if HeaderValue(k, v) {
 			v = Mask
 		}
 		out[k] = v
@@ -45,10 +60,16 @@ func Headers(h map[string]string) map[string]string {
 	return out
 }
 
-// Param reports whether a query parameter's value is a secret.
+// Param reports whether a query parameter's value is a secret: named like
+// a token, key, secret, signature, password (pass, pwd), JWT, auth*,
+// credential or session, or exactly "code" (an OAuth authorization code;
+// names that merely end in code, such as country_code, are not secrets).
 func Param(name string) bool {
 	n := strings.ToLower(name)
-	for _, w := range []string{"token", "key", "secret", "sig", "password", "passwd", "pwd", "auth", "credential", "session"} {
+	if n == "code" {
+		return true
+	}
+	for _, w := range []string{"token", "key", "secret", "sig", "pass", "pwd", "jwt", "auth", "credential", "session"} {
 		if strings.Contains(n, w) {
 			return true
 		}

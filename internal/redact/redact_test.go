@@ -45,3 +45,43 @@ func TestHeaderNames(t *testing.T) {
 		}
 	}
 }
+
+// OAuth codes, short password names and JWTs in a query are secrets; a
+// name that merely ends in "code" is not.
+func TestURLMasksCodePassAndJWT(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://e.com/cb?code=abc&state=1":       "https://e.com/cb?code=[REDACTED]&state=1",
+		"https://e.com/cb?CODE=abc":               "https://e.com/cb?CODE=[REDACTED]",
+		"https://e.com/h?pass=p&user=u":           "https://e.com/h?pass=[REDACTED]&user=u",
+		"https://e.com/h?passphrase=p":            "https://e.com/h?passphrase=[REDACTED]",
+		"https://e.com/h?jwt=eyJ.x.y":             "https://e.com/h?jwt=[REDACTED]",
+		"https://e.com/h?id_jwt=eyJ.x.y":          "https://e.com/h?id_jwt=[REDACTED]",
+		"https://e.com/h?country_code=FR&zip=123": "https://e.com/h?country_code=FR&zip=123",
+	} {
+		if got := URL(in); got != want {
+			t.Errorf("URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A bearer credential is a secret under any header name.
+func TestBearerValuesAreSecretUnderAnyName(t *testing.T) {
+	t.Parallel()
+	in := map[string]string{"X-Upstream": "Bearer abc", "X-Other": "bearer abc", "X-Caps": "BEARER abc", "X-Plain": "Bearerish",
+		"Content-Type": "application/json"}
+	got := Headers(in)
+	for _, k := range []string{"X-Upstream", "X-Other", "X-Caps"} {
+		if got[k] != Mask {
+			t.Errorf("%s: %q = %q, want %s", k, in[k], got[k], Mask)
+		}
+	}
+	for _, k := range []string{"X-Plain", "Content-Type"} {
+		if got[k] != in[k] {
+			t.Errorf("%s: %q masked as %q", k, in[k], got[k])
+		}
+	}
+	if in["X-Upstream"] != "Bearer abc" {
+		t.Error("Headers changed its argument")
+	}
+}
