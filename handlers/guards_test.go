@@ -287,16 +287,20 @@ func TestSchedulesAreCappedAndFireAtMostOnceASecond(t *testing.T) {
 		{`{"cron":"@every 500ms","request":{"url":"https://example.com"}}`, "cron"},
 		{`{"cron":"@every 1s","request":{"url":"https://example.com"},"crn":"x"}`, "crn"},
 		{`{"cron":"@every 1s","request":{"url":"https://example.com","mehtod":"POST"}}`, "request.mehtod"},
+		// Valid syntax, but no date has day 31 in February or April.
+		{`{"cron":"0 0 31 2 *","request":{"url":"https://example.com"}}`, "cron"},
+		{`{"cron":"0 0 31 4 *","request":{"url":"https://example.com"}}`, "cron"},
 	} {
 		a := create(c.body)
 		if _, field := errorOf(t, a); a.status != 400 || field != c.field {
 			t.Errorf("%s: %d %s, want 400 naming %s", c.body, a.status, a.raw, c.field)
 		}
 	}
-	for i := 0; i < 2; i++ {
-		if a := create(`{"cron":"@every 1s","request":{"url":"https://example.com"}}`); a.status != 201 {
-			t.Fatalf("schedule %d: %d %s", i+1, a.status, a.raw)
-		}
+	if a := create(`{"cron":"0 0 29 2 *","request":{"url":"https://example.com"}}`); a.status != 201 {
+		t.Fatalf("29 February exists: %d %s", a.status, a.raw)
+	}
+	if a := create(`{"cron":"@every 1s","request":{"url":"https://example.com"}}`); a.status != 201 {
+		t.Fatalf("second schedule: %d %s", a.status, a.raw)
 	}
 	a := create(`{"cron":"@hourly","request":{"url":"https://example.com"}}`)
 	if code, _ := errorOf(t, a); a.status != 429 || code != "rate_limited" || !strings.Contains(a.raw, "SCHEDULE_LIMIT") {
