@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -141,6 +142,33 @@ func TestFailedAuthenticationIsThrottledAcrossReplicas(t *testing.T) {
 		if ans := do(t, "GET", base+"/requests", "", "", "Authorization", "Bearer right-key"); ans.status != 200 {
 			t.Errorf("the valid key after the limit: %d %s, want 200", ans.status, ans.raw)
 		}
+	}
+}
+
+// Failures from one address (a proxy many operators share) never hide the
+// dashboard's Basic challenge from a browser that has not failed itself:
+// its first visit, without credentials, gets 401 and the challenge, and
+// is not counted; a wrong password past the limit is 429 there too.
+func TestAuthThrottleKeepsTheDashboardChallenge(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), map[string]string{"API_KEYS": "right-key"})
+	for i := 1; i <= 21; i++ {
+		do(t, "GET", ts.URL+"/monitoring/", "", "", "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("u:guess-%d", i))))
+	}
+	for i := 0; i < 3; i++ {
+		ans := do(t, "GET", ts.URL+"/monitoring/", "", "")
+		if ans.status != 401 || !strings.HasPrefix(ans.header.Get("WWW-Authenticate"), "Basic ") {
+			t.Fatalf("a first visit after 21 failures from its address: %d, WWW-Authenticate %q; want 401 with the Basic challenge",
+				ans.status, ans.header.Get("WWW-Authenticate"))
+		}
+	}
+	wrong := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:guess-again"))
+	if ans := do(t, "GET", ts.URL+"/monitoring/", "", "", "Authorization", wrong); ans.status != 429 || ans.header.Get("Retry-After") == "" {
+		t.Errorf("a wrong password past the limit: %d (Retry-After %q), want 429", ans.status, ans.header.Get("Retry-After"))
+	}
+	right := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:right-key"))
+	if ans := do(t, "GET", ts.URL+"/monitoring/", "", "", "Authorization", right); ans.status != 200 {
+		t.Errorf("the right password past the limit: %d, want 200", ans.status)
 	}
 }
 

@@ -36,7 +36,8 @@ func OnDevListener(h http.Handler) http.Handler {
 // a key cannot hold the API waiting for a body. Failures are counted per
 // client address in failures (nil: not counted): past AuthFailureLimit a
 // minute, a request without a valid key gets 429 instead of 401, so keys
-// cannot be guessed at speed; a valid key keeps working.
+// cannot be guessed at speed; a valid key keeps working. The dashboard's
+// Basic challenge to a request without credentials is never throttled.
 func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.HandlerFunc {
 	digests := make([][32]byte, len(keys))
 	for i, k := range keys {
@@ -75,7 +76,8 @@ func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.Hand
 				return
 			}
 		}
-		if strings.HasPrefix(c.Request.URL.Path, "/monitoring") {
+		dashboard := strings.HasPrefix(c.Request.URL.Path, "/monitoring")
+		if dashboard {
 			c.Header("WWW-Authenticate", `Basic realm="retryd", charset="UTF-8"`)
 		} else {
 			c.Header("WWW-Authenticate", `Bearer realm="retryd"`)
@@ -83,6 +85,16 @@ func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.Hand
 		msg := "missing API key: send Authorization: Bearer <key>"
 		if ok {
 			msg = "wrong API key"
+		}
+		if dashboard && !ok {
+			// A browser's first visit carries no credentials: it must get
+			// the Basic challenge to show the login prompt. Throttling it
+			// would lock out every operator behind a proxy whose address
+			// someone else failed from; it guesses nothing, so it is not
+			// counted either.
+			c.Header("Connection", "close")
+			Abort(c, log, Errorf(CodeUnauthorized, "", msg))
+			return
 		}
 		authFailed(c, failures, log, Errorf(CodeUnauthorized, "", msg))
 	}
