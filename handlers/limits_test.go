@@ -1,0 +1,109 @@
+package handlers_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// limitsEnv is a deployment with two tenants and an admin key.
+var limitsEnv = map[string]string{"API_KEYS": "acme:acme-key,beta:beta-key,admin-key", "ALLOW_PRIVATE_TARGETS": "true"}
+
+func bearer(key string) []string { return []string{"Authorization", "Bearer " + key} }
+
+// A bulk route reads a JSON object and nothing else: the body null once
+// canceled every message of the tenant. A limit is given once, as a
+// number.
+func TestBulkBodiesAreObjectsAndLimitsAreNumbersGivenOnce(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	sub := do(t, "POST", ts.URL+"/requests", "application/json", `{"url":"http://127.0.0.1:1/x","delayMs":3600000}`, bearer("acme-key")...)
+	if sub.status != 202 {
+		t.Fatalf("submit: %d %s", sub.status, sub.raw)
+	}
+	id, _ := sub.body["id"].(string)
+	for _, c := range []struct{ method, path, body, field string }{
+		{"DELETE", "/v2/messages", `null`, ""},
+		{"DELETE", "/v2/messages", `[]`, ""},
+		{"DELETE", "/v2/messages", `"all"`, ""},
+		{"DELETE", "/v2/dlq", `null`, ""},
+		{"POST", "/v2/dlq/retry", `null`, ""},
+		{"POST", "/dlq/redrive", `null`, ""},
+		{"POST", "/dlq/redrive?limit=1", `{"actor":"a","reason":"r","limit":1000}`, "limit"},
+		{"POST", "/dlq/redrive", `{"actor":"a","reason":"r","limit":"5"}`, "limit"},
+		{"DELETE", "/v2/messages?count=1", `{"count":1000}`, "count"},
+		{"DELETE", "/v2/messages", `{"count":"5"}`, "count"},
+	} {
+		a := do(t, c.method, ts.URL+c.path, "application/json", c.body, bearer("acme-key")...)
+		if a.status != 400 {
+			t.Errorf("%s %s %s: %d %s, want 400", c.method, c.path, c.body, a.status, a.raw)
+			continue
+		}
+		if e, _ := a.body["error"].(map[string]any); e != nil { // retryd's shape names the field; QStash's is a string
+			if f, _ := e["field"].(string); f != c.field {
+				t.Errorf("%s %s %s: field %q, want %q (%s)", c.method, c.path, c.body, f, c.field, a.raw)
+			}
+		}
+	}
+	if doc := do(t, "GET", ts.URL+"/requests/"+id, "", "", bearer("acme-key")...); doc.body["status"] != "pending" {
+		t.Errorf("after the refused calls the message is %v, want pending", doc.body["status"])
+	}
+}
+
+// A logs filter on a state QStash does not have is refused, naming the
+// states; one it has answers.
+func TestEventsRefuseAnUnknownState(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	a := do(t, "GET", ts.URL+"/v2/events?state=BOGUS", "", "", bearer("acme-key")...)
+	if msg, _ := a.body["error"].(string); a.status != 400 || !strings.Contains(msg, "DELIVERED") {
+		t.Errorf("state=BOGUS: %d %s, want 400 naming the states", a.status, a.raw)
+	}
+	for _, state := range []string{"FAILED", "CANCELED", "IN_PROGRESS"} {
+		if a := do(t, "GET", ts.URL+"/v2/events?state="+state, "", "", bearer("acme-key")...); a.status != 200 {
+			t.Errorf("state=%s: %d %s, want 200", state, a.status, a.raw)
+		}
+	}
+}
+
+// Another tenant's topic does not exist for a tenant: removing its
+// endpoints is 404, on both APIs, and leaves it as it was.
+func TestRemovingEndpointsOfAnotherTenantsTopicIs404(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	eps := `{"endpoints":[{"url":"http://127.0.0.1:1/a"}]}`
+	if a := do(t, "POST", ts.URL+"/topics/acmetopic/endpoints", "application/json", eps, bearer("acme-key")...); a.status != 200 {
+		t.Fatalf("acme adds an endpoint: %d %s", a.status, a.raw)
+	}
+	for _, path := range []string{"/topics/acmetopic/endpoints", "/v2/topics/acmetopic/endpoints"} {
+		if a := do(t, "DELETE", ts.URL+path, "application/json", eps, bearer("beta-key")...); a.status != 404 {
+			t.Errorf("beta's DELETE %s: %d %s, want 404", path, a.status, a.raw)
+		}
+	}
+	if a := do(t, "DELETE", ts.URL+"/topics/nothing/endpoints", "application/json", eps, bearer("acme-key")...); a.status != 404 {
+		t.Errorf("acme's DELETE of endpoints of a topic it does not have: %d %s, want 404", a.status, a.raw)
+	}
+	if a := do(t, "GET", ts.URL+"/topics/acmetopic", "", "", bearer("acme-key")...); a.status != 200 || !strings.Contains(a.raw, "127.0.0.1:1/a") {
+		t.Errorf("acme's topic after beta's calls: %d %s", a.status, a.raw)
+	}
+}
+
+// The dashboard answers 404, not 500, for a queue that does not exist
+// and for the metrics charts it has no Prometheus server for.
+func TestDashboardAnswers404ForWhatDoesNotExist(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	if a := do(t, "POST", ts.URL+"/requests", "application/json", `{"url":"http://127.0.0.1:1/x","delayMs":1000}`, bearer("admin-key")...); a.status != 202 {
+		t.Fatalf("submit: %d %s", a.status, a.raw)
+	}
+	for _, path := range []string{"/monitoring/api/queues/nope", "/monitoring/api/metrics", "/monitoring/api/queues/nope/pending_tasks",
+		"/monitoring/api/queues/nope/scheduled_tasks"} {
+		if a := do(t, "GET", ts.URL+path, "", "", bearer("admin-key")...); a.status != 404 {
+			t.Errorf("GET %s: %d %s, want 404", path, a.status, a.raw)
+		}
+	}
+	if a := do(t, "GET", ts.URL+"/monitoring/api/queues", "", "", bearer("admin-key")...); a.status != 200 || !strings.Contains(a.raw, "retryd") {
+		t.Errorf("GET /monitoring/api/queues: %d %s, want 200 listing retryd", a.status, a.raw)
+	}
+}
