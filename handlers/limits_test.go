@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -105,5 +106,66 @@ func TestDashboardAnswers404ForWhatDoesNotExist(t *testing.T) {
 	}
 	if a := do(t, "GET", ts.URL+"/monitoring/api/queues", "", "", bearer("admin-key")...); a.status != 200 || !strings.Contains(a.raw, "retryd") {
 		t.Errorf("GET /monitoring/api/queues: %d %s, want 200 listing retryd", a.status, a.raw)
+	}
+}
+
+// The rate limit counts the requests a call creates, not the call: a
+// batch of 20 to a 25-endpoint URL group is 500 requests, refused at a
+// limit of 100 a second, and a call refused by the limit creates nothing.
+func TestRateLimitCountsRequestsCreated(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"RATE_LIMIT_RPS": "100"}
+	for k, v := range limitsEnv {
+		env[k] = v
+	}
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), env)
+	group := func(name string, n int) {
+		var eps []string
+		for i := range n {
+			eps = append(eps, fmt.Sprintf(`{"url":"http://127.0.0.1:1/e%d"}`, i))
+		}
+		if a := do(t, "POST", ts.URL+"/topics/"+name+"/endpoints", "application/json", `{"endpoints":[`+strings.Join(eps, ",")+`]}`, bearer("acme-key")...); a.status != 200 {
+			t.Fatalf("endpoints: %d %s", a.status, a.raw)
+		}
+	}
+	group("group", 25)
+	group("big", 60)
+	batch := func(items int) answer {
+		var list []string
+		for range items {
+			list = append(list, `{"destination":"group","body":"x"}`)
+		}
+		return do(t, "POST", ts.URL+"/v2/batch", "application/json", "["+strings.Join(list, ",")+"]", bearer("acme-key")...)
+	}
+	// The admin's key is another tenant's budget: counting costs acme nothing.
+	made := func() int {
+		a := do(t, "GET", ts.URL+"/requests?limit=500", "", "", bearer("admin-key")...)
+		data, _ := a.body["data"].([]any)
+		return len(data)
+	}
+	if a := batch(20); a.status != 429 || a.header.Get("Retry-After") == "" || !strings.Contains(a.raw, "500 requests") {
+		t.Errorf("a batch of 20 to 25 endpoints at 100 a second: %d (Retry-After %q) %s, want 429 saying 500 requests",
+			a.status, a.header.Get("Retry-After"), a.raw)
+	}
+	if n := made(); n != 0 {
+		t.Fatalf("the refused batch made %d requests", n)
+	}
+	if a := batch(3); a.status != 201 {
+		t.Fatalf("a batch of 3 to 25 endpoints (75 requests) at 100 a second: %d %s", a.status, a.raw)
+	}
+	if n := made(); n != 75 {
+		t.Fatalf("the batch of 3 made %d requests, want 75", n)
+	}
+	// About 20 tokens are left: 75, or 60, are refused whole on every
+	// route that fans out.
+	refused := []answer{batch(3), do(t, "POST", ts.URL+"/v2/publish/big", "text/plain", "x", bearer("acme-key")...),
+		do(t, "POST", ts.URL+"/topics/big/requests", "application/json", `{"body":"x"}`, bearer("acme-key")...)}
+	for i, a := range refused {
+		if a.status != 429 || a.header.Get("Retry-After") == "" {
+			t.Errorf("fan-out %d over what is left of the limit: %d (Retry-After %q) %s, want 429", i, a.status, a.header.Get("Retry-After"), a.raw)
+		}
+	}
+	if n := made(); n != 75 {
+		t.Errorf("refused fan-outs made %d requests, want none (75 in all)", n-75)
 	}
 }
