@@ -1,9 +1,12 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -167,5 +170,114 @@ func TestRateLimitCountsRequestsCreated(t *testing.T) {
 	}
 	if n := made(); n != 75 {
 		t.Errorf("refused fan-outs made %d requests, want none (75 in all)", n-75)
+	}
+}
+
+// A tenant has at most QUEUE_LIMIT queues: one more, by upsert or by
+// enqueueing to a new queue, is refused naming the limit, and nothing of
+// it is made; another tenant's queues are its own count.
+func TestQueuesHaveAPerTenantLimit(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"QUEUE_LIMIT": "3"}
+	for k, v := range limitsEnv {
+		env[k] = v
+	}
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), env)
+	upsert := func(key, name string) answer {
+		return do(t, "POST", ts.URL+"/v2/queues", "application/json", `{"queueName":"`+name+`","parallelism":1}`, bearer(key)...)
+	}
+	for i := range 3 {
+		if a := upsert("acme-key", fmt.Sprintf("q%d", i)); a.status != 200 {
+			t.Fatalf("queue %d of 3: %d %s", i, a.status, a.raw)
+		}
+	}
+	if a := upsert("acme-key", "q0"); a.status != 200 {
+		t.Errorf("upserting a queue acme has, at its limit: %d %s", a.status, a.raw)
+	}
+	over := []answer{upsert("acme-key", "q3"),
+		do(t, "POST", ts.URL+"/v2/enqueue/q4/http://127.0.0.1:1/x", "text/plain", "x", bearer("acme-key")...),
+		do(t, "POST", ts.URL+"/v2/publish/http://127.0.0.1:1/x", "text/plain", "x", append(bearer("acme-key"), "Upstash-Queue-Name", "q5")...)}
+	for i, a := range over {
+		if msg, _ := a.body["error"].(string); a.status != 409 || !strings.Contains(msg, "QUEUE_LIMIT") || !strings.Contains(msg, "3 queues") {
+			t.Errorf("queue call %d past the limit: %d %s, want 409 naming QUEUE_LIMIT and 3 queues", i, a.status, a.raw)
+		}
+	}
+	for _, name := range []string{"q3", "q4", "q5"} {
+		if a := do(t, "GET", ts.URL+"/v2/queues/"+name, "", "", bearer("acme-key")...); a.status != 404 {
+			t.Errorf("the refused queue %s: %d %s, want 404", name, a.status, a.raw)
+		}
+	}
+	if a := do(t, "GET", ts.URL+"/requests", "", "", bearer("acme-key")...); !strings.Contains(a.raw, `"data":[]`) {
+		t.Errorf("refused enqueues made requests: %s", a.raw)
+	}
+	if a := upsert("beta-key", "q3"); a.status != 200 {
+		t.Errorf("beta's first queue: %d %s", a.status, a.raw)
+	}
+	if a := do(t, "DELETE", ts.URL+"/v2/queues/q0", "", "", bearer("acme-key")...); a.status != 200 {
+		t.Fatalf("delete: %d %s", a.status, a.raw)
+	}
+	if a := upsert("acme-key", "q3"); a.status != 200 {
+		t.Errorf("a queue after one was deleted: %d %s", a.status, a.raw)
+	}
+}
+
+// GET /v2/queues answers a JSON array (what the official clients read),
+// a page at a time: count bounds it, and a Link header's cursor
+// continues it until every queue was listed once.
+func TestQueueListPages(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	want := map[string]bool{}
+	for _, key := range []string{"acme-key", "beta-key"} {
+		for i := range 4 {
+			name := fmt.Sprintf("%s-q%d", key[:4], i)
+			if a := do(t, "POST", ts.URL+"/v2/queues", "application/json", `{"queueName":"`+name+`"}`, bearer(key)...); a.status != 200 {
+				t.Fatalf("upsert %s: %d %s", name, a.status, a.raw)
+			}
+			want[name] = true
+		}
+	}
+	list := func(path, key string) ([]map[string]any, string) {
+		t.Helper()
+		resp := do(t, "GET", ts.URL+path, "", "", bearer(key)...)
+		var page []map[string]any
+		if resp.status != 200 || json.Unmarshal([]byte(resp.raw), &page) != nil {
+			t.Fatalf("GET %s: %d %s, want 200 and a JSON array", path, resp.status, resp.raw)
+		}
+		next := ""
+		if link := resp.header.Get("Link"); link != "" {
+			next = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+		}
+		return page, next
+	}
+	if page, next := list("/v2/queues", "acme-key"); len(page) != 4 || next != "" {
+		t.Errorf("acme's default page: %d queues, next %q; want its 4 and no next", len(page), next)
+	}
+	seen := map[string]bool{}
+	path := "/v2/queues?count=3"
+	for pages := 0; path != ""; pages++ {
+		if pages > 3 {
+			t.Fatalf("more than 3 pages of 3 for 8 queues")
+		}
+		var page []map[string]any
+		page, path = list(path, "admin-key")
+		if len(page) > 3 {
+			t.Fatalf("a page of count=3 holds %d", len(page))
+		}
+		for _, q := range page {
+			name, _ := q["name"].(string)
+			if seen[name] {
+				t.Errorf("%s listed twice", name)
+			}
+			seen[name] = true
+		}
+	}
+	if !cmp.Equal(want, seen) {
+		t.Errorf("pages listed %v, want %v", seen, want)
+	}
+	for _, bad := range []string{"count=0", "count=1001", "count=x", "cursor=nothing", "limit=5", "count=1&count=2"} {
+		if a := do(t, "GET", ts.URL+"/v2/queues?"+bad, "", "", bearer("acme-key")...); a.status != 400 {
+			t.Errorf("GET /v2/queues?%s: %d %s, want 400", bad, a.status, a.raw)
+		}
 	}
 }

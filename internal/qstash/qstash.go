@@ -38,6 +38,9 @@ type API struct {
 	Flows *handlers.Flows
 	// Queues list the queues.
 	Queues QueueStore
+	// QueueLimit is the most queues one tenant may have (QUEUE_LIMIT; 0:
+	// no limit).
+	QueueLimit int
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
