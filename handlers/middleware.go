@@ -140,7 +140,8 @@ func RateLimit(limiter *redis_rate.Limiter, rps int, log *slog.Logger) gin.Handl
 			return
 		}
 		retryAfter(c, res.RetryAfter)
-		Abort(c, log, Errorf(CodeRateLimited, "", "rate limit of "+strconv.Itoa(rps)+" requests per second exceeded"))
+		Abort(c, log, Errorf(CodeRateLimited, "", "rate limit of "+strconv.Itoa(rps)+" a second exceeded (RATE_LIMIT_RPS: each call counts one, "+
+			"and a call that creates requests one per request)"))
 	}
 }
 

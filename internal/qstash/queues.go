@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -164,18 +165,9 @@ func (q *API) listQueues(c *gin.Context) {
 	if err == nil {
 		page, more, err = q.Queues.QueuePage(c.Request.Context(), scope, after, count)
 	}
-	out := []QueueDoc{}
-	for _, ref := range page {
-		if err != nil {
-			break
-		}
-		var d QueueDoc
-		d, err = q.queueDoc(c, ref.Tenant, ref.Name)
-		if isNotFound(err) {
-			err = nil // listed, its settings not made yet or deleted meanwhile
-			continue
-		}
-		out = append(out, d)
+	var out []QueueDoc
+	if err == nil {
+		out, err = q.queueDocs(c, page)
 	}
 	if err != nil {
 		q.fail(c, err)
@@ -192,11 +184,31 @@ func (q *API) listQueues(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
+// queueDocs reads the queues of a page. A name listed without settings
+// (made between the two steps of an upsert, or deleted meanwhile) is
+// left out.
+func (q *API) queueDocs(c *gin.Context, page []record.QueueRef) ([]QueueDoc, error) {
+	out := []QueueDoc{}
+	for _, ref := range page {
+		d, err := q.queueDoc(c, ref.Tenant, ref.Name)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 // queuePaging reads count and cursor of GET /v2/queues; any other
 // parameter is refused, as on every list.
 func queuePaging(c *gin.Context) (int, record.QueueRef, error) {
 	query := c.Request.URL.Query()
-	for k, v := range query {
+	keys := slices.Sorted(maps.Keys(query)) // the same key named first every time
+	for _, k := range keys {
+		v := query[k]
 		if !slices.Contains(queuesRoute, k) {
 			return 0, record.QueueRef{}, badRequest(k, "unknown parameter "+strconv.Quote(k)+"; this call takes "+strings.Join(queuesRoute, ", "))
 		}
