@@ -251,7 +251,7 @@ func (rt Route) singleValued(k string) bool {
 // body must send as one: "5" for 5 is refused, as everywhere else in the
 // API.
 func (rt Route) numeric(k string) bool {
-	return (k == rt.CountParam && rt.CountParam != "") || (slices.Contains(rt.Filters, k) && (k == FromDate || k == ToDate))
+	return (k == rt.CountParam && rt.CountParam != "") || (slices.Contains(rt.Filters, k) && (k == FromDate || k == ToDate || k == ResponseStatus))
 }
 
 func last(v []string) string {

@@ -129,6 +129,7 @@ func TestRefusals(t *testing.T) {
 		// Numbers are numbers.
 		{route, "", `{"count": "5"}`, "count"},
 		{route, "", `{"fromDate": "1700000000000"}`, "fromDate"},
+		{route, "", `{"responseStatus": "500"}`, "responseStatus"},
 	} {
 		q, _ := url.ParseQuery(tc.query)
 		_, err := Parse(tc.rt, q, []byte(tc.body))
