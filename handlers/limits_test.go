@@ -281,3 +281,19 @@ func TestQueueListPages(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard's actions on a queue or task that does not exist are 404
+// as well.
+func TestDashboardActionsOnWhatDoesNotExistAre404(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	for _, c := range []struct{ method, path string }{
+		{"DELETE", "/monitoring/api/queues/nope"},
+		{"DELETE", "/monitoring/api/queues/nope/archived_tasks/nope"},
+		{"POST", "/monitoring/api/queues/nope/archived_tasks/nope:run"},
+	} {
+		if a := do(t, c.method, ts.URL+c.path, "", "", bearer("admin-key")...); a.status != 404 {
+			t.Errorf("%s %s: %d %s, want 404", c.method, c.path, a.status, a.raw)
+		}
+	}
+}

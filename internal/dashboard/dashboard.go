@@ -151,7 +151,7 @@ func (d *Dashboard) serve(c *gin.Context) {
 	case method == http.MethodGet && !strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/static/"):
 		d.page(c)
 	case method == http.MethodGet && strings.HasPrefix(path, "/api/"):
-		d.read(c, path)
+		d.proxy(c, path)
 	case method == http.MethodGet || method == http.MethodHead:
 		d.UI.ServeHTTP(c.Writer, c.Request)
 	case oneTask.MatchString(path):
@@ -173,7 +173,7 @@ func (d *Dashboard) serve(c *gin.Context) {
 			"Use retryctl (dlq redrive --all, which has a dry run) or the API")
 	default:
 		// Queue-level actions (pause, resume, delete queue) and the rest.
-		d.UI.ServeHTTP(c.Writer, c.Request)
+		d.proxy(c, path)
 	}
 }
 
@@ -181,9 +181,9 @@ func (d *Dashboard) serve(c *gin.Context) {
 // asynqmon answers them 500, as if the dashboard were broken.
 var notFound = regexp.MustCompile(`(?i)not found|does not exist`)
 
-// read serves a GET of asynqmon's API, answering 404 for what does not
-// exist where asynqmon would answer 500.
-func (d *Dashboard) read(c *gin.Context, path string) {
+// proxy has asynqmon serve a call of its API (path, under Root),
+// answering 404 for what does not exist where asynqmon would answer 500.
+func (d *Dashboard) proxy(c *gin.Context, path string) {
 	if path == "/api/metrics" {
 		// asynqmon's charts ask a Prometheus server, and retryd gives it
 		// none (retryd's own figures are at /metrics): asking would fail.
@@ -285,7 +285,7 @@ func (d *Dashboard) one(c *gin.Context, id, action string) {
 	}
 	v, why := decide(action, r)
 	if v == forward {
-		d.UI.ServeHTTP(c.Writer, c.Request)
+		d.proxy(c, "")
 		return
 	}
 	if err := d.act(ctx, v, id, why); err != nil {
