@@ -132,7 +132,7 @@ func TestRateLimitCountsRequestsCreated(t *testing.T) {
 		}
 	}
 	group("group", 25)
-	group("big", 60)
+	group("big", 100)
 	batch := func(items int) answer {
 		var list []string
 		for range items {
@@ -159,8 +159,8 @@ func TestRateLimitCountsRequestsCreated(t *testing.T) {
 	if n := made(); n != 75 {
 		t.Fatalf("the batch of 3 made %d requests, want 75", n)
 	}
-	// About 20 tokens are left: 75, or 60, are refused whole on every
-	// route that fans out.
+	// About 20 tokens are left, refilling at 100 a second: 75, or 100,
+	// are refused whole on every route that fans out.
 	refused := []answer{batch(3), do(t, "POST", ts.URL+"/v2/publish/big", "text/plain", "x", bearer("acme-key")...),
 		do(t, "POST", ts.URL+"/topics/big/requests", "application/json", `{"body":"x"}`, bearer("acme-key")...)}
 	for i, a := range refused {

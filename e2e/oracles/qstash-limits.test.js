@@ -38,6 +38,7 @@ test("batch: 20 items to a 25-endpoint URL group are 500 requests, refused whole
   const res = await client.batchJSON(items(3));
   assert.equal(res.length, 3);
   assert.ok(res.every((r) => Array.isArray(r) && r.length === 25), JSON.stringify(res).slice(0, 200));
-  // About 20 tokens are left: another 75 requests are refused whole.
-  await assert.rejects(client.batchJSON(items(3)), QstashRatelimitError);
+  // About 20 tokens are left, refilling at 100 a second: another 100
+  // requests are refused whole.
+  await assert.rejects(client.batchJSON(items(4)), QstashRatelimitError);
 });
