@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -151,6 +152,33 @@ func TestFailedAuthenticationIsThrottledAcrossReplicas(t *testing.T) {
 	}
 }
 
+// Failures from one address (a proxy many operators share) never hide the
+// dashboard's Basic challenge from a browser that has not failed itself:
+// its first visit, without credentials, gets 401 and the challenge, and
+// is not counted; a wrong password past the limit is 429 there too.
+func TestAuthThrottleKeepsTheDashboardChallenge(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), map[string]string{"API_KEYS": "right-key"})
+	for i := 1; i <= 21; i++ {
+		do(t, "GET", ts.URL+"/monitoring/", "", "", "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(fmt.Sprintf("u:guess-%d", i))))
+	}
+	for i := 0; i < 3; i++ {
+		ans := do(t, "GET", ts.URL+"/monitoring/", "", "")
+		if ans.status != 401 || !strings.HasPrefix(ans.header.Get("WWW-Authenticate"), "Basic ") {
+			t.Fatalf("a first visit after 21 failures from its address: %d, WWW-Authenticate %q; want 401 with the Basic challenge",
+				ans.status, ans.header.Get("WWW-Authenticate"))
+		}
+	}
+	wrong := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:guess-again"))
+	if ans := do(t, "GET", ts.URL+"/monitoring/", "", "", "Authorization", wrong); ans.status != 429 || ans.header.Get("Retry-After") == "" {
+		t.Errorf("a wrong password past the limit: %d (Retry-After %q), want 429", ans.status, ans.header.Get("Retry-After"))
+	}
+	right := "Basic " + base64.StdEncoding.EncodeToString([]byte("u:right-key"))
+	if ans := do(t, "GET", ts.URL+"/monitoring/", "", "", "Authorization", right); ans.status != 200 {
+		t.Errorf("the right password past the limit: %d, want 200", ans.status)
+	}
+}
+
 // A browser page elsewhere must not drive the dashboard or the API with
 // the operator's cached credentials.
 func TestCrossSiteStateChangesAreRefused(t *testing.T) {
@@ -294,16 +322,20 @@ func TestSchedulesAreCappedAndFireAtMostOnceASecond(t *testing.T) {
 		{`{"cron":"@every 500ms","request":{"url":"https://example.com"}}`, "cron"},
 		{`{"cron":"@every 1s","request":{"url":"https://example.com"},"crn":"x"}`, "crn"},
 		{`{"cron":"@every 1s","request":{"url":"https://example.com","mehtod":"POST"}}`, "request.mehtod"},
+		// Valid syntax, but no date has day 31 in February or April.
+		{`{"cron":"0 0 31 2 *","request":{"url":"https://example.com"}}`, "cron"},
+		{`{"cron":"0 0 31 4 *","request":{"url":"https://example.com"}}`, "cron"},
 	} {
 		a := create(c.body)
 		if _, field := errorOf(t, a); a.status != 400 || field != c.field {
 			t.Errorf("%s: %d %s, want 400 naming %s", c.body, a.status, a.raw, c.field)
 		}
 	}
-	for i := 0; i < 2; i++ {
-		if a := create(`{"cron":"@every 1s","request":{"url":"https://example.com"}}`); a.status != 201 {
-			t.Fatalf("schedule %d: %d %s", i+1, a.status, a.raw)
-		}
+	if a := create(`{"cron":"0 0 29 2 *","request":{"url":"https://example.com"}}`); a.status != 201 {
+		t.Fatalf("29 February exists: %d %s", a.status, a.raw)
+	}
+	if a := create(`{"cron":"@every 1s","request":{"url":"https://example.com"}}`); a.status != 201 {
+		t.Fatalf("second schedule: %d %s", a.status, a.raw)
 	}
 	a := create(`{"cron":"@hourly","request":{"url":"https://example.com"}}`)
 	if code, _ := errorOf(t, a); a.status != 429 || code != "rate_limited" || !strings.Contains(a.raw, "SCHEDULE_LIMIT") {

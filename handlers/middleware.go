@@ -36,7 +36,8 @@ func OnDevListener(h http.Handler) http.Handler {
 // a key cannot hold the API waiting for a body. Failures are counted per
 // client address in failures (nil: not counted): past AuthFailureLimit a
 // minute, a request without a valid key gets 429 instead of 401, so keys
-// cannot be guessed at speed; a valid key keeps working.
+// cannot be guessed at speed; a valid key keeps working. The dashboard's
+// Basic challenge to a request without credentials is never throttled.
 func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.HandlerFunc {
 	digests := make([][32]byte, len(keys))
 	for i, k := range keys {
@@ -75,7 +76,8 @@ func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.Hand
 				return
 			}
 		}
-		if strings.HasPrefix(c.Request.URL.Path, "/monitoring") {
+		dashboard := strings.HasPrefix(c.Request.URL.Path, "/monitoring")
+		if dashboard {
 			c.Header("WWW-Authenticate", `Basic realm="retryd", charset="UTF-8"`)
 		} else {
 			c.Header("WWW-Authenticate", `Bearer realm="retryd"`)
@@ -83,6 +85,16 @@ func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.Hand
 		msg := "missing API key: send Authorization: Bearer <key>"
 		if ok {
 			msg = "wrong API key"
+		}
+		if dashboard && !ok {
+			// A browser's first visit carries no credentials: it must get
+			// the Basic challenge to show the login prompt. Throttling it
+			// would lock out every operator behind a proxy whose address
+			// someone else failed from; it guesses nothing, so it is not
+			// counted either.
+			c.Header("Connection", "close")
+			Abort(c, log, Errorf(CodeUnauthorized, "", msg))
+			return
 		}
 		authFailed(c, failures, log, Errorf(CodeUnauthorized, "", msg))
 	}
@@ -101,28 +113,87 @@ func credential(r *http.Request) (string, bool) {
 	return token, token != ""
 }
 
-// RateLimit allows rps requests per second per tenant (per client IP when
+// RateLimit allows rps tokens per second per tenant (per client IP when
 // no keys are configured), counted in Redis so the limit holds across API
-// replicas. Over it: 429 with Retry-After. If Redis cannot be asked, the
-// request goes through (the handler itself will then answer 503 if it needs
-// Redis): the limiter must not turn a Redis blip into a second outage.
+// replicas. A call takes one token; a call that creates more than one
+// request (a publish to a topic or URL group, a batch) takes one per
+// request it creates, paid with PayFor before it makes any. Over the
+// limit: 429 with Retry-After. If Redis cannot be asked, the call goes
+// through (the handler itself will then answer 503 if it needs Redis): the
+// limiter must not turn a Redis blip into a second outage.
 func RateLimit(limiter *redis_rate.Limiter, rps int, log *slog.Logger) gin.HandlerFunc {
 	limit := redis_rate.PerSecond(rps)
 	return func(c *gin.Context) {
 		if rps <= 0 {
 			return
 		}
+		key := record.RateLimitKey(owner(c))
 		ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
 		defer cancel()
-		res, err := limiter.Allow(ctx, record.RateLimitKey(owner(c)), limit)
+		res, err := limiter.Allow(ctx, key, limit)
 		if err != nil {
 			log.Warn("rate limiter unavailable; request let through", "err", err)
 			return
 		}
 		if res.Allowed > 0 {
+			c.Set(budgetCtx, &budget{limiter: limiter, key: key, limit: limit, rps: rps, paid: 1, log: log})
 			return
 		}
-		c.Header("Retry-After", strconv.Itoa(int(math.Ceil(max(res.RetryAfter.Seconds(), 1)))))
-		Abort(c, log, Errorf(CodeRateLimited, "", "rate limit of "+strconv.Itoa(rps)+" requests per second exceeded"))
+		retryAfter(c, res.RetryAfter)
+		Abort(c, log, Errorf(CodeRateLimited, "", "rate limit of "+strconv.Itoa(rps)+" a second exceeded (RATE_LIMIT_RPS: each call counts one, "+
+			"and a call that creates requests one per request)"))
 	}
+}
+
+// budgetCtx is where RateLimit leaves the call's budget.
+const budgetCtx = "retryd.budget"
+
+// budget is what one call has paid of its caller's rate limit.
+type budget struct {
+	limiter *redis_rate.Limiter
+	key     string
+	limit   redis_rate.Limit
+	rps     int
+	paid    int // tokens taken so far: the call's own, and any PayFor took
+	log     *slog.Logger
+}
+
+// PayFor makes sure the call has paid one token of the caller's rate limit
+// for each of the n requests it is about to create, taking what is
+// missing in one step. It is called before anything is made, so a call
+// the limit refuses creates nothing: the answer is 429 with Retry-After.
+// A call that would create more requests than the limit allows in a
+// second can never pass and is refused as well, saying so. Without a rate
+// limit (or when Redis cannot be asked) every call passes.
+func PayFor(c *gin.Context, n int) error {
+	v, ok := c.Get(budgetCtx)
+	b, _ := v.(*budget)
+	if !ok || b == nil || n <= b.paid {
+		return nil
+	}
+	if n > b.rps {
+		retryAfter(c, time.Second)
+		return Errorf(CodeRateLimited, "", "this call would create "+strconv.Itoa(n)+" requests, and the rate limit allows "+
+			strconv.Itoa(b.rps)+" a second (RATE_LIMIT_RPS), each request created counting as one: send them in smaller calls")
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
+	defer cancel()
+	res, err := b.limiter.AllowN(ctx, b.key, b.limit, n-b.paid)
+	if err != nil {
+		b.log.Warn("rate limiter unavailable; requests let through", "err", err)
+		b.paid = n
+		return nil
+	}
+	if res.Allowed == 0 {
+		retryAfter(c, res.RetryAfter)
+		return Errorf(CodeRateLimited, "", "this call would create "+strconv.Itoa(n)+" requests, more than is left of the rate limit of "+
+			strconv.Itoa(b.rps)+" a second (RATE_LIMIT_RPS), each request created counting as one; nothing was created")
+	}
+	b.paid = n
+	return nil
+}
+
+// retryAfter sets Retry-After to d in whole seconds, at least 1.
+func retryAfter(c *gin.Context, d time.Duration) {
+	c.Header("Retry-After", strconv.Itoa(int(math.Ceil(max(d.Seconds(), 1)))))
 }

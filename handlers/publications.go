@@ -173,6 +173,9 @@ func (t *Topics) publish(c *gin.Context) {
 		return
 	}
 	tp, owner, err := t.load(c)
+	if err == nil {
+		err = PayFor(c, len(tp.Endpoints)) // the rate limit counts each request, before any is made
+	}
 	if err != nil {
 		Abort(c, t.API.Log, err)
 		return

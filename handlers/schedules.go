@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -176,8 +177,18 @@ func cronSpec(expr, timezone string) (cron.Schedule, error) {
 		}
 		return nil, Errorf(CodeInvalid, field, field+" is invalid: "+err.Error())
 	}
+	// A day the calendar never has (31 February, 31 April) parses but
+	// never fires: a schedule that would silently do nothing.
+	if spec.Next(neverCheckFrom).IsZero() {
+		return nil, Errorf(CodeInvalid, "cron", "cron "+strconv.Quote(expr)+" never fires: no date matches its day and month")
+	}
 	return spec, nil
 }
+
+// neverCheckFrom is where the search for a cron's first fire starts: a
+// fixed time keeps the check pure, and robfig/cron searches five years
+// from it, which hold every date that exists (29 February 2024 included).
+var neverCheckFrom = time.Date(2024, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // Save checks schedule sc (its cron, time zone and request, a submission)
 // and stores it: as a new schedule with a new id unless sc.ID is set, or

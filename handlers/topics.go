@@ -223,8 +223,11 @@ func (t *Topics) ChangeEndpoints(c *gin.Context, adding bool) (owner, name strin
 			err = t.Store.RemoveEndpoints(ctx, owner, name, eps, now)
 		}
 	}
-	if errors.Is(err, record.ErrTopicFull) {
+	switch {
+	case errors.Is(err, record.ErrTopicFull):
 		err = Errorf(CodeInvalid, "endpoints", err.Error())
+	case errors.Is(err, record.ErrNotFound):
+		err = notFoundTopic(name) // another tenant's topic is none of this one's
 	}
 	return owner, name, err
 }

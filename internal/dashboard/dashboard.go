@@ -150,6 +150,8 @@ func (d *Dashboard) serve(c *gin.Context) {
 	switch {
 	case method == http.MethodGet && !strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/static/"):
 		d.page(c)
+	case method == http.MethodGet && strings.HasPrefix(path, "/api/"):
+		d.proxy(c, path)
 	case method == http.MethodGet || method == http.MethodHead:
 		d.UI.ServeHTTP(c.Writer, c.Request)
 	case oneTask.MatchString(path):
@@ -171,8 +173,35 @@ func (d *Dashboard) serve(c *gin.Context) {
 			"Use retryctl (dlq redrive --all, which has a dry run) or the API")
 	default:
 		// Queue-level actions (pause, resume, delete queue) and the rest.
-		d.UI.ServeHTTP(c.Writer, c.Request)
+		d.proxy(c, path)
 	}
+}
+
+// notFound is how asynq's errors say a queue or a task does not exist;
+// asynqmon answers them 500, as if the dashboard were broken.
+var notFound = regexp.MustCompile(`(?i)not found|does not exist`)
+
+// proxy has asynqmon serve a call of its API (path, under Root),
+// answering 404 for what does not exist where asynqmon would answer 500.
+func (d *Dashboard) proxy(c *gin.Context, path string) {
+	if path == "/api/metrics" {
+		// asynqmon's charts ask a Prometheus server, and retryd gives it
+		// none (retryd's own figures are at /metrics): asking would fail.
+		handlers.Abort(c, d.Log, handlers.Errorf(handlers.CodeNotFound, "", "the dashboard has no metrics charts: no Prometheus server is "+
+			"configured for it; retryd's metrics are at /metrics"))
+		return
+	}
+	rec := httptest.NewRecorder()
+	d.UI.ServeHTTP(rec, c.Request)
+	if rec.Code == http.StatusInternalServerError && notFound.Match(rec.Body.Bytes()) {
+		handlers.Abort(c, d.Log, handlers.Errorf(handlers.CodeNotFound, "", strings.TrimSpace(rec.Body.String())))
+		return
+	}
+	for k, v := range rec.Header() {
+		c.Writer.Header()[k] = v
+	}
+	c.Writer.WriteHeader(rec.Code)
+	_, _ = c.Writer.Write(rec.Body.Bytes())
 }
 
 func refuse(c *gin.Context, msg string) {
@@ -256,7 +285,7 @@ func (d *Dashboard) one(c *gin.Context, id, action string) {
 	}
 	v, why := decide(action, r)
 	if v == forward {
-		d.UI.ServeHTTP(c.Writer, c.Request)
+		d.proxy(c, "")
 		return
 	}
 	if err := d.act(ctx, v, id, why); err != nil {

@@ -3,6 +3,8 @@ package qstash
 import (
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -42,6 +44,24 @@ const (
 	StateFailed    = "FAILED"
 	StateCanceled  = "CANCELED"
 )
+
+// States are the states a logs call may filter on: QStash's, as its
+// official client types them. Those retryd never records (ACTIVE,
+// IN_PROGRESS) match no event; any other is refused, since a misspelt
+// state once answered an empty list as if nothing had happened.
+var States = []string{StateCreated, "ACTIVE", StateDelivered, StateError, StateRetry, StateFailed, StateCanceled, "IN_PROGRESS"}
+
+// stateFilter reads the state filter of a logs call ("": none).
+func stateFilter(s sel.Selection) (string, error) {
+	state := s.Params["state"]
+	if state == "" {
+		return "", nil
+	}
+	if !slices.Contains(States, state) {
+		return "", badRequest("state", "state "+strconv.Quote(state)+" is not one of "+strings.Join(States, ", "))
+	}
+	return state, nil
+}
 
 // eventsOf is request r's events, oldest first.
 func eventsOf(r *record.Request) []Event {
@@ -99,6 +119,10 @@ const MaxEvents = 1000
 func (q *API) events(c *gin.Context) {
 	s, err := selection(c, eventsList)
 	var scope tenant.Scope
+	var state string
+	if err == nil {
+		state, err = stateFilter(s)
+	}
 	if err == nil {
 		scope, err = handlers.Scope(c, s.Tenant)
 	}
@@ -107,7 +131,6 @@ func (q *API) events(c *gin.Context) {
 		return
 	}
 	count, cursor := s.Count, s.Cursor
-	state := s.Params["state"]
 	keep := func(e Event) bool { return state == "" || e.State == state }
 	ctx := c.Request.Context()
 	out := []Event{}

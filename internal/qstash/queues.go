@@ -4,13 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
+	sel "github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -20,9 +26,11 @@ import (
 
 // QueueStore lists each tenant's queues.
 type QueueStore interface {
-	AddQueueName(ctx context.Context, tenant, name string) error
+	// AddQueueName lists a queue, or returns record.ErrQueueLimit when
+	// the tenant has limit queues already (0: no limit).
+	AddQueueName(ctx context.Context, tenant, name string, limit int) error
 	RemoveQueueName(ctx context.Context, tenant, name string) error
-	QueueNames(ctx context.Context, scope tenant.Scope) (map[string][]string, error)
+	QueuePage(ctx context.Context, scope tenant.Scope, after record.QueueRef, n int) ([]record.QueueRef, bool, error)
 }
 
 // QueueDoc is a queue as the client reads it.
@@ -50,14 +58,28 @@ func (q *API) queueDoc(c *gin.Context, owner, name string) (QueueDoc, error) {
 }
 
 // ensureQueue makes queue name (parallelism 1) if it does not exist, as
-// enqueueing to an unknown queue does in QStash.
+// enqueueing to an unknown queue does in QStash, within the tenant's
+// queue limit.
 func (q *API) ensureQueue(c *gin.Context, owner, name string) error {
-	ctx := c.Request.Context()
-	made, err := flow.EnsureQueue(ctx, q.Flows.RDB, tenant.Qualify(owner, name), q.API.Now())
-	if err != nil || !made {
+	if err := q.listQueue(c, owner, name); err != nil {
 		return err
 	}
-	return q.Queues.AddQueueName(ctx, owner, name)
+	_, err := flow.EnsureQueue(c.Request.Context(), q.Flows.RDB, tenant.Qualify(owner, name), q.API.Now())
+	return err
+}
+
+// listQueue lists queue name of owner before its settings are made, so a
+// queue past the tenant's limit is refused with nothing made. (A failure
+// between the two leaves a listed name without settings: it counts
+// toward the limit, is not shown, and the next upsert or enqueue makes
+// its settings.)
+func (q *API) listQueue(c *gin.Context, owner, name string) error {
+	err := q.Queues.AddQueueName(c.Request.Context(), owner, name, q.QueueLimit)
+	if errors.Is(err, record.ErrQueueLimit) {
+		return handlers.Errorf(handlers.CodeConflict, "queueName", "queue limit reached: this tenant has "+strconv.Itoa(q.QueueLimit)+
+			" queues (QUEUE_LIMIT); delete one before making "+strconv.Quote(name))
+	}
+	return err
 }
 
 func validQueue(name string) error {
@@ -94,10 +116,10 @@ func (q *API) upsertQueue(c *gin.Context) {
 		owner, err = handlers.OwnTenant(c)
 	}
 	if err == nil {
-		err = flow.SetQueue(c.Request.Context(), q.Flows.RDB, q.Flows.Waker, tenant.Qualify(owner, in.QueueName), p, in.Paused, q.API.Now())
+		err = q.listQueue(c, owner, in.QueueName)
 	}
 	if err == nil {
-		err = q.Queues.AddQueueName(c.Request.Context(), owner, in.QueueName)
+		err = flow.SetQueue(c.Request.Context(), q.Flows.RDB, q.Flows.Waker, tenant.Qualify(owner, in.QueueName), p, in.Paused, q.API.Now())
 	}
 	if err != nil {
 		q.fail(c, err)
@@ -119,25 +141,98 @@ func (q *API) getQueue(c *gin.Context) {
 	c.JSON(http.StatusOK, d)
 }
 
+// Queue list pages: the official clients read GET /v2/queues as one JSON
+// array and send no parameters, so the first page is the default answer,
+// as large as a tenant's default queue limit. A page with more after it
+// says where they are in a Link header (rel="next"), whose cursor
+// continues the list.
+const (
+	DefaultQueuePage = 1000
+	MaxQueuePage     = 1000
+)
+
+// queuesRoute is what GET /v2/queues takes.
+var queuesRoute = []string{"count", "cursor", sel.TenantParam}
+
 func (q *API) listQueues(c *gin.Context) {
-	scope, err := handlers.ScopeOf(c)
-	var names map[string][]string
+	count, after, err := queuePaging(c)
+	var scope tenant.Scope
 	if err == nil {
-		names, err = q.Queues.QueueNames(c.Request.Context(), scope)
+		scope, err = handlers.ScopeOf(c)
+	}
+	var page []record.QueueRef
+	var more bool
+	if err == nil {
+		page, more, err = q.Queues.QueuePage(c.Request.Context(), scope, after, count)
+	}
+	var out []QueueDoc
+	if err == nil {
+		out, err = q.queueDocs(c, page)
 	}
 	if err != nil {
 		q.fail(c, err)
 		return
 	}
-	out := []QueueDoc{}
-	for owner, list := range names {
-		for _, name := range list {
-			if d, err := q.queueDoc(c, owner, name); err == nil {
-				out = append(out, d)
-			}
+	if more {
+		last := page[len(page)-1]
+		next := url.Values{"cursor": {last.Tenant + "/" + last.Name}, "count": {strconv.Itoa(count)}}
+		if t := c.Query(sel.TenantParam); t != "" {
+			next.Set(sel.TenantParam, t)
 		}
+		c.Header("Link", "</v2/queues?"+next.Encode()+`>; rel="next"`)
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// queueDocs reads the queues of a page. A name listed without settings
+// (made between the two steps of an upsert, or deleted meanwhile) is
+// left out.
+func (q *API) queueDocs(c *gin.Context, page []record.QueueRef) ([]QueueDoc, error) {
+	out := []QueueDoc{}
+	for _, ref := range page {
+		d, err := q.queueDoc(c, ref.Tenant, ref.Name)
+		if isNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// queuePaging reads count and cursor of GET /v2/queues; any other
+// parameter is refused, as on every list.
+func queuePaging(c *gin.Context) (int, record.QueueRef, error) {
+	query := c.Request.URL.Query()
+	keys := slices.Sorted(maps.Keys(query)) // the same key named first every time
+	for _, k := range keys {
+		v := query[k]
+		if !slices.Contains(queuesRoute, k) {
+			return 0, record.QueueRef{}, badRequest(k, "unknown parameter "+strconv.Quote(k)+"; this call takes "+strings.Join(queuesRoute, ", "))
+		}
+		if len(v) > 1 {
+			return 0, record.QueueRef{}, badRequest(k, k+" is given more than once; give it once")
+		}
+	}
+	count := DefaultQueuePage
+	if v, ok := query["count"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 || n > MaxQueuePage {
+			return 0, record.QueueRef{}, badRequest("count", "count must be an integer between 1 and "+strconv.Itoa(MaxQueuePage))
+		}
+		count = n
+	}
+	var after record.QueueRef
+	if v := query.Get("cursor"); v != "" {
+		t, name, ok := strings.Cut(v, "/")
+		if !ok || !tenant.Valid(t) || name == "" {
+			return 0, record.QueueRef{}, badRequest("cursor", "cursor is not one this API returned (it comes from the Link header of the previous page)")
+		}
+		after = record.QueueRef{Tenant: t, Name: name}
+	}
+	return count, after, nil
 }
 
 func (q *API) deleteQueue(c *gin.Context) {

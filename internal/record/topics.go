@@ -51,12 +51,13 @@ var ErrTopicFull = errors.New("topic limit reached")
 // ARGV[2]: now (ms); ARGV[3]: MaxTopicEndpoints; ARGV[4]: MaxTopics;
 // ARGV[5]: the topic's name (its index member); ARGV[6..]: url, name pairs
 // (a remove matches a url, or a name when its url is "").
-// Returns the endpoints left, or "full".
+// Returns the endpoints left, "full", or "missing" (a remove from a topic
+// the tenant does not have: nothing to say it was emptied).
 var topicScript = redis.NewScript(`
 local add = ARGV[1] == "add"
 local exists = redis.call("EXISTS", KEYS[1]) == 1
 if add and not exists and redis.call("ZCARD", KEYS[2]) >= tonumber(ARGV[4]) then return "full" end
-if not add and not exists then return 0 end
+if not add and not exists then return "missing" end
 local fields = redis.call("HGETALL", KEYS[1])
 local have = {}
 local n = 0
@@ -120,7 +121,7 @@ func (s *Store) AddEndpoints(ctx context.Context, t, name string, eps []Endpoint
 
 // RemoveEndpoints removes the endpoints of tenant t's topic name that
 // match one of eps (by URL, or by name for one without a URL); a topic
-// left empty is deleted.
+// left empty is deleted. A topic t does not have is ErrNotFound.
 func (s *Store) RemoveEndpoints(ctx context.Context, t, name string, eps []Endpoint, now time.Time) error {
 	return s.changeTopic(ctx, t, name, "remove", eps, now)
 }
@@ -140,8 +141,11 @@ func (s *Store) changeTopic(ctx context.Context, t, name, op string, eps []Endpo
 	}
 	switch v := res.(type) {
 	case string:
-		if v == "full" {
+		switch v {
+		case "full":
 			return fmt.Errorf("%w: a topic holds at most %d endpoints, a tenant at most %d topics", ErrTopicFull, MaxTopicEndpoints, MaxTopics)
+		case "missing":
+			return ErrNotFound
 		}
 		return errReply("topic", v)
 	case int64:

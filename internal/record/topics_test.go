@@ -41,6 +41,10 @@ func TestTopicsAddRemoveAndStayTheirTenants(t *testing.T) {
 	if err := s.AddEndpoints(ctx, "team-b", "orders", []Endpoint{{URL: "https://b.example/"}}, now); err != nil {
 		t.Fatal(err)
 	}
+	// Removing from another tenant's topic finds nothing to remove from.
+	if err := s.RemoveEndpoints(ctx, "team-c", "orders", []Endpoint{{URL: "https://a.example/1"}}, now); !errors.Is(err, ErrNotFound) {
+		t.Errorf("team-c removed from a topic it does not have: %v, want ErrNotFound", err)
+	}
 	// Remove by name, and by URL.
 	if err := s.RemoveEndpoints(ctx, "team-a", "orders", []Endpoint{{Name: "three"}, {URL: "https://a.example/2"}}, now); err != nil {
 		t.Fatal(err)

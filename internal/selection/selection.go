@@ -115,18 +115,9 @@ func (s Selection) All() bool { return !s.Named && len(s.Values) == 0 && s.From 
 
 // Parse reads a selection from query and body (a JSON object, or empty).
 func Parse(rt Route, query url.Values, body []byte) (Selection, error) {
-	merged := url.Values{}
-	for k, v := range query {
-		merged[k] = append(merged[k], v...)
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		fromBody, err := bodyValues(body)
-		if err != nil {
-			return Selection{}, err
-		}
-		for k, v := range fromBody {
-			merged[k] = append(merged[k], v...)
-		}
+	merged, err := merge(rt, query, body)
+	if err != nil {
+		return Selection{}, err
 	}
 	s := Selection{Values: map[string][]string{}, Count: rt.DefaultCount, Params: map[string]string{}}
 	keys := make([]string, 0, len(merged))
@@ -208,6 +199,61 @@ func Parse(rt Route, query url.Values, body []byte) (Selection, error) {
 	return s, nil
 }
 
+// merge joins the keys of query and body. A key that takes one value (a
+// count, a cursor, a date, a parameter) may be given once: when a limit
+// came both in the query and in the body, one of them used to win
+// silently, and the caller's intent is not ours to guess.
+func merge(rt Route, query url.Values, body []byte) (url.Values, error) {
+	merged := url.Values{}
+	for k, v := range query {
+		merged[k] = append(merged[k], v...)
+	}
+	if len(bytes.TrimSpace(body)) > 0 {
+		fromBody, err := bodyValues(rt, body)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range fromBody {
+			merged[k] = append(merged[k], v...)
+		}
+	}
+	keys := make([]string, 0, len(merged))
+	for k := range merged {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if n := len(merged[k]); n > 1 && rt.singleValued(k) {
+			where := "more than once"
+			if _, inQuery := query[k]; inQuery && len(query[k]) < n {
+				where = "both in the query and in the body"
+			}
+			return nil, errorf(k, "%s is given %s; give it once", k, where)
+		}
+	}
+	return merged, nil
+}
+
+// singleValued reports whether key k of the route takes one value.
+func (rt Route) singleValued(k string) bool {
+	switch {
+	case k == rt.CountParam && rt.CountParam != "", k == "cursor" && rt.Cursor, k == TenantParam:
+		return true
+	case slices.Contains(rt.Params, k):
+		return true
+	case slices.Contains(rt.Filters, k) && (k == FromDate || k == ToDate):
+		return true
+	}
+	return false
+}
+
+// numeric reports whether key k of the route is a number, which a JSON
+// body must send as one: "5" for 5 is refused, as everywhere else in the
+// API.
+func (rt Route) numeric(k string) bool {
+	return (k == rt.CountParam && rt.CountParam != "") || (slices.Contains(rt.Filters, k) && (k == FromDate || k == ToDate || k == ResponseStatus))
+}
+
 func last(v []string) string {
 	if len(v) == 0 {
 		return ""
@@ -240,9 +286,11 @@ func (rt Route) known() []string {
 
 // bodyValues reads a JSON object whose members are strings, numbers,
 // booleans or arrays of them (qstash-py sends {"messageIds": [...]}).
-func bodyValues(body []byte) (url.Values, error) {
+// Anything but an object is refused: the body null once read as "no
+// filter", and so as everything.
+func bodyValues(rt Route, body []byte) (url.Values, error) {
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
+	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
 		return nil, errorf("", "body must be a JSON object such as {\"messageIds\": [\"...\"]}")
 	}
 	out := url.Values{}
@@ -256,6 +304,9 @@ func bodyValues(body []byte) (url.Values, error) {
 			if err != nil {
 				return nil, errorf(k, "%s must be a string, a number or a list of them", k)
 			}
+			if v != nil && rt.numeric(k) && !isNumber(item) {
+				return nil, errorf(k, "%s must be a JSON number, not %s", k, bytes.TrimSpace(item))
+			}
 			if v != nil {
 				out[k] = append(out[k], *v)
 			}
@@ -265,6 +316,18 @@ func bodyValues(body []byte) (url.Values, error) {
 		}
 	}
 	return out, nil
+}
+
+// isNumber reports whether raw is a JSON number.
+func isNumber(raw json.RawMessage) bool {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return false
+	}
+	_, ok := v.(json.Number)
+	return ok
 }
 
 // scalar is a JSON string, number or boolean as text; nil for null.

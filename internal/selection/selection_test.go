@@ -114,6 +114,22 @@ func TestRefusals(t *testing.T) {
 		{strict, "", "", ""},
 		{strict, "count=5", "", ""},
 		{route, "messageIds=" + strings.Repeat(id1+",", MaxIDs+1), "", "messageIds"},
+		// A body that is not an object names nothing: it is refused, never
+		// read as "everything".
+		{route, "", `null`, ""},
+		{route, "", ` null `, ""},
+		{route, "", `"messageIds"`, ""},
+		{route, "", `[]`, ""},
+		// A value that takes one value, given twice, is ambiguous.
+		{route, "count=1", `{"count": 1000}`, "count"},
+		{route, "count=1&count=2", "", "count"},
+		{route, "cursor=" + id1, `{"cursor": "` + id2 + `"}`, "cursor"},
+		{route, "fromDate=1", `{"fromDate": 2}`, "fromDate"},
+		{route, "actor=a", `{"actor": "b"}`, "actor"},
+		// Numbers are numbers.
+		{route, "", `{"count": "5"}`, "count"},
+		{route, "", `{"fromDate": "1700000000000"}`, "fromDate"},
+		{route, "", `{"responseStatus": "500"}`, "responseStatus"},
 	} {
 		q, _ := url.ParseQuery(tc.query)
 		_, err := Parse(tc.rt, q, []byte(tc.body))
