@@ -169,7 +169,9 @@ func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 		hp := fmt.Sprintf("slow-%d:443", host)
 		return Request{ID: id, HostPort: hp, Key: hp, Tenant: "flooder", Timeout: time.Second}
 	}
-	quiet := func(id string) Request { return Request{ID: id, HostPort: "slow-0:443", Key: "slow-0:443", Tenant: "quiet"} }
+	quiet := func(id string) Request {
+		return Request{ID: id, HostPort: "slow-0:443", Key: "slow-0:443", Tenant: "quiet"}
+	}
 	admit(t, c, quiet("q0")).Done(context.Background(), Succeeded) // the other tenant is about
 	var held []*Ticket
 	for i := range 4 { // four destinations, one each: the tenant's 4 of 8 slots
