@@ -209,8 +209,7 @@ type Ticket struct {
 	req   Request
 	start time.Time
 	// lanes are the fairness lanes the attempt holds a slot of: its
-	// tenant's (when fairness between tenants is on), then its
-	// destination's.
+	// destination's, then its tenant's (while another tenant is about).
 	lanes  []string
 	global bool // holds a parallelism slot in Redis
 }
@@ -295,13 +294,18 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 			return nil, &Parked{Until: until}
 		}
 	}
-	// Fairness: the tenant's share of the worker's slots (while another
-	// tenant is about), then the destination's. A request over either
-	// waits in that one's line.
+	// Fairness: the destination's share of the worker's slots, then the
+	// tenant's (while another tenant is about). A request over either
+	// waits in that one's line. The destination's comes first: there
+	// tenants take turns, so a tenant flooding one destination waits in
+	// its line behind another tenant's request. Were its flood in its own
+	// tenant's line, each freed slot of the destination would wake one of
+	// the flood and the other tenant's waiter together, and the flood's,
+	// woken first, would mostly take the slot.
 	lanes := []string{req.HostPort}
 	c.mu.Lock()
 	if c.tenantFair(req.Tenant, now) {
-		lanes = []string{tenantLane(req.Tenant), req.HostPort}
+		lanes = []string{req.HostPort, tenantLane(req.Tenant)}
 	}
 	for _, name := range lanes {
 		h := c.lane(name)
