@@ -9,10 +9,11 @@
 //     (GCRA's virtual time) in Redis, one given to each waiter once, so a
 //     waiter sleeps until its own turn and then starts (before fairness,
 //     so a waiter for a later turn takes no part in it);
-//   - fairness (this worker): one tenant (while another is about, learnt
-//     from the tenants stamped on requests) and one destination
-//     (host:port) each hold at most a share (half by default) of the
-//     worker's slots, and tenants take turns in a destination's line;
+//   - fairness (this worker): one destination (host:port) holds at most a
+//     share (half by default) of the worker's slots; while another tenant
+//     is about (learnt from the tenants stamped on requests), one tenant
+//     holds at most a share of them and of a destination's; tenants take
+//     turns in a destination's line;
 //   - the request's flowControl parallelism (all workers): slots in Redis
 //     with leases, handed straight to the longest waiter on release.
 //
@@ -209,7 +210,8 @@ type Ticket struct {
 	req   Request
 	start time.Time
 	// lanes are the fairness lanes the attempt holds a slot of: its
-	// destination's, then its tenant's (while another tenant is about).
+	// destination's, then (while another tenant is about) its tenant's
+	// there and its tenant's.
 	lanes  []string
 	global bool // holds a parallelism slot in Redis
 }
@@ -294,18 +296,17 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 			return nil, &Parked{Until: until}
 		}
 	}
-	// Fairness: the destination's share of the worker's slots, then the
-	// tenant's (while another tenant is about). A request over either
-	// waits in that one's line. The destination's comes first: there
-	// tenants take turns, so a tenant flooding one destination waits in
-	// its line behind another tenant's request. Were its flood in its own
-	// tenant's line, each freed slot of the destination would wake one of
-	// the flood and the other tenant's waiter together, and the flood's,
-	// woken first, would mostly take the slot.
+	// Fairness: the destination's share of the worker's slots, then (while
+	// another tenant is about) the tenant's share of the destination's and
+	// of the worker's. A request over one waits in that one's line. The
+	// destination's comes first: there tenants take turns, so a tenant's
+	// waiter for a full destination is not in a line of its own tenant's,
+	// whose freed slot would wake it with another tenant's waiter for the
+	// same destination, and then mostly take the destination's slot first.
 	lanes := []string{req.HostPort}
 	c.mu.Lock()
 	if c.tenantFair(req.Tenant, now) {
-		lanes = []string{req.HostPort, tenantLane(req.Tenant)}
+		lanes = []string{req.HostPort, tenantAtLane(req.Tenant, req.HostPort), tenantLane(req.Tenant)}
 	}
 	for _, name := range lanes {
 		h := c.lane(name)

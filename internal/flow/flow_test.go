@@ -240,54 +240,79 @@ func TestTenantShareAppliesOnceAnotherTenantIsAbout(t *testing.T) {
 // Tenants take turns in a destination's line: while one tenant's flood
 // waits in it, another tenant's request is the next to get a slot, not
 // the last, and takes it; each tenant's own requests keep their arrival
-// order. With the tenant share on (both tenants about, their shares as
-// large as the destination's) the flood waits in the destination's line
-// too, not in its tenant's, where each freed slot would also wake one of
-// the flood to take it first.
+// order.
 func TestTenantsTakeTurnsInADestinationsLine(t *testing.T) {
 	t.Parallel()
-	for _, share := range []float64{0, 0.5} {
-		t.Run(fmt.Sprint("tenant share ", share), func(t *testing.T) {
-			t.Parallel()
-			clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
-			w := &waker{}
-			c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 4, FairShare: 0.5, TenantShare: share}, w, clk)
-			req := func(id, tenant string) Request {
-				return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Tenant: tenant, Timeout: time.Second}
-			}
-			admit(t, c, req("q-", "quiet")).Done(context.Background(), Succeeded) // the quiet tenant is about
-			held := []*Ticket{admit(t, c, req("f00", "flooder")), admit(t, c, req("f01", "flooder"))}
-			for i := 2; i < 40; i++ {
-				parked(t, c, req(fmt.Sprintf("f%02d", i), "flooder"))
-				clk.Add(time.Millisecond)
-			}
-			parked(t, c, req("q0", "quiet"))
-			parked(t, c, req("q1", "quiet"))
-			held[0].Done(context.Background(), Succeeded)
-			held[1].Done(context.Background(), Succeeded)
-			// Turns: the flood's first waiter had the line first, then
-			// one each (woken in the background: in either order).
-			deadline := time.Now().Add(5 * time.Second)
-			for woken := w.got(); len(woken) < 2 || !slices.Contains(woken, "q0"); woken = w.got() {
-				if time.Now().After(deadline) || len(woken) > 2 {
-					t.Fatalf("woken %v, want f02 and q0", woken)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			if woken := w.got(); !slices.Contains(woken, "f02") {
-				t.Fatalf("woken %v, want f02 and q0", woken)
-			}
-			admit(t, c, req("f02", "flooder"))
-			admit(t, c, req("q0", "quiet"))
-			got, err := c.nextInLine(context.Background(), "slow:443", "", 5)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := []string{"f03", "q1", "f04", "f05", "f06"}; !slices.Equal(got.ids, want) {
-				t.Errorf("next in line %v, want %v", got.ids, want)
-			}
-		})
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	w := &waker{}
+	// No tenant share: the destination's line alone must be fair.
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 4, FairShare: 0.5}, w, clk)
+	req := func(id, tenant string) Request {
+		return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Tenant: tenant, Timeout: time.Second}
 	}
+	held := []*Ticket{admit(t, c, req("f00", "flooder")), admit(t, c, req("f01", "flooder"))}
+	for i := 2; i < 40; i++ {
+		parked(t, c, req(fmt.Sprintf("f%02d", i), "flooder"))
+		clk.Add(time.Millisecond)
+	}
+	parked(t, c, req("q0", "quiet"))
+	parked(t, c, req("q1", "quiet"))
+	held[0].Done(context.Background(), Succeeded)
+	held[1].Done(context.Background(), Succeeded)
+	// Turns: the flood's first waiter had the line first, then one each
+	// (woken in the background: in either order).
+	deadline := time.Now().Add(5 * time.Second)
+	for woken := w.got(); len(woken) < 2 || !slices.Contains(woken, "q0"); woken = w.got() {
+		if time.Now().After(deadline) || len(woken) > 2 {
+			t.Fatalf("woken %v, want f02 and q0", woken)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if woken := w.got(); !slices.Contains(woken, "f02") {
+		t.Fatalf("woken %v, want f02 and q0", woken)
+	}
+	admit(t, c, req("f02", "flooder"))
+	admit(t, c, req("q0", "quiet"))
+	got, err := c.nextInLine(context.Background(), "slow:443", "", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"f03", "q1", "f04", "f05", "f06"}; !slices.Equal(got.ids, want) {
+		t.Errorf("next in line %v, want %v", got.ids, want)
+	}
+}
+
+// While another tenant is about, one tenant holds at most its share of a
+// destination's slots: another tenant's requests to a destination it
+// floods start at once, without waiting for one of the flood's attempts
+// to end. The flood waits in its own line there, and a freed slot of its
+// goes to its next waiter.
+func TestTenantLeavesAShareOfAFloodedDestinationFree(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	w := &waker{}
+	// The destination's share: 4 slots; a tenant's share of it: 2.
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, w, clk)
+	req := func(id, tenant string) Request {
+		return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Tenant: tenant, Timeout: time.Second}
+	}
+	admit(t, c, req("q-", "quiet")).Done(context.Background(), Succeeded) // the quiet tenant is about
+	held := []*Ticket{admit(t, c, req("f0", "flooder")), admit(t, c, req("f1", "flooder"))}
+	for i := 2; i < 10; i++ {
+		parked(t, c, req(fmt.Sprint("f", i), "flooder"))
+		clk.Add(time.Millisecond)
+	}
+	admit(t, c, req("q0", "quiet"))
+	admit(t, c, req("q1", "quiet"))
+	held[0].Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"f2"})
+	admit(t, c, req("f2", "flooder"))
+	// A lone tenant (the other not about) may use the destination's share.
+	alone := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, &waker{}, clk)
+	for i := range 4 {
+		admit(t, alone, req(fmt.Sprint("a", i), "flooder"))
+	}
+	parked(t, alone, req("a4", "flooder"))
 }
 
 // A line made before tenants took turns in it (places in ms) keeps its

@@ -2,8 +2,11 @@ package flow
 
 // Fairness between tenants: while more than one tenant is about, one
 // tenant holds at most a share of a worker's slots, whatever destinations
-// it uses (its lane, beside its destination's), and its waiters over that
-// share wait in its own line in Redis. A worker learns which tenants are
+// it uses (its lane, beside its destination's), and the same share of one
+// destination's slots (its lane at that destination), so that another
+// tenant's request to a destination it floods finds a slot free instead
+// of waiting for one of its attempts to end. Its waiters over either share
+// wait in that lane's line in Redis. A worker learns which tenants are
 // about from the tenant stamped on each request it admits and from the
 // tenants Redis lists (record.TenantsKey, read with the lines every
 // AdoptEvery), never from its own settings: it needs no API keys for it.
@@ -30,19 +33,31 @@ func (c *Controller) TenantCap() (n int, ok bool) {
 	return max(1, int(float64(c.cfg.Concurrency)*c.cfg.TenantShare)), true
 }
 
-// tenantLanePrefix starts the lane name of a tenant: no host:port does.
-const tenantLanePrefix = "tenant\x1f"
+// The lane names of a tenant and of a tenant at a destination start with
+// these: no host:port does, nor one the other.
+const (
+	tenantLanePrefix   = "tenant\x1f"
+	tenantAtLanePrefix = "tenant-at\x1f"
+)
 
 // tenantLane is the name, among the destinations' lanes, of tenant t's
 // share of the worker's slots and of its fairness line.
 func tenantLane(t string) string { return tenantLanePrefix + tenant.Of(t) }
 
+// tenantAtLane is the name of tenant t's share of destination hostPort's
+// slots and of its fairness line there.
+func tenantAtLane(t, hostPort string) string {
+	return tenantAtLanePrefix + tenant.Of(t) + "\x1f" + hostPort
+}
+
 // capOf is how many of this worker's slots lane may hold.
 func (c *Controller) capOf(lane string) int {
-	if strings.HasPrefix(lane, tenantLanePrefix) {
-		if n, ok := c.TenantCap(); ok {
-			return n
-		}
+	n, ok := c.TenantCap()
+	switch {
+	case ok && strings.HasPrefix(lane, tenantLanePrefix):
+		return n
+	case ok && strings.HasPrefix(lane, tenantAtLanePrefix):
+		return max(1, int(float64(c.FairCap())*c.cfg.TenantShare))
 	}
 	return c.FairCap()
 }
