@@ -129,13 +129,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		QStash:       qsigner,
 		Timer:        queue,
 	}
-	// Fairness between tenants holds when there are tenants to be fair
-	// between: the worker reads them from API_KEYS, as the API does.
-	tenantShare := 0.0
-	if len(cfg.Tenants()) > 1 {
-		tenantShare = cfg.FlowTenantShare
-	}
-	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: tenantShare,
+	// Fairness between tenants works from the tenant stamped on each
+	// request (flow learns which tenants are about): no API keys here.
+	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: cfg.FlowTenantShare,
 		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
 	h.Flow.Finished = func(ctx context.Context, id string) bool {

@@ -82,8 +82,8 @@ type Config struct {
 	// hold (FLOW_FAIR_SHARE, default 0.5; 1 turns fairness off).
 	FlowFairShare float64
 	// FlowTenantShare is the share of a worker's slots one tenant may
-	// hold, whatever its destinations, when API_KEYS names more than one
-	// tenant (FLOW_TENANT_SHARE, default 0.5; 1 turns it off).
+	// hold, whatever its destinations, while requests of more than one
+	// tenant are about (FLOW_TENANT_SHARE, default 0.5; 1 turns it off).
 	FlowTenantShare float64
 	// FlowAdaptive turns adaptive backpressure on (FLOW_ADAPTIVE, default
 	// true).

@@ -2,13 +2,14 @@ package flow
 
 // Fairness: one destination (host:port) holds at most a share of a
 // worker's slots; its waiters wait in its line in Redis, shared by all
-// workers, and a freed slot goes to the longest waiter.
+// workers, and a freed slot goes to the first in line. Tenants take turns
+// in a line (fair_wait): one that floods a destination waits behind its
+// own requests, not ahead of another tenant's.
 
 import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/retryd/retryd/internal/record"
@@ -102,25 +103,6 @@ func (h *host) promise(ids []string, now time.Time) {
 	}
 }
 
-// tenantLanePrefix starts the lane name of a tenant: no host:port does.
-const tenantLanePrefix = "tenant\x1f"
-
-// tenantLane is the name, among the destinations' lanes, of tenant t's
-// share of the worker's slots and of its fairness line: a tenant, like a
-// destination, holds at most a share of the slots, and its waiters wait
-// in a line of their own in Redis.
-func tenantLane(t string) string { return tenantLanePrefix + tenant.Of(t) }
-
-// capOf is how many of this worker's slots lane may hold.
-func (c *Controller) capOf(lane string) int {
-	if strings.HasPrefix(lane, tenantLanePrefix) {
-		if n, ok := c.TenantCap(); ok {
-			return n
-		}
-	}
-	return c.FairCap()
-}
-
 // lane is the fairness state of lane name, made on first use. c.mu is
 // held.
 func (c *Controller) lane(name string) *host {
@@ -132,17 +114,17 @@ func (c *Controller) lane(name string) *host {
 	return h
 }
 
-// parkInLine puts id in lane name's line, which is at its cap here, and
-// returns the *Parked saying how long its task sleeps unless woken (or
-// the error that kept it out of line). It is called with c.mu held, and
-// releases it.
-func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id string, now time.Time) error {
+// parkInLine puts id, of tenant t, in lane name's line, which is at its
+// cap here, and returns the *Parked saying how long its task sleeps unless
+// woken (or the error that kept it out of line). It is called with c.mu
+// held, and releases it.
+func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id, t string, now time.Time) error {
 	known := !h.lineSeen.IsZero()
 	h.lineSeen, h.quietUntil = now, time.Time{}
 	c.stir()
 	mean, capacity := h.meanDur, c.capOf(name)
 	c.mu.Unlock()
-	n, err := c.waitInLine(ctx, name, id, now)
+	n, err := c.waitInLine(ctx, name, id, t)
 	if err != nil {
 		return err
 	}
@@ -153,17 +135,18 @@ func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id st
 }
 
 // fairNames are the Redis keys of a destination's (or a tenant's)
-// fairness line: the line, the places of requests promoted from it, and
-// when each was handed over.
+// fairness line: the line, the places of requests promoted from it, when
+// each was handed over, and the places given to its tenants.
 func fairNames(hostPort string) []string {
 	return []string{record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted"),
-		record.FlowKey("fair:"+hostPort, "handed")}
+		record.FlowKey("fair:"+hostPort, "handed"), record.FlowKey("fair:"+hostPort, "tenants")}
 }
 
-// waitInLine puts id in hostPort's fairness line (keeping a place it had)
-// and says how many wait in it.
-func (c *Controller) waitInLine(ctx context.Context, hostPort, id string, now time.Time) (int, error) {
-	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, now.UnixMilli(), KeyTTL.Milliseconds()).Int()
+// waitInLine puts id, of tenant t, in hostPort's fairness line (keeping a
+// place it had; a newcomer takes its tenant's turn) and says how many
+// wait in it.
+func (c *Controller) waitInLine(ctx context.Context, hostPort, id, t string) (int, error) {
+	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, tenant.Of(t), KeyTTL.Milliseconds()).Int()
 }
 
 // HandOverCheck is how long after its promotion a request not heard of
@@ -178,14 +161,14 @@ const staleBatch = 20
 
 // fairTake is what fair_next said.
 type fairTake struct {
-	ids []string // taken from the line, oldest first
+	ids []string // taken from the line, in line order
 	// stale were handed over HandOverCheck ago and not heard of since.
 	stale []string
 	// left wait in line; handed were handed over and not heard of since.
 	left, handed int
 }
 
-// nextInLine takes up to n waiters of hostPort's line, oldest first, and
+// nextInLine takes up to n waiters of hostPort's line, in line order, and
 // forgets ended (the request whose attempt ended, or "").
 func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (fairTake, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -318,8 +301,9 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 			if res == stalled {
 				// Not wakeable now (on its way, or asynq trouble): back to
 				// its place in line, or it would wait for its fallback
-				// deadline out of every line.
-				if _, err := c.waitInLine(c.stop, hostPort, id, c.now()); err != nil {
+				// deadline out of every line. Its place was kept when it
+				// was taken, so its tenant is not needed to make one.
+				if _, err := c.waitInLine(c.stop, hostPort, id, ""); err != nil {
 					c.log.Warn("could not put a waiter back in line; its deadline will wake it", "requestId", id, "err", err)
 				}
 			}

@@ -10,7 +10,10 @@
 //     waiter sleeps until its own turn and then starts (before fairness,
 //     so a waiter for a later turn takes no part in it);
 //   - fairness (this worker): one destination (host:port) holds at most a
-//     share (half by default) of the worker's slots;
+//     share (half by default) of the worker's slots; while another tenant
+//     is about (learnt from the tenants stamped on requests), one tenant
+//     holds at most a share of them and of a destination's; tenants take
+//     turns in a destination's line;
 //   - the request's flowControl parallelism (all workers): slots in Redis
 //     with leases, handed straight to the longest waiter on release.
 //
@@ -71,8 +74,8 @@ type Config struct {
 	// (FLOW_FAIR_SHARE, default 0.5); 1 turns fairness off.
 	FairShare float64
 	// TenantShare is the share of Concurrency one tenant may hold, over
-	// all its destinations (FLOW_TENANT_SHARE when API_KEYS names more
-	// than one tenant); 0 or 1 turns it off.
+	// all its destinations, while more than one tenant is about
+	// (FLOW_TENANT_SHARE); 0 or 1 turns it off.
 	TenantShare float64
 	// Adaptive turns adaptive backpressure on (FLOW_ADAPTIVE).
 	Adaptive bool
@@ -98,7 +101,7 @@ const (
 type Request struct {
 	ID       string
 	HostPort string // fairness is per destination
-	Tenant   string // and per tenant, when TenantShare is on
+	Tenant   string // and per tenant (the one stamped on the request)
 	Key      string // flowControl.key, else HostPort
 	// Named: Key is a flowControl.key (one an operator may pause or pin),
 	// not the destination's own.
@@ -163,6 +166,10 @@ type Controller struct {
 	keys     map[string]*key
 	controls map[string]controlEntry
 	parLines map[string]*parLine
+	// tenantsSeen are the tenants of the requests admitted here, by when
+	// last; tenantsListed a few of the tenants Redis lists (tenants.go).
+	tenantsSeen   map[string]time.Time
+	tenantsListed []string
 	// Finished says whether a request has finished or is gone; a queue
 	// takes such ones out of its line when a waiter finds them ahead of
 	// it. Nil: never.
@@ -185,7 +192,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, c
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, clk: clk,
-		hosts: map[string]*host{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
+		hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
 		parLines: map[string]*parLine{}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 }
 
@@ -197,23 +204,14 @@ func (c *Controller) FairCap() int {
 	return max(1, int(float64(c.cfg.Concurrency)*c.cfg.FairShare))
 }
 
-// TenantCap is how many slots of this worker one tenant may hold; ok is
-// false when fairness between tenants is off.
-func (c *Controller) TenantCap() (n int, ok bool) {
-	if c.cfg.TenantShare <= 0 || c.cfg.TenantShare >= 1 || c.cfg.Concurrency <= 0 {
-		return 0, false
-	}
-	return max(1, int(float64(c.cfg.Concurrency)*c.cfg.TenantShare)), true
-}
-
 // Ticket is an admitted attempt; Done gives back what it holds.
 type Ticket struct {
 	c     *Controller
 	req   Request
 	start time.Time
 	// lanes are the fairness lanes the attempt holds a slot of: its
-	// tenant's (when fairness between tenants is on), then its
-	// destination's.
+	// destination's, then (while another tenant is about) its tenant's
+	// there and its tenant's.
 	lanes  []string
 	global bool // holds a parallelism slot in Redis
 }
@@ -298,19 +296,24 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 			return nil, &Parked{Until: until}
 		}
 	}
-	// Fairness: the tenant's share of the worker's slots, then the
-	// destination's. A request over either waits in that one's line.
+	// Fairness: the destination's share of the worker's slots, then (while
+	// another tenant is about) the tenant's share of the destination's and
+	// of the worker's. A request over one waits in that one's line. The
+	// destination's comes first: there tenants take turns, so a tenant's
+	// waiter for a full destination is not in a line of its own tenant's,
+	// whose freed slot would wake it with another tenant's waiter for the
+	// same destination, and then mostly take the destination's slot first.
 	lanes := []string{req.HostPort}
-	if _, ok := c.TenantCap(); ok {
-		lanes = []string{tenantLane(req.Tenant), req.HostPort}
-	}
 	c.mu.Lock()
+	if c.tenantFair(req.Tenant, now) {
+		lanes = []string{req.HostPort, tenantAtLane(req.Tenant, req.HostPort), tenantLane(req.Tenant)}
+	}
 	for _, name := range lanes {
 		h := c.lane(name)
 		delete(h.woken, req.ID) // back (here) from a wake-up
 		if h.inflight >= c.capOf(name) {
 			k.parked++
-			err := c.parkInLine(ctx, name, h, req.ID, now) // unlocks c.mu; a *Parked or an error
+			err := c.parkInLine(ctx, name, h, req.ID, req.Tenant, now) // unlocks c.mu; a *Parked or an error
 			c.LeaveSlot(ctx, req)
 			return nil, err
 		}
@@ -414,7 +417,7 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 	}
 	c.mu.Unlock()
 	for _, l := range lines {
-		// The slot goes to the lane's longest waiter, whichever worker
+		// The slot goes to the first in the lane's line, whichever worker
 		// parked it; one round trip, which also forgets this request's
 		// place. Without a line (as far as this worker knows: Rebalance
 		// looks at those it saw) an attempt costs nothing here.

@@ -155,10 +155,11 @@ func TestFairnessCapsOneDestinationAtHalfTheSlots(t *testing.T) {
 	waitWoken(t, w, []string{"c", "d"})
 }
 
-// Fairness between tenants: one tenant spreading its requests over
-// several destinations holds at most its share of the slots; another
-// tenant's request starts at once; a freed slot of the tenant goes to its
-// longest waiter, whatever its destination.
+// Fairness between tenants: while another tenant is about, one tenant
+// spreading its requests over several destinations holds at most its
+// share of the slots; another tenant's request starts at once; a freed
+// slot of the tenant goes to its longest waiter, whatever its
+// destination.
 func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
@@ -168,6 +169,10 @@ func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 		hp := fmt.Sprintf("slow-%d:443", host)
 		return Request{ID: id, HostPort: hp, Key: hp, Tenant: "flooder", Timeout: time.Second}
 	}
+	quiet := func(id string) Request {
+		return Request{ID: id, HostPort: "slow-0:443", Key: "slow-0:443", Tenant: "quiet"}
+	}
+	admit(t, c, quiet("q0")).Done(context.Background(), Succeeded) // the other tenant is about
 	var held []*Ticket
 	for i := range 4 { // four destinations, one each: the tenant's 4 of 8 slots
 		held = append(held, admit(t, c, flood(fmt.Sprint("f", i), i)))
@@ -175,8 +180,7 @@ func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 	parked(t, c, flood("f4", 4)) // a fifth destination: the tenant is at its share
 	clk.Add(time.Millisecond)
 	parked(t, c, flood("f5", 5))
-	other := admit(t, c, Request{ID: "o", HostPort: "slow-0:443", Key: "slow-0:443", Tenant: "quiet"})
-	other.Done(context.Background(), Succeeded)
+	admit(t, c, quiet("q1")).Done(context.Background(), Succeeded)
 	held[0].Done(context.Background(), Succeeded)
 	waitWoken(t, w, []string{"f4"})
 	held[1].Done(context.Background(), Succeeded)
@@ -184,6 +188,150 @@ func TestTenantShareCapsOneTenantOverAllItsDestinations(t *testing.T) {
 	off := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5}, w, clk)
 	for i := range 6 {
 		admit(t, off, flood(fmt.Sprint("n", i), i)) // without TenantShare: no tenant cap
+	}
+}
+
+// A tenant alone holds the slots its destinations may: the tenant share
+// applies once another tenant is about, learnt from the tenants stamped on
+// the requests admitted here or listed in Redis (one that stored a request
+// through any API), with no API keys on the worker.
+func TestTenantShareAppliesOnceAnotherTenantIsAbout(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	cfg := Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}
+	flood := func(id string, host int) Request {
+		hp := fmt.Sprintf("slow-%d:443", host)
+		return Request{ID: id, HostPort: hp, Key: hp, Tenant: "flooder", Timeout: time.Second}
+	}
+	alone := newController(t, rdb, cfg, &waker{}, clk)
+	for i := range 6 {
+		admit(t, alone, flood(fmt.Sprint("a", i), i)) // no other tenant: no tenant cap
+	}
+
+	// Another worker, with no request of another tenant yet: Redis lists
+	// the tenants that stored requests.
+	if err := rdb.SAdd(context.Background(), record.TenantsKey, "flooder", "quiet").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := newController(t, rdb, cfg, &waker{}, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Rebalance(ctx) // learns the tenants Redis lists at once
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		learnt := len(c.tenantsListed) == 2
+		c.mu.Unlock()
+		if learnt {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker did not learn the tenants Redis lists")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range 4 {
+		admit(t, c, flood(fmt.Sprint("f", i), i))
+	}
+	parked(t, c, flood("f4", 4))
+}
+
+// Tenants take turns in a destination's line: while one tenant's flood
+// waits in it, another tenant's request is the next to get a slot, not
+// the last, and takes it; each tenant's own requests keep their arrival
+// order.
+func TestTenantsTakeTurnsInADestinationsLine(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	w := &waker{}
+	// No tenant share: the destination's line alone must be fair.
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 4, FairShare: 0.5}, w, clk)
+	req := func(id, tenant string) Request {
+		return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Tenant: tenant, Timeout: time.Second}
+	}
+	held := []*Ticket{admit(t, c, req("f00", "flooder")), admit(t, c, req("f01", "flooder"))}
+	for i := 2; i < 40; i++ {
+		parked(t, c, req(fmt.Sprintf("f%02d", i), "flooder"))
+		clk.Add(time.Millisecond)
+	}
+	parked(t, c, req("q0", "quiet"))
+	parked(t, c, req("q1", "quiet"))
+	held[0].Done(context.Background(), Succeeded)
+	held[1].Done(context.Background(), Succeeded)
+	// Turns: the flood's first waiter had the line first, then one each
+	// (woken in the background: in either order).
+	deadline := time.Now().Add(5 * time.Second)
+	for woken := w.got(); len(woken) < 2 || !slices.Contains(woken, "q0"); woken = w.got() {
+		if time.Now().After(deadline) || len(woken) > 2 {
+			t.Fatalf("woken %v, want f02 and q0", woken)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if woken := w.got(); !slices.Contains(woken, "f02") {
+		t.Fatalf("woken %v, want f02 and q0", woken)
+	}
+	admit(t, c, req("f02", "flooder"))
+	admit(t, c, req("q0", "quiet"))
+	got, err := c.nextInLine(context.Background(), "slow:443", "", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"f03", "q1", "f04", "f05", "f06"}; !slices.Equal(got.ids, want) {
+		t.Errorf("next in line %v, want %v", got.ids, want)
+	}
+}
+
+// While another tenant is about, one tenant holds at most its share of a
+// destination's slots: another tenant's requests to a destination it
+// floods start at once, without waiting for one of the flood's attempts
+// to end. The flood waits in its own line there, and a freed slot of its
+// goes to its next waiter.
+func TestTenantLeavesAShareOfAFloodedDestinationFree(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	w := &waker{}
+	// The destination's share: 4 slots; a tenant's share of it: 2.
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, w, clk)
+	req := func(id, tenant string) Request {
+		return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Tenant: tenant, Timeout: time.Second}
+	}
+	admit(t, c, req("q-", "quiet")).Done(context.Background(), Succeeded) // the quiet tenant is about
+	held := []*Ticket{admit(t, c, req("f0", "flooder")), admit(t, c, req("f1", "flooder"))}
+	for i := 2; i < 10; i++ {
+		parked(t, c, req(fmt.Sprint("f", i), "flooder"))
+		clk.Add(time.Millisecond)
+	}
+	admit(t, c, req("q0", "quiet"))
+	admit(t, c, req("q1", "quiet"))
+	held[0].Done(context.Background(), Succeeded)
+	waitWoken(t, w, []string{"f2"})
+	admit(t, c, req("f2", "flooder"))
+	// A lone tenant (the other not about) may use the destination's share.
+	alone := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, &waker{}, clk)
+	for i := range 4 {
+		admit(t, alone, req(fmt.Sprint("a", i), "flooder"))
+	}
+	parked(t, alone, req("a4", "flooder"))
+}
+
+// A line made before tenants took turns in it (places in ms) keeps its
+// order: a newcomer comes after every waiter already in it.
+func TestFairLineOfBeforeTurnsKeepsItsOrder(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	c := newController(t, rdb, Config{Concurrency: 2, FairShare: 0.5}, &waker{}, clock.NewFake(time.UnixMilli(1_700_000_000_000)))
+	ctx := context.Background()
+	line := fairNames("h:80")[0]
+	if err := rdb.ZAdd(ctx, line, redis.Z{Score: 1_700_000_000_002, Member: "old2"}, redis.Z{Score: 1_700_000_000_001, Member: "old1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.waitInLine(ctx, "h:80", "new", "other"); err != nil || n != 3 {
+		t.Fatalf("waitInLine = %d, %v; want 3 in line", n, err)
+	}
+	got, err := c.nextInLine(ctx, "h:80", "", 3)
+	if err != nil || !slices.Equal(got.ids, []string{"old1", "old2", "new"}) {
+		t.Fatalf("nextInLine = %+v, %v; want old1, old2, new", got, err)
 	}
 }
 

@@ -42,7 +42,8 @@ func (c *Controller) unlistLine(ctx context.Context, registry, field string) {
 	}
 }
 
-// adoptLines takes on the listed lines this worker does not know of. A
+// adoptLines takes on the listed lines this worker does not know of, and
+// learns which tenants are about (tenants.go). A
 // cut key not cut here drains its line as fast as fairness lets it; a
 // fairness line gets this worker's free slots, and a parallelism line's
 // ended leases are handed on (Rebalance).
@@ -51,6 +52,7 @@ func (c *Controller) adoptLines(ctx context.Context) {
 	defer cancel()
 	pipe := c.rdb.Pipeline()
 	cutCmd, fairCmd, parCmd := pipe.HGetAll(ctx, record.CutLinesKey), pipe.HGetAll(ctx, record.FairLinesKey), pipe.HGetAll(ctx, record.ParLinesKey)
+	tenantsCmd := pipe.SRandMemberN(ctx, record.TenantsKey, 2)
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.log.Warn("could not read the lines listed", "err", err)
 		return
@@ -59,6 +61,7 @@ func (c *Controller) adoptLines(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
+	c.learnTenants(tenantsCmd.Val(), now)
 	for name, hostPort := range cut {
 		k := c.keys[name]
 		if k == nil {

@@ -144,9 +144,9 @@ func RingableBell(parts partition.Set, tag string) string {
 // FlowKey is part kind of the Redis state of flow-control key name (or of
 // a destination's fairness line, name "fair:host:port", or of a cut key's
 // line, name "cut:<key>"): "slots" and "wait" (parallelism), "turn" and
-// "turns" (rate), "line", "promoted" and "handed" (fairness), "line", "places" and
-// "turns" (a cut key's line). A name's parts share its hashed tag, so its
-// scripts run in one cluster slot.
+// "turns" (rate), "line", "promoted", "handed" and "tenants" (fairness),
+// "line", "places" and "turns" (a cut key's line). A name's parts share
+// its hashed tag, so its scripts run in one cluster slot.
 func FlowKey(name, kind string) string {
 	sum := sha1.Sum([]byte(name))
 	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}:" + kind

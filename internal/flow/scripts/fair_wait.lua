@@ -1,17 +1,37 @@
--- Puts a request in a destination's fairness line (a worker had no fair
--- slot for it). A request promoted from the line that found no slot where
--- it landed goes back to the place it had (and is no longer handed over);
--- one already in line keeps its place.
--- KEYS[1]: the destination's line (member: request id, score: its place, ms)
+-- Puts a request in a fairness line (a worker had no fair slot for it).
+-- Tenants take turns in one line: a newcomer's place is one after the
+-- later of the last place taken from the line and the last place given to
+-- its tenant, so a tenant that floods the line queues behind its own
+-- requests, not ahead of another tenant's (start-time fair queueing), and
+-- a tenant's requests keep their arrival order. A request promoted from
+-- the line that found no slot where it landed goes back to the place it
+-- had (and is no longer handed over); one already in line keeps its place.
+-- KEYS[1]: the line (member: request id, score: its place)
 -- KEYS[2]: the promoted requests (field: request id, value: its place)
 -- KEYS[3]: the handed-over requests (member: request id, score: when, ms)
+-- KEYS[4]: the places given (field: tenant, value: the last place given to
+--          it; field ":taken": the last place taken from the line)
 -- ARGV[1]: request id
--- ARGV[2]: now (ms), the place of a newcomer
+-- ARGV[2]: its tenant
 -- ARGV[3]: how long the keys live untouched (ms)
 -- Returns: the number of requests in line
-local place = redis.call("HGET", KEYS[2], ARGV[1]) or ARGV[2]
+local function str(n) return string.format("%.0f", n) end
+local place = redis.call("HGET", KEYS[2], ARGV[1])
+if not place and redis.call("ZSCORE", KEYS[1], ARGV[1]) == false then
+  local taken = tonumber(redis.call("HGET", KEYS[4], ":taken") or "")
+  if not taken then
+    -- A new line, or one made before places were given: after its last.
+    local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
+    taken = tonumber(last[2] or "0")
+    redis.call("HSET", KEYS[4], ":taken", str(taken))
+  end
+  place = math.max(taken, tonumber(redis.call("HGET", KEYS[4], ARGV[2]) or "0")) + 1
+  redis.call("HSET", KEYS[4], ARGV[2], str(place))
+  redis.call("PEXPIRE", KEYS[4], ARGV[3])
+  place = str(place)
+end
 redis.call("HDEL", KEYS[2], ARGV[1])
 redis.call("ZREM", KEYS[3], ARGV[1])
-redis.call("ZADD", KEYS[1], "NX", place, ARGV[1])
+if place then redis.call("ZADD", KEYS[1], "NX", place, ARGV[1]) end
 redis.call("PEXPIRE", KEYS[1], ARGV[3])
 return redis.call("ZCARD", KEYS[1])

@@ -1,0 +1,97 @@
+package flow
+
+// Fairness between tenants: while more than one tenant is about, one
+// tenant holds at most a share of a worker's slots, whatever destinations
+// it uses (its lane, beside its destination's), and the same share of one
+// destination's slots (its lane at that destination), so that another
+// tenant's request to a destination it floods finds a slot free instead
+// of waiting for one of its attempts to end. Its waiters over either share
+// wait in that lane's line in Redis. A worker learns which tenants are
+// about from the tenant stamped on each request it admits and from the
+// tenants Redis lists (record.TenantsKey, read with the lines every
+// AdoptEvery), never from its own settings: it needs no API keys for it.
+
+import (
+	"strings"
+	"time"
+
+	"github.com/retryd/retryd/internal/tenant"
+)
+
+// TenantMemory is how long a tenant whose request this worker admitted
+// counts as about. A tenant Redis lists (one that ever stored a request,
+// besides the default tenant) always does.
+const TenantMemory = 24 * time.Hour
+
+// TenantCap is how many slots of this worker one tenant may hold while
+// more than one tenant is about; ok is false when fairness between
+// tenants is off (FLOW_TENANT_SHARE 1).
+func (c *Controller) TenantCap() (n int, ok bool) {
+	if c.cfg.TenantShare <= 0 || c.cfg.TenantShare >= 1 || c.cfg.Concurrency <= 0 {
+		return 0, false
+	}
+	return max(1, int(float64(c.cfg.Concurrency)*c.cfg.TenantShare)), true
+}
+
+// The lane names of a tenant and of a tenant at a destination start with
+// these: no host:port does, nor one the other.
+const (
+	tenantLanePrefix   = "tenant\x1f"
+	tenantAtLanePrefix = "tenant-at\x1f"
+)
+
+// tenantLane is the name, among the destinations' lanes, of tenant t's
+// share of the worker's slots and of its fairness line.
+func tenantLane(t string) string { return tenantLanePrefix + tenant.Of(t) }
+
+// tenantAtLane is the name of tenant t's share of destination hostPort's
+// slots and of its fairness line there.
+func tenantAtLane(t, hostPort string) string {
+	return tenantAtLanePrefix + tenant.Of(t) + "\x1f" + hostPort
+}
+
+// capOf is how many of this worker's slots lane may hold.
+func (c *Controller) capOf(lane string) int {
+	n, ok := c.TenantCap()
+	switch {
+	case ok && strings.HasPrefix(lane, tenantLanePrefix):
+		return n
+	case ok && strings.HasPrefix(lane, tenantAtLanePrefix):
+		return max(1, int(float64(c.FairCap())*c.cfg.TenantShare))
+	}
+	return c.FairCap()
+}
+
+// tenantFair notes that a request of tenant t is being admitted and says
+// whether its tenant's share applies to it: fairness between tenants is on
+// and another tenant is about. c.mu is held.
+func (c *Controller) tenantFair(t string, now time.Time) bool {
+	if _, ok := c.TenantCap(); !ok {
+		return false
+	}
+	t = tenant.Of(t)
+	c.tenantsSeen[t] = now
+	for _, other := range c.tenantsListed {
+		if other != t {
+			return true
+		}
+	}
+	for other, at := range c.tenantsSeen {
+		if other != t && now.Sub(at) < TenantMemory {
+			return true
+		}
+	}
+	return false
+}
+
+// learnTenants takes the tenants Redis lists (a few are enough to tell
+// whether another is about) and forgets the tenants not seen here for
+// TenantMemory. c.mu is held.
+func (c *Controller) learnTenants(listed []string, now time.Time) {
+	c.tenantsListed = listed
+	for t, at := range c.tenantsSeen {
+		if now.Sub(at) >= TenantMemory {
+			delete(c.tenantsSeen, t)
+		}
+	}
+}
