@@ -86,7 +86,13 @@ type API struct {
 	// Canceled, when set, hears of every request canceled (a queue gives
 	// its place to the next).
 	Canceled func(ctx context.Context, id string)
+	// Workers counts the live workers, for /readyz; nil: not counted.
+	Workers func(ctx context.Context) (int, error)
 }
+
+// NoWorkers is what the API says while no worker runs.
+const NoWorkers = "no worker is running: requests are accepted and stored, but none is delivered until a worker starts " +
+	"(go run ./cmd/worker with the same REDIS_URL, or the API alone with -dev)"
 
 // newID makes the id of a new request (or schedule).
 func (a *API) newID(now time.Time, idemKey string) string {
@@ -105,8 +111,12 @@ func (a *API) Routes(r gin.IRouter) {
 	r.DELETE("/requests/:id", a.cancel)
 }
 
-// Health registers /healthz and /readyz; they never need an API key.
+// Health registers /, /healthz and /readyz; they never need an API key.
 func (a *API) Health(r gin.IRouter) {
+	r.GET("/", func(c *gin.Context) {
+		c.JSON(http.StatusOK, gin.H{"service": "retryd", "links": gin.H{
+			"openapi": "/openapi.json", "dashboard": "/monitoring/", "health": "/healthz", "ready": "/readyz", "requests": "/requests"}})
+	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
@@ -115,7 +125,19 @@ func (a *API) Health(r gin.IRouter) {
 			Abort(c, a.Log, err)
 			return
 		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		doc := gin.H{"status": "ready"}
+		if a.Workers != nil {
+			n, err := a.Workers(ctx)
+			if err != nil {
+				Abort(c, a.Log, fmt.Errorf("%w: count the workers: %w", record.ErrUnavailable, err))
+				return
+			}
+			doc["workers"] = n
+			if n == 0 {
+				doc["warning"] = NoWorkers
+			}
+		}
+		c.JSON(http.StatusOK, doc)
 	})
 }
 
@@ -360,6 +382,10 @@ func (a *API) cancel(c *gin.Context) {
 		return
 	}
 	if err := a.Cancel(ctx, scope, id, CancelActor); err != nil {
+		if errors.Is(err, record.ErrConflict) {
+			err = Errorf(CodeConflict, "", strings.TrimPrefix(err.Error(), record.ErrConflict.Error()+": ")+
+				": only a pending or retrying request can be canceled; a failed one can be delivered again with POST /dlq/"+id+"/redrive")
+		}
 		Abort(c, a.Log, err)
 		return
 	}
@@ -408,7 +434,8 @@ func tooLarge() *Error {
 
 func blocked(field string, err error) error {
 	if errors.Is(err, retry.ErrBlocked) {
-		return Errorf(CodeBlockedDestination, field, err.Error())
+		return Errorf(CodeBlockedDestination, field, err.Error()+
+			"; to deliver to your own network, the operator opens its range with ALLOWED_CIDRS (e.g. 10.0.0.0/8), or every private range with ALLOW_PRIVATE_TARGETS=true")
 	}
 	return err
 }

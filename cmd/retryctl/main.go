@@ -7,11 +7,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/retryd/retryd/client"
 )
 
 func main() {
@@ -26,6 +30,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "retryctl:", err)
+		var apiErr *client.Error
+		if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnauthorized {
+			fmt.Fprintln(stderr, "retryctl: set RETRYD_API_KEY to a key of the API's API_KEYS or ADMIN_KEYS")
+		}
 		return 1
 	}
 	return 0

@@ -157,6 +157,14 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	if len(cfg.APIKeys) == 0 {
 		log.Warn("API_KEYS is not set: the API accepts requests from anyone who can reach it")
 	}
+	warnDefaultRedis(cfg, log)
+	// The port first: a port in use is the error to report, before any
+	// word about Redis.
+	ln, err := net.Listen("tcp", opts.listenAddr(cfg.Port))
+	if err != nil {
+		return fmt.Errorf("listen on %s (PORT, or -listen): %w", opts.listenAddr(cfg.Port), err)
+	}
+	defer ln.Close()
 
 	rdb, connOpt, err := redisConn(cfg)
 	if err != nil {
@@ -173,7 +181,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		return err
 	}
 	rdb.AddHook(tasks.NewPartitionedBell(rdb, parts, 0))
-	if _, port, err := net.SplitHostPort(opts.listenAddr(cfg.Port)); err == nil {
+	if _, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
 		// The API refuses destinations aimed at itself: it must know the
 		// port it really listens on.
 		if p, err := strconv.Atoi(port); err == nil && p > 0 {
@@ -201,6 +209,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	bookDone := make(chan struct{})
 	go func() { defer close(bookDone); book.Run(ctx) }()
 	defer func() { cancel(); <-bookDone }()
+	go watchWorkers(ctx, liveWorkers(asynq.NewInspectorFromRedisClient(rdb)), log)
 	if opts.Dev {
 		// The in-process worker shares this process's listeners.
 		go func() { workerDone <- RunWorker(ctx, cfg, WorkerOptions{Listeners: book}, log) }()
@@ -208,10 +217,6 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		close(workerDone)
 	}
 
-	ln, err := net.Listen("tcp", opts.listenAddr(cfg.Port))
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", opts.listenAddr(cfg.Port), err)
-	}
 	srv := &http.Server{
 		Handler:           engine,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -288,7 +293,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
-		Parts: parts}
+		Parts: parts, Workers: liveWorkers(inspector)}
 	rows := dashboard.Row{Records: store}
 	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
 		PayloadFormatter: rows, ResultFormatter: rows})

@@ -102,6 +102,15 @@ var ErrRedisRefused = errors.New("redis refused the connection")
 // untrusted certificate fail the start with what to fix; Redis merely
 // unreachable only warns, since it may be starting too and every call
 // retries.
+// warnDefaultRedis says which Redis a configuration that names none uses:
+// whatever listens on this machine's 6379 holds retryd's records then.
+func warnDefaultRedis(cfg config.Config, log *slog.Logger) {
+	if cfg.RedisDefaulted() {
+		log.Warn("REDIS_URL is not set: using the Redis at "+config.DefaultRedisURL+" (set REDIS_URL, or run with -dev for an embedded one)",
+			"redisUrl", config.DefaultRedisURL)
+	}
+}
+
 func checkRedis(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
 	defer cancel()

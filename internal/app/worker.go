@@ -70,6 +70,7 @@ type WorkerOptions struct {
 // interrupted and repeated by another worker) and exits.
 func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *slog.Logger) error {
 	log.Info("retryd worker starting", "config", cfg.String())
+	warnDefaultRedis(cfg, log)
 	rdb, _, err := redisConn(cfg)
 	if err != nil {
 		return err

@@ -124,6 +124,12 @@ const (
 	DefaultMaxUnfinished     = 100_000
 )
 
+// RedisDefaulted reports whether c names no Redis of its own: the default
+// REDIS_URL, whatever Redis listens on this machine's 6379.
+func (c Config) RedisDefaulted() bool {
+	return c.RedisURL == DefaultRedisURL && len(c.RedisSentinelAddrs) == 0 && len(c.RedisClusterAddrs) == 0
+}
+
 // Load reads the configuration through getenv (os.Getenv in programs, a map
 // in tests) and validates it. The error lists every invalid variable.
 func Load(getenv func(string) string) (Config, error) {

@@ -189,3 +189,13 @@ func TestTimerSlack(t *testing.T) {
 		}
 	}
 }
+
+func TestRedisDefaulted(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]bool{"": true, "redis://127.0.0.1:6379/0": true, "redis://10.0.0.5:6379/0": false} {
+		c, err := Load(env(map[string]string{"REDIS_URL": url}))
+		if err != nil || c.RedisDefaulted() != want {
+			t.Errorf("REDIS_URL=%q: defaulted %v (%v), want %v", url, c.RedisDefaulted(), err, want)
+		}
+	}
+}
