@@ -10,9 +10,10 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 help:
 	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
 
-## run: the whole service in one process (embedded Redis, in-process worker)
+## run: the whole service in one process (embedded Redis, in-process worker); PORT=3000 and QSTASH_DEV_ADDR=127.0.0.1:8080 move its ports (QSTASH_DEV_ADDR= turns the QStash dev listener off)
+QSTASH_DEV_ADDR ?= 127.0.0.1:8080
 run:
-	$(GO) run ./cmd/api -dev
+	PORT=$${PORT:-3000} $(GO) run ./cmd/api -dev -qstash-dev '$(QSTASH_DEV_ADDR)'
 
 ## deps: make sure what the tests start is installed (redis-server, chromium, node + the npm oracles of e2e/oracles)
 deps:

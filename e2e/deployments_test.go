@@ -16,6 +16,7 @@ import (
 )
 
 type composeFile struct {
+	Name     string `yaml:"name"`
 	Services map[string]struct {
 		Image   string   `yaml:"image"`
 		Command []string `yaml:"command"`
@@ -148,14 +149,30 @@ func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 	if len(apps) != 1 {
 		t.Fatalf("no apps network with a subnet: %+v", c.Networks)
 	}
-	subnet := regexp.MustCompile(`:-([^}]+)}`).FindStringSubmatch(apps[0].Subnet)
+	// ALLOWED_CIDRS follows APPS_SUBNET: it defaults to the very
+	// expression of the network's subnet.
 	for _, svc := range []string{"api", "worker"} {
-		cidr := regexp.MustCompile(`:-([^}]+)}`).FindStringSubmatch(c.Services[svc].Environment["ALLOWED_CIDRS"])
-		if subnet == nil || cidr == nil || cidr[1] != subnet[1] {
-			t.Errorf("%s: ALLOWED_CIDRS %q does not default to the apps subnet %q", svc, c.Services[svc].Environment["ALLOWED_CIDRS"], apps[0].Subnet)
+		if got, want := c.Services[svc].Environment["ALLOWED_CIDRS"], "${ALLOWED_CIDRS:-"+apps[0].Subnet+"}"; got != want {
+			t.Errorf("%s: ALLOWED_CIDRS %q, want %q (the apps subnet, APPS_SUBNET included)", svc, got, want)
 		}
 		if !slices.Contains(c.Services[svc].Networks, "apps") {
 			t.Errorf("%s is not on the apps network", svc)
+		}
+	}
+	// A fixed project name, whatever the checkout's folder is called (the
+	// apps network is retryd_apps), and every variable the docs tell users
+	// to set reaches the programs that read it.
+	if c.Name != "retryd" {
+		t.Errorf("compose project name %q, want retryd", c.Name)
+	}
+	for svc, names := range map[string][]string{
+		"api":    {"API_KEYS", "ADMIN_KEYS", "RATE_LIMIT_RPS", "SIGNING_SECRETS", "CALLBACK_SIGNING_SECRET", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"},
+		"worker": {"SIGNING_SECRETS", "CALLBACK_SIGNING_SECRET", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"},
+	} {
+		for _, n := range names {
+			if v, ok := c.Services[svc].Environment[n]; !ok || !strings.Contains(v, "${"+n) {
+				t.Errorf("%s: %s is not passed from the environment (%q)", svc, n, v)
+			}
 		}
 	}
 	if slices.Contains(c.Services["redis"].Networks, "apps") {

@@ -198,6 +198,21 @@ func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 	if svc := objs["Service/retryd-api"]; len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "http" {
 		t.Errorf("Service/retryd-api does not target the api's http port: %+v", svc.Spec.Ports)
 	}
+	// The images are the user's own builds, named in kustomization.yaml
+	// (images:), and the Secret is required: a forgotten one must not
+	// start an API open to anyone.
+	kustRaw, _ := os.ReadFile("../deployments/k8s/kustomization.yaml")
+	for _, name := range []string{"retryd-api", "retryd-worker"} {
+		if !strings.Contains(string(kustRaw), "- name: "+name+"\n") {
+			t.Errorf("kustomization.yaml sets no image for %s", name)
+		}
+	}
+	for _, f := range []string{"api.yaml", "worker.yaml"} {
+		raw, _ := os.ReadFile("../deployments/k8s/" + f)
+		if strings.Contains(string(raw), "optional: true") {
+			t.Errorf("%s: the Secret is optional", f)
+		}
+	}
 	// Hardened pods: non-root, read-only root filesystem, no privilege
 	// escalation, no capabilities; pinned images.
 	for _, name := range []string{"Deployment/retryd-api", "Deployment/retryd-worker", "StatefulSet/redis"} {
