@@ -45,7 +45,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd())
+	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 

@@ -308,7 +308,9 @@ func parseFields(f fields, now time.Time) (*record.Request, error) {
 	case notBefore != nil:
 		t, err := time.Parse(time.RFC3339Nano, *notBefore)
 		if err != nil {
-			return nil, fieldErr("notBefore", "must be an RFC 3339 time such as 2030-01-02T15:04:05Z")
+			// The example is a day from now: always one the limit takes.
+			return nil, fieldErr("notBefore", "must be an RFC 3339 time within 365 days, such as %s",
+				now.Add(24*time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339))
 		}
 		if t.After(now.Add(MaxDelay)) {
 			return nil, fieldErr("notBefore", "must be at most 365 days ahead")

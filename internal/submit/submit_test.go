@@ -288,3 +288,19 @@ func FuzzPlainString(f *testing.F) {
 		}
 	})
 }
+
+// The notBefore format error's example is a time the limit accepts.
+func TestNotBeforeErrorOffersATimeItTakes(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	_, err := Parse([]byte(`{"url":"https://example.com/","notBefore":"tomorrow"}`), now)
+	msg := fmt.Sprint(err)
+	i := strings.LastIndex(msg, " ")
+	if err == nil || i < 0 {
+		t.Fatalf("a bad notBefore: %v", err)
+	}
+	example := msg[i+1:]
+	if _, err := Parse([]byte(`{"url":"https://example.com/","notBefore":"`+example+`"}`), now); err != nil {
+		t.Errorf("the example %q of %q is refused: %v", example, msg, err)
+	}
+}
