@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
@@ -92,12 +93,15 @@ func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
 	var apiErr *Error
 	var subErr *submit.Error
 	var selErr *selection.Error
+	var nameErr *names.Error
 	switch {
 	case errors.As(err, &apiErr):
 	case errors.As(err, &subErr):
 		apiErr = Errorf(CodeInvalid, subErr.Field, subErr.Message)
 	case errors.As(err, &selErr):
 		apiErr = Errorf(CodeInvalid, selErr.Field, selErr.Message)
+	case errors.As(err, &nameErr):
+		apiErr = Errorf(CodeInvalid, nameErr.Field, nameErr.Message)
 	case errors.Is(err, record.ErrNotFound):
 		apiErr = Errorf(CodeNotFound, "", "no request with this id")
 	case errors.Is(err, record.ErrConflict):

@@ -27,23 +27,40 @@ type Kind struct {
 	Max  int
 }
 
-// The kinds of names, with their documented limits (docs/security.md).
+// The documented limits, in bytes.
+const (
+	MaxFlowKey        = 255
+	MaxTopic          = 128
+	MaxQueue          = 128
+	MaxScheduleID     = 128
+	MaxEndpointName   = 128
+	MaxLabel          = 256
+	MaxDedupID        = 256
+	MaxIdempotencyKey = 255
+	MaxFilterValue    = 2048
+	MaxHeaderName     = 256
+)
+
+// The kinds of names (docs/security.md lists them).
 var (
-	FlowKey        = Kind{What: "a flow-control key", Max: 255}
-	Topic          = Kind{What: "a topic (URL group) name", Max: 128}
-	Queue          = Kind{What: "a queue name", Max: 128}
-	ScheduleID     = Kind{What: "a schedule id", Max: 128}
-	EndpointName   = Kind{What: "an endpoint name", Max: 128}
-	Label          = Kind{What: "a label", Max: 256}
-	DedupID        = Kind{What: "a deduplication id", Max: 256}
-	IdempotencyKey = Kind{What: "an idempotency key", Max: 255}
+	FlowKey        = Kind{What: "a flow-control key", Max: MaxFlowKey}
+	Topic          = Kind{What: "a topic (URL group) name", Max: MaxTopic}
+	Queue          = Kind{What: "a queue name", Max: MaxQueue}
+	ScheduleID     = Kind{What: "a schedule id", Max: MaxScheduleID}
+	EndpointName   = Kind{What: "an endpoint name", Max: MaxEndpointName}
+	Label          = Kind{What: "a label", Max: MaxLabel}
+	DedupID        = Kind{What: "a deduplication id", Max: MaxDedupID}
+	IdempotencyKey = Kind{What: "an idempotency key", Max: MaxIdempotencyKey}
+	// HeaderName bounds a header a client names (Upstash-Redact-Fields'
+	// header[Name]).
+	HeaderName = Kind{What: "a header name", Max: MaxHeaderName}
 	// FilterValue bounds a filter value that is not itself one of the
 	// names above (a URL, a host, a path): as long as a URL may be.
-	FilterValue = Kind{What: "a filter value", Max: 2048}
+	FilterValue = Kind{What: "a filter value", Max: MaxFilterValue}
 )
 
 // Kinds lists every kind, for documentation and tests.
-var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, FilterValue}
+var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, HeaderName, FilterValue}
 
 // Error is a refused name. Field says where the client gave it (a header,
 // a query parameter, a body member, a path segment); Message says why and
@@ -90,11 +107,26 @@ func Quote(v string) string {
 	if len(v) <= quoteMax {
 		return strconv.Quote(v)
 	}
-	cut := quoteMax
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
+	return strconv.Quote(v[:cut(v)]) + "…"
+}
+
+// Short is v cut as Quote cuts it, unquoted: for an error's field, which
+// names a client's key (an unknown member, an unknown parameter).
+func Short(v string) string {
+	if len(v) <= quoteMax {
+		return v
 	}
-	return strconv.Quote(v[:cut]) + "…"
+	return v[:cut(v)] + "…"
+}
+
+// cut is where Quote and Short end a long v: at most quoteMax bytes, at a
+// character boundary.
+func cut(v string) int {
+	n := quoteMax
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return n
 }
 
 // Clean is v without its control characters: for values shown where a
