@@ -51,9 +51,11 @@ func TestNamesAreCheckedAndStayInTheirTenant(t *testing.T) {
 }
 
 // One tenant fills every limit a list shows (1,000 messages with 20
-// labels of 256 bytes and a 2 KB URL each, then the largest label the
-// API would take) and lists its logs: the answer stays a few megabytes
-// and the API's peak RSS under 100 MiB. With unbounded labels, 32
+// labels of 256 bytes and a 2 KB URL each, 100 requests with bodies of
+// 250 KiB, then the largest label the API would take) and lists its
+// requests and its logs: the logs stay a few megabytes, a page of
+// requests stops short with a cursor, and the API's peak RSS stays under
+// 100 MiB. With unbounded labels, 32
 // messages of a 900 KB label made this answer 63 MB and the API 410 MB.
 func TestNameLimitsBoundTheLargestList(t *testing.T) {
 	t.Parallel()
@@ -90,7 +92,21 @@ func TestNameLimitsBoundTheLargestList(t *testing.T) {
 		t.Errorf("a 900 KB Upstash-Redact-Fields: %d, %d bytes; want a short 400", a.status, len(a.raw))
 	}
 
+	// Bodies are not names, but a list reads them: 100 of 256 KiB.
+	big, _ := json.Marshal(map[string]any{"url": url, "body": strings.Repeat("b", 250<<10), "delayMs": 86_400_000})
+	for i := range 100 {
+		if a := call(t, "POST", s.api+"/requests", string(big), auth...); a.status != 202 {
+			t.Fatalf("submit %d: %d %s", i, a.status, a.raw[:min(len(a.raw), 300)])
+		}
+	}
 	pid := s.apiProc.cmd.Process.Pid
+	page := call(t, "GET", s.api+"/requests?limit=500", "", auth...)
+	data, _ := page.body["data"].([]any)
+	if page.status != 200 || len(data) >= 100 || page.body["nextCursor"] == nil {
+		t.Errorf("GET /requests?limit=500 over 25 MB of bodies: %d, %d requests, nextCursor %v; want a page cut short with a cursor",
+			page.status, len(data), page.body["nextCursor"])
+	}
+	t.Logf("GET /requests?limit=500: %d requests, %.1f MB, then a cursor", len(data), float64(len(page.raw))/1e6)
 	a := call(t, "GET", s.api+"/v2/events?count=1000", "", auth...)
 	if a.status != 200 {
 		t.Fatalf("events: %d %s", a.status, a.raw[:min(len(a.raw), 300)])
