@@ -155,12 +155,14 @@ func extras(h http.Header) (*record.QStash, error) {
 				if err := names.Label.Check("Upstash-Label", l); err != nil {
 					return nil, err
 				}
+				if len(q.Labels) == MaxLabels {
+					// Refused at once: a header of many short labels
+					// must not grow a list it then searches for each.
+					return nil, badRequest("Upstash-Label", fmt.Sprintf("Upstash-Label: at most %d labels", MaxLabels))
+				}
 				q.Labels = append(q.Labels, l)
 			}
 		}
-	}
-	if len(q.Labels) > MaxLabels {
-		return nil, badRequest("Upstash-Label", fmt.Sprintf("Upstash-Label: at most %d labels", MaxLabels))
 	}
 	if len(q.Labels) > 0 {
 		q.Label = q.Labels[0]

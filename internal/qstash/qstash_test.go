@@ -2,6 +2,7 @@ package qstash
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -202,4 +203,25 @@ func FuzzPublishHeaders(f *testing.F) {
 			t.Fatalf("labels %q %v", q.Label, q.Labels)
 		}
 	})
+}
+
+// A header of many distinct short labels is refused as soon as it passes
+// MaxLabels, not after the whole header is split and searched.
+func TestManyLabelsAreRefusedQuickly(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for i := range 200_000 {
+		fmt.Fprintf(&b, "l%d,", i)
+	}
+	h := http.Header{}
+	h.Set("Upstash-Label", b.String())
+	start := time.Now()
+	_, err := extras(h)
+	var e *handlers.Error
+	if !errors.As(err, &e) || !strings.Contains(e.Message, "at most 20 labels") {
+		t.Fatalf("200,000 labels: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refusing 200,000 labels took %v", d)
+	}
 }
