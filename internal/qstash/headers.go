@@ -303,11 +303,10 @@ func checkNames(h http.Header) error {
 // header) and "header[Name]", comma-separated.
 func redactFields(v string) (*record.RedactFields, error) {
 	f := &record.RedactFields{}
-	parts := strings.Split(v, ",")
-	if len(parts) > submit.MaxHeaders+2 {
+	if strings.Count(v, ",") >= submit.MaxHeaders+2 {
 		return nil, badRequest("Upstash-Redact-Fields", fmt.Sprintf("Upstash-Redact-Fields: at most %d entries (body, header and one header[Name] per header)", submit.MaxHeaders+2))
 	}
-	for _, part := range parts {
+	for _, part := range strings.Split(v, ",") {
 		part = strings.TrimSpace(part)
 		switch {
 		case part == "body":

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -74,6 +75,17 @@ func TestPublishHeaderRejections(t *testing.T) {
 		{"Upstash-Redact-Fields", "body,headers", "", ""},
 		{"Upstash-Redact-Fields", "header[]", "", ""},
 		{"Upstash-Label", "l0,l1,l2,l3,l4,l5,l6,l7,l8,l9,l10,l11,l12,l13,l14,l15,l16,l17,l18,l19,l20", "", ""}, // 21 labels
+		{"Upstash-Label", strings.Repeat("l", 257), "", ""},
+		{"Upstash-Label", "ok,a\x1fb", "", ""},
+		{"Upstash-Deduplication-Id", strings.Repeat("d", 257), "", ""},
+		{"Upstash-Deduplication-Id", "d\x00", "", ""},
+		{"Upstash-Flow-Control-Key", "acme\x1fk", "Upstash-Flow-Control-Value", "parallelism=1"},
+		{"Upstash-Flow-Control-Key", strings.Repeat("k", 256), "Upstash-Flow-Control-Value", "parallelism=1"},
+		{"Upstash-Queue-Name", "q\x1f", "", ""},
+		{"Upstash-Schedule-Id", strings.Repeat("s", 129), "", ""},
+		{"Upstash-Redact-Fields", strings.Repeat("body,", 67) + "body", "", ""},
+		{"Upstash-Redact-Fields", "header[" + strings.Repeat("h", 257) + "]", "", ""},
+		{"Upstash-Redact-Fields", strings.Repeat("x", 900_000), "", ""},
 	} {
 		h := http.Header{}
 		h.Set(tc.header, tc.value)
@@ -82,8 +94,17 @@ func TestPublishHeaderRejections(t *testing.T) {
 		}
 		_, _, err := submission(h, "https://e.com/x", nil)
 		var e *handlers.Error
-		if !errors.As(err, &e) || e.Code != handlers.CodeInvalid || !strings.Contains(e.Message, "Upstash-") {
-			t.Errorf("%s: %s accepted or refused unclearly: %v", tc.header, tc.value, err)
+		var n *names.Error
+		switch {
+		case errors.As(err, &n):
+			if n.Field != tc.header || !strings.HasPrefix(n.Message, tc.header) {
+				t.Errorf("%s: %s refused naming %q: %v", tc.header, names.Quote(tc.value), n.Field, err)
+			}
+		case !errors.As(err, &e) || e.Code != handlers.CodeInvalid || !strings.Contains(e.Message, "Upstash-"):
+			t.Errorf("%s: %s accepted or refused unclearly: %v", tc.header, names.Quote(tc.value), err)
+		}
+		if err != nil && len(err.Error()) > 300 {
+			t.Errorf("%s: a refusal of %d bytes echoes the value", tc.header, len(err.Error()))
 		}
 	}
 }
