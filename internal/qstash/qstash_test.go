@@ -246,3 +246,44 @@ func TestManyLabelsAreRefusedQuickly(t *testing.T) {
 		t.Errorf("refusing 200,000 labels took %v", d)
 	}
 }
+
+// FuzzExtras: whatever headers a publish carries, what extras accepts
+// holds only names within their limits and free of control characters,
+// and what it refuses it refuses briefly.
+func FuzzExtras(f *testing.F) {
+	for _, seed := range [][4]string{
+		{"a,b", "d1", "k", "q"},
+		{"acme\x1facmeflow", "", "acme\x1fk", ""},
+		{strings.Repeat("l", 257), strings.Repeat("d", 257), strings.Repeat("k", 256), strings.Repeat("q", 129)},
+		{" , ,x", "\x00", "\x7f", "q.1:2-3_"},
+		{"é,ü\u0085", "d", "", "é"},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3])
+	}
+	f.Fuzz(func(t *testing.T, label, dedup, key, queue string) {
+		h := http.Header{}
+		h["Upstash-Label"] = []string{label}
+		h["Upstash-Deduplication-Id"] = []string{dedup}
+		h["Upstash-Flow-Control-Key"] = []string{key}
+		h["Upstash-Queue-Name"] = []string{queue}
+		q, err := extras(h)
+		if err != nil {
+			if len(err.Error()) > 300 {
+				t.Fatalf("a refusal of %d bytes", len(err.Error()))
+			}
+			return
+		}
+		all := append(q.AllLabels(), dedup, q.FlowControlKey, q.Queue)
+		if len(q.AllLabels()) > MaxLabels {
+			t.Fatalf("%d labels accepted", len(q.AllLabels()))
+		}
+		for _, v := range all {
+			if names.ControlAt(v) >= 0 || len(v) > names.MaxLabel {
+				t.Fatalf("accepted %q", v)
+			}
+		}
+		if len(q.FlowControlKey) > names.MaxFlowKey || len(q.Queue) > names.MaxQueue {
+			t.Fatalf("accepted key %q, queue %q", q.FlowControlKey, q.Queue)
+		}
+	})
+}
