@@ -43,11 +43,11 @@ bench: deps
 	@command -v node >/dev/null 2>&1 || { echo "node is missing (needed for the BullMQ peer): apt-get install -y nodejs npm, or run with BENCH_BULLMQ=0"; exit 1; }
 	$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./e2e/ | grep -vE '^(goos|goarch|pkg|cpu):' 
 
-## bench-backlog: what waiting costs (SPEC 8.1): commands, CPU and context switches per attempt with a backlog queued (BENCH_BACKLOG=20000, BENCH_WINDOW=30 s, BENCH_SCENARIOS=rate,slow,parallel,failing, BENCH_WORKER_ENV="K=V ...", BENCH_COMMANDSTATS=1, BENCH_PERF=dir to perf-record the window)
+## bench-backlog: what waiting costs: commands, CPU and context switches per attempt with a backlog queued (BENCH_BACKLOG=20000, BENCH_WINDOW=30 s, BENCH_SCENARIOS=rate,slow,parallel,failing, BENCH_WORKER_ENV="K=V ...", BENCH_COMMANDSTATS=1, BENCH_PERF=dir to perf-record the window)
 bench-backlog: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkBacklog$$' -benchtime 1x -timeout 60m ./e2e/ | grep -E '^(BACKLOG|ok|FAIL|---)'
 
-## bench-tenants: fairness between tenants (SPEC 8.3): another tenant's first attempts while one floods slow destinations, FLOW_TENANT_SHARE 0.5 and 1 (BENCH_TENANT_FLOOD=3000, BENCH_TENANT_PROBES=20)
+## bench-tenants: fairness between tenants: another tenant's first attempts while one floods slow destinations, FLOW_TENANT_SHARE 0.5 and 1 (BENCH_TENANT_FLOOD=3000, BENCH_TENANT_PROBES=20)
 bench-tenants: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkTenantFairness$$' -benchtime 1x -timeout 30m ./e2e/ | grep -E '^(TENANTS|ok|FAIL|---)'
 

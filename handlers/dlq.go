@@ -120,8 +120,12 @@ func (d *DLQ) list(c *gin.Context) {
 		return
 	}
 	page := &record.Page{Requests: []*record.Request{}}
+	kept := 0
 	page.NextCursor, err = d.walkFailed(c.Request.Context(), scope, s, func(r *record.Request) error {
 		page.Requests = append(page.Requests, r)
+		if kept += record.Footprint(r); kept >= record.ListBudget {
+			return selection.ErrFull
+		}
 		return nil
 	})
 	if err != nil {

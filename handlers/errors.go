@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
@@ -93,6 +94,7 @@ func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
 	var subErr *submit.Error
 	var selErr *selection.Error
 	var partial *PartialFanOut
+	var nameErr *names.Error
 	switch {
 	case errors.As(err, &partial):
 		inner := *Resolve(c, log, partial.Err)
@@ -103,6 +105,8 @@ func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
 		apiErr = Errorf(CodeInvalid, subErr.Field, subErr.Message)
 	case errors.As(err, &selErr):
 		apiErr = Errorf(CodeInvalid, selErr.Field, selErr.Message)
+	case errors.As(err, &nameErr):
+		apiErr = Errorf(CodeInvalid, nameErr.Field, nameErr.Message)
 	case errors.Is(err, record.ErrNotFound):
 		apiErr = Errorf(CodeNotFound, "", "no request with this id")
 	case errors.Is(err, record.ErrConflict):

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -32,8 +33,22 @@ type FlowInfo struct {
 	IsPinnedRate        bool   `json:"isPinnedRate"`
 }
 
+// checkKey refuses a key no client could have given its requests. Both
+// APIs reach a key through Info and Act, so checking here covers every
+// path that names one: a key holding a control character could spell
+// another tenant's internal name.
+func checkKey(key string) error {
+	if key == "" {
+		return Errorf(CodeInvalid, "key", "key: a flow-control key is 1 to 255 bytes")
+	}
+	return names.FlowKey.Check("key", key)
+}
+
 // Info reads key (as its tenant named it) of tenant owner.
 func (f *Flows) Info(ctx context.Context, owner, key string) (FlowInfo, error) {
+	if err := checkKey(key); err != nil {
+		return FlowInfo{}, err
+	}
 	name := tenant.Qualify(owner, key)
 	// What its requests ask for, as the workers last published it.
 	var asked flow.KeyStats
@@ -91,6 +106,9 @@ const (
 // and period (seconds) from the query, unpin parallelism and rate
 // (true/false), as QStash's client sends them.
 func (f *Flows) Act(c *gin.Context, owner, key string, action FlowAction) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
 	ctx, name := c.Request.Context(), tenant.Qualify(owner, key)
 	switch action {
 	case ActionPause:
@@ -130,7 +148,7 @@ func (f *Flows) Act(c *gin.Context, owner, key string, action FlowAction) error 
 	case ActionUnpin:
 		return flow.Unpin(ctx, f.RDB, name, c.Query("parallelism") == "true", c.Query("rate") == "true")
 	}
-	return Errorf(CodeNotFound, "", "no flow-control action "+string(action))
+	return Errorf(CodeNotFound, "", "no flow-control action "+names.Quote(string(action)))
 }
 
 // keyRoutes registers retryd's own /flows/{key} routes.

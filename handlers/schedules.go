@@ -17,6 +17,7 @@ import (
 
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/scheduler"
@@ -133,7 +134,7 @@ func (s *Schedules) create(c *gin.Context) {
 	_ = json.Unmarshal(raw, &members)
 	for name := range members {
 		if !slices.Contains(scheduleFields, name) {
-			Abort(c, s.API.Log, Errorf(CodeInvalid, name, fmt.Sprintf("unknown field %q; a schedule has only %s", name, strings.Join(scheduleFields, ", "))))
+			Abort(c, s.API.Log, Errorf(CodeInvalid, names.Short(name), fmt.Sprintf("unknown field %s; a schedule has only %s", names.Quote(name), strings.Join(scheduleFields, ", "))))
 			return
 		}
 	}
@@ -270,6 +271,10 @@ func (s *Schedules) list(c *gin.Context) {
 
 func (s *Schedules) load(c *gin.Context) (*record.Schedule, bool) {
 	id := c.Param("id")
+	if err := names.ScheduleID.Check("id", id); err != nil {
+		Abort(c, s.API.Log, err)
+		return nil, false
+	}
 	if !ids.Valid(id) {
 		Abort(c, s.API.Log, Errorf(CodeNotFound, "", "no schedule with this id"))
 		return nil, false

@@ -14,6 +14,7 @@ import (
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
@@ -51,13 +52,17 @@ func (t *Topics) Routes(r gin.IRouter) {
 	r.GET("/publications/:id", t.publication)
 }
 
-// topicName is what a topic may be called: QStash's URL group names.
-var topicName = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+// topicName is what a topic may be called: QStash's URL group names (and
+// queue names), up to names.Topic's length.
+var topicName = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
 
 // ValidTopicName refuses a name a topic cannot have.
 func ValidTopicName(name string) error {
+	if err := names.Topic.Check("name", name); err != nil {
+		return err
+	}
 	if !topicName.MatchString(name) {
-		return Errorf(CodeInvalid, "name", "a topic's name is 1 to 128 of letters, digits, _ . : and -")
+		return Errorf(CodeInvalid, "name", fmt.Sprintf("a topic's name is 1 to %d of letters, digits, _ . : and -", names.Topic.Max))
 	}
 	return nil
 }
@@ -102,12 +107,16 @@ func TopicEndpoints(tp *record.Topic) []record.Endpoint {
 
 // notFoundTopic is the answer for a topic the tenant does not have.
 func notFoundTopic(name string) error {
-	return Errorf(CodeNotFound, "", "no topic named "+name)
+	return Errorf(CodeNotFound, "", "no topic named "+names.Quote(name))
 }
 
-// load reads the topic the path names.
+// load reads the topic the path names: a name with a control character
+// or too long is refused (400), one no topic can have is not found.
 func (t *Topics) load(c *gin.Context) (*record.Topic, string, error) {
 	name := c.Param("name")
+	if err := names.Topic.Check("name", name); err != nil {
+		return nil, "", err
+	}
 	if err := ValidTopicName(name); err != nil {
 		return nil, "", notFoundTopic(name)
 	}
@@ -183,8 +192,8 @@ func (a *API) ReadEndpoints(c *gin.Context, adding bool) ([]record.Endpoint, err
 	}
 	for i, e := range in.Endpoints {
 		field := fmt.Sprintf("endpoints[%d]", i)
-		if len(e.Name) > 128 {
-			return nil, Errorf(CodeInvalid, field+".name", "an endpoint's name is at most 128 characters")
+		if err := names.EndpointName.Check(field+".name", e.Name); err != nil {
+			return nil, err
 		}
 		if !adding {
 			if e.URL == "" && e.Name == "" {

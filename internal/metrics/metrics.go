@@ -24,7 +24,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Source is what the cluster-wide series are read from.
@@ -170,14 +172,29 @@ const FlowKeys = 10
 
 var (
 	descFlowInFlight = prometheus.NewDesc("retryd_flow_in_flight",
-		"Attempts in flight per flow-control key (the busiest keys; the rest under key=\"other\").", []string{"key"}, nil)
+		"Attempts in flight per flow-control key (the busiest keys; the rest under key=\"other\").", flowLabels, nil)
 	descFlowWaiting = prometheus.NewDesc("retryd_flow_waiting",
-		"Requests parked for a flow-control slot in the last second, per key.", []string{"key"}, nil)
+		"Requests parked for a flow-control slot in the last second, per key.", flowLabels, nil)
 	descFlowRate = prometheus.NewDesc("retryd_flow_effective_rate",
-		"The rate per second adaptive backpressure holds a key to (0: not held), summed over workers.", []string{"key"}, nil)
+		"The rate per second adaptive backpressure holds a key to (0: not held), summed over workers.", flowLabels, nil)
 	descFlowRecent = prometheus.NewDesc("retryd_flow_recent_attempts",
-		"Attempts of the last one to two minutes per key, by what they said about its load.", []string{"key", "outcome"}, nil)
+		"Attempts of the last one to two minutes per key, by what they said about its load.", append(flowLabels, "outcome"), nil)
 )
+
+// flowLabels name a flow-control key's series: the key as its tenant named
+// it, and the tenant ("" for the other bucket). The key's internal name
+// joins the two with a control character, which a label value must not
+// hold.
+var flowLabels = []string{"key", "tenant"}
+
+// flowLabelValues are the key and tenant labels of the internal name key.
+func flowLabelValues(key string, other bool) (string, string) {
+	if other {
+		return key, ""
+	}
+	owner, name := tenant.Split(key)
+	return names.Clean(name), owner
+}
 
 // FlowSource reads the flow-control keys, busiest first.
 type FlowSource func(ctx context.Context) ([]flow.KeyStats, error)
@@ -213,11 +230,12 @@ func (f flows) Collect(ch chan<- prometheus.Metric) {
 		}
 		shown = append(append([]flow.KeyStats(nil), shown...), other)
 	}
-	for _, s := range shown {
-		ch <- prometheus.MustNewConstMetric(descFlowInFlight, prometheus.GaugeValue, float64(s.InFlight), s.Key)
-		ch <- prometheus.MustNewConstMetric(descFlowWaiting, prometheus.GaugeValue, float64(s.Parked), s.Key)
-		ch <- prometheus.MustNewConstMetric(descFlowRate, prometheus.GaugeValue, s.EffectiveRate, s.Key)
-		ch <- prometheus.MustNewConstMetric(descFlowRecent, prometheus.GaugeValue, float64(s.Succeeded), s.Key, "succeeded")
-		ch <- prometheus.MustNewConstMetric(descFlowRecent, prometheus.GaugeValue, float64(s.Overloaded), s.Key, "overloaded")
+	for i, s := range shown {
+		key, owner := flowLabelValues(s.Key, i == FlowKeys)
+		ch <- prometheus.MustNewConstMetric(descFlowInFlight, prometheus.GaugeValue, float64(s.InFlight), key, owner)
+		ch <- prometheus.MustNewConstMetric(descFlowWaiting, prometheus.GaugeValue, float64(s.Parked), key, owner)
+		ch <- prometheus.MustNewConstMetric(descFlowRate, prometheus.GaugeValue, s.EffectiveRate, key, owner)
+		ch <- prometheus.MustNewConstMetric(descFlowRecent, prometheus.GaugeValue, float64(s.Succeeded), key, owner, "succeeded")
+		ch <- prometheus.MustNewConstMetric(descFlowRecent, prometheus.GaugeValue, float64(s.Overloaded), key, owner, "overloaded")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/names"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Flow-control series stay bounded: the FlowKeys busiest keys, and the
@@ -40,4 +42,41 @@ func TestFlowSeriesAreBoundedWithAnOtherBucket(t *testing.T) {
 		return
 	}
 	t.Error("no retryd_flow_in_flight series")
+}
+
+// A tenant's flow-control key is named inside retryd with a control
+// character between tenant and key; its series carry the two apart, and
+// no label value holds a control character.
+func TestFlowLabelValuesHoldNoControlCharacters(t *testing.T) {
+	t.Parallel()
+	stats := []flow.KeyStats{
+		{Key: tenant.Qualify("acme", "acmeflow"), InFlight: 3},
+		{Key: "api.example.com:443", InFlight: 2},
+		{Key: "old\x01key", InFlight: 1}, // stored before names were checked
+	}
+	m := New(nil, nil)
+	m.RegisterFlows(func(context.Context) ([]flow.KeyStats, error) { return stats, nil })
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				if names.ControlAt(l.GetValue()) >= 0 {
+					t.Errorf("%s: label %s=%q holds a control character", f.GetName(), l.GetName(), l.GetValue())
+				}
+				labels[l.GetName()] = l.GetValue()
+			}
+			if f.GetName() == "retryd_flow_in_flight" {
+				got[labels["key"]] = labels["tenant"]
+			}
+		}
+	}
+	want := map[string]string{"acmeflow": "acme", "api.example.com:443": "default", "oldkey": "default"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("key→tenant of the series = %v, want %v", got, want)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
+	sel "github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -37,10 +38,15 @@ func (q *API) listDLQ(c *gin.Context) {
 		return
 	}
 	msgs := []DLQMessage{}
+	kept := 0
 	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
 		full, err := q.API.Store.Get(c.Request.Context(), r.ID) // with its attempts, for the response
 		if err == nil {
 			msgs = append(msgs, dlqMessage(full))
+			kept += record.Footprint(full)
+		}
+		if kept >= record.ListBudget {
+			return sel.ErrFull // the rest on the next page: bodies make messages large
 		}
 		return nil
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
@@ -143,17 +144,25 @@ func extras(h http.Header) (*record.QStash, error) {
 		RetryDelay: strings.TrimSpace(h.Get("Upstash-Retry-Delay")), FailureCallback: h.Get("Upstash-Failure-Callback"),
 		FlowControlKey: h.Get("Upstash-Flow-Control-Key"),
 	}
+	if err := checkNames(h); err != nil {
+		return nil, err
+	}
 	// Several labels: Upstash-Label "a,b" (or repeated). Label keeps the
 	// first, as QStash's legacy field does.
 	for _, v := range h.Values("Upstash-Label") {
 		for _, l := range strings.Split(v, ",") {
 			if l = strings.TrimSpace(l); l != "" && !slices.Contains(q.Labels, l) {
+				if err := names.Label.Check("Upstash-Label", l); err != nil {
+					return nil, err
+				}
+				if len(q.Labels) == MaxLabels {
+					// Refused at once: a header of many short labels
+					// must not grow a list it then searches for each.
+					return nil, badRequest("Upstash-Label", fmt.Sprintf("Upstash-Label: at most %d labels", MaxLabels))
+				}
 				q.Labels = append(q.Labels, l)
 			}
 		}
-	}
-	if len(q.Labels) > MaxLabels {
-		return nil, badRequest("Upstash-Label", fmt.Sprintf("Upstash-Label: at most %d labels", MaxLabels))
 	}
 	if len(q.Labels) > 0 {
 		q.Label = q.Labels[0]
@@ -176,7 +185,7 @@ func extras(h http.Header) (*record.QStash, error) {
 	}
 	if q.RetryDelay != "" {
 		if _, err := delayexpr.Compile(q.RetryDelay); err != nil {
-			return nil, badRequest("Upstash-Retry-Delay", "Upstash-Retry-Delay "+strconv.Quote(q.RetryDelay)+": "+err.Error())
+			return nil, badRequest("Upstash-Retry-Delay", "Upstash-Retry-Delay "+names.Quote(q.RetryDelay)+": "+err.Error())
 		}
 	}
 	if cb := q.FailureCallback; cb != "" {
@@ -209,7 +218,7 @@ func flowControl(key, value string) (FlowControl, error) {
 	for _, part := range strings.Split(value, ",") {
 		name, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+strconv.Quote(part)+" is not name=value")
+			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+names.Quote(part)+" is not name=value")
 		}
 		var err error
 		switch strings.TrimSpace(name) {
@@ -232,7 +241,7 @@ func flowControl(key, value string) (FlowControl, error) {
 			err = errors.New("unknown setting (parallelism, rate, period)")
 		}
 		if err != nil {
-			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+strconv.Quote(strings.TrimSpace(part))+": "+err.Error())
+			return fc, badRequest("Upstash-Flow-Control-Value", "Upstash-Flow-Control-Value: "+names.Quote(strings.TrimSpace(part))+": "+err.Error())
 		}
 	}
 	return fc, nil
@@ -266,10 +275,37 @@ func dedupKey(h http.Header, dest string, body []byte) string {
 // MaxLabels bounds a message's labels.
 const MaxLabels = 20
 
+// namedHeaders are the headers that carry a single name the client
+// chose, and its kind. Labels (a list) are checked one by one as they
+// are read.
+var namedHeaders = []struct {
+	header string
+	kind   names.Kind
+}{
+	{"Upstash-Flow-Control-Key", names.FlowKey},
+	{"Upstash-Deduplication-Id", names.DedupID},
+	{"Upstash-Queue-Name", names.Queue},
+	{"Upstash-Schedule-Id", names.ScheduleID},
+}
+
+// checkNames refuses a publish whose named headers hold a control
+// character or are longer than their kind allows, naming the header.
+func checkNames(h http.Header) error {
+	for _, n := range namedHeaders {
+		if err := n.kind.Check(n.header, h.Get(n.header)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // redactFields reads Upstash-Redact-Fields: "body", "header" (every
 // header) and "header[Name]", comma-separated.
 func redactFields(v string) (*record.RedactFields, error) {
 	f := &record.RedactFields{}
+	if strings.Count(v, ",") >= submit.MaxHeaders+2 {
+		return nil, badRequest("Upstash-Redact-Fields", fmt.Sprintf("Upstash-Redact-Fields: at most %d entries (body, header and one header[Name] per header)", submit.MaxHeaders+2))
+	}
 	for _, part := range strings.Split(v, ",") {
 		part = strings.TrimSpace(part)
 		switch {
@@ -278,9 +314,13 @@ func redactFields(v string) (*record.RedactFields, error) {
 		case part == "header":
 			f.AllHeaders = true
 		case strings.HasPrefix(part, "header[") && strings.HasSuffix(part, "]") && len(part) > len("header[]"):
-			f.Headers = append(f.Headers, part[len("header["):len(part)-1])
+			name := part[len("header[") : len(part)-1]
+			if err := names.HeaderName.Check("Upstash-Redact-Fields", name); err != nil {
+				return nil, err
+			}
+			f.Headers = append(f.Headers, name)
 		default:
-			return nil, badRequest("Upstash-Redact-Fields", "Upstash-Redact-Fields: "+strconv.Quote(part)+
+			return nil, badRequest("Upstash-Redact-Fields", "Upstash-Redact-Fields: "+names.Quote(part)+
 				" is not body, header or header[Name]")
 		}
 	}

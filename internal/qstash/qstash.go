@@ -19,6 +19,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
@@ -320,7 +321,7 @@ type Message struct {
 
 // notFound is QStash's answer for a message id it does not know.
 func notFound(id string) error {
-	return handlers.Errorf(handlers.CodeNotFound, "", "message "+strconv.Quote(id)+" not found")
+	return handlers.Errorf(handlers.CodeNotFound, "", "message "+names.Quote(id)+" not found")
 }
 
 func (q *API) getMessage(c *gin.Context) {

@@ -2,6 +2,7 @@ package qstash
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -73,6 +75,17 @@ func TestPublishHeaderRejections(t *testing.T) {
 		{"Upstash-Redact-Fields", "body,headers", "", ""},
 		{"Upstash-Redact-Fields", "header[]", "", ""},
 		{"Upstash-Label", "l0,l1,l2,l3,l4,l5,l6,l7,l8,l9,l10,l11,l12,l13,l14,l15,l16,l17,l18,l19,l20", "", ""}, // 21 labels
+		{"Upstash-Label", strings.Repeat("l", 257), "", ""},
+		{"Upstash-Label", "ok,a\x1fb", "", ""},
+		{"Upstash-Deduplication-Id", strings.Repeat("d", 257), "", ""},
+		{"Upstash-Deduplication-Id", "d\x00", "", ""},
+		{"Upstash-Flow-Control-Key", "acme\x1fk", "Upstash-Flow-Control-Value", "parallelism=1"},
+		{"Upstash-Flow-Control-Key", strings.Repeat("k", 256), "Upstash-Flow-Control-Value", "parallelism=1"},
+		{"Upstash-Queue-Name", "q\x1f", "", ""},
+		{"Upstash-Schedule-Id", strings.Repeat("s", 129), "", ""},
+		{"Upstash-Redact-Fields", strings.Repeat("body,", 67) + "body", "", ""},
+		{"Upstash-Redact-Fields", "header[" + strings.Repeat("h", 257) + "]", "", ""},
+		{"Upstash-Redact-Fields", strings.Repeat("x", 900_000), "", ""},
 	} {
 		h := http.Header{}
 		h.Set(tc.header, tc.value)
@@ -81,8 +94,17 @@ func TestPublishHeaderRejections(t *testing.T) {
 		}
 		_, _, err := submission(h, "https://e.com/x", nil)
 		var e *handlers.Error
-		if !errors.As(err, &e) || e.Code != handlers.CodeInvalid || !strings.Contains(e.Message, "Upstash-") {
-			t.Errorf("%s: %s accepted or refused unclearly: %v", tc.header, tc.value, err)
+		var n *names.Error
+		switch {
+		case errors.As(err, &n):
+			if n.Field != tc.header || !strings.HasPrefix(n.Message, tc.header) {
+				t.Errorf("%s: %s refused naming %q: %v", tc.header, names.Quote(tc.value), n.Field, err)
+			}
+		case !errors.As(err, &e) || e.Code != handlers.CodeInvalid || !strings.Contains(e.Message, "Upstash-"):
+			t.Errorf("%s: %s accepted or refused unclearly: %v", tc.header, names.Quote(tc.value), err)
+		}
+		if err != nil && len(err.Error()) > 300 {
+			t.Errorf("%s: a refusal of %d bytes echoes the value", tc.header, len(err.Error()))
 		}
 	}
 }
@@ -200,6 +222,68 @@ func FuzzPublishHeaders(f *testing.F) {
 		}
 		if len(q.AllLabels()) > MaxLabels || (q.Label != "" && q.AllLabels()[0] != q.Label) {
 			t.Fatalf("labels %q %v", q.Label, q.Labels)
+		}
+	})
+}
+
+// A header of many distinct short labels is refused as soon as it passes
+// MaxLabels, not after the whole header is split and searched.
+func TestManyLabelsAreRefusedQuickly(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for i := range 200_000 {
+		fmt.Fprintf(&b, "l%d,", i)
+	}
+	h := http.Header{}
+	h.Set("Upstash-Label", b.String())
+	start := time.Now()
+	_, err := extras(h)
+	var e *handlers.Error
+	if !errors.As(err, &e) || !strings.Contains(e.Message, "at most 20 labels") {
+		t.Fatalf("200,000 labels: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refusing 200,000 labels took %v", d)
+	}
+}
+
+// FuzzExtras: whatever headers a publish carries, what extras accepts
+// holds only names within their limits and free of control characters,
+// and what it refuses it refuses briefly.
+func FuzzExtras(f *testing.F) {
+	for _, seed := range [][4]string{
+		{"a,b", "d1", "k", "q"},
+		{"acme\x1facmeflow", "", "acme\x1fk", ""},
+		{strings.Repeat("l", 257), strings.Repeat("d", 257), strings.Repeat("k", 256), strings.Repeat("q", 129)},
+		{" , ,x", "\x00", "\x7f", "q.1:2-3_"},
+		{"é,ü\u0085", "d", "", "é"},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3])
+	}
+	f.Fuzz(func(t *testing.T, label, dedup, key, queue string) {
+		h := http.Header{}
+		h["Upstash-Label"] = []string{label}
+		h["Upstash-Deduplication-Id"] = []string{dedup}
+		h["Upstash-Flow-Control-Key"] = []string{key}
+		h["Upstash-Queue-Name"] = []string{queue}
+		q, err := extras(h)
+		if err != nil {
+			if len(err.Error()) > 300 {
+				t.Fatalf("a refusal of %d bytes", len(err.Error()))
+			}
+			return
+		}
+		all := append(q.AllLabels(), dedup, q.FlowControlKey, q.Queue)
+		if len(q.AllLabels()) > MaxLabels {
+			t.Fatalf("%d labels accepted", len(q.AllLabels()))
+		}
+		for _, v := range all {
+			if names.ControlAt(v) >= 0 || len(v) > names.MaxLabel {
+				t.Fatalf("accepted %q", v)
+			}
+		}
+		if len(q.FlowControlKey) > names.MaxFlowKey || len(q.Queue) > names.MaxQueue {
+			t.Fatalf("accepted key %q, queue %q", q.FlowControlKey, q.Queue)
 		}
 	})
 }

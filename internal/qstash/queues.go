@@ -15,6 +15,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	sel "github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/tenant"
@@ -49,7 +50,7 @@ const MaxQueueParallelism = 1000
 func (q *API) queueDoc(c *gin.Context, owner, name string) (QueueDoc, error) {
 	s, err := flow.ReadQueue(c.Request.Context(), q.Flows.RDB, tenant.Qualify(owner, name))
 	if errors.Is(err, flow.ErrNoQueue) {
-		err = handlers.Errorf(handlers.CodeNotFound, "", "queue "+name+" not found")
+		err = handlers.Errorf(handlers.CodeNotFound, "", "queue "+names.Quote(name)+" not found")
 	}
 	if err != nil {
 		return QueueDoc{}, err
@@ -83,10 +84,20 @@ func (q *API) listQueue(c *gin.Context, owner, name string) error {
 }
 
 func validQueue(name string) error {
+	if err := names.Queue.Check("queueName", name); err != nil {
+		return err
+	}
 	if handlers.ValidTopicName(name) != nil {
 		return badRequest("queueName", "a queue's name is 1 to 128 of letters, digits, _ . : and -")
 	}
 	return nil
+}
+
+// pathQueue is the queue name the path's param names, refused (400) when
+// it holds a control character or is too long.
+func pathQueue(c *gin.Context, param string) (string, error) {
+	name := c.Param(param)
+	return name, names.Queue.Check(param, name)
 }
 
 func (q *API) upsertQueue(c *gin.Context) {
@@ -129,10 +140,14 @@ func (q *API) upsertQueue(c *gin.Context) {
 }
 
 func (q *API) getQueue(c *gin.Context) {
-	owner, err := handlers.OwnTenant(c)
+	name, err := pathQueue(c, "name")
+	var owner string
+	if err == nil {
+		owner, err = handlers.OwnTenant(c)
+	}
 	var d QueueDoc
 	if err == nil {
-		d, err = q.queueDoc(c, owner, c.Param("name"))
+		d, err = q.queueDoc(c, owner, name)
 	}
 	if err != nil {
 		q.fail(c, err)
@@ -236,8 +251,11 @@ func queuePaging(c *gin.Context) (int, record.QueueRef, error) {
 }
 
 func (q *API) deleteQueue(c *gin.Context) {
-	name := c.Param("name")
-	owner, err := handlers.OwnTenant(c)
+	name, err := pathQueue(c, "name")
+	var owner string
+	if err == nil {
+		owner, err = handlers.OwnTenant(c)
+	}
 	if err == nil {
 		err = flow.DeleteQueue(c.Request.Context(), q.Flows.RDB, q.Flows.Waker, tenant.Qualify(owner, name))
 	}
@@ -255,8 +273,11 @@ func (q *API) pauseQueue(c *gin.Context)  { q.setQueuePaused(c, true) }
 func (q *API) resumeQueue(c *gin.Context) { q.setQueuePaused(c, false) }
 
 func (q *API) setQueuePaused(c *gin.Context, paused bool) {
-	name := c.Param("name")
-	owner, err := handlers.OwnTenant(c)
+	name, err := pathQueue(c, "name")
+	var owner string
+	if err == nil {
+		owner, err = handlers.OwnTenant(c)
+	}
 	if err == nil {
 		_, err = q.queueDoc(c, owner, name) // 404 for an unknown queue
 	}
@@ -273,7 +294,11 @@ func (q *API) setQueuePaused(c *gin.Context, paused bool) {
 // enqueue serves POST /v2/enqueue/{queue}/{destination}: a publish whose
 // message keeps the queue's order.
 func (q *API) enqueue(c *gin.Context) {
-	name := c.Param("queue")
+	name, err := pathQueue(c, "queue")
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
 	body, ok := q.readBody(c)
 	if !ok {
 		return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/scheduler"
@@ -165,8 +166,12 @@ func (q *API) createSchedule(c *gin.Context) {
 // the id its client chose.
 func (q *API) loadSchedule(c *gin.Context) (*record.Schedule, bool) {
 	name := c.Param("scheduleId")
+	if err := names.ScheduleID.Check("scheduleId", name); err != nil {
+		q.fail(c, err)
+		return nil, false
+	}
 	ctx := c.Request.Context()
-	notFound := handlers.Errorf(handlers.CodeNotFound, "", "schedule "+name+" not found")
+	notFound := handlers.Errorf(handlers.CodeNotFound, "", "schedule "+names.Quote(name)+" not found")
 	scope, err := handlers.ScopeOf(c)
 	if err != nil {
 		q.fail(c, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
@@ -36,13 +37,16 @@ func isURLGroup(dest string) bool {
 }
 
 func (q *API) loadGroup(c *gin.Context, name string) (*record.Topic, string, error) {
+	if err := names.Topic.Check("name", name); err != nil {
+		return nil, "", err
+	}
 	owner, err := handlers.OwnTenant(c)
 	if err != nil {
 		return nil, "", err
 	}
 	tp, err := q.Topics.Store.GetTopic(c.Request.Context(), owner, name)
 	if errors.Is(err, record.ErrNotFound) {
-		err = handlers.Errorf(handlers.CodeNotFound, "", "url group "+name+" not found")
+		err = handlers.Errorf(handlers.CodeNotFound, "", "url group "+names.Quote(name)+" not found")
 	}
 	return tp, owner, err
 }

@@ -128,7 +128,7 @@ func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter,
 	if err != nil || len(tenants) == 0 {
 		return page, err
 	}
-	scanned := 0
+	scanned, loaded := 0, 0
 	batch := int64(max(limit*2, 100))
 	var indexes []func(keys) string
 	for _, t := range tenants {
@@ -154,29 +154,35 @@ func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter,
 		if err != nil {
 			return nil, wrap(err)
 		}
-		hs, specs, err := s.loadMany(ctx, ids)
-		if err != nil {
-			return nil, err
-		}
-		for i, id := range ids {
-			scanned++
-			h := hs[i]
-			if len(h) == 0 || Status(h[fStatus]) != Failed {
-				// Expired, or redriven since: drop the entry (a request
-				// that fails again is indexed again).
-				for _, index := range indexes {
-					s.rdb.ZRem(ctx, index(s.k(id)), id)
-				}
-				continue
+		// Loaded a chunk at a time, so a page of large bodies stops at
+		// ListBudget rather than holding every one of its ids at once.
+		for start := 0; start < len(ids); start += listChunk {
+			chunk := ids[start:min(start+listChunk, len(ids))]
+			hs, specs, err := s.loadMany(ctx, chunk)
+			if err != nil {
+				return nil, err
 			}
-			if r := decode(id, h, specs[i]); f.Match(r) && scope.Has(r.Tenant) {
-				page.Requests = append(page.Requests, r)
-			}
-			if len(page.Requests) == limit || scanned >= maxScan {
-				if i < len(ids)-1 || int64(len(ids)) == batch {
-					page.NextCursor = id
+			for i, id := range chunk {
+				scanned++
+				h := hs[i]
+				loaded += storedSize(h, specs[i])
+				if len(h) == 0 || Status(h[fStatus]) != Failed {
+					// Expired, or redriven since: drop the entry (a request
+					// that fails again is indexed again).
+					for _, index := range indexes {
+						s.rdb.ZRem(ctx, index(s.k(id)), id)
+					}
+					continue
 				}
-				return page, nil
+				if r := decode(id, h, specs[i]); f.Match(r) && scope.Has(r.Tenant) {
+					page.Requests = append(page.Requests, r)
+				}
+				if len(page.Requests) == limit || scanned >= maxScan || loaded >= ListBudget {
+					if start+i < len(ids)-1 || int64(len(ids)) == batch {
+						page.NextCursor = id
+					}
+					return page, nil
+				}
 			}
 		}
 		if int64(len(ids)) < batch {

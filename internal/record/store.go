@@ -337,12 +337,75 @@ func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Statu
 		ids = ids[:limit]
 		page.NextCursor = ids[limit-1]
 	}
+	loaded := 0
+	for start := 0; start < len(ids); start += listChunk {
+		chunk := ids[start:min(start+listChunk, len(ids))]
+		n, err := s.loadPage(ctx, page, scope, statuses, indexes, chunk)
+		if err != nil {
+			return nil, err
+		}
+		loaded += n
+		if loaded >= ListBudget && start+len(chunk) < len(ids) {
+			// Full: the rest is the next page's.
+			page.NextCursor = chunk[len(chunk)-1]
+			break
+		}
+	}
+	return page, nil
+}
+
+// ListBudget bounds the stored bytes (records and their specs, bodies
+// included) one page of a listing holds: 500 requests of 256 KiB bodies
+// would otherwise be 128 MB in one call. A page that reaches it ends
+// early, with a cursor to go on.
+const ListBudget = 8 << 20
+
+// listChunk is how many records one round trip loads while a page fills,
+// so a page stops within one chunk of ListBudget.
+const listChunk = 25
+
+// storedSize is the bytes a record's hash and spec take once loaded.
+func storedSize(h map[string]string, spec string) int {
+	n := len(spec)
+	for k, v := range h {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// Footprint is roughly what r holds in memory and shows in a document:
+// its body, headers, URL, result and attempts' response bodies. A list
+// that keeps what it reads (the DLQ's) stops at ListBudget of it.
+func Footprint(r *Request) int {
+	n := len(r.Body) + len(r.URL) + len(r.Result) + len(r.LastError)
+	for k, v := range r.Headers {
+		n += len(k) + len(v)
+	}
+	for _, a := range r.Attempts {
+		n += len(a.Error)
+		if a.ResponseBody != nil {
+			n += len(*a.ResponseBody)
+		}
+	}
+	if q := r.QStash; q != nil {
+		for _, l := range q.AllLabels() {
+			n += len(l)
+		}
+	}
+	return n
+}
+
+// loadPage appends the requests of ids (of scope, in statuses) to page
+// and says how many stored bytes they took.
+func (s *Store) loadPage(ctx context.Context, page *Page, scope tenant.Scope, statuses []Status, indexes []func(keys) string, ids []string) (int, error) {
 	hs, specs, err := s.loadMany(ctx, ids)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
+	loaded := 0
 	for i, id := range ids {
 		h := hs[i]
+		loaded += storedSize(h, specs[i])
 		if len(h) == 0 {
 			// The record expired after its retention; its index entries
 			// are cleaned up lazily, here.
@@ -360,7 +423,7 @@ func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Statu
 		}
 		page.Requests = append(page.Requests, r)
 	}
-	return page, nil
+	return loaded, nil
 }
 
 // newest returns up to n ids of the indexes, newest first, after cursor

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -170,6 +171,9 @@ func Parse(rt Route, query url.Values, body []byte) (Selection, error) {
 			var vals []string
 			for _, one := range v {
 				if one = strings.TrimSpace(one); one != "" {
+					if err := filterKind(k).Check(k, one); err != nil {
+						return Selection{}, err
+					}
 					vals = append(vals, one)
 				}
 			}
@@ -181,7 +185,7 @@ func Parse(rt Route, query url.Values, body []byte) (Selection, error) {
 			}
 			s.Values[k] = append(s.Values[k], vals...)
 		default:
-			return Selection{}, errorf(k, "unknown parameter %q; this call takes %s", k, strings.Join(rt.known(), ", "))
+			return Selection{}, errorf(names.Short(k), "unknown parameter %s; this call takes %s", names.Quote(k), strings.Join(rt.known(), ", "))
 		}
 	}
 	if s.Named && merged.Get(rt.CountParam) == "" {
@@ -252,6 +256,24 @@ func (rt Route) singleValued(k string) bool {
 // API.
 func (rt Route) numeric(k string) bool {
 	return (k == rt.CountParam && rt.CountParam != "") || (slices.Contains(rt.Filters, k) && (k == FromDate || k == ToDate || k == ResponseStatus))
+}
+
+// filterKind is the kind of name a filter key's values are: a filter
+// value is refused as the name itself would be.
+func filterKind(k string) names.Kind {
+	switch k {
+	case Label:
+		return names.Label
+	case FlowControlKey:
+		return names.FlowKey
+	case TopicName, URLGroup:
+		return names.Topic
+	case QueueName:
+		return names.Queue
+	case ScheduleID:
+		return names.ScheduleID
+	}
+	return names.FilterValue
 }
 
 func last(v []string) string {

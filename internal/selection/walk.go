@@ -15,6 +15,12 @@ type Lister func(ctx context.Context, cursor string, n int) (*record.Page, error
 // Getter reads one request by id.
 type Getter func(ctx context.Context, id string) (*record.Request, error)
 
+// ErrFull is what fn returns when the call's answer is as large as it may
+// grow (record.ListBudget of what it keeps): the walk ends there with a
+// cursor to go on. Named ids have no cursor: a call naming more than one
+// answer holds is refused.
+var ErrFull = errors.New("selection: the answer is full")
+
 // MaxScan bounds the requests one call examines when filters skip most
 // of them: the call then ends early, with a cursor to go on.
 const MaxScan = 5000
@@ -49,7 +55,9 @@ func (s Selection) Walk(ctx context.Context, list Lister, get Getter, keep func(
 				continue
 			}
 			done++
-			if err := fn(r); err != nil {
+			if err := fn(r); errors.Is(err, ErrFull) {
+				return "", errorf("", "the ids named make an answer larger than one call gives (%d MiB); name fewer", record.ListBudget>>20)
+			} else if err != nil {
 				return "", err
 			}
 		}
@@ -63,13 +71,16 @@ func (s Selection) Walk(ctx context.Context, list Lister, get Getter, keep func(
 		}
 		for i, r := range page.Requests {
 			scanned++
+			full := false
 			if keep(r) && s.Match(r) {
 				done++
-				if err := fn(r); err != nil {
+				err := fn(r)
+				full = errors.Is(err, ErrFull)
+				if err != nil && !full {
 					return "", err
 				}
 			}
-			if done == s.Count || scanned >= MaxScan {
+			if done == s.Count || scanned >= MaxScan || full {
 				if i < len(page.Requests)-1 || page.NextCursor != "" {
 					return r.ID, nil
 				}

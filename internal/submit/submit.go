@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -38,7 +39,7 @@ const (
 	MinTimeoutMs      = 100
 	MaxTimeoutMs      = 900_000
 	MaxDelay          = 365 * 24 * time.Hour
-	MaxIdemKeyLen     = 255
+	MaxIdemKeyLen     = names.MaxIdempotencyKey
 )
 
 // Methods are the accepted HTTP methods.
@@ -129,7 +130,7 @@ var Known = []string{"url", "method", "headers", "body", "maxRetries", "backoffM
 
 // Bounds of flowControl.
 const (
-	MaxFlowKeyLen     = 255
+	MaxFlowKeyLen     = names.MaxFlowKey
 	MaxParallelism    = 10_000
 	MaxFlowRate       = 1_000_000
 	MinFlowPeriodMs   = 1000
@@ -170,8 +171,8 @@ func flowControl(raw json.RawMessage) (*record.FlowControl, error) {
 		return nil, nested(err)
 	}
 	if key != nil {
-		if *key == "" || len(*key) > MaxFlowKeyLen || strings.ContainsFunc(*key, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-			return nil, fieldErr("flowControl.key", "must be 1 to %d characters without control characters", MaxFlowKeyLen)
+		if *key == "" || names.FlowKey.Check("flowControl.key", *key) != nil {
+			return nil, fieldErr("flowControl.key", "must be 1 to %d bytes without control characters", MaxFlowKeyLen)
 		}
 		fc.Key = *key
 	}
@@ -352,7 +353,7 @@ func unknownMember(f fields) error {
 		return nil
 	}
 	slices.Sort(unknown)
-	return &Error{Field: unknown[0], Message: fmt.Sprintf("unknown field %q; a submission has only %s", unknown[0], strings.Join(Known, ", "))}
+	return &Error{Field: names.Short(unknown[0]), Message: fmt.Sprintf("unknown field %s; a submission has only %s", names.Quote(unknown[0]), strings.Join(Known, ", "))}
 }
 
 // hopByHop are the headers a client may not set: they describe one
@@ -396,8 +397,8 @@ func checkHeaders(h map[string]string) error {
 
 // ValidIdempotencyKey checks an Idempotency-Key header value.
 func ValidIdempotencyKey(k string) error {
-	if len(k) > MaxIdemKeyLen {
-		return &Error{Field: "Idempotency-Key", Message: fmt.Sprintf("Idempotency-Key must be at most %d characters", MaxIdemKeyLen)}
+	if names.IdempotencyKey.Check("Idempotency-Key", k) != nil {
+		return &Error{Field: "Idempotency-Key", Message: fmt.Sprintf("Idempotency-Key must be at most %d bytes without control characters", MaxIdemKeyLen)}
 	}
 	return nil
 }

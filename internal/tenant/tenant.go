@@ -75,9 +75,12 @@ const sep = "\x1f"
 
 // Qualify is the name a tenant's own name (a flow-control key) has inside
 // retryd, apart from every other tenant's same name: the default tenant's
-// names are what they were before tenants.
+// names are what they were before tenants. The API refuses names with
+// control characters, but should one reach here, a default name holding
+// sep is qualified too: left bare, "acme\x1fkey" of the default tenant
+// would be acme's "key".
 func Qualify(t, name string) string {
-	if t = Of(t); t == Default {
+	if t = Of(t); t == Default && !strings.Contains(name, sep) {
 		return name
 	}
 	return t + sep + name

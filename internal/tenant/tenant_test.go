@@ -66,3 +66,21 @@ func TestQualifyKeepsTenantsApart(t *testing.T) {
 		t.Errorf("Split(%q) = %q, %q", a, owner, name)
 	}
 }
+
+// A default-tenant name that spells another tenant's qualified name must
+// not become it, whatever let it through the API's checks.
+func TestQualifyDefaultNeverSpellsAnotherTenants(t *testing.T) {
+	theirs := Qualify("acme", "acmeflow")
+	for _, name := range []string{theirs, "acme" + sep, sep + "acmeflow", theirs + sep} {
+		got := Qualify(Default, name)
+		if got == theirs {
+			t.Errorf("the default tenant's %q qualifies to acme's %q", name, theirs)
+		}
+		if owner, back := Split(got); owner != Default || back != name {
+			t.Errorf("Split(Qualify(default, %q)) = %q, %q; want default, the name", name, owner, back)
+		}
+		if Qualify(Split(got)) != got {
+			t.Errorf("Qualify(Split(%q)) does not give it back", got)
+		}
+	}
+}
