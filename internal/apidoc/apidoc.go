@@ -40,12 +40,12 @@ type Document struct {
 	Tenant string `json:"tenant"`
 	// Topic and PublicationID say which publish to a topic made the
 	// request (absent for one sent to its URL).
-	Topic           string            `json:"topic,omitempty"`
-	PublicationID   string            `json:"publicationId,omitempty"`
-	URL             string            `json:"url"`
-	Method          string            `json:"method"`
-	Headers         map[string]string `json:"headers"`
-	Status          record.Status     `json:"status"`
+	Topic         string            `json:"topic,omitempty"`
+	PublicationID string            `json:"publicationId,omitempty"`
+	URL           string            `json:"url"`
+	Method        string            `json:"method"`
+	Headers       map[string]string `json:"headers"`
+	Status        record.Status     `json:"status"`
 	// AttemptCount counts every attempt of the request's life, redrives
 	// included; RunAttempts those of the current run (since submission or
 	// the last redrive) that spent its budget of MaxRetries+1.
