@@ -166,6 +166,21 @@ func TestSurfacesTellTheSameTruth(t *testing.T) {
 			t.Errorf("the queue page lacks %q:\n%s", label, text)
 		}
 	}
+	// The overview lists the queue with asynq's counters: attempts too.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/"),
+		chromedp.WaitVisible(fmt.Sprintf(`//div[@id="retryd-requests" and contains(., %q)]`, headline)),
+		chromedp.Poll[chromedp.Void](`document.querySelector("main").innerText.includes("Attempts processed")`),
+	); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Text("body"))
+		t.Fatalf("the overview does not show the requests first and asynq's counters as attempts: %v\n%s", err, text)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=scheduled"),
+		chromedp.WaitVisible(`#retryd-requests`),
+	); err != nil {
+		t.Fatal(err)
+	}
 	// The paused request's row: why it waits, and no safety-net time.
 	pausedRow := fmt.Sprintf(`//tr[contains(., %q)]`, paused[:10])
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(pausedRow)); err != nil {
