@@ -196,8 +196,10 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 // NextStart is when retryd starts r's next attempt as seen at now: its due
 // time, or the time its wait ends; zero when none is known, because r is
 // finished, an attempt is under way, or an event (a resume, a free slot)
-// starts it. Never a time before now: a request already due starts as soon
-// as a worker takes it.
+// starts it. Never a time before now: a request already due waits for a
+// worker's free slot, an event too. (Its past due time would read as a
+// promise broken; "now" would move on every read, and would be earlier
+// than an attempt that began while the document was being written.)
 func NextStart(r *record.Request, now time.Time) time.Time {
 	if r.Status.Terminal() || r.InFlight {
 		return time.Time{}
@@ -210,7 +212,7 @@ func NextStart(r *record.Request, now time.Time) time.Time {
 		at = r.WaitUntil
 	}
 	if at.Before(now) {
-		return now
+		return time.Time{}
 	}
 	return at
 }
