@@ -101,10 +101,9 @@ func (f Row) FormatResult(_ string, result []byte) string {
 	return string(result)
 }
 
-// Summary is one line about a request: its status, its attempt numbers
-// (client.Counts, as retryctl shows them), method, host and path
-// (redacted), the last answer, and why and until when it waits
-// (client.Waiting).
+// Summary is one line about a request: its status, why and until when it
+// waits (client.Waiting), its attempt numbers (client.Counts, as retryctl
+// shows them), method, host and path (redacted), and the last answer.
 func Summary(r *record.Request, now time.Time) string {
 	last := "no answer yet"
 	switch {
@@ -117,13 +116,13 @@ func Summary(r *record.Request, now time.Time) string {
 	if i := strings.Index(target, "://"); i >= 0 {
 		target = target[i+3:]
 	}
-	// Short and the destination early: asynqmon cuts a long payload at the
-	// column's width.
-	s := fmt.Sprintf("%s · %s · %s %s · %s", r.Status, client.Counts(r.AttemptCount, r.BudgetUsed, r.MaxRetries, r.RedriveCount),
-		r.Method, target, last)
+	// What matters first: asynqmon cuts a long payload at the column's
+	// width, so why a request waits comes right after its status.
+	s := string(r.Status)
 	if r.WaitingFor != "" && !r.Status.Terminal() {
 		s += " · " + client.Waiting(r.WaitingFor, startsAt(r, now))
 	}
+	s += fmt.Sprintf(" · %s · %s %s · %s", client.Counts(r.AttemptCount, r.BudgetUsed, r.MaxRetries, r.RedriveCount), r.Method, target, last)
 	if r.Tenant != "" && r.Tenant != tenant.Default {
 		s += " · tenant " + r.Tenant // the dashboard is an admin's: every tenant's rows
 	}

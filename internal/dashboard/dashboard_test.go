@@ -29,10 +29,10 @@ func TestSummaryShowsTheRequest(t *testing.T) {
 		{record.Request{Method: "POST", URL: "https://api.e.com/v1/hook?token=abc&x=1", Status: record.Retrying, AttemptCount: 2, BudgetUsed: 2, MaxRetries: 5, LastStatusCode: 503},
 			"retrying · 2 attempts · run 1: 2 of 6 allowed · POST api.e.com/v1/hook?token=[REDACTED]&x=1 · last 503"},
 		{record.Request{Method: "GET", URL: "http://e.com/", Status: record.Pending, MaxRetries: 0, WaitingFor: record.WaitingPaused, NextAttemptAt: t0.Add(-time.Minute)},
-			"pending · 0 attempts · run 1: 0 of 1 allowed · GET e.com/ · no answer yet · waiting for paused · starts when its flow-control key is resumed"},
+			"pending · waiting for paused · starts when its flow-control key is resumed · 0 attempts · run 1: 0 of 1 allowed · GET e.com/ · no answer yet"},
 		{record.Request{Method: "GET", URL: "http://e.com/", Status: record.Pending, AttemptCount: 1, BudgetUsed: 1, MaxRetries: 3,
 			WaitingFor: record.WaitingRate, WaitUntil: t0.Add(1152 * time.Millisecond), LastStatusCode: 503},
-			"pending · 1 attempt · run 1: 1 of 4 allowed · GET e.com/ · last 503 · waiting for rate · starts 2026-01-02T07:06:02.152Z"},
+			"pending · waiting for rate · starts 2026-01-02T07:06:02.152Z · 1 attempt · run 1: 1 of 4 allowed · GET e.com/ · last 503"},
 		// A redriven request: 4 attempts in its life, the second run spent
 		// its 2; the run number says it was redriven once.
 		{record.Request{Method: "PUT", URL: "http://e.com/x", Status: record.Failed, AttemptCount: 4, BudgetUsed: 2, MaxRetries: 1, FailureClass: "timeout", RedriveCount: 1},
