@@ -210,8 +210,60 @@ type Request struct {
 	Callback        *Callback         `json:"callback"`
 	FlowControl     *FlowControl      `json:"flowControl,omitempty"`
 	WaitingFor      *string           `json:"waitingFor"`
+	RunAttempts     int               `json:"runAttempts"`
 	Attempts        []Attempt         `json:"attempts,omitempty"`
 	Redrives        []Redrive         `json:"redrives"`
+}
+
+// Counts is a request's attempt numbers in the words every surface of
+// retryd uses (the API's fields, retryctl and the dashboard):
+//
+//	4 attempts · run 2: 2 of 2 allowed
+//
+// attemptCount counts every attempt of the request's life, redrives and
+// interrupted attempts included; a run is the stretch from the submission
+// (run 1) or a redrive (run redriveCount+1) to the request's end, and may
+// make maxRetries+1 attempts, of which it has made runAttempts.
+func Counts(attemptCount, runAttempts, maxRetries, redriveCount int) string {
+	noun := "attempts"
+	if attemptCount == 1 {
+		noun = "attempt"
+	}
+	return fmt.Sprintf("%d %s · run %d: %d of %d allowed", attemptCount, noun, redriveCount+1, runAttempts, maxRetries+1)
+}
+
+// Counts is r's attempt numbers as every surface shows them.
+func (r *Request) Counts() string {
+	return Counts(r.AttemptCount, r.RunAttempts, r.MaxRetries, r.RedriveCount)
+}
+
+// startsOn says, per waitingFor reason, what event starts a request that
+// waits without a time.
+var startsOn = map[string]string{
+	"paused":        "when its flow-control key is resumed",
+	"queue":         "when the requests ahead of it in its queue finish",
+	"rate":          "at its turn of its key's rate",
+	"parallelism":   "when one of its key's parallel slots frees",
+	"fair_share":    "when its destination (or tenant) is back under its share of the workers",
+	"endpoint_open": "when its endpoint answers a probe",
+}
+
+// Waiting is why a request waits and until when, in the words every
+// surface uses: "waiting for paused · starts when its flow-control key is
+// resumed", or "waiting for rate · starts 2026-01-02T15:04:05.000Z" when
+// retryd knows the time (startsAt non-nil). "" when reason is.
+func Waiting(reason string, startsAt *time.Time) string {
+	if reason == "" {
+		return ""
+	}
+	s := "waiting for " + reason
+	switch {
+	case startsAt != nil:
+		s += " · starts " + startsAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	case startsOn[reason] != "":
+		s += " · starts " + startsOn[reason]
+	}
+	return s
 }
 
 // Attempt is one attempt of a request.
@@ -421,6 +473,7 @@ type Flow struct {
 	PeriodMs       *int64   `json:"periodMs"`
 	EffectiveRate  *float64 `json:"effectiveRate"`
 	FailureShare   float64  `json:"failureShare"`
+	OverloadShare  float64  `json:"overloadShare"`
 	RecentAttempts int      `json:"recentAttempts"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retryd/retryd/internal/openapi"
 )
@@ -82,6 +83,25 @@ func TestRoutesAreInTheOpenAPIDocument(t *testing.T) {
 	} {
 		if _, ok := s.Paths[r.path][r.method]; !ok {
 			t.Errorf("%s %s is not in /openapi.json", strings.ToUpper(r.method), r.path)
+		}
+	}
+}
+
+// Every surface words attempt numbers alike: a redriven request's life,
+// its run and that run's budget, never asynq's retry count.
+func TestCountsAndWaitingWording(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ got, want string }{
+		{Counts(4, 2, 1, 1), "4 attempts · run 2: 2 of 2 allowed"},
+		{Counts(1, 1, 5, 0), "1 attempt · run 1: 1 of 6 allowed"},
+		{Counts(0, 0, 0, 0), "0 attempts · run 1: 0 of 1 allowed"},
+		{Waiting("paused", nil), "waiting for paused · starts when its flow-control key is resumed"},
+		{Waiting("rate", func() *time.Time { at := time.Date(2026, 1, 2, 7, 6, 11, 152e6, time.UTC); return &at }()),
+			"waiting for rate · starts 2026-01-02T07:06:11.152Z"},
+		{Waiting("", nil), ""},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
 }

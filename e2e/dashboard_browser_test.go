@@ -103,8 +103,8 @@ func clickRowAction(t *testing.T, ctx context.Context, rowXPath, action string) 
 }
 
 // An operator works retryd from the dashboard in a real browser:
-//   - a failed request's row shows its method, host and path, attempt n of
-//     max and the last answer;
+//   - a failed request's row shows its method, host and path, its attempt
+//     numbers and the last answer;
 //   - Run redrives it through retryd (actor "dashboard"), and Run past
 //     REDRIVE_LIMIT shows retryd's refusal on the page;
 //   - Delete on a delayed request cancels it for good (the sweeper does not
@@ -127,7 +127,7 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	ctx := browser(t, key)
 	host := strings.TrimPrefix(dest.URL, "http://")
-	rowXPath := fmt.Sprintf(`//tr[contains(., %q) and contains(., %q) and contains(., %q)]`, id[:10], "failed · attempt 1/1 · POST "+host+"/browser/orders", "last 500")
+	rowXPath := fmt.Sprintf(`//tr[contains(., %q) and contains(., %q) and contains(., %q)]`, id[:10], "failed · 1 attempt · run 1: 1 of 1 allowed · POST "+host+"/browser/orders", "last 500")
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=archived"),
 		chromedp.WaitVisible(rowXPath),
@@ -152,7 +152,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Errorf("redrive actor %v, want dashboard", r["actor"])
 	}
 	// Run again, past REDRIVE_LIMIT=1: the page shows retryd's refusal.
-	rowXPath = fmt.Sprintf(`//tr[contains(., %q) and contains(., "redriven 1")]`, id[:10])
+	rowXPath = fmt.Sprintf(`//tr[contains(., %q) and contains(., "2 attempts · run 2: 1 of 1 allowed")]`, id[:10])
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=archived"),
 		chromedp.WaitVisible(rowXPath),

@@ -36,8 +36,8 @@ func TestParkedRequestIsScheduledNotARetry(t *testing.T) {
 	if retries, err := insp.ListRetryTasks("retryd"); err != nil || len(retries) != 0 {
 		t.Errorf("%d tasks among the retries (%v), want none", len(retries), err)
 	}
-	if doc := s.get(t, second); doc["waitingFor"] != "flow_control" {
-		t.Errorf("waitingFor %v, want flow_control", doc["waitingFor"])
+	if doc := s.get(t, second); doc["waitingFor"] != "parallelism" || doc["nextRetryAt"] != nil {
+		t.Errorf("waitingFor %v, nextRetryAt %v, want parallelism and null (a free slot starts it)", doc["waitingFor"], doc["nextRetryAt"])
 	}
 	for _, id := range []string{first, second} {
 		waitFor(t, 20*time.Second, "both requests to complete", func() bool { return s.get(t, id)["status"] == "completed" })

@@ -175,6 +175,10 @@ func TestRetryctl(t *testing.T) {
 		if strings.Contains(out.String(), done) {
 			t.Errorf("tail printed history:\n%s", out.String())
 		}
+		// Attempt numbers in the words of get, list and the dashboard.
+		if !strings.Contains(out.String(), id+" completed 1 attempt · run 1: 1 of 6 allowed") {
+			t.Errorf("tail does not word the attempts as every surface does:\n%s", out.String())
+		}
 	})
 }
 

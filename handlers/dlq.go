@@ -132,7 +132,7 @@ func (d *DLQ) list(c *gin.Context) {
 		Abort(c, d.API.Log, err)
 		return
 	}
-	writePage(c, page)
+	writePage(c, page, d.API.Now())
 }
 
 // redriveBody is who redrives and why.
@@ -219,7 +219,7 @@ func (d *DLQ) redrive(c *gin.Context) {
 		c.Header("Idempotent-Replayed", "true")
 	}
 	c.Header("Location", "/requests/"+id)
-	c.JSON(http.StatusAccepted, apidoc.NewDocument(r, true))
+	c.JSON(http.StatusAccepted, apidoc.NewDocument(r, true, d.API.Now()))
 }
 
 // Redrive redrives failed request id of scope as actor (with reason) and

@@ -48,10 +48,13 @@ type FlowDocument struct {
 	// configured rate, or lower where adaptive backpressure cut it (summed
 	// over the workers that did); null when nothing limits it.
 	EffectiveRate *float64 `json:"effectiveRate"`
-	// FailureShare is the share of the key's recent attempts (the last
-	// one to two minutes) that answered 429 or 503 or timed out.
-	FailureShare float64 `json:"failureShare"`
-	Attempts     int     `json:"recentAttempts"`
+	// Attempts are the key's recent attempts (the last one to two
+	// minutes); FailureShare the share of them that failed, whatever the
+	// reason, and OverloadShare the share that answered 429 or 503 or
+	// timed out (what adaptive backpressure acts on).
+	Attempts      int     `json:"recentAttempts"`
+	FailureShare  float64 `json:"failureShare"`
+	OverloadShare float64 `json:"overloadShare"`
 }
 
 func (f *Flows) list(c *gin.Context) {
@@ -72,7 +75,8 @@ func (f *Flows) list(c *gin.Context) {
 		if !scope.Has(owner) {
 			continue
 		}
-		d := FlowDocument{Key: key, Tenant: owner, InFlight: int64(s.InFlight), Waiting: int64(s.Parked), Attempts: s.Succeeded + s.Overloaded}
+		d := FlowDocument{Key: key, Tenant: owner, InFlight: int64(s.InFlight), Waiting: int64(s.Parked),
+			Attempts: s.Succeeded + s.Overloaded + s.Failed}
 		if s.Parallelism > 0 {
 			d.Parallelism = &s.Parallelism
 			if taken, waiting, err := flow.Slots(c.Request.Context(), f.RDB, s.Key, now); err == nil {
@@ -91,7 +95,8 @@ func (f *Flows) list(c *gin.Context) {
 			d.EffectiveRate = &eff
 		}
 		if d.Attempts > 0 {
-			d.FailureShare = float64(s.Overloaded) / float64(d.Attempts)
+			d.FailureShare = float64(s.Overloaded+s.Failed) / float64(d.Attempts)
+			d.OverloadShare = float64(s.Overloaded) / float64(d.Attempts)
 		}
 		out = append(out, d)
 	}

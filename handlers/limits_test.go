@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -153,23 +154,46 @@ func TestRateLimitCountsRequestsCreated(t *testing.T) {
 	if n := made(); n != 0 {
 		t.Fatalf("the refused batch made %d requests", n)
 	}
+	spent := time.Now()
 	if a := batch(3); a.status != 201 {
 		t.Fatalf("a batch of 3 to 25 endpoints (75 requests) at 100 a second: %d %s", a.status, a.raw)
 	}
 	if n := made(); n != 75 {
 		t.Fatalf("the batch of 3 made %d requests, want 75", n)
 	}
-	// About 20 tokens are left, refilling at 100 a second: 75, or 100,
-	// are refused whole on every route that fans out.
-	refused := []answer{batch(3), do(t, "POST", ts.URL+"/v2/publish/big", "text/plain", "x", bearer("acme-key")...),
-		do(t, "POST", ts.URL+"/topics/big/requests", "application/json", `{"body":"x"}`, bearer("acme-key")...)}
-	for i, a := range refused {
-		if a.status != 429 || a.header.Get("Retry-After") == "" {
-			t.Errorf("fan-out %d over what is left of the limit: %d (Retry-After %q) %s, want 429", i, a.status, a.header.Get("Retry-After"), a.raw)
-		}
+	// About 25 tokens are left, refilling at 100 a second: 75, or 100,
+	// are refused whole on every route that fans out, while the refill
+	// cannot have covered them yet (a loaded machine may take longer; a
+	// call it lets through must then make all its requests).
+	calls := []struct {
+		n    int
+		call func() answer
+	}{
+		{75, func() answer { return batch(3) }},
+		{100, func() answer { return do(t, "POST", ts.URL+"/v2/publish/big", "text/plain", "x", bearer("acme-key")...) }},
+		{100, func() answer {
+			return do(t, "POST", ts.URL+"/topics/big/requests", "application/json", `{"body":"x"}`, bearer("acme-key")...)
+		}},
 	}
-	if n := made(); n != 75 {
-		t.Errorf("refused fan-outs made %d requests, want none (75 in all)", n-75)
+	want, asserted := 75, 0
+	for i, c := range calls {
+		a := c.call()
+		covered := 25 + 100*time.Since(spent).Seconds() // the most the bucket can hold by now
+		switch {
+		case a.status == 429 && a.header.Get("Retry-After") != "":
+		case covered >= float64(c.n) && a.status/100 == 2:
+			want += c.n
+			continue
+		default:
+			t.Errorf("fan-out %d (%d requests) over what is left of the limit: %d (Retry-After %q) %s, want 429", i, c.n, a.status, a.header.Get("Retry-After"), a.raw)
+		}
+		asserted++
+	}
+	if n := made(); n != want {
+		t.Errorf("the fan-outs made %d requests, want %d (refused ones make none)", n, want)
+	}
+	if asserted == 0 {
+		t.Log("the machine was too slow for any refusal to be certain; only the counts were checked")
 	}
 }
 

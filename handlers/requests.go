@@ -304,7 +304,7 @@ func (a *API) get(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	c.JSON(http.StatusOK, apidoc.NewDocument(r, true))
+	c.JSON(http.StatusOK, apidoc.NewDocument(r, true, a.Now()))
 }
 
 // List limits.
@@ -342,7 +342,7 @@ func (a *API) list(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	writePage(c, page)
+	writePage(c, page, a.Now())
 }
 
 func pageParams(c *gin.Context) (limit int, cursor string, err error) {
@@ -361,10 +361,10 @@ func pageParams(c *gin.Context) (limit int, cursor string, err error) {
 	return limit, cursor, nil
 }
 
-func writePage(c *gin.Context, page *record.Page) {
+func writePage(c *gin.Context, page *record.Page, now time.Time) {
 	data := make([]apidoc.Document, len(page.Requests))
 	for i, r := range page.Requests {
-		data[i] = apidoc.NewDocument(r, false)
+		data[i] = apidoc.NewDocument(r, false, now)
 	}
 	c.JSON(http.StatusOK, gin.H{"data": data, "nextCursor": nullable(page.NextCursor)})
 }
@@ -394,7 +394,7 @@ func (a *API) cancel(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	c.JSON(http.StatusOK, apidoc.NewDocument(r, true))
+	c.JSON(http.StatusOK, apidoc.NewDocument(r, true, a.Now()))
 }
 
 // CancelActor is the actor recorded on a cancel through DELETE /requests/{id}.

@@ -182,7 +182,7 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 		}
 		return nil
 	}
-	var doc any = apidoc.NewDocument(r, false)
+	var doc any = apidoc.NewDocument(r, false, h.Now())
 	if r.Dialect == record.DialectQStash {
 		doc = qstashCallback(r)
 	}

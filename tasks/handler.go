@@ -36,7 +36,7 @@ const (
 // Store is the part of the record store the handler needs.
 type Store interface {
 	Begin(ctx context.Context, id string, now time.Time) (*record.Begin, error)
-	Unbegin(ctx context.Context, id string, n int, waitingFor string) error
+	Unbegin(ctx context.Context, id string, n int, waitingFor string, until time.Time) error
 	Finish(ctx context.Context, id string, o record.Outcome, now time.Time) (record.FinishResult, error)
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 	Get(ctx context.Context, id string) (*record.Request, error)
@@ -143,15 +143,16 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 				h.Log.Warn("could not note a park", "requestId", id, "err", err)
 			}
 		}
-		if err := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); err != nil {
+		if err := h.Store.Unbegin(ctx, id, b.N, parked.Reason, parked.Starts); err != nil {
 			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
 		}
-		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Clock.Now()).Milliseconds())
+		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "reason", parked.Reason, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Clock.Now()).Milliseconds())
 		return retry.At(parked.Until, retry.ErrParked)
 	}
 	if err != nil {
-		// Redis could not say; take the attempt back and try again soon.
-		if uerr := h.Store.Unbegin(ctx, id, b.N, record.WaitingForFlowControl); uerr != nil {
+		// Redis could not say; take the attempt back and try again soon
+		// (no wait to show: asynq's retry of the task starts it).
+		if uerr := h.Store.Unbegin(ctx, id, b.N, "", time.Time{}); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)

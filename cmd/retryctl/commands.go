@@ -113,7 +113,7 @@ func (x *cli) requestTable(rs []client.Request) {
 		case r.FailureClass != nil:
 			last = *r.FailureClass
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.AttemptCount, r.MaxRetries+1, last, r.Method,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Counts(), last, r.Method,
 			shorten(r.URL, 60), when(r.UpdatedAt))
 	}
 	_ = w.Flush()
@@ -156,12 +156,12 @@ func (x *cli) requestDetail(r *client.Request) {
 	row("tenant", r.Tenant)
 	row("status", r.Status)
 	row("request", r.Method+" "+r.URL)
-	row("attempts", fmt.Sprintf("%d of %d", r.AttemptCount, r.MaxRetries+1))
-	if r.NextRetryAt != nil {
+	row("attempts", r.Counts())
+	switch {
+	case r.WaitingFor != nil:
+		row("waiting", strings.TrimPrefix(client.Waiting(*r.WaitingFor, r.NextRetryAt), "waiting "))
+	case r.NextRetryAt != nil:
 		row("next attempt", when(r.NextRetryAt))
-	}
-	if r.WaitingFor != nil {
-		row("waiting for", *r.WaitingFor)
 	}
 	if r.LastError != nil {
 		row("last error", *r.LastError)
@@ -389,7 +389,10 @@ func (x *cli) flowsCmd() *cobra.Command {
 				return err
 			}
 			w := x.table()
-			fmt.Fprintln(w, "KEY\tIN FLIGHT\tWAITING\tPARALLELISM\tRATE\tEFFECTIVE RATE\tFAILURES")
+			// Shares of the recent attempts (the last minute or two):
+			// failed for any reason, and overloaded (429, 503, timeout),
+			// the part adaptive backpressure acts on.
+			fmt.Fprintln(w, "KEY\tIN FLIGHT\tWAITING\tPARALLELISM\tRATE\tEFFECTIVE RATE\tRECENT ATTEMPTS\tFAILED\tOVERLOADED (429/503/TIMEOUT)")
 			for _, f := range res.Data {
 				par, rate, eff := "-", "-", "-"
 				if f.Parallelism != nil {
@@ -401,7 +404,8 @@ func (x *cli) flowsCmd() *cobra.Command {
 				if f.EffectiveRate != nil {
 					eff = fmt.Sprintf("%.1f/s", *f.EffectiveRate)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%.0f%%\n", f.Key, f.InFlight, f.Waiting, par, rate, eff, 100*f.FailureShare)
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%.0f%%\t%.0f%%\n", f.Key, f.InFlight, f.Waiting, par, rate, eff,
+					f.RecentAttempts, 100*f.FailureShare, 100*f.OverloadShare)
 			}
 			return w.Flush()
 		},

@@ -87,6 +87,6 @@ func (x *cli) tailLine(raw json.RawMessage, r *client.Request) {
 	case r.FailureClass != nil:
 		last = " last=" + *r.FailureClass
 	}
-	fmt.Fprintf(x.out, "%s %s %-9s attempts=%d/%d%s %s %s\n", time.Now().UTC().Format("15:04:05"), r.ID, r.Status,
-		r.AttemptCount, r.MaxRetries+1, last, r.Method, shorten(r.URL, 60))
+	fmt.Fprintf(x.out, "%s %s %-9s %s%s %s %s\n", time.Now().UTC().Format("15:04:05"), r.ID, r.Status,
+		r.Counts(), last, r.Method, shorten(r.URL, 60))
 }

@@ -40,13 +40,17 @@ type Document struct {
 	Tenant string `json:"tenant"`
 	// Topic and PublicationID say which publish to a topic made the
 	// request (absent for one sent to its URL).
-	Topic           string            `json:"topic,omitempty"`
-	PublicationID   string            `json:"publicationId,omitempty"`
-	URL             string            `json:"url"`
-	Method          string            `json:"method"`
-	Headers         map[string]string `json:"headers"`
-	Status          record.Status     `json:"status"`
+	Topic         string            `json:"topic,omitempty"`
+	PublicationID string            `json:"publicationId,omitempty"`
+	URL           string            `json:"url"`
+	Method        string            `json:"method"`
+	Headers       map[string]string `json:"headers"`
+	Status        record.Status     `json:"status"`
+	// AttemptCount counts every attempt of the request's life, redrives
+	// included; RunAttempts those of the current run (since submission or
+	// the last redrive) that spent its budget of MaxRetries+1.
 	AttemptCount    int               `json:"attemptCount"`
+	RunAttempts     int               `json:"runAttempts"`
 	MaxRetries      int               `json:"maxRetries"`
 	BackoffMs       int64             `json:"backoffMs"`
 	MaxBackoffMs    int64             `json:"maxBackoffMs"`
@@ -66,8 +70,8 @@ type Document struct {
 	CallbackURL     *string           `json:"callbackUrl"`
 	Callback        *CallbackDocument `json:"callback"`
 	FlowControl     *FlowDocument     `json:"flowControl,omitempty"`
-	// WaitingFor is "flow_control" while a due request waits for a
-	// flow-control slot (no attempt is counted meanwhile), else null.
+	// WaitingFor says why a due request waits instead of starting (one of
+	// record.WaitingReasons; no attempt is counted meanwhile), else null.
 	WaitingFor *string            `json:"waitingFor"`
 	Attempts   *[]AttemptDocument `json:"attempts,omitempty"`
 	Redrives   []RedriveDocument  `json:"redrives"`
@@ -114,9 +118,10 @@ type AttemptDocument struct {
 	ResponseBody *string `json:"responseBody"`
 }
 
-// NewDocument renders r. Attempts are included when withAttempts is set
-// (the single-request view); lists leave them out to stay small.
-func NewDocument(r *record.Request, withAttempts bool) Document {
+// NewDocument renders r as of now. Attempts are included when
+// withAttempts is set (the single-request view); lists leave them out to
+// stay small.
+func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 	d := Document{
 		ID:              r.ID,
 		Tenant:          r.Tenant,
@@ -127,6 +132,7 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		Headers:         redactFields(Redact(r.Headers), r),
 		Status:          r.Status,
 		AttemptCount:    r.AttemptCount,
+		RunAttempts:     r.BudgetUsed,
 		MaxRetries:      r.MaxRetries,
 		BackoffMs:       r.BackoffMs,
 		MaxBackoffMs:    r.MaxBackoffMs,
@@ -163,9 +169,7 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 			LastError: strPtr(redact.Text(cb.LastError)), UpdatedAt: timePtr(cb.UpdatedAt),
 		}
 	}
-	if !r.Status.Terminal() {
-		d.NextRetryAt = timePtr(r.NextAttemptAt)
-	}
+	d.NextRetryAt = timePtr(NextStart(r, now))
 	if r.HasResult {
 		res := r.Result
 		d.Result = &res
@@ -187,6 +191,30 @@ func NewDocument(r *record.Request, withAttempts bool) Document {
 		d.Attempts = &attempts
 	}
 	return d
+}
+
+// NextStart is when retryd starts r's next attempt as seen at now: its due
+// time, or the time its wait ends; zero when none is known, because r is
+// finished, an attempt is under way, or an event (a resume, a free slot)
+// starts it. Never a time before now: a request already due waits for a
+// worker's free slot, an event too. (Its past due time would read as a
+// promise broken; "now" would move on every read, and would be earlier
+// than an attempt that began while the document was being written.)
+func NextStart(r *record.Request, now time.Time) time.Time {
+	if r.Status.Terminal() || r.InFlight {
+		return time.Time{}
+	}
+	at := r.NextAttemptAt
+	if r.WaitingFor != "" {
+		if r.WaitUntil.IsZero() {
+			return time.Time{}
+		}
+		at = r.WaitUntil
+	}
+	if at.Before(now) {
+		return time.Time{}
+	}
+	return at
 }
 
 // Redacted is what a secret value is replaced with.

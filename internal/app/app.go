@@ -294,7 +294,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
 		Parts: parts, Workers: liveWorkers(inspector)}
-	rows := dashboard.Row{Records: store}
+	rows := dashboard.Row{Records: store, Now: time.Now}
 	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
 		PayloadFormatter: rows, ResultFormatter: rows})
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
@@ -331,7 +331,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		flows,
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
-		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Actions: dashboardActions{dlq, api}, Log: log}),
+		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now}),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })

@@ -1,9 +1,17 @@
 // Package dashboard puts asynqmon in front of operators as a view of
 // retryd, not of asynq's internals:
 //
-//   - rows show the request (method, host and path, redacted; attempt n of
-//     max; the last answer; the status), through asynqmon's own
+//   - the first numbers on every page are requests by status, as the API
+//     lists them; asynq's own counters (processed, failed, error rate)
+//     count attempts, and say so;
+//   - rows show the request (method, host and path, redacted; its attempt
+//     numbers in the words the API and retryctl use; the last answer; the
+//     status; why and until when it waits), through asynqmon's own
 //     PayloadFormatter and ResultFormatter;
+//   - a task's times and budget are retryd's: the next attempt's due time
+//     (to the millisecond; none while an event, not a time, starts it),
+//     the request's timeout, the attempts of its run against its budget,
+//     where asynqmon would show asynq's safety net and its own counts;
 //   - the actions that change a request go through retryd, decided on the
 //     request's real state whatever list the route names: Run on a failed
 //     request is an audited redrive (within REDRIVE_LIMIT), Delete or
@@ -18,6 +26,7 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,7 +41,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/client"
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
@@ -42,6 +53,12 @@ import (
 // Records reads requests for the rows.
 type Records interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
+}
+
+// Counter counts every tenant's requests by status, as GET /requests lists
+// them.
+type Counter interface {
+	CountByStatus(ctx context.Context, scope tenant.Scope) (map[record.Status]int64, error)
 }
 
 // Actions are retryd's own redrive and cancel.
@@ -57,6 +74,7 @@ const Actor = tasks.DashboardActor
 // for. It implements asynqmon's PayloadFormatter and ResultFormatter.
 type Row struct {
 	Records Records
+	Now     func() time.Time
 }
 
 // FormatPayload shows the request behind a delivery or callback task.
@@ -75,7 +93,7 @@ func (f Row) FormatPayload(taskType string, payload []byte) string {
 		}
 		return fmt.Sprintf("callback of %s %s · %s", r.Status, id, st)
 	}
-	return Summary(r)
+	return Summary(r, f.Now())
 }
 
 // FormatResult shows the request's outcome.
@@ -83,9 +101,10 @@ func (f Row) FormatResult(_ string, result []byte) string {
 	return string(result)
 }
 
-// Summary is one line about a request: its status, attempt n of max,
-// method, host and path (redacted), and the last answer.
-func Summary(r *record.Request) string {
+// Summary is one line about a request: its status, why and until when it
+// waits (client.Waiting), its attempt numbers (client.Counts, as retryctl
+// shows them), method, host and path (redacted), and the last answer.
+func Summary(r *record.Request, now time.Time) string {
 	last := "no answer yet"
 	switch {
 	case r.LastStatusCode != 0:
@@ -97,21 +116,27 @@ func Summary(r *record.Request) string {
 	if i := strings.Index(target, "://"); i >= 0 {
 		target = target[i+3:]
 	}
-	// Short and the destination early: asynqmon cuts a long payload at the
-	// column's width.
-	// Attempts of this run (since submission or the last redrive) against
-	// its budget: a redriven request reads 1/1 again, not 2/1.
-	s := fmt.Sprintf("%s · attempt %d/%d · %s %s · %s", r.Status, r.BudgetUsed, r.MaxRetries+1, r.Method, target, last)
+	// What matters first: asynqmon cuts a long payload at the column's
+	// width, so why a request waits comes right after its status.
+	s := string(r.Status)
 	if r.WaitingFor != "" && !r.Status.Terminal() {
-		s += " · waiting for " + r.WaitingFor
+		s += " · " + client.Waiting(r.WaitingFor, startsAt(r, now))
 	}
-	if r.RedriveCount > 0 {
-		s += fmt.Sprintf(" · redriven %d", r.RedriveCount)
-	}
+	s += fmt.Sprintf(" · %s · %s %s · %s", client.Counts(r.AttemptCount, r.BudgetUsed, r.MaxRetries, r.RedriveCount), r.Method, target, last)
 	if r.Tenant != "" && r.Tenant != tenant.Default {
 		s += " · tenant " + r.Tenant // the dashboard is an admin's: every tenant's rows
 	}
 	return s
+}
+
+// startsAt is when retryd starts r (apidoc.NextStart), nil when no time is
+// known.
+func startsAt(r *record.Request, now time.Time) *time.Time {
+	at := apidoc.NextStart(r, now)
+	if at.IsZero() {
+		return nil
+	}
+	return &at
 }
 
 // Dashboard serves asynqmon (UI) with retryd's actions in front of it.
@@ -119,9 +144,15 @@ type Dashboard struct {
 	UI      http.Handler // asynqmon
 	Root    string       // where it is mounted, e.g. /monitoring
 	Records Records      // the requests' real state, which decides actions
+	Counter Counter      // the headline: requests by status
 	Actions Actions
 	Log     *slog.Logger
+	Now     func() time.Time
 }
+
+// countsPath (under Root) answers the requests by status that every page
+// shows first.
+const countsPath = "/retryd/requests"
 
 // Routes mounts the dashboard under Root.
 func (d *Dashboard) Routes(r gin.IRouter) {
@@ -148,6 +179,8 @@ func (d *Dashboard) serve(c *gin.Context) {
 	path := strings.TrimPrefix(c.Request.URL.Path, d.Root)
 	method := c.Request.Method
 	switch {
+	case method == http.MethodGet && path == countsPath:
+		d.counts(c)
 	case method == http.MethodGet && !strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/static/"):
 		d.page(c)
 	case method == http.MethodGet && strings.HasPrefix(path, "/api/"):
@@ -197,11 +230,92 @@ func (d *Dashboard) proxy(c *gin.Context, path string) {
 		handlers.Abort(c, d.Log, handlers.Errorf(handlers.CodeNotFound, "", strings.TrimSpace(rec.Body.String())))
 		return
 	}
+	body := rec.Body.Bytes()
+	if c.Request.Method == http.MethodGet && rec.Code == http.StatusOK && taskRoute.MatchString(path) {
+		body = d.retrydTimes(c.Request.Context(), body)
+	}
 	for k, v := range rec.Header() {
-		c.Writer.Header()[k] = v
+		if k != "Content-Length" {
+			c.Writer.Header()[k] = v
+		}
 	}
 	c.Writer.WriteHeader(rec.Code)
-	_, _ = c.Writer.Write(rec.Body.Bytes())
+	_, _ = c.Writer.Write(body)
+}
+
+// taskRoute is asynqmon's view of one task or of a list of them.
+var taskRoute = regexp.MustCompile(`^/api/queues/[^/]+/(?:tasks/[^/]+|(?:groups/[^/]+/)?\w+_tasks)$`)
+
+// retrydTimes rewrites asynqmon's task JSON (one task, or {"tasks": [...]})
+// so that each request's task shows retryd's numbers, not asynq's: the
+// next attempt's time (none while an event starts it; asynq's is a safety
+// net), the request's timeout (asynq's adds a margin), and the attempts of
+// the run against its budget (asynq's retry count grows with
+// interruptions and redrives). Anything it cannot read is left as it was.
+func (d *Dashboard) retrydTimes(ctx context.Context, body []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc map[string]any
+	if dec.Decode(&doc) != nil {
+		return body
+	}
+	var list []any
+	if ts, ok := doc["tasks"].([]any); ok {
+		list = ts
+	} else if _, ok := doc["id"]; ok {
+		list = []any{doc}
+	}
+	for _, t := range list {
+		task, ok := t.(map[string]any)
+		if !ok {
+			continue
+		}
+		id, _ := task["id"].(string)
+		r, err := d.record(ctx, id)
+		if err != nil || r == nil {
+			continue
+		}
+		retrydTask(task, r, d.Now())
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// retrydTask sets task's times and counts to request r's as of now.
+func retrydTask(task map[string]any, r *record.Request, now time.Time) {
+	if _, ok := task["next_process_at"]; ok {
+		next := ""
+		if at := apidoc.NextStart(r, now); !at.IsZero() {
+			next = at.UTC().Format(apidoc.TimeLayout)
+		}
+		task["next_process_at"] = next
+	}
+	if _, ok := task["timeout_seconds"]; ok {
+		task["timeout_seconds"] = (r.TimeoutMs + 999) / 1000
+	}
+	if _, ok := task["retried"]; ok {
+		task["retried"] = r.BudgetUsed
+	}
+	if _, ok := task["max_retry"]; ok {
+		task["max_retry"] = r.MaxRetries + 1
+	}
+}
+
+// counts answers every tenant's requests by status.
+func (d *Dashboard) counts(c *gin.Context) {
+	n, err := d.Counter.CountByStatus(c.Request.Context(), tenant.All)
+	if err != nil {
+		handlers.Abort(c, d.Log, err)
+		return
+	}
+	out := make(map[string]int64, len(record.Statuses))
+	for _, st := range record.Statuses {
+		out[string(st)] = n[st]
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 func refuse(c *gin.Context, msg string) {
@@ -374,7 +488,8 @@ func (d *Dashboard) page(c *gin.Context) {
 	d.UI.ServeHTTP(rec, c.Request)
 	body := rec.Body.Bytes()
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
-		body = bytes.Replace(body, []byte("</head>"), []byte("<script>"+errorScript+"</script></head>"), 1)
+		script := strings.ReplaceAll(truthScript, "{{COUNTS}}", d.Root+countsPath)
+		body = bytes.Replace(body, []byte("</head>"), []byte("<script>"+errorScript+"</script><script>"+script+"</script></head>"), 1)
 	}
 	for k, v := range rec.Header() {
 		if k != "Content-Length" {
@@ -383,6 +498,12 @@ func (d *Dashboard) page(c *gin.Context) {
 	}
 	c.Data(rec.Code, rec.Header().Get("Content-Type"), body)
 }
+
+// truthScript relabels asynq's counters as attempts and puts the requests
+// by status first on every page ({{COUNTS}}: where they are read).
+//
+//go:embed truth.js
+var truthScript string
 
 // errorScript shows the message of any refused dashboard action (asynqmon
 // itself shows nothing when one fails).

@@ -62,11 +62,11 @@ type key struct {
 	// outcomes since the last cut: at a cut rate of a few per second, the
 	// last seconds hold too few answers to tell overload from chance
 	cutOK, cutOver int
-	// recent outcomes, for the failure share
-	ok, overloaded   int
-	windowStart      time.Time
-	prevOK, prevOver int
-	lastUsed         time.Time
+	// recent outcomes, for the failure and overload shares
+	ok, overloaded, failed       int
+	windowStart                  time.Time
+	prevOK, prevOver, prevFailed int
+	lastUsed                     time.Time
 	// lineSeen is when this worker last saw the key's cut line non-empty
 	// (zero: empty, as far as it knows).
 	lineSeen time.Time
@@ -121,7 +121,7 @@ func (k *key) observedRate(now time.Time) float64 {
 // learn is AIMD on the key's effective rate. c.mu is held.
 func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 	if now.Sub(k.windowStart) >= time.Minute {
-		k.prevOK, k.prevOver, k.ok, k.overloaded, k.windowStart = k.ok, k.overloaded, 0, 0, now
+		k.prevOK, k.prevOver, k.prevFailed, k.ok, k.overloaded, k.failed, k.windowStart = k.ok, k.overloaded, k.failed, 0, 0, 0, now
 	}
 	switch sec := now.Unix(); {
 	case sec == k.sec:
@@ -140,6 +140,7 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		k.secOver++
 		k.cutOver++
 	default:
+		k.failed++ // counted for GET /flows; it says nothing of load
 		return
 	}
 	over, all := k.secOver+k.lastSecOv, k.secOK+k.secOver+k.lastSecOK+k.lastSecOv

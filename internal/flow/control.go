@@ -226,7 +226,7 @@ func (c *Controller) operatorSettings(ctx context.Context, req *Request, now tim
 		}
 		if held {
 			c.parkedOne(req.Key)
-			return &Parked{Until: now.Add(ParkFallback)}
+			return &Parked{Until: now.Add(ParkFallback), Reason: record.WaitingPaused}
 		}
 	}
 	if ctl.PinParallelism > 0 {

@@ -131,7 +131,7 @@ func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id, t
 	if !known || n == 1 {
 		c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) { h.listed = at })
 	}
-	return &Parked{Until: now.Add(lineFallback(n, mean, capacity))}
+	return &Parked{Until: now.Add(lineFallback(n, mean, capacity)), Reason: record.WaitingFairShare}
 }
 
 // fairNames are the Redis keys of a destination's (or a tenant's)

@@ -35,6 +35,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/record"
 )
 
 //go:embed scripts/*.lua
@@ -230,8 +231,14 @@ func (c *Controller) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Parked is the answer to a request that must wait: its task sleeps until
-// Until unless woken earlier.
-type Parked struct{ Until time.Time }
+// Until unless woken earlier. Reason is why (a record.Waiting* value);
+// Starts is when it starts, zero when an event (a resume, a free slot, a
+// turn given) does and Until is only a safety net.
+type Parked struct {
+	Until  time.Time
+	Reason string
+	Starts time.Time
+}
 
 func (p *Parked) Error() string { return "waiting for a flow-control slot" }
 
@@ -266,10 +273,10 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 			c.parkedOne(req.Key)
 			c.LeaveSlot(ctx, req)
 			if a.at.IsZero() {
-				return nil, &Parked{Until: now.Add(cutFallback(a.ahead, perSecond))}
+				return nil, &Parked{Until: now.Add(cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
 			}
 			c.wakeAt(ctx, req.ID, a.at)
-			return nil, &Parked{Until: a.at}
+			return nil, &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
 		}
 		now = c.now()
 	}
@@ -293,7 +300,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 			c.parkedOne(req.Key)
 			c.LeaveSlot(ctx, req)
 			c.wakeAt(ctx, req.ID, until)
-			return nil, &Parked{Until: until}
+			return nil, &Parked{Until: until, Reason: record.WaitingRate, Starts: until}
 		}
 	}
 	// Fairness: the destination's share of the worker's slots, then (while
@@ -335,7 +342,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		}
 		if !ok {
 			c.parkedOne(req.Key)
-			return nil, &Parked{Until: until}
+			return nil, &Parked{Until: until, Reason: record.WaitingParallelism}
 		}
 		t.global = true
 	}

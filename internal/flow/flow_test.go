@@ -1288,3 +1288,34 @@ func TestParseFairTakeRejectsBadReplies(t *testing.T) {
 		}
 	}
 }
+
+// A park says why: a destination over its fair share waits for a free slot
+// (no time: an event starts it); a key's stats count every attempt, the
+// failures that are not overload too, so a destination that fails every
+// attempt does not read as idle.
+func TestParksSayWhyAndStatsCountEveryAttempt(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, &waker{}, clk)
+	dest := func(id string) Request {
+		return Request{ID: id, HostPort: "down:443", Key: "down:443", Timeout: time.Second}
+	}
+	a := admit(t, c, dest("a"))
+	_, err := c.Admit(context.Background(), dest("b"))
+	var p *Parked
+	if !errors.As(err, &p) || p.Reason != record.WaitingFairShare || !p.Starts.IsZero() {
+		t.Fatalf("Admit over the fair share = %v (%+v), want parked for fair_share with no start time", err, p)
+	}
+	a.Done(context.Background(), Other)
+	admit(t, c, dest("c")).Done(context.Background(), Other)
+	admit(t, c, dest("d")).Done(context.Background(), Overloaded)
+	for _, s := range c.snapshot(clk.Now()) {
+		if s.Key == "down:443" {
+			if s.Succeeded != 0 || s.Overloaded != 1 || s.Failed != 2 {
+				t.Errorf("stats: %d succeeded, %d overloaded, %d failed otherwise; want 0, 1, 2", s.Succeeded, s.Overloaded, s.Failed)
+			}
+			return
+		}
+	}
+	t.Error("no stats for the key")
+}

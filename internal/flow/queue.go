@@ -186,7 +186,7 @@ func (c *Controller) queueTurn(ctx context.Context, req Request, now time.Time) 
 		return err
 	}
 	c.parkedOne(req.Key)
-	return &Parked{Until: now.Add(ParkFallback)}
+	return &Parked{Until: now.Add(ParkFallback), Reason: record.WaitingQueue}
 }
 
 // QueueDone takes req, finished, out of its queue's line and wakes the

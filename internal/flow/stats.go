@@ -43,6 +43,7 @@ type KeyStats struct {
 	EffectiveRate float64 `json:"effectiveRate"`
 	Succeeded     int     `json:"succeeded"`  // in the last minute or two
 	Overloaded    int     `json:"overloaded"` // ditto
+	Failed        int     `json:"failed"`     // ditto, failures other than overload
 }
 
 // snapshot is this worker's keys, busiest first, forgetting idle ones.
@@ -56,7 +57,7 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 			continue
 		}
 		s := KeyStats{Key: name, Named: k.spec.Named, InFlight: k.inflight, Parked: k.parked, Parallelism: k.spec.Parallelism, Rate: k.spec.Rate,
-			Succeeded: k.ok + k.prevOK, Overloaded: k.overloaded + k.prevOver}
+			Succeeded: k.ok + k.prevOK, Overloaded: k.overloaded + k.prevOver, Failed: k.failed + k.prevFailed}
 		if k.spec.Rate > 0 {
 			s.PeriodMs = k.spec.Period.Milliseconds()
 		}
@@ -145,6 +146,7 @@ func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyS
 			t.EffectiveRate += s.EffectiveRate
 			t.Succeeded += s.Succeeded
 			t.Overloaded += s.Overloaded
+			t.Failed += s.Failed
 			t.Parallelism, t.Rate, t.PeriodMs = max(t.Parallelism, s.Parallelism), max(t.Rate, s.Rate), max(t.PeriodMs, s.PeriodMs)
 			t.Named = t.Named || s.Named
 		}

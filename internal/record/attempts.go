@@ -98,9 +98,15 @@ var unbeginScript = script("unbegin")
 
 // Unbegin takes back attempt n of request id, begun but not sent because
 // the request must wait (for a flow-control slot): the attempt is not
-// counted, and the request shows what it waits for.
-func (s *Store) Unbegin(ctx context.Context, id string, n int, waitingFor string) error {
-	return wrap(unbeginScript.Run(ctx, s.rdb, []string{s.k(id).req(id)}, n, waitingFor).Err())
+// counted, and the request shows what it waits for (one of
+// WaitingReasons, or "" for no reason to show) and until when (zero: until
+// an event starts it).
+func (s *Store) Unbegin(ctx context.Context, id string, n int, waitingFor string, until time.Time) error {
+	var untilMs int64
+	if !until.IsZero() {
+		untilMs = until.UnixMilli()
+	}
+	return wrap(unbeginScript.Run(ctx, s.rdb, []string{s.k(id).req(id)}, n, waitingFor, untilMs).Err())
 }
 
 // errReply is a script reply of an unexpected shape: an error, never a

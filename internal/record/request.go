@@ -78,9 +78,13 @@ type Request struct {
 	// and Publication the publish that made it, one request per endpoint
 	// ("" for a request sent to its URL).
 	Topic, Publication string
-	// WaitingFor says why a due request is not in an attempt:
-	// "flow_control" while it waits for a flow-control slot, else "".
+	// WaitingFor says why a due request is not in an attempt (one of
+	// WaitingReasons), else "". WaitUntil is when retryd starts it, zero
+	// when an event (a resume, a free slot, a turn given) will.
 	WaitingFor string
+	WaitUntil  time.Time
+	// InFlight: an attempt has begun and not yet been recorded.
+	InFlight bool
 
 	Status          Status
 	AttemptCount    int // every attempt in the request's life, interrupted ones too
@@ -155,6 +159,7 @@ const (
 	fTimeout        = "timeoutMs"
 	fHasCallback    = "cb"
 	fWaitingFor     = "waitingFor"
+	fWaitUntil      = "waitUntil"
 	fStatus         = "status"
 	fAttemptCount   = "attemptCount"
 	fBudgetUsed     = "budgetUsed"
@@ -223,9 +228,19 @@ type FlowControl struct {
 	PeriodMs    int64  `json:"periodMs,omitempty"`
 }
 
-// WaitingForFlowControl is WaitingFor of a request parked for a
-// flow-control slot.
-const WaitingForFlowControl = "flow_control"
+// Why a due request waits instead of starting (its WaitingFor): the
+// API's waitingFor, one word each.
+const (
+	WaitingPaused       = "paused"        // its flow-control key is paused; a resume starts it
+	WaitingQueue        = "queue"         // its queue's earlier requests go first
+	WaitingRate         = "rate"          // its key's rate (or the rate cut by backpressure) gives it a later turn
+	WaitingParallelism  = "parallelism"   // its key's parallelism is taken; a free slot starts it
+	WaitingFairShare    = "fair_share"    // its destination (or tenant) holds its share of the workers' slots
+	WaitingEndpointOpen = "endpoint_open" // its endpoint is open (failing); a probe that succeeds starts it
+)
+
+// WaitingReasons lists every WaitingFor a request may show.
+var WaitingReasons = []string{WaitingPaused, WaitingQueue, WaitingRate, WaitingParallelism, WaitingFairShare, WaitingEndpointOpen}
 
 // FlowKey is the flow-control key of r: its flowControl's key, else its
 // destination's host:port.
@@ -395,6 +410,8 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		Topic:           sp.Topic,
 		Publication:     sp.Publication,
 		WaitingFor:      h[fWaitingFor],
+		WaitUntil:       fromMs(h[fWaitUntil]),
+		InFlight:        h[fInflightN] != "",
 		Status:          Status(h[fStatus]),
 		AttemptCount:    atoi(h[fAttemptCount]),
 		BudgetUsed:      atoi(h[fBudgetUsed]),

@@ -229,8 +229,8 @@ func TestBeginScript(t *testing.T) {
 			},
 		},
 		{
-			name: "waiting for flow control ends when the attempt starts", now: t0, wantState: Started, wantN: 1,
-			initial: state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingForFlowControl), k0.spec(tid): specJSON},
+			name: "waiting ends when the attempt starts", now: t0, wantState: Started, wantN: 1,
+			initial: state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingRate, fWaitUntil, t0ms), k0.spec(tid): specJSON},
 			want:    state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
 		},
 		{
@@ -260,26 +260,36 @@ func TestBeginScript(t *testing.T) {
 
 // An attempt taken back (it waits for a flow-control slot) is not counted:
 // attemptCount goes back, nothing is in flight, and the request says what
-// it waits for. A stale take-back (another run holds the attempt) does
-// nothing.
+// it waits for and until when (no time when an event starts it). A stale
+// take-back (another run holds the attempt) does nothing.
 func TestUnbeginScript(t *testing.T) {
 	t.Parallel()
+	later := t0.Add(3 * time.Second)
+	laterMs := strconv.FormatInt(later.UnixMilli(), 10)
 	for _, c := range []struct {
 		name    string
 		initial state
 		n       int
+		reason  string
+		until   time.Time
 		want    state
 	}{
-		{"the attempt in flight", state{k0.req(tid): reqHash(Retrying, fAttemptCount, "3", "inflightN", "3", "inflightAt", t0ms)}, 3,
-			state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", fWaitingFor, WaitingForFlowControl)}},
+		{"a rate turn: the reason and its time", state{k0.req(tid): reqHash(Retrying, fAttemptCount, "3", "inflightN", "3", "inflightAt", t0ms)}, 3,
+			WaitingRate, later, state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", fWaitingFor, WaitingRate, fWaitUntil, laterMs)}},
+		{"a paused key: the reason, no time", state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms,
+			fWaitingFor, WaitingRate, fWaitUntil, laterMs)}, 1,
+			WaitingPaused, time.Time{}, state{k0.req(tid): reqHash(Pending, fAttemptCount, "0", fWaitingFor, WaitingPaused)}},
+		{"no reason to show", state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms,
+			fWaitingFor, WaitingRate, fWaitUntil, laterMs)}, 1,
+			"", time.Time{}, state{k0.req(tid): reqHash(Pending, fAttemptCount, "0")}},
 		{"another attempt in flight", state{k0.req(tid): reqHash(Retrying, fAttemptCount, "4", "inflightN", "4", "inflightAt", t0ms)}, 3,
-			state{k0.req(tid): reqHash(Retrying, fAttemptCount, "4", "inflightN", "4", "inflightAt", t0ms)}},
+			WaitingQueue, time.Time{}, state{k0.req(tid): reqHash(Retrying, fAttemptCount, "4", "inflightN", "4", "inflightAt", t0ms)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s, rdb := newStoreOn(t)
 			seed(t, rdb, c.initial)
-			if err := s.Unbegin(context.Background(), tid, c.n, WaitingForFlowControl); err != nil {
+			if err := s.Unbegin(context.Background(), tid, c.n, c.reason, c.until); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(c.want, dump(t, rdb, k0.req(tid)), jsonAware); diff != "" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // The stats hash of each partition (keys.stats) holds counters, bumped by
@@ -65,4 +67,25 @@ func (s *Store) StatusCount(ctx context.Context, t string, status Status) (int64
 		total += n
 	}
 	return total, nil
+}
+
+// CountByStatus is the number of scope's requests in each status: what
+// GET /requests lists, status by status.
+func (s *Store) CountByStatus(ctx context.Context, scope tenant.Scope) (map[Status]int64, error) {
+	tenants, err := s.tenantsIn(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[Status]int64, len(Statuses))
+	for _, st := range Statuses {
+		out[st] = 0
+		for _, t := range tenants {
+			n, err := s.StatusCount(ctx, t, st)
+			if err != nil {
+				return nil, err
+			}
+			out[st] += n
+		}
+	}
+	return out, nil
 }

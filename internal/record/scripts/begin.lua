@@ -31,5 +31,5 @@ if cur[5] then
 end
 local n = tostring(tonumber(cur[4] or "0") + 1)
 redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
-if cur[7] then redis.call("HDEL", kReq, "waitingFor") end
+if cur[7] then redis.call("HDEL", kReq, "waitingFor", "waitUntil") end
 return {"ok", n}

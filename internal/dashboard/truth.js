@@ -1,0 +1,82 @@
+// Makes asynqmon's pages say what retryd means. asynq counts task runs,
+// and one request's task runs once per attempt, so asynq's counters are
+// attempts: they are relabelled as such, and every page first shows the
+// requests by status, the numbers GET /requests lists. Times and budgets
+// in asynqmon's task JSON are retryd's already (the dashboard rewrites
+// them); a request that an event, not a time, starts has no time, which
+// asynqmon would print as "in NaN…": it reads "on an event" instead.
+(function () {
+  var COUNTS = "{{COUNTS}}";
+  var STATUSES = ["pending", "retrying", "completed", "failed", "canceled"];
+  var LABELS = {
+    "Processed": "Attempts processed",
+    "Succeeded": "Attempts succeeded",
+    "Failed": "Attempts failed",
+    "Error rate": "Attempt error rate",
+    "Error Rate": "Attempt error rate",
+    "Tasks Processed": "Attempts processed",
+    "Tasks Failed": "Attempts failed",
+    "Retry:": "Attempts this run:",
+    "Retried": "Run attempts",
+    "Max Retry": "Allowed",
+    "Next Process Time:": "Next attempt:",
+    "Process In": "Next attempt",
+    "Retry In": "Next attempt"
+  };
+  var line = "";
+
+  function relabel(root) {
+    var walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, null);
+    var n;
+    while ((n = walk.nextNode())) {
+      var v = n.nodeValue, t = v.trim();
+      if (Object.prototype.hasOwnProperty.call(LABELS, t)) {
+        n.nodeValue = v.replace(t, LABELS[t]);
+      } else if (/^in NaN/.test(t)) {
+        n.nodeValue = "on an event";
+      }
+    }
+  }
+
+  function banner() {
+    // Inside the content wrapper, which leaves room for the app bar; it
+    // lays pages out in a row, so the line takes a row of its own.
+    var main = document.querySelector("main");
+    var wrap = main && main.firstElementChild;
+    if (!wrap) return;
+    if (wrap.style.flexWrap !== "wrap") { wrap.style.flexWrap = "wrap"; wrap.style.alignContent = "flex-start"; }
+    var b = document.getElementById("retryd-requests");
+    if (!b) {
+      b = document.createElement("div");
+      b.id = "retryd-requests";
+      b.setAttribute("role", "status");
+      b.style.cssText = "flex:0 0 100%;box-sizing:border-box;margin:16px 0 0;padding:12px 24px;background:#e3f2fd;color:#0d47a1;" +
+        "font:500 15px sans-serif";
+    }
+    if (wrap.firstChild !== b) wrap.insertBefore(b, wrap.firstChild);
+    if (b.textContent !== line) b.textContent = line;
+  }
+
+  function refresh() {
+    fetch(COUNTS, { credentials: "same-origin" }).then(function (r) { return r.ok ? r.json() : null; }).then(function (n) {
+      if (!n) return;
+      line = "Requests: " + STATUSES.map(function (s) { return s + " " + n[s]; }).join(" · ") +
+        " (asynq's counters below count attempts)";
+      banner();
+    }).catch(function () {});
+  }
+
+  var busy = false;
+  function tidy() {
+    if (busy) return;
+    busy = true;
+    try { relabel(document.body); if (line) banner(); } finally { busy = false; }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    new MutationObserver(tidy).observe(document.body, { childList: true, subtree: true, characterData: true });
+    tidy();
+    refresh();
+    setInterval(refresh, 5000);
+  });
+})();
