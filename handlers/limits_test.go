@@ -170,7 +170,9 @@ func TestRateLimitCountsRequestsCreated(t *testing.T) {
 		call func() answer
 	}{
 		{75, func() answer { return batch(3) }},
-		{100, func() answer { return do(t, "POST", ts.URL+"/v2/publish/big", "text/plain", "x", bearer("acme-key")...) }},
+		{100, func() answer {
+			return do(t, "POST", ts.URL+"/v2/publish/big", "text/plain", "x", bearer("acme-key")...)
+		}},
 		{100, func() answer {
 			return do(t, "POST", ts.URL+"/topics/big/requests", "application/json", `{"body":"x"}`, bearer("acme-key")...)
 		}},
