@@ -20,7 +20,7 @@ lang=js
 [ ${#files[@]} -gt 0 ] || [ $lang = py ] || files=(src/client/client.test.ts src/client/dlq.test.ts src/client/logs.test.ts src/client/messages.test.ts
   src/client/schedules.test.ts src/client/queue.test.ts src/client/url-groups.test.ts src/client/flow-control.test.ts src/dev-server/index.test.ts)
 repo=$(cd "$(dirname "$0")/.." && pwd)
-names=example.com,oz.requestcatcher.com,oz1.requestcatcher.com,requestcatcher.com,httpbin.org,mock.httpstatus.io,a.com,b.com,example.org,www.initial.com,www.updated.com,real.example.com
+names=example.com,oz.requestcatcher.com,oz1.requestcatcher.com,requestcatcher.com,httpbin.org,mock.httpstatus.io,a.com,b.com,example.org,www.initial.com,www.updated.com,real.example.com,api.openai.com
 
 if [ "${RETRYD_SDK_NETNS:-}" != 1 ]; then
   work=$(mktemp -d)
@@ -54,8 +54,10 @@ cd "$sdk"
 status=0
 if [ $lang = py ]; then
   # The Python suite reads the token and the signing keys from the
-  # environment, and compares the keys with GET /v2/keys.
-  QSTASH_URL=http://127.0.0.1:8090 QSTASH_TOKEN=$token /usr/bin/python3 -m pytest -p no:cacheprovider -q -rfE \
+  # environment, and compares the keys with GET /v2/keys. Its LLM tests
+  # publish to api.openai.com (the stand-in answers) with a key of
+  # OPENAI_API_KEY: any non-empty one will do.
+  QSTASH_URL=http://127.0.0.1:8090 QSTASH_TOKEN=$token OPENAI_API_KEY=sk-retryd-standin /usr/bin/python3 -m pytest -p no:cacheprovider -q -rfE \
     ${files[@]+"${files[@]}"} 2>&1 | tee -a "$work/pytest.log" || status=$?
   echo "logs: $work"
   exit $status
