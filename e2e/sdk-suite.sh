@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# Runs the official QStash SDK's own test suite (upstash/qstash-js) against
-# retryd, inside a network namespace that has only loopback: the public
-# destinations the suite uses are answered by e2e/sdkstandin over HTTPS
-# with a throwaway CA, and nothing can leave the machine. Needs root (for
-# unshare and the bind mount of /etc/hosts), redis-server and bun.
+# Runs an official QStash SDK's own test suite (upstash/qstash-js, or
+# upstash/qstash-py) against retryd, inside a network namespace that has
+# only loopback: the public destinations the suite uses are answered by
+# e2e/sdkstandin over HTTPS with a throwaway CA, and nothing can leave the
+# machine. Needs root (for unshare and the bind mount of /etc/hosts),
+# redis-server, and bun (JS) or /usr/bin/python3 with httpx, pyjwt, pytest,
+# pytest-asyncio and python-dotenv (Python).
 #
 #   e2e/sdk-suite.sh /path/to/qstash-js [test files, relative to it]
+#   e2e/sdk-suite.sh /path/to/qstash-py [pytest arguments]
 #
 # The checkout stays outside this repository (docs/qstash-sdk-suite.md
-# says how to get it). Prints bun's report; exits with bun's status.
+# says how to get it). Prints the runner's report; exits with its status.
 set -euo pipefail
 sdk=$(cd "$1" && pwd); shift
 files=("$@")
-[ ${#files[@]} -gt 0 ] || files=(src/client/client.test.ts src/client/dlq.test.ts src/client/logs.test.ts src/client/messages.test.ts
+lang=js
+[ -f "$sdk/pyproject.toml" ] && lang=py
+[ ${#files[@]} -gt 0 ] || [ $lang = py ] || files=(src/client/client.test.ts src/client/dlq.test.ts src/client/logs.test.ts src/client/messages.test.ts
   src/client/schedules.test.ts src/client/queue.test.ts src/client/url-groups.test.ts src/client/flow-control.test.ts src/dev-server/index.test.ts)
 repo=$(cd "$(dirname "$0")/.." && pwd)
-names=example.com,oz.requestcatcher.com,oz1.requestcatcher.com,requestcatcher.com,httpbin.org,mock.httpstatus.io,a.com,b.com,example.org,www.initial.com,www.updated.com,real.example.com
+names=example.com,oz.requestcatcher.com,oz1.requestcatcher.com,requestcatcher.com,httpbin.org,mock.httpstatus.io,a.com,b.com,example.org,www.initial.com,www.updated.com,real.example.com,api.openai.com
 
 if [ "${RETRYD_SDK_NETNS:-}" != 1 ]; then
   work=$(mktemp -d)
   (cd "$repo" && go build -o "$work/api" ./cmd/api && go build -o "$work/worker" ./cmd/worker && go build -o "$work/standin" ./e2e/sdkstandin)
-  command -v bun >/dev/null || { echo "bun is missing: npm i -g bun (or put node_modules/.bin of npm i bun on PATH)"; exit 1; }
+  if [ $lang = js ]; then
+    command -v bun >/dev/null || { echo "bun is missing: npm i -g bun (or put node_modules/.bin of npm i bun on PATH)"; exit 1; }
+  else
+    /usr/bin/python3 -c 'import httpx, jwt, pytest, pytest_asyncio, dotenv' ||
+      { echo "python modules missing: apt-get install -y python3-httpx python3-jwt python3-pytest python3-pytest-asyncio python3-dotenv"; exit 1; }
+  fi
   command -v redis-server >/dev/null || { echo "redis-server is missing: apt-get install -y redis-server"; exit 1; }
-  exec unshare -n -m env RETRYD_SDK_NETNS=1 RETRYD_SDK_WORK="$work" "$0" "$sdk" "${files[@]}"
+  exec unshare -n -m env RETRYD_SDK_NETNS=1 RETRYD_SDK_WORK="$work" "$0" "$sdk" ${files[@]+"${files[@]}"}
 fi
 
 work=$RETRYD_SDK_WORK
@@ -40,10 +50,20 @@ for i in $(seq 100); do redis-cli -p 6390 ping >/dev/null 2>&1 && break; sleep 0
 "$work/worker" > "$work/worker.log" 2>&1 &
 ready() { for i in $(seq 100); do curl -sf "http://127.0.0.1:$1/readyz" >/dev/null && return; sleep 0.1; done; }
 ready 8090
-client=() dev=()
-for f in "${files[@]}"; do case $f in *dev-server*) dev+=("$f") ;; *) client+=("$f") ;; esac; done
 cd "$sdk"
 status=0
+if [ $lang = py ]; then
+  # The Python suite reads the token and the signing keys from the
+  # environment, and compares the keys with GET /v2/keys. Its LLM tests
+  # publish to api.openai.com (the stand-in answers) with a key of
+  # OPENAI_API_KEY: any non-empty one will do.
+  QSTASH_URL=http://127.0.0.1:8090 QSTASH_TOKEN=$token OPENAI_API_KEY=sk-retryd-standin /usr/bin/python3 -m pytest -p no:cacheprovider -q -rfE \
+    ${files[@]+"${files[@]}"} 2>&1 | tee -a "$work/pytest.log" || status=$?
+  echo "logs: $work"
+  exit $status
+fi
+client=() dev=()
+for f in "${files[@]}"; do case $f in *dev-server*) dev+=("$f") ;; *) client+=("$f") ;; esac; done
 run() { QSTASH_URL=http://127.0.0.1:8090 QSTASH_TOKEN=$token bun test --timeout 60000 "$@" 2>&1 | tee -a "$work/bun.log" || status=$?; }
 # The client files' mocked tests bind 8080 themselves: no dev server then.
 [ ${#client[@]} -eq 0 ] || run "${client[@]}"

@@ -243,7 +243,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	if ticket != nil {
 		// The slot is free as soon as the destination answered: whoever
 		// waits for it need not wait for the record write.
-		ticket.Done(ctx, flowOutcome(resp, retry.Classify(resp, callErr, end)))
+		ticket.Done(ctx, flowOutcome(resp, rulesOf(r).Classify(resp, callErr, end)))
 	}
 	if callErr != nil && h.Stopping != nil && h.Stopping.Err() != nil {
 		// The worker is shutting down and cut the call short. Leave the
@@ -253,7 +253,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 		return retry.At(end, ErrShutdown)
 	}
 	h.Faults.Hit(faultpoint.AfterCall)
-	res := retry.Classify(resp, callErr, end)
+	res := rulesOf(r).Classify(resp, callErr, end)
 
 	dur := end.Sub(start).Milliseconds()
 	a := record.Attempt{N: n, StartedAt: start, DurationMs: &dur, Outcome: string(res.Kind), FailureClass: string(res.Class)}
@@ -381,12 +381,27 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	return next
 }
 
+// rulesOf is whose retry rules judge r's attempts: QStash's for a message
+// of the /v2 API (whose clients count on QStash's retries), retryd's own
+// for everything else.
+func rulesOf(r *record.Request) retry.Rules {
+	if r.Dialect == record.DialectQStash {
+		return retry.QStashRules
+	}
+	return retry.RetrydRules
+}
+
 // retryWait is the wait before the next attempt after failures finished
 // attempts: a QStash message's retry-delay expression (retried = failures
 // before this one, so 0 before the first retry) when it has one, else
 // retryd's jittered backoff. Retry-After wins over both, and the
-// request's maxBackoffMs caps both.
+// request's maxBackoffMs caps both; but on a QStash message, whose
+// Retry-After QStash honours up to a day, the classification's own cap
+// is the one that holds.
 func (h *Handler) retryWait(r *record.Request, p retry.Policy, failures int, res retry.Result) time.Duration {
+	if res.HasRetryAfter && rulesOf(r) == retry.QStashRules {
+		return res.RetryAfter
+	}
 	if q := r.QStash; q != nil && q.RetryDelay != "" && !res.HasRetryAfter {
 		e, err := delayexpr.Cached(q.RetryDelay)
 		if err == nil {

@@ -57,7 +57,8 @@ const server = http.createServer((req, res) => {
     }
     const plan = answers.get(path) ?? [200];
     const status = plan.length > 1 ? plan.shift() : plan[0];
-    res.writeHead(status);
+    // QStash's way to say "do not retry": 489 with this header.
+    res.writeHead(status, path === "/non-retryable" ? { "Upstash-NonRetryable-Error": "true" } : {});
     res.end(status < 300 ? "ok" : "nope");
   });
 });
@@ -205,6 +206,17 @@ test("messages.cancel: one, many, by filter, and all", async () => {
   assert.ok(all.cancelled >= 1, JSON.stringify(all));
   results.cancelled = one.messageId;
   results.keptThenCancelled = keep.messageId;
+});
+
+test("a 4xx is retried as QStash retries it; a 489 with Upstash-NonRetryable-Error goes to the DLQ at once", async () => {
+  const back = await client.publish({ url: to("/gone-then-back", 404, 410, 489, 200), body: "r", retries: 3, retryDelay: "100" });
+  await until("four attempts", () => callsTo("/gone-then-back").length === 4);
+  await until("the delivery", async () => (await client.logs({ filter: { messageId: back.messageId, state: "DELIVERED" } })).logs.length === 1);
+  const stop = await client.publish({ url: to("/non-retryable", 489), body: "s", retries: 3, retryDelay: "100" });
+  const entry = await until("the 489 message in the DLQ", async () =>
+    (await client.dlq.listMessages({ filter: { messageId: stop.messageId } })).messages[0]);
+  assert.equal(entry.responseStatus, 489);
+  assert.equal(callsTo("/non-retryable").length, 1, "a non-retryable error is not retried");
 });
 
 test("the DLQ: listMessages, retry, delete one, delete many, delete by filter", async () => {

@@ -7,7 +7,8 @@
 // Answers: /status/NNN (httpbin) and /NNN (mock.httpstatus.io) answer NNN,
 // after ?sleep=ms when asked; example.com answers 404 but for / (the
 // suite's "any broken link will work"); everything else answers 200 with
-// what it got.
+// what it got. mock.httpstatus.io's body is its own, "404 Not Found": the
+// Python suite compares DLQ entries' responseBody with it.
 package main
 
 import (
@@ -56,6 +57,12 @@ func main() {
 		} else if strings.HasPrefix(r.Host, "example.com") && r.URL.Path != "/" {
 			// The suite's "broken link": example.com has no page but /.
 			code = http.StatusNotFound
+		}
+		if strings.HasPrefix(r.Host, "mock.httpstatus.io") {
+			w.Header().Set("Content-Type", "text/plain")
+			w.WriteHeader(code)
+			fmt.Fprintf(w, "%d %s", code, http.StatusText(code))
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)

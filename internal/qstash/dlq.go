@@ -3,6 +3,7 @@ package qstash
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -18,8 +19,10 @@ import (
 // DLQMessage is a message of dlq.listMessages.
 type DLQMessage struct {
 	Message
-	DLQID          string `json:"dlqId"`
-	ResponseStatus int    `json:"responseStatus,omitempty"`
+	DLQID string `json:"dlqId"`
+	// ResponseStatus is 0 when no answer came (a timeout): always there,
+	// since the official Python SDK reads it unconditionally.
+	ResponseStatus int    `json:"responseStatus"`
 	ResponseBody   string `json:"responseBody,omitempty"`
 }
 
@@ -59,6 +62,38 @@ func (q *API) listDLQ(c *gin.Context) {
 		out["cursor"] = next
 	}
 	c.JSON(http.StatusOK, out)
+}
+
+// getDLQ serves GET /v2/dlq/{dlqId} (the Python SDK's dlq.get): the
+// failed request of that id, in the caller's scope, as listDLQ shows it.
+func (q *API) getDLQ(c *gin.Context) {
+	id := c.Param("dlqId")
+	if !ids.Valid(id) {
+		q.fail(c, dlqNotFound(id))
+		return
+	}
+	scope, err := handlers.ScopeOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	r, err := q.API.Store.GetIn(c.Request.Context(), scope, id)
+	if err == nil && r.Status != record.Failed {
+		err = record.ErrNotFound // not (or no longer) in the DLQ
+	}
+	if errors.Is(err, record.ErrNotFound) {
+		err = dlqNotFound(id)
+	}
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, dlqMessage(r))
+}
+
+// dlqNotFound is the answer for a dlqId the DLQ does not hold.
+func dlqNotFound(id string) error {
+	return handlers.Errorf(handlers.CodeNotFound, "", "dlq message "+strconv.Quote(id)+" not found")
 }
 
 // removeFailed deletes a failed request's record of scope (QStash's

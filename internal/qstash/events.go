@@ -33,6 +33,9 @@ type Event struct {
 	ResponseStatus   int      `json:"responseStatus,omitempty"`
 	Label            string   `json:"label,omitempty"`
 	Labels           []string `json:"labels,omitempty"`
+	// RetryDelayExpr is the message's Upstash-Retry-Delay (QStash's name
+	// for it here differs from the message's retryDelayExpression).
+	RetryDelayExpr string `json:"retryDelayExpr,omitempty"`
 }
 
 // The event states, QStash's names.
@@ -67,7 +70,7 @@ func stateFilter(s sel.Selection) (string, error) {
 func eventsOf(r *record.Request) []Event {
 	base := Event{MessageID: r.ID, URL: redact.URL(r.URL)}
 	if r.QStash != nil {
-		base.Label, base.Labels = r.QStash.Label, r.QStash.AllLabels()
+		base.Label, base.Labels, base.RetryDelayExpr = r.QStash.Label, r.QStash.AllLabels(), r.QStash.RetryDelay
 	}
 	at := func(t time.Time, state string) Event {
 		e := base

@@ -23,28 +23,47 @@ import (
 // Reading a publish: QStash's Upstash-* headers translated into retryd's
 // submission and the fields a QStash message adds to it.
 
-// duration reads QStash's "10s", "5m", "2h", "1d" (or plain seconds). A
-// value a time.Duration cannot hold is an error, never a wrapped one
-// (213504d once wrapped to 25 minutes).
+// duration reads a QStash duration: plain seconds ("30"), or one or more
+// whole numbers each with a unit, as QStash's own parser takes them
+// ("10s", "5m", "2h", "1d", "1h30m3s", "1500ms"). A value a time.Duration
+// cannot hold is an error, never a wrapped one (213504d once wrapped to 25
+// minutes).
 func duration(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
-	digits, unit := v, time.Second
-	if len(v) > 0 {
-		if u, ok := map[byte]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[v[len(v)-1]]; ok {
-			digits, unit = v[:len(v)-1], u
-		}
+	if v != "" && strings.Trim(v, "0123456789") == "" {
+		v += "s" // plain seconds
 	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	if err != nil || n < 0 || digits == "" || digits[0] == '+' {
-		if errors.Is(err, strconv.ErrRange) {
-			return 0, errors.New("out of range")
-		}
+	if v == "" {
 		return 0, errors.New("invalid duration")
 	}
-	if n > int64(maxDuration/unit) {
-		return 0, errors.New("out of range")
+	var total time.Duration
+	for v != "" {
+		i := 0
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+		}
+		j := i
+		for j < len(v) && (v[j] < '0' || v[j] > '9') {
+			j++
+		}
+		unit, ok := durationUnits[v[i:j]]
+		if i == 0 || !ok {
+			return 0, errors.New("invalid duration")
+		}
+		n, err := strconv.ParseInt(v[:i], 10, 64)
+		if err != nil || n > int64((maxDuration-total)/unit) {
+			return 0, errors.New("out of range")
+		}
+		total += time.Duration(n) * unit
+		v = v[j:]
 	}
-	return time.Duration(n) * unit, nil
+	return total, nil
+}
+
+// durationUnits are the units of a QStash duration: Go's, and days.
+var durationUnits = map[string]time.Duration{
+	"ns": time.Nanosecond, "us": time.Microsecond, "µs": time.Microsecond, "ms": time.Millisecond,
+	"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour,
 }
 
 // maxNotBefore is the last second of the year 9999.

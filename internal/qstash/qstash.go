@@ -53,6 +53,7 @@ func (q *API) Routes(r gin.IRouter) {
 	r.POST("/v2/batch", q.batch)
 	r.DELETE("/v2/messages", q.cancelMessages)
 	r.GET("/v2/dlq", q.listDLQ)
+	r.GET("/v2/dlq/:dlqId", q.getDLQ)
 	r.DELETE("/v2/dlq/:dlqId", q.deleteDLQ)
 	r.DELETE("/v2/dlq", q.deleteDLQMany)
 	r.POST("/v2/dlq/retry", q.retryDLQ)
@@ -371,9 +372,16 @@ func message(r *record.Request) Message {
 	}
 	m.TopicName = r.Topic
 	if fc := r.FlowControl; fc != nil {
-		m.Parallelism, m.Rate, m.Period = fc.Parallelism, fc.Rate, fc.PeriodMs/1000
+		m.Parallelism, m.Rate, m.Period = fc.Parallelism, fc.Rate, periodSeconds(fc)
 	}
 	return m
+}
+
+// periodSeconds is a flow control's period as QStash reports it, in
+// seconds: its default, one second, when only parallelism was set (the
+// official Python SDK reads 1 there).
+func periodSeconds(fc *record.FlowControl) int64 {
+	return max(1, fc.PeriodMs/1000)
 }
 
 func (q *API) cancelMessage(c *gin.Context) {

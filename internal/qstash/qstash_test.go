@@ -17,14 +17,18 @@ import (
 
 func TestDuration(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]time.Duration{"10s": 10 * time.Second, "5m": 5 * time.Minute, "2h": 2 * time.Hour, "1d": 24 * time.Hour, "30": 30 * time.Second} {
+	for in, want := range map[string]time.Duration{"10s": 10 * time.Second, "5m": 5 * time.Minute, "2h": 2 * time.Hour, "1d": 24 * time.Hour, "30": 30 * time.Second,
+		// Compound durations, as the official Python SDK sends them.
+		"1h30m3s": time.Hour + 30*time.Minute + 3*time.Second, "1d2h": 26 * time.Hour, "1500ms": 1500 * time.Millisecond,
+		"2m30s": 150 * time.Second, " 1h1s ": time.Hour + time.Second} {
 		if got, err := duration(in); err != nil || got != want {
 			t.Errorf("duration(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 	// Out of range is refused, never wrapped: 18446744073710s was stored
 	// as 448 ms, 213504d as about 25 minutes.
-	for _, in := range []string{"", "s", "10x", "-5m", "abc", "+5s", "18446744073710s", "213504d", "9223372036854775807", "99999999999999999999s", "36501d"} {
+	for _, in := range []string{"", "s", "10x", "-5m", "abc", "+5s", "18446744073710s", "213504d", "9223372036854775807", "99999999999999999999s", "36501d",
+		"1h30", "h1", "1hh", "1h-5m", "36500d1s"} {
 		if _, err := duration(in); err == nil {
 			t.Errorf("duration(%q) accepted", in)
 		}

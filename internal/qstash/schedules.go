@@ -74,7 +74,7 @@ func scheduleDoc(sc *record.Schedule) ScheduleDoc {
 		d.Retries = *sub.MaxRetries
 	}
 	if fc := sub.FlowControl; fc != nil {
-		d.Parallelism, d.Rate, d.Period = fc.Parallelism, fc.Rate, fc.PeriodMs/1000
+		d.Parallelism, d.Rate, d.Period = fc.Parallelism, fc.Rate, periodSeconds(fc)
 	}
 	for k, v := range redact.Headers(sub.Headers) {
 		d.Header[k] = []string{v}

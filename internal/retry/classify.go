@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -54,10 +55,49 @@ type Result struct {
 	HasRetryAfter bool
 }
 
+// Rules names whose retry rules judge an attempt: the API a request came
+// through decides, since its clients were promised different things.
+type Rules uint8
+
+const (
+	// RetrydRules are retryd's own API's: most 4xx and 3xx are permanent
+	// (the request itself is wrong), Retry-After is read on 429 and 503.
+	RetrydRules Rules = iota
+	// QStashRules are QStash's (/v2): every non-2xx answer is retried,
+	// but a 489 with Upstash-NonRetryable-Error: true, which fails the
+	// message at once; Retry-After and X-RateLimit-Reset(-Requests|
+	// -Tokens) are read on any of them, capped at a day.
+	QStashRules
+)
+
+// NonRetryableStatus with NonRetryableHeader: true is how a destination
+// tells QStash not to retry a message.
+const (
+	NonRetryableStatus = 489
+	NonRetryableHeader = "Upstash-NonRetryable-Error"
+)
+
+// qstashRetryAfterCap is QStash's longest wait before a retry (its
+// backoff's own cap).
+const qstashRetryAfterCap = 24 * time.Hour
+
+// qstashRetryAfterHeaders are read in this order; the first that parses
+// gives the wait.
+var qstashRetryAfterHeaders = []string{"Retry-After", "X-RateLimit-Reset", "X-RateLimit-Reset-Requests", "X-RateLimit-Reset-Tokens"}
+
+// Classify judges an attempt by retryd's own API's rules.
+func Classify(resp *http.Response, err error, now time.Time) Result {
+	return RetrydRules.Classify(resp, err, now)
+}
+
 // Classify is the one place that decides what an attempt's result means.
 // Exactly one of resp and err is meaningful: err is the transport error of
-// an attempt that got no response.
-func Classify(resp *http.Response, err error, now time.Time) Result {
+// an attempt that got no response. Transport errors mean the same under
+// every rules.
+func (rules Rules) Classify(resp *http.Response, err error, now time.Time) Result {
+	if err == nil && rules == QStashRules {
+		return classifyQStash(resp, now)
+	}
 	if err != nil {
 		var nerr net.Error
 		switch {
@@ -96,4 +136,28 @@ func Classify(resp *http.Response, err error, now time.Time) Result {
 		// request itself is wrong; sending it again cannot help.
 		return Result{Kind: Permanent, Class: ClientError}
 	}
+}
+
+// classifyQStash judges an answer as QStash does: anything but a 2xx is
+// retried, unless the destination said it must not be (489 with
+// Upstash-NonRetryable-Error: true).
+func classifyQStash(resp *http.Response, now time.Time) Result {
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return Result{Kind: Success}
+	}
+	if code == NonRetryableStatus && strings.EqualFold(strings.TrimSpace(resp.Header.Get(NonRetryableHeader)), "true") {
+		return Result{Kind: Permanent, Class: ClientError}
+	}
+	// The failure class still says what the answer was: only the decision
+	// to retry differs from retryd's own rules.
+	r := RetrydRules.Classify(resp, nil, now)
+	r.Kind, r.RetryAfter, r.HasRetryAfter = Retryable, 0, false
+	for _, name := range qstashRetryAfterHeaders {
+		if d, ok := ParseRetryAfter(resp.Header.Get(name), now); ok {
+			r.RetryAfter, r.HasRetryAfter = min(d, qstashRetryAfterCap), true
+			break
+		}
+	}
+	return r
 }

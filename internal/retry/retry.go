@@ -59,9 +59,11 @@ func (p Policy) Next(n int, u float64, res Result) time.Duration {
 	return p.Delay(n, u)
 }
 
-// ParseRetryAfter reads a Retry-After header value: delta seconds or an
-// HTTP-date. A date in the past means "now" (0). ok is false for anything
-// else, including negative numbers and garbage.
+// ParseRetryAfter reads a Retry-After header value: delta seconds, an
+// HTTP-date or a Go-style duration ("6m5s", "1.5s", "250ms": what
+// rate-limited APIs send in X-RateLimit-Reset-Requests, and QStash reads).
+// A date in the past means "now" (0). ok is false for anything else,
+// including negative numbers and garbage.
 func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -79,7 +81,11 @@ func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
-		return 0, false
+		d, derr := time.ParseDuration(v)
+		if derr != nil || d < 0 {
+			return 0, false
+		}
+		return d, true
 	}
 	if d := t.Sub(now); d > 0 {
 		return d, true

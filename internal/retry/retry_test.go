@@ -86,6 +86,12 @@ func TestParseRetryAfter(t *testing.T) {
 		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second, true},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0, true},
 		{"Mon, 32 Jan 2026 00:00:00 GMT", 0, false},
+		{"6m5s", 6*time.Minute + 5*time.Second, true},
+		{"1h30m3s", time.Hour + 30*time.Minute + 3*time.Second, true},
+		{"250ms", 250 * time.Millisecond, true},
+		{"1.5s", 1500 * time.Millisecond, true},
+		{"-1s", 0, false},
+		{"5x", 0, false},
 	}
 	for _, c := range cases {
 		got, ok := ParseRetryAfter(c.in, now)
@@ -204,5 +210,67 @@ func TestDelayFuncUntimedChangesNoLaterDelay(t *testing.T) {
 	wg.Wait()
 	if got := f(0, At(due, errors.New("timed")), nil); got != 5*time.Second {
 		t.Errorf("a timed retry after untimed ones waits %v, want 5s (its due time and the 2 s lag)", got)
+	}
+}
+
+// On /v2, QStash's rules: every non-2xx is retried (retryd's own API keeps
+// most 4xx permanent), but 489 with Upstash-NonRetryable-Error: true, and
+// Retry-After or X-RateLimit-Reset(-Requests|-Tokens) on any answer give
+// the wait (seconds, an HTTP-date or a duration), capped at a day.
+func TestClassifyQStashRules(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	resp := func(code int, kv ...string) *http.Response {
+		h := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return &http.Response{StatusCode: code, Header: h}
+	}
+	cases := []struct {
+		name      string
+		resp      *http.Response
+		err       error
+		kind      Kind
+		class     FailureClass
+		retryWait time.Duration
+		hasWait   bool
+	}{
+		{"200", resp(200), nil, Success, "", 0, false},
+		{"204", resp(204), nil, Success, "", 0, false},
+		{"302 retried", resp(302), nil, Retryable, Redirect, 0, false},
+		{"400 retried", resp(400), nil, Retryable, ClientError, 0, false},
+		{"404 retried", resp(404), nil, Retryable, ClientError, 0, false},
+		{"410 retried", resp(410), nil, Retryable, ClientError, 0, false},
+		{"489 alone retried", resp(489), nil, Retryable, ClientError, 0, false},
+		{"489 non-retryable", resp(489, "Upstash-NonRetryable-Error", "true"), nil, Permanent, ClientError, 0, false},
+		{"489 non-retryable, any case", resp(489, "Upstash-NonRetryable-Error", "TRUE"), nil, Permanent, ClientError, 0, false},
+		{"489 header false", resp(489, "Upstash-NonRetryable-Error", "false"), nil, Retryable, ClientError, 0, false},
+		{"500 header on another status", resp(500, "Upstash-NonRetryable-Error", "true"), nil, Retryable, ServerError, 0, false},
+		{"429 seconds", resp(429, "Retry-After", "10"), nil, Retryable, RateLimited, 10 * time.Second, true},
+		{"404 Retry-After read too", resp(404, "Retry-After", "7"), nil, Retryable, ClientError, 7 * time.Second, true},
+		{"500 duration", resp(500, "Retry-After", "6m5s"), nil, Retryable, ServerError, 6*time.Minute + 5*time.Second, true},
+		{"500 date", resp(500, "Retry-After", now.Add(90*time.Second).Format(http.TimeFormat)), nil, Retryable, ServerError, 90 * time.Second, true},
+		{"X-RateLimit-Reset", resp(429, "X-RateLimit-Reset", "12"), nil, Retryable, RateLimited, 12 * time.Second, true},
+		{"X-RateLimit-Reset-Requests", resp(429, "X-RateLimit-Reset-Requests", "1m2s"), nil, Retryable, RateLimited, 62 * time.Second, true},
+		{"X-RateLimit-Reset-Tokens", resp(429, "X-RateLimit-Reset-Tokens", "250ms"), nil, Retryable, RateLimited, 250 * time.Millisecond, true},
+		{"Retry-After first", resp(429, "Retry-After", "3", "X-RateLimit-Reset", "9"), nil, Retryable, RateLimited, 3 * time.Second, true},
+		{"garbage, then a good one", resp(429, "Retry-After", "soon", "X-RateLimit-Reset-Tokens", "4s"), nil, Retryable, RateLimited, 4 * time.Second, true},
+		{"capped at a day", resp(503, "Retry-After", "172800"), nil, Retryable, ServerError, 24 * time.Hour, true},
+		{"duration capped at a day", resp(503, "X-RateLimit-Reset", "49h"), nil, Retryable, ServerError, 24 * time.Hour, true},
+		{"network", nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, Retryable, Network, 0, false},
+		{"blocked", nil, fmt.Errorf("dial: %w", ErrBlocked), Permanent, BlockedDestination, 0, false},
+	}
+	for _, c := range cases {
+		got := QStashRules.Classify(c.resp, c.err, now)
+		if got.Kind != c.kind || got.Class != c.class || got.RetryAfter != c.retryWait || got.HasRetryAfter != c.hasWait {
+			t.Errorf("%s: QStashRules.Classify = %+v; want kind %s class %q retryAfter %v (%v)", c.name, got, c.kind, c.class, c.retryWait, c.hasWait)
+		}
+		// retryd's own API is unchanged: a 4xx stays permanent there.
+		if c.resp != nil && c.resp.StatusCode == 404 {
+			if own := Classify(c.resp, nil, now); own.Kind != Permanent {
+				t.Errorf("%s: retryd's rules made a 404 %s", c.name, own.Kind)
+			}
+		}
 	}
 }
