@@ -151,7 +151,7 @@ func TestCreateScript(t *testing.T) {
 				d0.idem("k1"): tid + " " + hashHex("body")},
 		},
 		{
-			name:       "a claimed key replays and writes nothing",
+			name:       "a claimed key replays, its claim unchanged",
 			idemKey:    "k1",
 			initial:    state{d0.idem("k1"): "01other " + hashHex("body")},
 			wantReplay: &Replay{ID: "01other", SameBody: true},

@@ -197,7 +197,10 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 }
 
 // createReplicated runs createScript and WAIT on one connection (WAIT
-// covers the writes of its own connection).
+// covers the writes of its own connection). Only a request it stored
+// itself, unconfirmed, is ErrNotReplicated (the caller takes it back); a
+// replay or a full owner it could not confirm is ErrUnavailable, and what
+// the script found belongs to another submission, not to be removed.
 func (s *Store) createReplicated(ctx context.Context, keys []string, args []any) (string, error) {
 	pipe := s.rdb.Pipeline()
 	create := createScript.Eval(ctx, pipe, keys, args...)
@@ -205,11 +208,22 @@ func (s *Store) createReplicated(ctx context.Context, keys []string, args []any)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return "", err
 	}
-	if n, _ := wait.Int(); n < s.replicas {
-		return "", ErrNotReplicated
+	prev, err := create.Text()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", err
 	}
-	return create.Text()
+	if n, werr := wait.Int(); werr != nil || n < s.replicas {
+		if errors.Is(err, redis.Nil) {
+			return "", ErrNotReplicated
+		}
+		return "", errEarlierNotReplicated
+	}
+	return prev, err
 }
+
+// errEarlierNotReplicated: a replay (or a full owner) whose state too few
+// replicas confirmed; the API answers 503 and removes nothing.
+var errEarlierNotReplicated = fmt.Errorf("%w: too few replicas confirmed the earlier submission", ErrUnavailable)
 
 func cutSpace(s string) (string, string, bool) {
 	for i := 0; i < len(s); i++ {

@@ -20,10 +20,16 @@
 -- ARGV[9..]: HSET field/value pairs of the request hash
 -- Returns: nil when stored; "full" when the owner is at its limit (nothing
 -- written); the earlier idempotency value when the key was claimed before
--- (nothing written)
+-- (nothing changed)
 if ARGV[2] ~= "" then
   local prev = redis.call("GET", KEYS[4])
-  if prev then return prev end
+  if prev then
+    -- The claim is written again as it is: a write of this connection,
+    -- so a WAIT after the script also covers the claim's first write,
+    -- made on another connection (replication keeps the order).
+    redis.call("SET", KEYS[4], prev, "KEEPTTL")
+    return prev
+  end
 end
 if ARGV[5] ~= "0" then
   if redis.call("ZCARD", KEYS[6]) >= tonumber(ARGV[5]) then return "full" end

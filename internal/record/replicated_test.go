@@ -1,0 +1,63 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// With RequireReplicas, a submission the replica cannot confirm is
+// ErrNotReplicated only when this call stored it (the API takes it back);
+// an unconfirmed replay of an earlier submission is unavailable but not
+// ErrNotReplicated, so the API leaves the earlier claim alone, and once
+// the replica answers the replay finds the same request.
+func TestCreateReplicatedTellsOwnWriteFromReplay(t *testing.T) {
+	t.Parallel()
+	sn := redistest.StartSentinels(t, 1)
+	s := NewStore(sn.Master.Client(), time.Hour)
+	s.RequireReplicas(1, 300*time.Millisecond)
+	ctx := context.Background()
+	now := time.Now()
+
+	first := newRequest("01m8mhyychtfy2pdj6g1", now)
+	if replay, err := s.Create(ctx, first, "key-1", []byte("b"), CreateOptions{}); err != nil || replay != nil {
+		t.Fatalf("first submission: %v %v", replay, err)
+	}
+
+	stopped := sn.Replica.Pid()
+	if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(stopped, syscall.SIGCONT) })
+
+	_, err := s.Create(ctx, newRequest("01m8mhyychtfy2pdj6g2", now), "key-1", []byte("b"), CreateOptions{})
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotReplicated) {
+		t.Errorf("unconfirmed replay: %v, want ErrUnavailable and not ErrNotReplicated", err)
+	}
+	_, err = s.Create(ctx, newRequest("01m8mhyychtfy2pdj6g3", now), "key-2", []byte("b"), CreateOptions{})
+	if !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("unconfirmed new request: %v, want ErrNotReplicated", err)
+	}
+
+	if err := syscall.Kill(stopped, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		replay, err := s.Create(ctx, newRequest("01m8mhyychtfy2pdj6g4", now), "key-1", []byte("b"), CreateOptions{})
+		if err == nil {
+			if replay == nil || replay.ID != first.ID {
+				t.Fatalf("replay after the replica came back: %+v, want %s", replay, first.ID)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replay still unconfirmed 20s after the replica came back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
