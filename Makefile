@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog bench-tenants profile lint fuzz chaos
+.PHONY: help run test deps bench bench-backlog bench-tenants profile lint fuzz chaos chaos-failover
 
 ## help: list the targets
 help:
@@ -57,6 +57,10 @@ profile: deps
 ## chaos: soak run with real processes, killed workers and a killed Redis (CHAOS_REQUESTS=10000)
 chaos: deps
 	CHAOS_REQUESTS=$${CHAOS_REQUESTS:-10000} $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./e2e/ | grep -E '^(CHAOS|---|ok|FAIL)'
+
+## chaos-failover: proof of delivery under failover (docs/reliability.md): a primary, a replica and three sentinels (redis-server --sentinel); the primary SIGKILLed, the API's and a worker's Redis connections cut 10 s; FAILOVER_RUNS=5 runs each with REDIS_WAIT_REPLICAS=1 and 0 (FAILOVER_WAITS=1,0)
+chaos-failover: deps
+	FAILOVER_RUNS=$${FAILOVER_RUNS:-5} $(GO) test -count=1 -run '^TestFailover$$' -v -timeout 90m ./e2e/ | grep -E '^(FAILOVER|---|ok|FAIL|    failover_)'
 
 ## fuzz: fuzz the submission decoder/validator (FUZZTIME=1m)
 fuzz:

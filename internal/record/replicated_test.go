@@ -61,3 +61,44 @@ func TestCreateReplicatedTellsOwnWriteFromReplay(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TakeBack removes an unconfirmed request with its claim, but not once a
+// replay of its Idempotency-Key has seen the claim (and may have been
+// acknowledged).
+func TestTakeBackLeavesAReplayedRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name        string
+		replay      bool
+		wantRemoved bool
+	}{
+		{name: "unseen: removed", wantRemoved: true},
+		{name: "replayed: kept", replay: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			r := newRequest(tid, t0)
+			if _, err := s.Create(ctx, r, "k1", []byte("body"), CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if c.replay {
+				if replay, err := s.Create(ctx, newRequest("01m8mhyychtfy2pdj6g8", t0), "k1", []byte("body"), CreateOptions{}); err != nil || replay == nil {
+					t.Fatalf("replay: %v %v", replay, err)
+				}
+			}
+			removed, err := s.TakeBack(ctx, "", tid, "k1")
+			if err != nil || removed != c.wantRemoved {
+				t.Fatalf("TakeBack = %v, %v; want %v", removed, err, c.wantRemoved)
+			}
+			left := dump(t, rdb, k0.req(tid), d0.idem("k1"))
+			if c.wantRemoved && len(left) != 0 {
+				t.Errorf("removed, yet left: %v", left)
+			}
+			if !c.wantRemoved && len(left) != 2 {
+				t.Errorf("kept, yet only %v left", left)
+			}
+		})
+	}
+}

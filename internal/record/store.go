@@ -188,7 +188,8 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 			}
 			continue
 		}
-		id, bodyHash, _ := cutSpace(prev)
+		id, rest, _ := cutSpace(prev)
+		bodyHash, _, _ := cutSpace(rest) // then " replayed", once replayed
 		if id == "" {
 			return nil, errReply("create", prev)
 		}
@@ -234,24 +235,66 @@ func cutSpace(s string) (string, string, bool) {
 	return s, "", false
 }
 
-// Remove deletes request id of tenant t that was never handed to the
-// queue (its enqueue failed), with its index entries and idempotency
-// claim, so a 503 answer leaves nothing behind.
+// Remove deletes request id of tenant t with its index entries and
+// idempotency claim.
 func (s *Store) Remove(ctx context.Context, t, id, idemKey string) error {
-	pipe := s.rdb.TxPipeline()
-	k := s.k(id)
-	tk := k.of(t)
-	pipe.Del(ctx, k.req(id), k.attempts(id), k.redrives(id), k.spec(id), k.result(id))
-	pipe.ZRem(ctx, tk.all(), id)
-	for _, st := range Statuses {
-		pipe.ZRem(ctx, tk.index(st), id)
-	}
-	if idemKey != "" {
-		pipe.Del(ctx, tk.idem(idemKey))
-	}
-	_, err := pipe.Exec(ctx)
+	_, err := s.rdb.TxPipelined(ctx, s.removal(ctx, t, id, idemKey))
 	return wrap(err)
 }
+
+// TakeBack removes request id of tenant t that was never confirmed (too
+// few replicas confirmed it, or its enqueue failed), so a 503 answer leaves
+// nothing behind. It does not when a replay of idemKey has seen the claim
+// since (that submission may have been acknowledged): removed is then
+// false, and the request stays to be delivered.
+func (s *Store) TakeBack(ctx context.Context, t, id, idemKey string) (removed bool, err error) {
+	if idemKey == "" {
+		return true, s.Remove(ctx, t, id, idemKey)
+	}
+	claim := s.k(id).of(t).idem(idemKey)
+	remove := func(tx *redis.Tx) error {
+		v, err := tx.Get(ctx, claim).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		if strings.HasSuffix(v, replayedMark) {
+			return nil
+		}
+		removed = true
+		_, err = tx.TxPipelined(ctx, s.removal(ctx, t, id, idemKey))
+		return err
+	}
+	// WATCH fails the removal when a replay marks the claim in between;
+	// the next try sees the mark.
+	for try := 0; ; try++ {
+		removed = false
+		err = s.rdb.Watch(ctx, remove, claim)
+		if !errors.Is(err, redis.TxFailedErr) || try == 2 {
+			return removed && err == nil, wrap(err)
+		}
+	}
+}
+
+// removal queues the deletion of a request's keys, index entries and
+// idempotency claim.
+func (s *Store) removal(ctx context.Context, t, id, idemKey string) func(redis.Pipeliner) error {
+	k := s.k(id)
+	tk := k.of(t)
+	return func(pipe redis.Pipeliner) error {
+		pipe.Del(ctx, k.req(id), k.attempts(id), k.redrives(id), k.spec(id), k.result(id))
+		pipe.ZRem(ctx, tk.all(), id)
+		for _, st := range Statuses {
+			pipe.ZRem(ctx, tk.index(st), id)
+		}
+		if idemKey != "" {
+			pipe.Del(ctx, tk.idem(idemKey))
+		}
+		return nil
+	}
+}
+
+// replayedMark ends an idempotency claim that a replay has seen.
+const replayedMark = " replayed"
 
 // Get returns the request with its attempts.
 func (s *Store) Get(ctx context.Context, id string) (*Request, error) {

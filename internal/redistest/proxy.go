@@ -24,6 +24,8 @@ type Proxy struct {
 	// (a sentinel's replies carry the addresses of nodes).
 	rewrite func(*respValue)
 	cut     atomic.Bool
+	// replied is when the target's last bytes reached a client (unix ns).
+	replied atomic.Int64
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -77,13 +79,13 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	p.track(up)
-	go p.pipe(up, c, nil)
-	p.pipe(c, up, p.rewrite)
+	go p.pipe(up, c, nil, false)
+	p.pipe(c, up, p.rewrite, true)
 }
 
 // pipe copies src to dst until either ends, dropping what it reads while
 // the proxy is cut.
-func (p *Proxy) pipe(dst, src net.Conn, rewrite func(*respValue)) {
+func (p *Proxy) pipe(dst, src net.Conn, rewrite func(*respValue), reply bool) {
 	defer p.drop(src)
 	defer p.drop(dst)
 	r := bufio.NewReaderSize(src, 64<<10)
@@ -109,6 +111,9 @@ func (p *Proxy) pipe(dst, src net.Conn, rewrite func(*respValue)) {
 		}
 		if _, err := dst.Write(chunk); err != nil {
 			return
+		}
+		if reply {
+			p.replied.Store(time.Now().UnixNano())
 		}
 	}
 }
@@ -182,6 +187,16 @@ func (ps *Proxies) Heal() {
 	for _, p := range ps.all {
 		p.Heal()
 	}
+}
+
+// LastReply is when Redis (a node or a sentinel) last answered the
+// process through these proxies: after Heal, the moment it reconnected.
+func (ps *Proxies) LastReply() time.Time {
+	var last int64
+	for _, p := range ps.all {
+		last = max(last, p.replied.Load())
+	}
+	return time.Unix(0, last)
 }
 
 func portOf(addr string) string {
