@@ -23,11 +23,11 @@ type failoverResult struct {
 	recover, cutAPI, cutWorker time.Duration
 	// promoted, rejoined: from the SIGKILL until Sentinel named the
 	// replica master, and until the old primary was its replica.
-	promoted, rejoined time.Duration
-	unavailable, noRetryAfter  int
-	unexpected                 []string
-	dropped, abandoned         int
-	lostIDs, stuckIDs          []string
+	promoted, rejoined        time.Duration
+	unavailable, noRetryAfter int
+	unexpected                []string
+	dropped, abandoned        int
+	lostIDs, stuckIDs         []string
 }
 
 // afterFinalSlack is how long after a record's completedAt a call may
