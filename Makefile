@@ -37,7 +37,7 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-## bench: every figure of docs/benchmarks.md (BENCH_N=20000, BENCH_ROUNDS=3; BENCH_BULLMQ=0 skips the Node peer)
+## bench: every figure of docs/benchmarks.md (BENCH_N=20000, BENCH_ROUNDS=3; BENCH_BULLMQ=0 skips the Node peer; BENCH_REPLICA=1 gives Redis a replica, for BENCH_API_ENV=REDIS_WAIT_REPLICAS=1)
 bench: deps
 	@command -v node >/dev/null 2>&1 || { echo "node is missing (needed for the BullMQ peer): apt-get install -y nodejs npm, or run with BENCH_BULLMQ=0"; exit 1; }
 	$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./e2e/ | grep -vE '^(goos|goarch|pkg|cpu):' 

@@ -117,6 +117,15 @@ func (sn *Sentinel) MasterAddr(addr string) string {
 	return f[0] + ":" + f[1]
 }
 
+// StartReplica starts a replica of master (no sentinel) and waits until
+// its link is up.
+func StartReplica(t testing.TB, master *Server) *Server {
+	t.Helper()
+	r := startWith(t, Options{}, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	waitOnline(t, master)
+	return r
+}
+
 func startWith(t testing.TB, o Options, extra ...string) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
