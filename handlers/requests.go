@@ -35,7 +35,8 @@ type Store interface {
 	RingsOnCreate() bool
 	Remove(ctx context.Context, tenant, id, idemKey string) error
 	// TakeBack removes an unconfirmed request, unless a replay of its
-	// Idempotency-Key has seen it (removed is then false).
+	// Idempotency-Key has seen it or a worker has begun it (removed is
+	// then false).
 	TakeBack(ctx context.Context, tenant, id, idemKey string) (removed bool, err error)
 	Get(ctx context.Context, id string) (*record.Request, error)
 	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
@@ -209,9 +210,10 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 
 // takeBack removes an unconfirmed request before its submission is
 // answered 503, so a retried submission does not deliver twice. A request
-// that a replay of its Idempotency-Key saw in the meantime stays (the
-// replay may have been acknowledged) and is enqueued. If the removal
-// fails, the sweeper enqueues the record it finds without a task.
+// that a replay of its Idempotency-Key saw in the meantime (the replay may
+// have been acknowledged), or that a worker has begun (the enqueue did
+// reach Redis), stays and is enqueued. If the removal fails, the sweeper
+// enqueues the record it finds without a task.
 func (a *API) takeBack(ctx context.Context, r *record.Request, idemKey string) {
 	removed, err := a.Store.TakeBack(ctx, r.Tenant, r.ID, idemKey)
 	if err != nil {

@@ -64,17 +64,19 @@ func TestCreateReplicatedTellsOwnWriteFromReplay(t *testing.T) {
 
 // TakeBack removes an unconfirmed request with its claim, but not once a
 // replay of its Idempotency-Key has seen the claim (and may have been
-// acknowledged).
+// acknowledged), nor once a worker has begun it (it may be delivered).
 func TestTakeBackLeavesAReplayedRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct {
 		name        string
 		replay      bool
+		begin       bool
 		wantRemoved bool
 	}{
 		{name: "unseen: removed", wantRemoved: true},
 		{name: "replayed: kept", replay: true},
+		{name: "begun by a worker: kept", begin: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -86,6 +88,11 @@ func TestTakeBackLeavesAReplayedRequest(t *testing.T) {
 			if c.replay {
 				if replay, err := s.Create(ctx, newRequest("01m8mhyychtfy2pdj6g8", t0), "k1", []byte("body"), CreateOptions{}); err != nil || replay == nil {
 					t.Fatalf("replay: %v %v", replay, err)
+				}
+			}
+			if c.begin {
+				if b, err := s.Begin(ctx, tid, t0); err != nil || b.State != Started {
+					t.Fatalf("begin: %+v %v", b, err)
 				}
 			}
 			removed, err := s.TakeBack(ctx, "", tid, "k1")

@@ -244,35 +244,59 @@ func (s *Store) Remove(ctx context.Context, t, id, idemKey string) error {
 
 // TakeBack removes request id of tenant t that was never confirmed (too
 // few replicas confirmed it, or its enqueue failed), so a 503 answer leaves
-// nothing behind. It does not when a replay of idemKey has seen the claim
-// since (that submission may have been acknowledged): removed is then
-// false, and the request stays to be delivered.
+// nothing behind. It leaves a request that may have been acknowledged or
+// delivered all the same: one whose claim a replay of idemKey has seen
+// (that replay may have been answered 200), and one a worker has begun
+// (an enqueue reported failed may have reached Redis, and a woken worker
+// taken the task). removed is then false, and the request stays to be
+// delivered.
 func (s *Store) TakeBack(ctx context.Context, t, id, idemKey string) (removed bool, err error) {
-	if idemKey == "" {
-		return true, s.Remove(ctx, t, id, idemKey)
+	req := s.k(id).req(id)
+	watched := []string{req}
+	claim := ""
+	if idemKey != "" {
+		claim = s.k(id).of(t).idem(idemKey)
+		watched = append(watched, claim)
 	}
-	claim := s.k(id).of(t).idem(idemKey)
 	remove := func(tx *redis.Tx) error {
-		v, err := tx.Get(ctx, claim).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		h, err := tx.HMGet(ctx, req, fStatus, fAttemptCount, fInflightN).Result()
+		if err != nil {
 			return err
 		}
-		if strings.HasSuffix(v, replayedMark) {
+		if begun(h) {
 			return nil
+		}
+		if claim != "" {
+			v, err := tx.Get(ctx, claim).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			if strings.HasSuffix(v, replayedMark) {
+				return nil
+			}
 		}
 		removed = true
 		_, err = tx.TxPipelined(ctx, s.removal(ctx, t, id, idemKey))
 		return err
 	}
-	// WATCH fails the removal when a replay marks the claim in between;
-	// the next try sees the mark.
+	// WATCH fails the removal when a replay or a worker touches the
+	// request in between; the next try sees what it did.
 	for try := 0; ; try++ {
 		removed = false
-		err = s.rdb.Watch(ctx, remove, claim)
+		err = s.rdb.Watch(ctx, remove, watched...)
 		if !errors.Is(err, redis.TxFailedErr) || try == 2 {
 			return removed && err == nil, wrap(err)
 		}
 	}
+}
+
+// begun says whether a request hash's status, attemptCount and inflightN
+// (as HMGET reads them) show that a worker has taken it up.
+func begun(h []any) bool {
+	status, _ := h[0].(string)
+	count, _ := h[1].(string)
+	inflight, _ := h[2].(string)
+	return (status != "" && status != string(Pending)) || (count != "" && count != "0") || inflight != ""
 }
 
 // removal queues the deletion of a request's keys, index entries and
