@@ -60,7 +60,7 @@ chaos: deps
 
 ## chaos-failover: proof of delivery under failover (docs/reliability.md): a primary, a replica and three sentinels (redis-server --sentinel); the primary SIGKILLed, the API's and a worker's Redis connections cut 10 s; FAILOVER_RUNS=5 runs each with REDIS_WAIT_REPLICAS=1 and 0 (FAILOVER_WAITS=1,0)
 chaos-failover: deps
-	FAILOVER_RUNS=$${FAILOVER_RUNS:-5} $(GO) test -count=1 -run '^TestFailover$$' -v -timeout 90m ./e2e/ | grep -E '^(FAILOVER|---|ok|FAIL|    failover_)'
+	FAILOVER_RUNS=$${FAILOVER_RUNS:-5} $(GO) test -count=1 -run '^TestFailover$$' -v -timeout 90m ./e2e/ | grep --line-buffered -E '^(FAILOVER|---|ok|FAIL|    failover_)'
 
 ## fuzz: fuzz the submission decoder/validator (FUZZTIME=1m)
 fuzz:

@@ -17,6 +17,9 @@ type failoverResult struct {
 	afterFinal   int // calls that reached the destination after the record said completed or canceled
 	twice        int // Idempotency-Keys that became two requests
 	replayed     int // final replays of an acknowledged key that named another id or none
+	// uncanceled: requests whose DELETE answered 200 but whose record
+	// ended otherwise (a cancel is not confirmed by replicas).
+	uncanceled int
 	// recover: from the SIGKILL until submissions are acknowledged and
 	// delivered again; cutAPI, cutWorker: from the end of a cut until the
 	// API acknowledges again / the worker hears from Redis again.
@@ -101,6 +104,12 @@ func (res *failoverResult) check(t *testing.T, s *stack, l *ledger, drain time.D
 			}
 		}
 	}
+	for id := range l.canceled {
+		if d := docs[id]; d != nil && d["status"] != "canceled" {
+			res.uncanceled++
+			t.Logf("%s: its DELETE answered 200, its record ended %v", id, d["status"])
+		}
+	}
 	for key, ids := range l.keyIDs {
 		if len(ids) > 1 {
 			res.twice++
@@ -170,10 +179,10 @@ func terminal(doc map[string]any) bool {
 // line is the run's one-line summary.
 func (res *failoverResult) line(p failoverPlan) string {
 	return fmt.Sprintf("FAILOVER run=%d wait=%d acknowledged=%d lost=%d stuck=%d duplicates=%d recover_s=%.2f "+
-		"promote_s=%.2f rejoin_s=%.2f cut_api_recover_s=%.2f cut_worker_recover_s=%.2f after_final=%d created_twice=%d replay_mismatch=%d lost_but_delivered=%d "+
+		"promote_s=%.2f rejoin_s=%.2f cut_api_recover_s=%.2f cut_worker_recover_s=%.2f after_final=%d created_twice=%d replay_mismatch=%d lost_but_delivered=%d uncanceled=%d "+
 		"answers_503=%d no_retry_after=%d unexpected=%d dropped_mid_call=%d never_acknowledged=%d",
 		p.run, p.wait, res.acknowledged, res.lost, res.stuck, res.duplicates, res.recover.Seconds(),
-		res.promoted.Seconds(), res.rejoined.Seconds(), res.cutAPI.Seconds(), res.cutWorker.Seconds(), res.afterFinal, res.twice, res.replayed, res.lostSeen,
+		res.promoted.Seconds(), res.rejoined.Seconds(), res.cutAPI.Seconds(), res.cutWorker.Seconds(), res.afterFinal, res.twice, res.replayed, res.lostSeen, res.uncanceled,
 		res.unavailable, res.noRetryAfter, len(res.unexpected), res.dropped, res.abandoned)
 }
 
