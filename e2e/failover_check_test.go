@@ -113,7 +113,10 @@ func (res *failoverResult) check(t *testing.T, s *stack, l *ledger, drain time.D
 	for key, ids := range l.keyIDs {
 		if len(ids) > 1 {
 			res.twice++
-			t.Logf("Idempotency-Key %s became %d requests", key, len(ids))
+			for id := range ids {
+				t.Logf("Idempotency-Key %s became %d requests: %s (acknowledged as %s) calls %d, sent %v",
+					key, len(ids), id, acked[key], len(l.hits[id]), l.sent[id])
+			}
 		}
 	}
 	bodies := make(map[string]string, len(l.bodies))
