@@ -34,12 +34,20 @@ type Proxy struct {
 // StartProxy starts a proxy to target, closed with the test.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	p := listenProxy(t, target)
+	go p.serve()
+	return p
+}
+
+// listenProxy is a proxy that listens but does not serve yet (Proxies
+// sets its rewrite first).
+func listenProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
-	go p.serve()
 	t.Cleanup(func() { _ = ln.Close(); p.closeAll() })
 	return p
 }
@@ -157,7 +165,7 @@ func (sn *Sentinel) Proxies(t testing.TB) *Proxies {
 	ports := map[string]string{}
 	ps := &Proxies{}
 	add := func(target string) *Proxy {
-		p := StartProxy(t, target)
+		p := listenProxy(t, target)
 		ports[portOf(target)] = portOf(p.Addr)
 		ps.all = append(ps.all, p)
 		return p
@@ -171,6 +179,11 @@ func (sn *Sentinel) Proxies(t testing.TB) *Proxies {
 	for _, p := range sentinels {
 		p.rewrite = func(v *respValue) { v.mapPorts(ports) }
 		ps.SentinelAddrs = append(ps.SentinelAddrs, p.Addr)
+	}
+	// Served only now: ports and rewrite are complete, and never written
+	// again.
+	for _, p := range ps.all {
+		go p.serve()
 	}
 	return ps
 }
