@@ -26,7 +26,14 @@ type failoverResult struct {
 	recover, cutAPI, cutWorker time.Duration
 	// promoted, rejoined: from the SIGKILL until Sentinel named the
 	// replica master, and until the old primary was its replica.
-	promoted, rejoined        time.Duration
+	promoted, rejoined time.Duration
+	// failovers Sentinel made (more than one: it also failed over on its
+	// own, e.g. a loaded machine made a node miss down-after-milliseconds).
+	failovers int
+	// killedAt is the SIGKILL; lostFrom, lostTo: when the lost requests'
+	// acknowledged submissions were sent, relative to it.
+	killedAt                  time.Time
+	lostFrom, lostTo          time.Duration
 	unavailable, noRetryAfter int
 	unexpected                []string
 	dropped, abandoned        int
@@ -78,9 +85,16 @@ func (res *failoverResult) check(t *testing.T, s *stack, l *ledger, drain time.D
 	res.lost, res.stuck = len(res.lostIDs), len(res.stuckIDs)
 
 	l.mu.Lock()
-	for _, id := range res.lostIDs {
+	for i, id := range res.lostIDs {
 		if len(l.hits[id]) > 0 {
 			res.lostSeen++
+		}
+		at := l.sent[id].Sub(res.killedAt)
+		if i == 0 || at < res.lostFrom {
+			res.lostFrom = at
+		}
+		if i == 0 || at > res.lostTo {
+			res.lostTo = at
 		}
 	}
 	for id, hs := range l.hits {
@@ -182,10 +196,10 @@ func terminal(doc map[string]any) bool {
 // line is the run's one-line summary.
 func (res *failoverResult) line(p failoverPlan) string {
 	return fmt.Sprintf("FAILOVER run=%d wait=%d acknowledged=%d lost=%d stuck=%d duplicates=%d recover_s=%.2f "+
-		"promote_s=%.2f rejoin_s=%.2f cut_api_recover_s=%.2f cut_worker_recover_s=%.2f after_final=%d created_twice=%d replay_mismatch=%d lost_but_delivered=%d uncanceled=%d "+
+		"failovers=%d promote_s=%.2f rejoin_s=%.2f cut_api_recover_s=%.2f cut_worker_recover_s=%.2f after_final=%d created_twice=%d replay_mismatch=%d lost_but_delivered=%d lost_sent_s=%.2f..%.2f uncanceled=%d "+
 		"answers_503=%d no_retry_after=%d unexpected=%d dropped_mid_call=%d never_acknowledged=%d",
 		p.run, p.wait, res.acknowledged, res.lost, res.stuck, res.duplicates, res.recover.Seconds(),
-		res.promoted.Seconds(), res.rejoined.Seconds(), res.cutAPI.Seconds(), res.cutWorker.Seconds(), res.afterFinal, res.twice, res.replayed, res.lostSeen, res.uncanceled,
+		res.failovers, res.promoted.Seconds(), res.rejoined.Seconds(), res.cutAPI.Seconds(), res.cutWorker.Seconds(), res.afterFinal, res.twice, res.replayed, res.lostSeen, res.lostFrom.Seconds(), res.lostTo.Seconds(), res.uncanceled,
 		res.unavailable, res.noRetryAfter, len(res.unexpected), res.dropped, res.abandoned)
 }
 

@@ -124,6 +124,7 @@ func runFailover(t *testing.T, p failoverPlan) *failoverResult {
 
 	stop.Store(true)
 	wg.Wait()
+	res.failovers = sn.Failovers(sn.SentinelAddrs[0])
 	res.check(t, s, l, p.drain)
 	return res
 }
@@ -136,6 +137,7 @@ func runFailover(t *testing.T, p failoverPlan) *failoverResult {
 func killPrimary(t *testing.T, sn *redistest.Sentinel, l *ledger, res *failoverResult) {
 	t.Helper()
 	killed := time.Now()
+	res.killedAt = killed
 	sn.Master.Kill()
 	waitFor(t, time.Minute, "Sentinel to promote the replica", func() bool { return sn.MasterAddr(sn.SentinelAddrs[0]) == sn.Replica.Addr })
 	res.promoted = time.Since(killed)

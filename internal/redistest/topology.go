@@ -103,6 +103,24 @@ func waitSentinel(t testing.TB, addr, what, mark string, want int) {
 	}
 }
 
+// Failovers is how many failovers the sentinel at addr has seen (its
+// config-epoch for the master: 0 before the first).
+func (sn *Sentinel) Failovers(addr string) int {
+	_, port, _ := strings.Cut(addr, ":")
+	out, err := exec.Command("redis-cli", "-p", port, "sentinel", "master", sn.MasterName).Output()
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "config-epoch" {
+			n, _ := strconv.Atoi(f[i+1])
+			return n
+		}
+	}
+	return -1
+}
+
 // MasterAddr is the master's address as the sentinel at addr gives it.
 func (sn *Sentinel) MasterAddr(addr string) string {
 	_, port, _ := strings.Cut(addr, ":")
