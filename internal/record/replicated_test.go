@@ -109,3 +109,26 @@ func TestTakeBackLeavesAReplayedRequest(t *testing.T) {
 		})
 	}
 }
+
+// What a node answers during a failover or a resync is an outage (503),
+// not a bug (500).
+func TestWrapTellsFailoverErrorsFromBugs(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]bool{
+		"READONLY You can't write against a read only replica.": true,
+		"NOREPLICAS Not enough good replicas to write.":         true,
+		"LOADING Redis is loading the dataset in memory":        true,
+		"MASTERDOWN Link with MASTER is down":                   true,
+		"ERR Error running script (call to f_x): wrong number":  false,
+	} {
+		if got := errors.Is(wrap(nodeError(msg)), ErrUnavailable); got != want {
+			t.Errorf("wrap(%q) unavailable = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// nodeError is an error a Redis node answered (a redis.Error).
+type nodeError string
+
+func (e nodeError) Error() string { return string(e) }
+func (nodeError) RedisError()     {}

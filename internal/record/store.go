@@ -98,9 +98,25 @@ func wrap(err error) error {
 		if strings.HasPrefix(rerr.Error(), "OOM ") {
 			return fmt.Errorf("%w: %w", ErrFull, err)
 		}
+		if transient(rerr.Error()) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// transientPrefixes start the errors a node answers while a failover or a
+// resync is under way: the write may succeed on the next try.
+var transientPrefixes = []string{"READONLY ", "NOREPLICAS ", "LOADING ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN "}
+
+func transient(msg string) bool {
+	for _, p := range transientPrefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Ping checks that Redis answers.
