@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog bench-tenants profile lint fuzz chaos
+.PHONY: help run test deps bench bench-backlog bench-tenants profile lint fuzz chaos chaos-failover
 
 ## help: list the targets
 help:
@@ -38,7 +38,7 @@ test: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-## bench: every figure of docs/benchmarks.md (BENCH_N=20000, BENCH_ROUNDS=3; BENCH_BULLMQ=0 skips the Node peer)
+## bench: every figure of docs/benchmarks.md (BENCH_N=20000, BENCH_ROUNDS=3; BENCH_BULLMQ=0 skips the Node peer; BENCH_REPLICA=1 gives Redis a replica, for BENCH_API_ENV=REDIS_WAIT_REPLICAS=1)
 bench: deps
 	@command -v node >/dev/null 2>&1 || { echo "node is missing (needed for the BullMQ peer): apt-get install -y nodejs npm, or run with BENCH_BULLMQ=0"; exit 1; }
 	$(GO) test -run '^$$' -bench '^BenchmarkSuite$$' -benchtime 1x -timeout 60m ./e2e/ | grep -vE '^(goos|goarch|pkg|cpu):' 
@@ -58,6 +58,10 @@ profile: deps
 ## chaos: soak run with real processes, killed workers and a killed Redis (CHAOS_REQUESTS=10000)
 chaos: deps
 	CHAOS_REQUESTS=$${CHAOS_REQUESTS:-10000} $(GO) test -count=1 -run '^TestChaos$$' -v -timeout 60m ./e2e/ | grep -E '^(CHAOS|---|ok|FAIL)'
+
+## chaos-failover: proof of delivery under failover (docs/reliability.md): a primary, a replica and three sentinels (redis-server --sentinel); the primary SIGKILLed, the API's and a worker's Redis connections cut 10 s; FAILOVER_RUNS=5 runs each with REDIS_WAIT_REPLICAS=1 and 0 (FAILOVER_WAITS=1,0)
+chaos-failover: deps
+	FAILOVER_RUNS=$${FAILOVER_RUNS:-5} $(GO) test -count=1 -run '^TestFailover$$' -v -timeout 90m ./e2e/ | grep --line-buffered -E '^(FAILOVER|---|ok|FAIL|    failover_)'
 
 ## fuzz: fuzz the submission decoder/validator (FUZZTIME=1m)
 fuzz:

@@ -141,6 +141,10 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("ceiling_cpu_per_task_redis", ceilingCPU["redis"])
 
 		r := redistest.StartServer(t, redistest.Options{})
+		if os.Getenv("BENCH_REPLICA") == "1" {
+			// For A/B runs of REDIS_WAIT_REPLICAS (BENCH_API_ENV).
+			redistest.StartReplica(t, r)
+		}
 		// The workers run with GOMAXPROCS=1, as docker-compose.yml and the
 		// Kubernetes manifest run them. BENCH_API_ENV and BENCH_WORKER_ENV
 		// set either side's extra environment, for A/B runs of the same

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,71 +33,6 @@ func TestRedisCluster(t *testing.T) {
 	if slot != strings.TrimSpace(string(out2)) {
 		t.Errorf("retryd's keys (slot %s) and asynq's queue keys (slot %s) are in different slots", slot, out2)
 	}
-}
-
-// retryd through Sentinel with REDIS_WAIT_REPLICAS=1: the master is
-// SIGKILLed mid-run and Sentinel promotes the replica; every request that
-// got a 202 completes.
-func TestRedisSentinelFailover(t *testing.T) {
-	t.Parallel()
-	sn := redistest.StartSentinel(t)
-	s := startStackOn(t, sn.Master, 2, "REDIS_SENTINEL_ADDRS="+sn.SentinelAddr, "REDIS_SENTINEL_MASTER="+sn.MasterName,
-		"REDIS_WAIT_REPLICAS=1", "SWEEP_INTERVAL=1s")
-	dest := newDestination(t)
-	url := dest.script("/sentinel", 200)
-
-	var mu sync.Mutex
-	var acked []string
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	for c := 0; c < 4; c++ {
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			for i := 0; !stop.Load(); i++ {
-				a, err := tryCall("POST", s.api+"/requests", fmt.Sprintf(`{"url":%q}`, url), "Idempotency-Key", fmt.Sprintf("s-%d-%d", c, i))
-				if err == nil && (a.status == 202 || a.status == 200) {
-					mu.Lock()
-					acked = append(acked, a.body["id"].(string))
-					mu.Unlock()
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}(c)
-	}
-	time.Sleep(1500 * time.Millisecond)
-	oldPort := sn.Master.Port
-	sn.Master.Kill()
-	waitFor(t, 30*time.Second, "sentinel to promote the replica", func() bool {
-		out, _ := exec.Command("redis-cli", "-p", strings.Split(sn.SentinelAddr, ":")[1], "sentinel", "get-master-addr-by-name", sn.MasterName).Output()
-		return !strings.Contains(string(out), strconv.Itoa(oldPort))
-	})
-	// The old master comes back and Sentinel makes it the new replica, so
-	// WAIT 1 can be satisfied again.
-	sn.Master.Restart()
-	time.Sleep(3 * time.Second)
-	stop.Store(true)
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(acked) < 20 {
-		t.Fatalf("only %d submissions acknowledged around the failover", len(acked))
-	}
-	for _, id := range acked {
-		a, err := tryCall("GET", s.api+"/requests/"+id, "")
-		deadline := time.Now().Add(60 * time.Second)
-		for err != nil || a.status != 200 || (a.body["status"] != "completed" && time.Now().Before(deadline)) {
-			time.Sleep(100 * time.Millisecond)
-			a, err = tryCall("GET", s.api+"/requests/"+id, "")
-			if time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil || a.status != 200 || a.body["status"] != "completed" {
-			t.Errorf("acknowledged request %s after the failover: %v %d %v", id, err, a.status, a.body["status"])
-		}
-	}
-	t.Logf("%d requests acknowledged around the failover, all completed", len(acked))
 }
 
 // With PARTITIONS=6 on 3 masters, requests, their records and their asynq

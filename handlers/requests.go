@@ -34,6 +34,10 @@ type Store interface {
 	// RingsOnCreate says whether Create rings the workers' doorbell.
 	RingsOnCreate() bool
 	Remove(ctx context.Context, tenant, id, idemKey string) error
+	// TakeBack removes an unconfirmed request, unless a replay of its
+	// Idempotency-Key has seen it or a worker has begun it (removed is
+	// then false).
+	TakeBack(ctx context.Context, tenant, id, idemKey string) (removed bool, err error)
 	Get(ctx context.Context, id string) (*record.Request, error)
 	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
 	List(ctx context.Context, scope tenant.Scope, status record.Status, cursor string, limit int) (*record.Page, error)
@@ -221,14 +225,29 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 		}
 	}
 	if unconfirmed {
-		// Answer 503 and take the record back, so a retried submission
-		// does not deliver twice. If the removal fails too, the sweeper
-		// enqueues the record it finds without a task.
-		if rmErr := a.Store.Remove(context.WithoutCancel(ctx), r.Tenant, r.ID, idemKey); rmErr != nil {
-			a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", rmErr)
-		}
+		a.takeBack(context.WithoutCancel(ctx), r, idemKey)
 	}
 	return replay, err
+}
+
+// takeBack removes an unconfirmed request before its submission is
+// answered 503, so a retried submission does not deliver twice. A request
+// that a replay of its Idempotency-Key saw in the meantime (the replay may
+// have been acknowledged), or that a worker has begun (the enqueue did
+// reach Redis), stays and is enqueued. If the removal fails, the sweeper
+// enqueues the record it finds without a task.
+func (a *API) takeBack(ctx context.Context, r *record.Request, idemKey string) {
+	removed, err := a.Store.TakeBack(ctx, r.Tenant, r.ID, idemKey)
+	if err != nil {
+		a.Log.Error("could not remove an unconfirmed request", "requestId", r.ID, "err", err)
+		return
+	}
+	if removed {
+		return
+	}
+	if err := a.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond, r.MaxRetries); err != nil {
+		a.Log.Warn("a replayed request could not be enqueued; the sweeper will", "requestId", r.ID, "err", err)
+	}
 }
 
 func (a *API) replay(c *gin.Context, replay *record.Replay) {

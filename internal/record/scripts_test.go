@@ -151,11 +151,18 @@ func TestCreateScript(t *testing.T) {
 				d0.idem("k1"): tid + " " + hashHex("body")},
 		},
 		{
-			name:       "a claimed key replays and writes nothing",
+			name:       "a claimed key replays and marks its claim replayed",
 			idemKey:    "k1",
 			initial:    state{d0.idem("k1"): "01other " + hashHex("body")},
 			wantReplay: &Replay{ID: "01other", SameBody: true},
-			want:       state{d0.idem("k1"): "01other " + hashHex("body")},
+			want:       state{d0.idem("k1"): "01other " + hashHex("body") + " replayed"},
+		},
+		{
+			name:       "a replay of a replayed claim keeps one mark",
+			idemKey:    "k1",
+			initial:    state{d0.idem("k1"): "01other " + hashHex("body") + " replayed"},
+			wantReplay: &Replay{ID: "01other", SameBody: true},
+			want:       state{d0.idem("k1"): "01other " + hashHex("body") + " replayed"},
 		},
 	}
 	for _, c := range cases {

@@ -98,9 +98,25 @@ func wrap(err error) error {
 		if strings.HasPrefix(rerr.Error(), "OOM ") {
 			return fmt.Errorf("%w: %w", ErrFull, err)
 		}
+		if transient(rerr.Error()) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// transientPrefixes start the errors a node answers while a failover or a
+// resync is under way: the write may succeed on the next try.
+var transientPrefixes = []string{"READONLY ", "NOREPLICAS ", "LOADING ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN "}
+
+func transient(msg string) bool {
+	for _, p := range transientPrefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Ping checks that Redis answers.
@@ -188,7 +204,8 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 			}
 			continue
 		}
-		id, bodyHash, _ := cutSpace(prev)
+		id, rest, _ := cutSpace(prev)
+		bodyHash, _, _ := cutSpace(rest) // then " replayed", once replayed
 		if id == "" {
 			return nil, errReply("create", prev)
 		}
@@ -197,7 +214,10 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 }
 
 // createReplicated runs createScript and WAIT on one connection (WAIT
-// covers the writes of its own connection).
+// covers the writes of its own connection). Only a request it stored
+// itself, unconfirmed, is ErrNotReplicated (the caller takes it back); a
+// replay or a full owner it could not confirm is ErrUnavailable, and what
+// the script found belongs to another submission, not to be removed.
 func (s *Store) createReplicated(ctx context.Context, keys []string, args []any) (string, error) {
 	pipe := s.rdb.Pipeline()
 	create := createScript.Eval(ctx, pipe, keys, args...)
@@ -205,11 +225,22 @@ func (s *Store) createReplicated(ctx context.Context, keys []string, args []any)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return "", err
 	}
-	if n, _ := wait.Int(); n < s.replicas {
-		return "", ErrNotReplicated
+	prev, err := create.Text()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", err
 	}
-	return create.Text()
+	if n, werr := wait.Int(); werr != nil || n < s.replicas {
+		if errors.Is(err, redis.Nil) {
+			return "", ErrNotReplicated
+		}
+		return "", errEarlierNotReplicated
+	}
+	return prev, err
 }
+
+// errEarlierNotReplicated: a replay (or a full owner) whose state too few
+// replicas confirmed; the API answers 503 and removes nothing.
+var errEarlierNotReplicated = fmt.Errorf("%w: too few replicas confirmed the earlier submission", ErrUnavailable)
 
 func cutSpace(s string) (string, string, bool) {
 	for i := 0; i < len(s); i++ {
@@ -220,24 +251,90 @@ func cutSpace(s string) (string, string, bool) {
 	return s, "", false
 }
 
-// Remove deletes request id of tenant t that was never handed to the
-// queue (its enqueue failed), with its index entries and idempotency
-// claim, so a 503 answer leaves nothing behind.
+// Remove deletes request id of tenant t with its index entries and
+// idempotency claim.
 func (s *Store) Remove(ctx context.Context, t, id, idemKey string) error {
-	pipe := s.rdb.TxPipeline()
-	k := s.k(id)
-	tk := k.of(t)
-	pipe.Del(ctx, k.req(id), k.attempts(id), k.redrives(id), k.spec(id), k.result(id))
-	pipe.ZRem(ctx, tk.all(), id)
-	for _, st := range Statuses {
-		pipe.ZRem(ctx, tk.index(st), id)
-	}
-	if idemKey != "" {
-		pipe.Del(ctx, tk.idem(idemKey))
-	}
-	_, err := pipe.Exec(ctx)
+	_, err := s.rdb.TxPipelined(ctx, s.removal(ctx, t, id, idemKey))
 	return wrap(err)
 }
+
+// TakeBack removes request id of tenant t that was never confirmed (too
+// few replicas confirmed it, or its enqueue failed), so a 503 answer leaves
+// nothing behind. It leaves a request that may have been acknowledged or
+// delivered all the same: one whose claim a replay of idemKey has seen
+// (that replay may have been answered 200), and one a worker has begun
+// (an enqueue reported failed may have reached Redis, and a woken worker
+// taken the task). removed is then false, and the request stays to be
+// delivered.
+func (s *Store) TakeBack(ctx context.Context, t, id, idemKey string) (removed bool, err error) {
+	req := s.k(id).req(id)
+	watched := []string{req}
+	claim := ""
+	if idemKey != "" {
+		claim = s.k(id).of(t).idem(idemKey)
+		watched = append(watched, claim)
+	}
+	remove := func(tx *redis.Tx) error {
+		h, err := tx.HMGet(ctx, req, fStatus, fAttemptCount, fInflightN).Result()
+		if err != nil {
+			return err
+		}
+		if begun(h) {
+			return nil
+		}
+		if claim != "" {
+			v, err := tx.Get(ctx, claim).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			if strings.HasSuffix(v, replayedMark) {
+				return nil
+			}
+		}
+		removed = true
+		_, err = tx.TxPipelined(ctx, s.removal(ctx, t, id, idemKey))
+		return err
+	}
+	// WATCH fails the removal when a replay or a worker touches the
+	// request in between; the next try sees what it did.
+	for try := 0; ; try++ {
+		removed = false
+		err = s.rdb.Watch(ctx, remove, watched...)
+		if !errors.Is(err, redis.TxFailedErr) || try == 2 {
+			return removed && err == nil, wrap(err)
+		}
+	}
+}
+
+// begun says whether a request hash's status, attemptCount and inflightN
+// (as HMGET reads them) show that a worker has taken it up.
+func begun(h []any) bool {
+	status, _ := h[0].(string)
+	count, _ := h[1].(string)
+	inflight, _ := h[2].(string)
+	return (status != "" && status != string(Pending)) || (count != "" && count != "0") || inflight != ""
+}
+
+// removal queues the deletion of a request's keys, index entries and
+// idempotency claim.
+func (s *Store) removal(ctx context.Context, t, id, idemKey string) func(redis.Pipeliner) error {
+	k := s.k(id)
+	tk := k.of(t)
+	return func(pipe redis.Pipeliner) error {
+		pipe.Del(ctx, k.req(id), k.attempts(id), k.redrives(id), k.spec(id), k.result(id))
+		pipe.ZRem(ctx, tk.all(), id)
+		for _, st := range Statuses {
+			pipe.ZRem(ctx, tk.index(st), id)
+		}
+		if idemKey != "" {
+			pipe.Del(ctx, tk.idem(idemKey))
+		}
+		return nil
+	}
+}
+
+// replayedMark ends an idempotency claim that a replay has seen.
+const replayedMark = " replayed"
 
 // Get returns the request with its attempts.
 func (s *Store) Get(ctx context.Context, id string) (*Request, error) {

@@ -20,10 +20,20 @@
 -- ARGV[9..]: HSET field/value pairs of the request hash
 -- Returns: nil when stored; "full" when the owner is at its limit (nothing
 -- written); the earlier idempotency value when the key was claimed before
--- (nothing written)
+-- (the claim is then marked " replayed", nothing else written)
 if ARGV[2] ~= "" then
   local prev = redis.call("GET", KEYS[4])
-  if prev then return prev end
+  if prev then
+    -- Marked, the submission that made the claim may no longer take its
+    -- request back (this replay may be acknowledged). Written even when
+    -- marked already: a write of this connection, so a WAIT after the
+    -- script also covers the claim's first write, made on another
+    -- connection (replication keeps the order).
+    local marked = prev
+    if string.sub(prev, -9) ~= " replayed" then marked = prev .. " replayed" end
+    redis.call("SET", KEYS[4], marked, "KEEPTTL")
+    return prev
+  end
 end
 if ARGV[5] ~= "0" then
   if redis.call("ZCARD", KEYS[6]) >= tonumber(ARGV[5]) then return "full" end

@@ -1,0 +1,235 @@
+package e2e
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// failoverResult is the checker's verdict on one failover run.
+type failoverResult struct {
+	acknowledged int
+	lost         int // acknowledged, and the record is gone
+	lostSeen     int // of those, ones the destination heard of all the same
+	stuck        int // acknowledged, and not terminal when the drain ended
+	duplicates   int // requests the destination answered 2xx more than once
+	afterFinal   int // calls that reached the destination after the record said completed or canceled
+	twice        int // Idempotency-Keys that became two requests
+	replayed     int // final replays of an acknowledged key that named another id or none
+	// uncanceled: requests whose DELETE answered 200 but whose record
+	// ended otherwise (a cancel is not confirmed by replicas).
+	uncanceled int
+	// recover: from the SIGKILL until submissions are acknowledged and
+	// delivered again; cutAPI, cutWorker: from the end of a cut until the
+	// API acknowledges again / the worker hears from Redis again.
+	recover, cutAPI, cutWorker time.Duration
+	// promoted, rejoined: from the SIGKILL until Sentinel named the
+	// replica master, and until the old primary was its replica.
+	promoted, rejoined time.Duration
+	// failovers Sentinel made (more than one: it also failed over on its
+	// own, e.g. a loaded machine made a node miss down-after-milliseconds).
+	failovers int
+	// killedAt is the SIGKILL; lostFrom, lostTo: when the lost requests'
+	// acknowledged submissions were sent, relative to it.
+	killedAt                  time.Time
+	lostFrom, lostTo          time.Duration
+	unavailable, noRetryAfter int
+	unexpected                []string
+	dropped, abandoned        int
+	lostIDs, stuckIDs         []string
+}
+
+// afterFinalSlack is how long after a record's completedAt a call may
+// still reach the destination: one that had started before (a cancel
+// lands while the attempt is in flight).
+const afterFinalSlack = 250 * time.Millisecond
+
+// check waits up to drain for every acknowledged request to end, then
+// compares the ledger with the records.
+func (res *failoverResult) check(t *testing.T, s *stack, l *ledger, drain time.Duration) {
+	t.Helper()
+	l.mu.Lock()
+	acked := make(map[string]string, len(l.acked))
+	for k, id := range l.acked {
+		acked[k] = id
+	}
+	res.acknowledged, res.twice = len(acked), len(l.twice)
+	res.unavailable, res.noRetryAfter, res.unexpected = l.unavailable, l.noRetryAfter, l.unexpected
+	res.dropped, res.abandoned = l.dropped, l.abandoned
+	l.mu.Unlock()
+
+	docs := map[string]map[string]any{}
+	deadline := time.Now().Add(drain)
+	for {
+		res.lostIDs, res.stuckIDs = nil, nil
+		for _, id := range acked {
+			if d := docs[id]; d != nil && terminal(d) {
+				continue
+			}
+			a, err := tryCall("GET", s.api+"/requests/"+id, "")
+			switch {
+			case err == nil && a.status == 404:
+				res.lostIDs = append(res.lostIDs, id)
+			case err != nil || a.status != 200 || !terminal(a.body):
+				res.stuckIDs = append(res.stuckIDs, id)
+			default:
+				docs[id] = a.body
+			}
+		}
+		if len(res.stuckIDs) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	res.lost, res.stuck = len(res.lostIDs), len(res.stuckIDs)
+
+	l.mu.Lock()
+	for i, id := range res.lostIDs {
+		if len(l.hits[id]) > 0 {
+			res.lostSeen++
+		}
+		at := l.sent[id].Sub(res.killedAt)
+		if i == 0 || at < res.lostFrom {
+			res.lostFrom = at
+		}
+		if i == 0 || at > res.lostTo {
+			res.lostTo = at
+		}
+	}
+	for id, hs := range l.hits {
+		oks := 0
+		for _, h := range hs {
+			if h.ok {
+				oks++
+			}
+		}
+		if oks > 1 {
+			res.duplicates++
+		}
+		if d := docs[id]; d != nil {
+			if done, err := time.Parse(time.RFC3339Nano, fmt.Sprint(d["completedAt"])); err == nil {
+				for _, h := range hs {
+					if h.at.After(done.Add(afterFinalSlack)) {
+						res.afterFinal++
+						t.Logf("%s reached the destination %v after its record ended %v", id, h.at.Sub(done), d["status"])
+					}
+				}
+			}
+		}
+	}
+	for id := range l.canceled {
+		if d := docs[id]; d != nil && d["status"] != "canceled" {
+			res.uncanceled++
+			t.Logf("%s: its DELETE answered 200, its record ended %v", id, d["status"])
+		}
+	}
+	for key, ids := range l.keyIDs {
+		if len(ids) > 1 {
+			res.twice++
+			for id := range ids {
+				t.Logf("Idempotency-Key %s became %d requests: %s (acknowledged as %s) calls %d, sent %v",
+					key, len(ids), id, acked[key], len(l.hits[id]), l.sent[id])
+			}
+		}
+	}
+	bodies := make(map[string]string, len(l.bodies))
+	for k, b := range l.bodies {
+		bodies[k] = b
+	}
+	l.mu.Unlock()
+	res.replayed = replayAll(s.api, acked, bodies)
+}
+
+// replayAll submits every acknowledged key once more: each must answer
+// 200 naming the request its first acknowledgement named. It returns how
+// many did not.
+func replayAll(api string, acked, bodies map[string]string) int {
+	type job struct{ key, id string }
+	jobs := make(chan job)
+	var bad int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				status, _, raw, err := post(api+"/requests", bodies[j.key], j.key, 15*time.Second)
+				if err != nil || status != 200 || !containsID(raw, j.id) {
+					mu.Lock()
+					bad++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for k, id := range acked {
+		jobs <- job{k, id}
+	}
+	close(jobs)
+	wg.Wait()
+	return bad
+}
+
+func containsID(raw []byte, id string) bool {
+	return len(id) > 0 && len(raw) > 0 && string(raw) != "" && contains(string(raw), `"id":"`+id+`"`)
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func terminal(doc map[string]any) bool {
+	switch doc["status"] {
+	case "completed", "failed", "canceled":
+		return true
+	}
+	return false
+}
+
+// line is the run's one-line summary.
+func (res *failoverResult) line(p failoverPlan) string {
+	return fmt.Sprintf("FAILOVER run=%d wait=%d acknowledged=%d lost=%d stuck=%d duplicates=%d recover_s=%.2f "+
+		"failovers=%d promote_s=%.2f rejoin_s=%.2f cut_api_recover_s=%.2f cut_worker_recover_s=%.2f after_final=%d created_twice=%d replay_mismatch=%d lost_but_delivered=%d lost_sent_s=%.2f..%.2f uncanceled=%d "+
+		"answers_503=%d no_retry_after=%d unexpected=%d dropped_mid_call=%d never_acknowledged=%d",
+		p.run, p.wait, res.acknowledged, res.lost, res.stuck, res.duplicates, res.recover.Seconds(),
+		res.failovers, res.promoted.Seconds(), res.rejoined.Seconds(), res.cutAPI.Seconds(), res.cutWorker.Seconds(), res.afterFinal, res.twice, res.replayed, res.lostSeen, res.lostFrom.Seconds(), res.lostTo.Seconds(), res.uncanceled,
+		res.unavailable, res.noRetryAfter, len(res.unexpected), res.dropped, res.abandoned)
+}
+
+// assert fails the run on what retryd promises: with wait ≥ 1 nothing
+// acknowledged is lost; always, nothing is stuck, no key becomes two
+// requests, nothing is delivered after its record ended, every 503 says
+// when to retry, and no other error reaches a client.
+func (res *failoverResult) assert(t *testing.T, p failoverPlan) {
+	t.Helper()
+	if p.wait >= 1 && res.lost != 0 {
+		t.Errorf("wait=%d: %d acknowledged requests lost: %v", p.wait, res.lost, first(res.lostIDs, 10))
+	}
+	if res.stuck != 0 {
+		t.Errorf("%d acknowledged requests not terminal after the drain: %v", res.stuck, first(res.stuckIDs, 10))
+	}
+	if p.wait >= 1 && (res.twice != 0 || res.replayed != 0) {
+		t.Errorf("Idempotency-Keys that became two requests: %d; final replays naming another request: %d", res.twice, res.replayed)
+	}
+	if res.afterFinal != 0 {
+		t.Errorf("%d calls reached the destination after their record said completed or canceled", res.afterFinal)
+	}
+	if res.noRetryAfter != 0 {
+		t.Errorf("%d answers 503 without Retry-After", res.noRetryAfter)
+	}
+	if len(res.unexpected) != 0 {
+		t.Errorf("%d answers neither 202, 200 nor 503: %v", len(res.unexpected), first(res.unexpected, 5))
+	}
+	if res.acknowledged < 20 {
+		t.Errorf("only %d submissions acknowledged: too little load to show anything", res.acknowledged)
+	}
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
