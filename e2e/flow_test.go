@@ -188,8 +188,10 @@ func TestParallelismCapAcrossWorkers(t *testing.T) {
 	// A parked request starts soon after the slot it waits for frees.
 	h := g.handOvers(2)
 	t.Logf("FLOW parallelism 2: a waiting request started after a slot freed: p50 %v p99 %v (%d hand-overs)", h[len(h)/2], p99(h), len(h))
-	if p99(h) > 50*time.Millisecond {
-		t.Errorf("waiting requests started p99 %v after a slot freed, want ≤ 50ms", p99(h))
+	// Wide for a loaded machine; a hand-over left to a poll or a safety
+	// net takes a second or more.
+	if p99(h) > 250*time.Millisecond {
+		t.Errorf("waiting requests started p99 %v after a slot freed, want ≤ 250ms", p99(h))
 	}
 	if !sawWaiting {
 		t.Error("no request showed waitingFor: parallelism (and nextRetryAt null) while it waited")
@@ -242,7 +244,9 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	if worst > 10 {
 		t.Errorf("a 1 s window saw %d starts, want at most 10", worst)
 	}
-	if span > 5*time.Second {
+	// 3.4 s at the rate asked; wide for a loaded machine, and still
+	// catching a rate held at a third of it or less.
+	if span > 10*time.Second {
 		t.Errorf("35 starts at 10/s took %v: the rate is held far below what was asked", span)
 	}
 }

@@ -81,7 +81,13 @@ func (q *API) getGroup(c *gin.Context) {
 // deleteGroup answers 200 for a URL group that does not exist, as QStash
 // does: a client deletes a group to start afresh without asking first.
 func (q *API) deleteGroup(c *gin.Context) {
-	owner, err := handlers.OwnTenant(c)
+	// A name no group can have is refused, as everywhere; a missing group
+	// is deleted already, as on QStash.
+	err := names.Topic.Check("name", c.Param("name"))
+	owner := ""
+	if err == nil {
+		owner, err = handlers.OwnTenant(c)
+	}
 	if err == nil {
 		err = q.Topics.Store.DeleteTopic(c.Request.Context(), owner, c.Param("name"))
 	}
