@@ -154,9 +154,9 @@ func TestSlowHostDoesNotStarveOthers(t *testing.T) {
 		on[len(on)/2], p99(on), off[len(off)/2], p99(off))
 	// Starved, they wait for the slow host's queue: 14 s. Not starved, they
 	// wait only for the slow requests ahead of them to be parked: 30–70 ms
-	// alone on 2 cores, up to ~100 ms while the rest of the suite runs.
-	if p99(on) > 250*time.Millisecond {
-		t.Errorf("with fairness the other host's first attempts start with p99 %v, want ≤ 250ms", p99(on))
+	// alone on 2 cores, a few hundred ms on a loaded one.
+	if p99(on) > time.Second {
+		t.Errorf("with fairness the other host's first attempts start with p99 %v, want ≤ 1s", p99(on))
 	}
 }
 

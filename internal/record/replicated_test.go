@@ -23,6 +23,15 @@ func TestCreateReplicatedTellsOwnWriteFromReplay(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 
+	// The replica first syncs with its primary: on a loaded machine that
+	// can take longer than the 300 ms WAIT.
+	deadline := time.Now().Add(20 * time.Second)
+	for n, _ := sn.Master.Client().Do(ctx, "WAIT", 1, 1000).Int(); n < 1; n, _ = sn.Master.Client().Do(ctx, "WAIT", 1, 1000).Int() {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica did not confirm a write within 20 s")
+		}
+	}
+
 	first := newRequest("01m8mhyychtfy2pdj6g1", now)
 	if replay, err := s.Create(ctx, first, "key-1", []byte("b"), CreateOptions{}); err != nil || replay != nil {
 		t.Fatalf("first submission: %v %v", replay, err)
@@ -46,7 +55,7 @@ func TestCreateReplicatedTellsOwnWriteFromReplay(t *testing.T) {
 	if err := syscall.Kill(stopped, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for {
 		replay, err := s.Create(ctx, newRequest("01m8mhyychtfy2pdj6g4", now), "key-1", []byte("b"), CreateOptions{})
 		if err == nil {
