@@ -97,7 +97,9 @@ func TestCoreDelivery(t *testing.T) {
 		if doc["status"] != "completed" || len(hits) != 1 {
 			t.Fatalf("doc %v hits %d", doc["status"], len(hits))
 		}
-		if d := hits[0].at.Sub(submitted); d < 2*time.Second || d > 2*time.Second+200*time.Millisecond {
+		// Never early; late within a bound wide for a loaded machine that
+		// still catches a delay left to asynq's whole seconds.
+		if d := hits[0].at.Sub(submitted); d < 2*time.Second || d > 2*time.Second+500*time.Millisecond {
 			t.Errorf("first attempt %v after submit, want 2s (never early)", d)
 		}
 	})
