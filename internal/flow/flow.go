@@ -22,19 +22,19 @@
 // (Waker.Wake, which makes a waiting task pending) when the slot it waits
 // for frees; the deadline is only a fallback (a worker that died holding a
 // slot, whose lease then ends). Waits on a rate are timed: retryd's timer
-// (Waker.At, internal/timer) starts the task at its turn.
+// (Waker.WakeAt, internal/waiting) starts the task at its turn.
 package flow
 
 import (
 	"context"
 	"embed"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/waiting"
 )
 
 //go:embed scripts/*.lua
@@ -131,26 +131,27 @@ const (
 	Overloaded                // 429, 503, a timeout
 )
 
-// Waker makes a parked request's task runnable now.
+// Waker is what flow asks of internal/waiting, the owner of waiting
+// (waiting.Owner); flow decides, the owner moves tasks.
 type Waker interface {
 	// Wake returns ErrGone when the request has no parked task any more
 	// (canceled, finished), and ErrInTransit while its task is still on
 	// its way to being parked.
 	Wake(ctx context.Context, id string) error
-	// Waiting says whether a woken request's task still waits to be
+	// Pending says whether a woken request's task still waits to be
 	// fetched (runnable, taken by no worker yet).
-	Waiting(ctx context.Context, id string) (bool, error)
+	Pending(ctx context.Context, id string) (bool, error)
 	// WakeParked wakes a request whose task sleeps in a park, never one
 	// waiting out a retry's backoff, and says whether it did.
 	WakeParked(ctx context.Context, id string) (bool, error)
-	// At wakes a parked request at a time (retryd's timer).
-	At(ctx context.Context, id string, at time.Time) error
+	// WakeAt wakes a parked request at a time (retryd's timer).
+	WakeAt(ctx context.Context, id string, at time.Time) error
 }
 
-// Wake's errors.
+// Wake's errors (the owner's).
 var (
-	ErrGone      = errors.New("no parked task")
-	ErrInTransit = errors.New("task not parked yet")
+	ErrGone      = waiting.ErrGone
+	ErrInTransit = waiting.ErrInTransit
 )
 
 // Controller runs the checks for one worker.

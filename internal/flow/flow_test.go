@@ -34,8 +34,8 @@ type waker struct {
 	transit map[string]int
 }
 
-// At wakes id at at, as retryd's timer would.
-func (w *waker) At(_ context.Context, id string, at time.Time) error {
+// WakeAt wakes id at at, as retryd's timer would.
+func (w *waker) WakeAt(_ context.Context, id string, at time.Time) error {
 	w.mu.Lock()
 	if w.ats == nil {
 		w.ats = map[string]time.Time{}
@@ -46,7 +46,7 @@ func (w *waker) At(_ context.Context, id string, at time.Time) error {
 	return nil
 }
 
-func (w *waker) Waiting(_ context.Context, id string) (bool, error) {
+func (w *waker) Pending(_ context.Context, id string) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return !w.fetched[id] && !w.gone[id], nil

@@ -164,7 +164,7 @@ func (c *Controller) releaseFetched(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, p := range check {
-		if waiting, err := c.waker.Waiting(ctx, p.id); err != nil || waiting {
+		if waiting, err := c.waker.Pending(ctx, p.id); err != nil || waiting {
 			continue // unknown: WakeTTL ends the promise
 		}
 		c.mu.Lock()

@@ -43,13 +43,13 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 }
 
 // wakeAt has id woken at a timed park's end, to the millisecond, by
-// retryd's timer (Waker.At): asynq keeps due times in whole seconds, so
+// retryd's timer (Waker.WakeAt): asynq keeps due times in whole seconds, so
 // its own deadline is only the safety net. Nothing holds a worker slot,
 // and a worker that dies meanwhile loses no wake-up.
 func (c *Controller) wakeAt(ctx context.Context, id string, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := c.waker.At(ctx, id, at); err != nil {
+	if err := c.waker.WakeAt(ctx, id, at); err != nil {
 		c.log.Warn("could not set a parked request's timer; its deadline will wake it", "requestId", id, "err", err)
 	}
 }

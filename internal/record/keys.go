@@ -114,11 +114,11 @@ func (s *Store) first() keys { return keysOf(s.parts.Tag(0)) }
 func (s *Store) Partitions() partition.Set { return s.parts }
 
 // TimerKey is the timer of the partition (and asynq queue) named tag: the
-// tasks waiting for a time, by due time in ms (see internal/timer).
+// tasks waiting for a time, by due time in ms (see internal/waiting/timer).
 func TimerKey(tag string) string { return string(keysOf(tag)) + "timer" }
 
 // TimerMoverKey names the worker that moved the partition's due tasks last
-// (see asynqx.MoveDue): the others look less often meanwhile.
+// (see internal/waiting/asynqx.MoveDue): the others look less often meanwhile.
 func TimerMoverKey(tag string) string { return string(keysOf(tag)) + "timer:mover" }
 
 // TimerChannel is where a timer entry earlier than any before is announced.
@@ -128,7 +128,7 @@ const TimerChannel = "retryd:timer"
 // writes is listed in one file.
 
 // BellKey is the workers' doorbell list of the partition (and asynq queue)
-// named tag, in its slot (see asynqx.Bell).
+// named tag, in its slot (see waiting.Bell).
 func BellKey(tag string) string { return "{" + tag + "}:bell" }
 
 // RingableBell is the workers' doorbell of parts (the first partition's,
@@ -194,7 +194,7 @@ const (
 
 // ParkedKey lists the tasks of the partition named tag just parked for
 // flow control, by when (ms), until the timer moves them from asynq's retry
-// set to its scheduled set (see asynqx.HoldParked).
+// set to its scheduled set (see internal/waiting/asynqx.HoldParked).
 func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }
 
 // ListenersKey is where every retryd process lists its listen addresses
