@@ -127,12 +127,11 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	// Fairness between tenants works from the tenant stamped on each
 	// request (flow learns which tenants are about): no API keys here.
 	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: cfg.FlowTenantShare,
-		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, wait, log.With("component", "flow"), clock.Real)
+		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate, Finished: func(ctx context.Context, id string) bool {
+			r, err := store.Get(ctx, id)
+			return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
+		}}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
-	h.Flow.Finished = func(ctx context.Context, id string) bool {
-		r, err := store.Get(ctx, id)
-		return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
-	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle

@@ -82,6 +82,10 @@ type Config struct {
 	// MinRate is the floor of an adaptive cut, per second
 	// (FLOW_ADAPTIVE_MIN_RATE).
 	MinRate float64
+	// Finished says whether a request has finished or is gone (the
+	// record knows); a queue takes such ones out of its line when a waiter
+	// finds them ahead of it. Nil: never.
+	Finished func(ctx context.Context, id string) bool
 }
 
 // Tuning that needs no setting.
@@ -171,11 +175,7 @@ type Controller struct {
 	// last; tenantsListed a few of the tenants Redis lists (tenants.go).
 	tenantsSeen   map[string]time.Time
 	tenantsListed []string
-	// Finished says whether a request has finished or is gone; a queue
-	// takes such ones out of its line when a waiter finds them ahead of
-	// it. Nil: never.
-	Finished func(ctx context.Context, id string) bool
-	wakes    sync.WaitGroup
+	wakes         sync.WaitGroup
 	// stirred ends Rebalance's rest (stir).
 	stirred chan struct{}
 	// stop ends with Close.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1223,7 +1224,10 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
-	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
+	// died says 01c finished but its worker died before leaving the line.
+	var died atomic.Bool
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1,
+		Finished: func(_ context.Context, id string) bool { return died.Load() && id == "01c" }}, w, clk)
 	ctx := context.Background()
 	req := func(id string) Request {
 		return Request{ID: id, HostPort: "h:443", Key: "h:443", Queue: "q", Created: clk.Now()}
@@ -1265,7 +1269,7 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	}
 	// 01c finished but its worker died before leaving the line: the next
 	// waiter finds it ahead and takes it out.
-	c.Finished = func(_ context.Context, id string) bool { return id == "01c" }
+	died.Store(true)
 	for _, id := range []string{"01e", "01f"} {
 		_ = JoinQueue(ctx, rdb, "q", id, clk.Now())
 	}

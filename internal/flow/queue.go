@@ -181,7 +181,7 @@ func (c *Controller) queueTurn(ctx context.Context, req Request, now time.Time) 
 	if req.Queue == "" {
 		return nil
 	}
-	ok, err := c.admitQueue(ctx, req, c.Finished)
+	ok, err := c.admitQueue(ctx, req, c.cfg.Finished)
 	if err != nil || ok {
 		return err
 	}
