@@ -16,12 +16,6 @@ import (
 	"github.com/retryd/retryd/internal/tenant"
 )
 
-const (
-	// LineMemory is how long a worker keeps looking (every RebalanceEvery)
-	// at a destination's fairness line it last saw non-empty.
-	LineMemory = time.Minute
-)
-
 // host is one destination's fairness state on this worker. Its waiters
 // wait in the destination's line in Redis, shared by all workers.
 type host struct {
@@ -64,19 +58,15 @@ func (h *host) took(d time.Duration) {
 // with more workers the expected wait is shorter still.
 func lineFallback(n int, mean time.Duration, slots int) time.Duration {
 	d := time.Duration(2 * float64(n) * float64(mean) / float64(max(slots, 1)))
-	return min(max(d, ParkFallback), LineFallbackMax)
+	return min(max(d, DefaultTuning.ParkFallback), DefaultTuning.LineFallbackMax)
 }
-
-// WakeTTL is how long a woken waiter holds a free slot of the worker that
-// woke it before that worker wakes another in its place.
-const WakeTTL = 2 * time.Second
 
 // freeSlots is how many of limit slots the host has free here, not
 // counting slots promised to waiters woken in the last WakeTTL.
 func (h *host) freeSlots(limit int, now time.Time) int {
 	pending := 0
 	for id, at := range h.woken {
-		if now.Sub(at) >= WakeTTL {
+		if now.Sub(at) >= DefaultTuning.WakeTTL {
 			delete(h.woken, id)
 			continue
 		}
@@ -146,15 +136,8 @@ func fairNames(hostPort string) []string {
 // place it had; a newcomer takes its tenant's turn) and says how many
 // wait in it.
 func (c *Controller) waitInLine(ctx context.Context, hostPort, id, t string) (int, error) {
-	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, tenant.Of(t), KeyTTL.Milliseconds()).Int()
+	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, tenant.Of(t), c.tune.KeyTTL.Milliseconds()).Int()
 }
-
-// HandOverCheck is how long after its promotion a request not heard of
-// since (its attempt ended on a worker that knew the line, or it waits in
-// line again) is looked at. One still parked was never woken: the worker
-// that promoted it died first. It is woken then, instead of sleeping
-// until its safety net.
-const HandOverCheck = 5 * time.Second
 
 // staleBatch bounds the stale hand-overs one look returns.
 const staleBatch = 20
@@ -173,8 +156,8 @@ type fairTake struct {
 func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (fairTake, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	res, err := fairNext.Run(ctx, c.rdb, fairNames(hostPort), ended, n, KeyTTL.Milliseconds(),
-		c.now().UnixMilli(), HandOverCheck.Milliseconds(), staleBatch).StringSlice()
+	res, err := fairNext.Run(ctx, c.rdb, fairNames(hostPort), ended, n, c.tune.KeyTTL.Milliseconds(),
+		c.now().UnixMilli(), c.tune.HandOverCheck.Milliseconds(), staleBatch).StringSlice()
 	if err != nil {
 		return fairTake{}, err
 	}
@@ -280,7 +263,7 @@ func (h *host) sawLine(t fairTake, now time.Time) {
 	case t.left > 0:
 		h.lineSeen, h.quietUntil = now, time.Time{}
 	case t.handed > 0:
-		h.lineSeen, h.quietUntil = now, now.Add(HandOverCheck)
+		h.lineSeen, h.quietUntil = now, now.Add(DefaultTuning.HandOverCheck)
 	default:
 		h.lineSeen = time.Time{}
 	}

@@ -86,20 +86,11 @@ type Config struct {
 	// record knows); a queue takes such ones out of its line when a waiter
 	// finds them ahead of it. Nil: never.
 	Finished func(ctx context.Context, id string) bool
+	// Tuning are the timings; a zero field is DefaultTuning's.
+	Tuning Tuning
 }
 
 // Tuning that needs no setting.
-const (
-	// ParkFallback is the longest a task parked for a slot sleeps before it
-	// looks again without being woken: only a safety net, since its place
-	// is kept in Redis (fairness lines, parallelism lines) and any worker
-	// with a free slot wakes it.
-	ParkFallback = 5 * time.Minute
-	// LineFallbackMax bounds a line waiter's safety-net deadline.
-	LineFallbackMax = 6 * time.Hour
-	// KeyTTL is how long a key's Redis state lives untouched.
-	KeyTTL = 24 * time.Hour
-)
 
 // Request is what the checks need to know of a request.
 type Request struct {
@@ -161,6 +152,7 @@ var (
 // Controller runs the checks for one worker.
 type Controller struct {
 	cfg   Config
+	tune  Tuning // cfg.Tuning with its defaults
 	rdb   redis.UniversalClient
 	waker Waker
 	log   *slog.Logger
@@ -192,7 +184,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, c
 		cfg.MinRate = 1
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, clk: clk,
+	return &Controller{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, waker: waker, log: log, clk: clk,
 		hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
 		parLines: map[string]*parLine{}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 }
@@ -216,11 +208,6 @@ type Ticket struct {
 	lanes  []string
 	global bool // holds a parallelism slot in Redis
 }
-
-// ShortWait is the longest wait for a rate turn that an admission sleeps
-// out in its slot instead of parking: about what retryd's timer hands a
-// task over early by, and less than a park and a wake-up cost.
-const ShortWait = 20 * time.Millisecond
 
 // now is the controller's time.
 func (c *Controller) now() time.Time { return c.clk.Now() }
@@ -282,7 +269,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !ok && until.Sub(now) <= ShortWait {
+		if !ok && until.Sub(now) <= c.tune.ShortWait {
 			// Its own turn, moments away (the timer hands tasks over a
 			// little early): waiting it out costs less than a park.
 			if err := c.sleep(ctx, until.Sub(now)); err != nil {

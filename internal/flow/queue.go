@@ -125,7 +125,7 @@ func DeleteQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, na
 // request whose join was lost puts it at its creation time.
 func JoinQueue(ctx context.Context, rdb redis.UniversalClient, name, id string, created time.Time) error {
 	return queueJoinScript.Run(ctx, rdb, []string{queueNames(name)[0], record.FlowKey("queue:"+name, "seq")},
-		id, place(created), KeyTTL.Milliseconds()).Err()
+		id, place(created), DefaultTuning.KeyTTL.Milliseconds()).Err()
 }
 
 // QueueNext takes finished request id ("" for none) out of queue name's
@@ -155,7 +155,7 @@ func QueueNext(ctx context.Context, rdb redis.UniversalClient, waker Waker, name
 // The requests ahead of it that are finished or gone (a worker died
 // between recording and leaving the line) are taken out here.
 func (c *Controller) admitQueue(ctx context.Context, req Request, isDone func(context.Context, string) bool) (bool, error) {
-	res, err := queueAdmitScript.Run(ctx, c.rdb, queueNames(req.Queue), req.ID, KeyTTL.Milliseconds(), place(req.Created)).StringSlice()
+	res, err := queueAdmitScript.Run(ctx, c.rdb, queueNames(req.Queue), req.ID, c.tune.KeyTTL.Milliseconds(), place(req.Created)).StringSlice()
 	if err != nil {
 		return false, err
 	}
@@ -186,7 +186,7 @@ func (c *Controller) queueTurn(ctx context.Context, req Request, now time.Time) 
 		return err
 	}
 	c.parkedOne(req.Key)
-	return &Parked{Until: now.Add(ParkFallback)}
+	return &Parked{Until: now.Add(c.tune.ParkFallback)}
 }
 
 // QueueDone takes req, finished, out of its queue's line and wakes the

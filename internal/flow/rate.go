@@ -34,7 +34,7 @@ func (c *Controller) turn(ctx context.Context, req Request, now time.Time) (time
 	grace := period * turnMargin / 100
 	next, given := turnNames(req.Key)
 	res, err := turnScript.Run(ctx, c.rdb, []string{next, given}, req.ID, now.UnixMicro(), max(interval.Microseconds(), 1),
-		grace.Microseconds(), KeyTTL.Milliseconds()).StringSlice()
+		grace.Microseconds(), c.tune.KeyTTL.Milliseconds()).StringSlice()
 	if err != nil {
 		return time.Time{}, false, err
 	}

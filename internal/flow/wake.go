@@ -18,11 +18,6 @@ const (
 	stalled            // could not be woken now: tried again, or its fallback deadline wakes it
 )
 
-// WakeTransit is how long wake waits for a task still on its way to
-// being parked: a park takes a few round trips. One still active after it
-// most likely sits on a worker that died, until its lease ends.
-const WakeTransit = 250 * time.Millisecond
-
 // wake makes id's task runnable, waiting up to WakeTransit for a task
 // still on its way to being parked.
 func (c *Controller) wake(ctx context.Context, id string) wakeResult {
@@ -34,7 +29,7 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 			return woken
 		case errors.Is(err, ErrGone):
 			return gone
-		case time.Duration(i)*every >= WakeTransit || ctx.Err() != nil:
+		case time.Duration(i)*every >= c.tune.WakeTransit || ctx.Err() != nil:
 			c.log.Warn("could not wake a parked request now; it is tried again, or its deadline wakes it", "requestId", id, "err", err)
 			return stalled
 		}
