@@ -104,24 +104,38 @@ func (c *Controller) lane(name string) *host {
 	return h
 }
 
-// parkInLine puts id, of tenant t, in lane name's line, which is at its
-// cap here, and returns the *Parked saying how long its task sleeps unless
-// woken (or the error that kept it out of line). It is called with c.mu
-// held, and releases it.
-func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id, t string, now time.Time) error {
+// fullLane is what parking in a full lane's line needs to know of the
+// lane, read under c.mu.
+type fullLane struct {
+	known          bool // its line was known here before
+	mean           time.Duration
+	capacity       int
+	noteListedTime func(at time.Time)
+}
+
+// lineFull notes that lane name (h) has a waiter now, and reads what
+// parkInLine needs of it. The caller holds c.mu.
+func (c *Controller) lineFull(name string, h *host, now time.Time) fullLane {
 	known := !h.lineSeen.IsZero()
 	h.lineSeen, h.quietUntil = now, time.Time{}
 	c.stir()
-	mean, capacity := h.meanDur, c.capOf(name)
-	c.mu.Unlock()
+	return fullLane{known: known, mean: h.meanDur, capacity: c.capOf(name),
+		noteListedTime: func(at time.Time) { h.listed = at }}
+}
+
+// parkInLine puts id, of tenant t, in lane name's line, which is at its
+// cap here (lineFull), and returns the *Parked saying how long its task
+// sleeps unless woken (or the error that kept it out of line). It makes
+// round trips, so the caller does not hold c.mu.
+func (c *Controller) parkInLine(ctx context.Context, name string, l fullLane, id, t string, now time.Time) error {
 	n, err := c.waitInLine(ctx, name, id, t)
 	if err != nil {
 		return err
 	}
-	if !known || n == 1 {
-		c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) { h.listed = at })
+	if !l.known || n == 1 {
+		c.listLine(ctx, record.FairLinesKey, name, "", l.noteListedTime)
 	}
-	return &Parked{Until: now.Add(lineFallback(n, mean, capacity))}
+	return &Parked{Until: now.Add(lineFallback(n, l.mean, l.capacity))}
 }
 
 // fairNames are the Redis keys of a destination's (or a tenant's)

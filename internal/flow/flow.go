@@ -1,7 +1,12 @@
 // Package flow decides when an attempt may start, so that no destination
-// can starve the others and a struggling one is eased off. Four checks run
-// before an attempt:
+// can starve the others and a struggling one is eased off. Six checks run
+// before an attempt, in this order (Admit):
 //
+//   - the request's queue (all workers): a queue's messages start in the
+//     order they were made, at most its parallelism at once (queue.go);
+//   - an operator's settings on its key (all workers): a paused key holds
+//     its requests, and a pin overrides their parallelism or rate
+//     (control.go);
 //   - adaptive backpressure (this worker): a key whose attempts answer 429
 //     or 503 or time out gets an effective rate, cut multiplicatively on
 //     overload and raised additively as attempts succeed (AIMD);
@@ -301,7 +306,9 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		delete(h.woken, req.ID) // back (here) from a wake-up
 		if h.inflight >= c.capOf(name) {
 			k.parked++
-			err := c.parkInLine(ctx, name, h, req.ID, req.Tenant, now) // unlocks c.mu; a *Parked or an error
+			full := c.lineFull(name, h, now)
+			c.mu.Unlock()
+			err := c.parkInLine(ctx, name, full, req.ID, req.Tenant, now) // a *Parked or an error
 			c.LeaveSlot(ctx, req)
 			return nil, err
 		}
