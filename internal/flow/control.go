@@ -28,7 +28,7 @@ type Control struct {
 // controlNames are the Redis keys of key's Control and of its waiters
 // held while it is paused.
 func controlNames(k string) (ctl, paused string) {
-	return record.FlowKey(k, "ctl"), record.FlowKey(k, "paused")
+	return record.FlowControlKeys(k)
 }
 
 // ReadControl reads key's Control.

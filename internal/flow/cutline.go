@@ -29,7 +29,8 @@ const (
 
 // cutNames are the Redis keys of a cut key's line.
 func cutNames(key string) []string {
-	return []string{record.FlowKey("cut:"+key, "line"), record.FlowKey("cut:"+key, "places"), record.FlowKey("cut:"+key, "turns")}
+	line, places, turns := record.FlowCutKeys(key)
+	return []string{line, places, turns}
 }
 
 // cutAnswer is what cut_wait said: start now, sleep until a turn, or

@@ -142,8 +142,8 @@ func (c *Controller) parkInLine(ctx context.Context, name string, l fullLane, id
 // fairness line: the line, the places of requests promoted from it, when
 // each was handed over, and the places given to its tenants.
 func fairNames(hostPort string) []string {
-	return []string{record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted"),
-		record.FlowKey("fair:"+hostPort, "handed"), record.FlowKey("fair:"+hostPort, "tenants")}
+	line, promoted, handed, tenants := record.FlowFairKeys(hostPort)
+	return []string{line, promoted, handed, tenants}
 }
 
 // waitInLine puts id, of tenant t, in hostPort's fairness line (keeping a

@@ -30,14 +30,15 @@ type parLine struct {
 
 // keyNames are the Redis keys of a flow-control key's parallelism.
 func keyNames(k string) (slots, wait string) {
-	return record.FlowKey(k, "slots"), record.FlowKey(k, "wait")
+	slots, wait, _ = record.FlowParallelismKeys(k)
+	return slots, wait
 }
 
 // parNames are the keys of the parallelism scripts: the slots, the line,
 // and the requests handed a slot and not yet started.
 func parNames(k string) []string {
-	slots, wait := keyNames(k)
-	return []string{slots, wait, record.FlowKey(k, "handed")}
+	slots, wait, handed := record.FlowParallelismKeys(k)
+	return []string{slots, wait, handed}
 }
 
 // parReply is what the parallelism scripts answer: acquire's flag (1:

@@ -26,7 +26,8 @@ var (
 
 // queueNames are the Redis keys of queue name (tenant-qualified).
 func queueNames(name string) []string {
-	return []string{record.FlowKey("queue:"+name, "line"), record.FlowKey("queue:"+name, "parked"), record.FlowKey("queue:"+name, "meta")}
+	line, parked, meta, _ := record.FlowQueueKeys(name)
+	return []string{line, parked, meta}
 }
 
 // place is where a request made at created joins a line at the latest.
@@ -124,7 +125,8 @@ func DeleteQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, na
 // request, so the order is the order of acceptance; an admission of a
 // request whose join was lost puts it at its creation time.
 func JoinQueue(ctx context.Context, rdb redis.UniversalClient, name, id string, created time.Time) error {
-	return queueJoinScript.Run(ctx, rdb, []string{queueNames(name)[0], record.FlowKey("queue:"+name, "seq")},
+	line, _, _, seq := record.FlowQueueKeys(name)
+	return queueJoinScript.Run(ctx, rdb, []string{line, seq},
 		id, place(created), DefaultTuning.KeyTTL.Milliseconds()).Err()
 }
 

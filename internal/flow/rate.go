@@ -14,7 +14,7 @@ import (
 
 // turnNames are the Redis keys of a flow-control key's rate turns.
 func turnNames(k string) (next, given string) {
-	return record.FlowKey(k, "turn"), record.FlowKey(k, "turns")
+	return record.FlowRateKeys(k)
 }
 
 // Turn spacing: turns are spaced three percent wider than the rate asks
