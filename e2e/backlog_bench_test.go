@@ -18,8 +18,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/waiting/asynqx"
 	"github.com/retryd/retryd/tasks"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/waiting/asynqx"
 	"github.com/retryd/retryd/tasks"
 )
 

@@ -16,7 +16,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/internal/apidoc"
-	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/metrics"
@@ -26,6 +25,7 @@ import (
 	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/waiting"
 )
 
 // Store is the record store as the API uses it.
@@ -218,7 +218,7 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 		// id (a repeat is a no-op).
 		enqCtx := ctx
 		if rang {
-			enqCtx = asynqx.WithoutRing(ctx)
+			enqCtx = waiting.WithoutRing(ctx)
 		}
 		if err = a.Queue.Enqueue(enqCtx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond, r.MaxRetries); err != nil {
 			err, unconfirmed = fmt.Errorf("%w: enqueue %s: %w", record.ErrUnavailable, r.ID, err), true

@@ -42,10 +42,10 @@ type Store interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
 }
 
-// Timer starts a request's waiting task at a time, and keeps a parked one
-// out of asynq's retries (Enqueuer).
-type Timer interface {
-	At(ctx context.Context, id string, due time.Time) error
+// Waiting starts a request's waiting task at a time, and keeps a parked
+// one out of asynq's retries (waiting.Owner).
+type Waiting interface {
+	WakeAt(ctx context.Context, id string, due time.Time) error
 	Park(ctx context.Context, id string) error
 }
 
@@ -76,8 +76,9 @@ type Handler struct {
 	// QStash signs deliveries of requests made through /v2; nil signs
 	// nothing.
 	QStash *sign.QStash
-	// Timer starts a task again at a time, to the millisecond.
-	Timer Timer
+	// Waiting starts a task again at a time, to the millisecond, and
+	// parks it; nil leaves both to asynq's whole seconds.
+	Waiting Waiting
 	// Flow decides when an attempt may start (flow control); nil starts
 	// every attempt at once.
 	Flow *flow.Controller
@@ -100,7 +101,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if b.State != record.NotDue {
 			break
 		}
-		// The timer hands tasks over timer.Early before their due time;
+		// The timer hands tasks over waiting.Early before their due time;
 		// wait out that much (and a clock a few milliseconds off between
 		// workers), else give the task back to the timer for its due time.
 		wait := b.Due.Sub(h.Clock.Now())
@@ -135,10 +136,10 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if errors.As(err, &parked) {
 		// Not an attempt: take it back, and sleep (holding no slot) until
 		// woken or until the fallback deadline.
-		if h.Timer != nil {
+		if h.Waiting != nil {
 			// Noted first, so that the record shows the wait only once the
 			// task is on its way back to asynq.
-			if err := h.Timer.Park(ctx, id); err != nil {
+			if err := h.Waiting.Park(ctx, id); err != nil {
 				// It waits all the same, listed among asynq's retries.
 				h.Log.Warn("could not note a park", "requestId", id, "err", err)
 			}
@@ -177,13 +178,13 @@ func (h *Handler) leftFlow(ctx context.Context, id string) {
 	h.Flow.LeaveSlot(ctx, FlowRequest(r))
 }
 
-// at sets request id's task to start at due; without a Timer asynq's own
+// at sets request id's task to start at due; without Waiting asynq's own
 // due time does.
 func (h *Handler) at(ctx context.Context, id string, due time.Time) error {
-	if h.Timer == nil {
+	if h.Waiting == nil {
 		return nil
 	}
-	return h.Timer.At(ctx, id, due)
+	return h.Waiting.WakeAt(ctx, id, due)
 }
 
 // FlowRequest is what flow control needs of a request.

@@ -292,9 +292,9 @@ func (w *wakes) Wake(_ context.Context, id string) error {
 	w.ids = append(w.ids, id)
 	return nil
 }
-func (w *wakes) Waiting(context.Context, string) (bool, error)    { return false, nil }
+func (w *wakes) Pending(context.Context, string) (bool, error)    { return false, nil }
 func (w *wakes) WakeParked(context.Context, string) (bool, error) { return false, nil }
-func (w *wakes) At(context.Context, string, time.Time) error      { return nil }
+func (w *wakes) WakeAt(context.Context, string, time.Time) error  { return nil }
 
 // A request canceled while it waits for a parallelism slot is handed one
 // all the same (its task slept on); its task's run gives the slot back

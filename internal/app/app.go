@@ -36,7 +36,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
-	"github.com/retryd/retryd/internal/timer"
+	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -287,8 +287,8 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	if cfg.RedisWaitReplicas > 0 {
 		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
 	}
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb,
-		Timer: timer.New(rdb, parts.Tags(), timerNames, nil, log)}
+	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, nil, log))
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
@@ -306,11 +306,11 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		if err != nil || r.QStash == nil || r.QStash.Queue == "" {
 			return
 		}
-		if err := flow.QueueNext(ctx, rdb, queue, tenant.Qualify(r.Tenant, r.QStash.Queue), id); err != nil {
+		if err := flow.QueueNext(ctx, rdb, wait, tenant.Qualify(r.Tenant, r.QStash.Queue), id); err != nil {
 			log.Warn("could not give a canceled message's place in its queue to the next; the next admission does", "requestId", id, "err", err)
 		}
 	}
-	flows := &handlers.Flows{RDB: rdb, API: api, Waker: queue, Capacity: func(ctx context.Context) (int, int, error) {
+	flows := &handlers.Flows{RDB: rdb, API: api, Waker: wait, Capacity: func(ctx context.Context) (int, int, error) {
 		servers, err := inspector.Servers()
 		slots, busy := 0, 0
 		for _, sv := range servers {

@@ -32,17 +32,17 @@ import (
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/sweeper"
-	"github.com/retryd/retryd/internal/timer"
+	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/tasks"
 )
 
 // Worker fetching. asynq polls for pending tasks; the doorbell (see
-// internal/asynqx) makes an empty dequeue wait up to BellWait for a new
+// internal/waiting) makes an empty dequeue wait up to BellWait for a new
 // task instead, so a new request starts within a round trip and an idle
 // worker makes a few Redis calls a second. TaskCheckInterval is asynq's
 // pause after a wait that ended empty. DelayedTaskCheckInterval is how
 // often asynq itself moves due retries and scheduled tasks to pending:
-// retryd's timer (internal/timer) starts them to the millisecond, so
+// retryd's timer (internal/waiting) starts them to the millisecond, so
 // asynq's forwarding is only the safety net, and at one call per queue and
 // interval it is what an idle worker costs per partition.
 const (
@@ -50,10 +50,6 @@ const (
 	TaskCheckInterval        = 2 * time.Millisecond
 	DelayedTaskCheckInterval = time.Second
 )
-
-// timerNames are retryd's timer's Redis names.
-var timerNames = timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
-	Channel: record.TimerChannel}
 
 // WorkerOptions are a worker's test hooks.
 type WorkerOptions struct {
@@ -104,10 +100,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: book.Own()}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
-	names := timerNames
-	names.Bell = func(q string) string { return record.RingableBell(parts, q) }
-	timers := timer.New(rdb, parts.Tags(), names, bell, log.With("component", "timer"))
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Redis: rdb, Timer: timers}
+	timers := waiting.NewTimer(rdb, parts, tasks.Queue, bell, log.With("component", "timer"))
+	wait := tasks.NewWaiting(rdb, parts, timers)
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	client := guard.Client()
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
 	if err != nil {
@@ -128,17 +123,16 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Faults:       opts.Faults,
 		Signer:       signer,
 		QStash:       qsigner,
-		Timer:        queue,
+		Waiting:      wait,
 	}
 	// Fairness between tenants works from the tenant stamped on each
 	// request (flow learns which tenants are about): no API keys here.
 	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: cfg.FlowTenantShare,
-		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate}, rdb, queue, log.With("component", "flow"), clock.Real)
+		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate, Finished: func(ctx context.Context, id string) bool {
+			r, err := store.Get(ctx, id)
+			return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
+		}}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
-	h.Flow.Finished = func(ctx context.Context, id string) bool {
-		r, err := store.Get(ctx, id)
-		return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
-	}
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
@@ -149,7 +143,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Queues:                   queueWeights(parts),
 		TaskCheckInterval:        TaskCheckInterval,
 		DelayedTaskCheckInterval: DelayedTaskCheckInterval,
-		RetryDelayFunc:           retry.DelayFunc(time.Now, timer.Lag),
+		RetryDelayFunc:           retry.DelayFunc(time.Now, waiting.Lag),
 		IsFailure:                retry.IsFailure,
 		ShutdownTimeout:          WorkerShutdownTimeout,
 		Logger:                   asynqLogger{log.With("component", "asynq")},

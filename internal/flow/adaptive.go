@@ -15,9 +15,6 @@ import (
 const (
 	// CutFactor multiplies a key's effective rate on overload.
 	CutFactor = 0.5
-	// CutEvery bounds how often a key is cut: one burst of failures (every
-	// attempt in flight answering 503) is one cut, not many.
-	CutEvery = time.Second
 	// MinOverloads is how many overloaded answers a key must get within
 	// two seconds on a worker before its first cut.
 	MinOverloads = 25
@@ -37,9 +34,6 @@ const (
 	// RecoverShare is the additive increase: a tenth of the rate before
 	// the first cut, per second of successes (at least 1/s).
 	RecoverShare = 0.1
-	// RateHorizon is how far ahead a worker gives turns of a cut key's
-	// rate; a request beyond it waits in the key's line (cutline.go).
-	RateHorizon = 5 * time.Second
 )
 
 // key is one flow-control key's state on this worker.
@@ -157,7 +151,7 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 			return
 		}
 		k.lim.SetLimitAt(now, rate.Limit(next))
-	case o == Overloaded && c.cfg.Adaptive && cutIt && now.Sub(k.lastCut) >= CutEvery:
+	case o == Overloaded && c.cfg.Adaptive && cutIt && now.Sub(k.lastCut) >= c.tune.CutEvery:
 		// Only a key under load is cut first: a few requests failing (and
 		// retrying on their own backoff) are not a destination to ease
 		// off, and their retries must keep their timing.
@@ -198,7 +192,7 @@ func (k *key) cutTo(now time.Time, perSecond float64) {
 	ahead := 0.0 // seconds of turns given
 	if k.lim != nil {
 		if tokens := k.lim.TokensAt(now); tokens < 0 {
-			ahead = min(-tokens/float64(k.lim.Limit()), RateHorizon.Seconds())
+			ahead = min(-tokens/float64(k.lim.Limit()), DefaultTuning.RateHorizon.Seconds())
 		}
 	}
 	k.lim = rate.NewLimiter(rate.Limit(perSecond), 1)

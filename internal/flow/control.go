@@ -25,15 +25,10 @@ type Control struct {
 	PinPeriod      time.Duration
 }
 
-// ControlTTL is how long a worker keeps a key's Control before reading
-// it again: a pin or a pause takes effect within it. A paused key's
-// waiters are parked against its Redis state, never against this copy.
-const ControlTTL = time.Second
-
 // controlNames are the Redis keys of key's Control and of its waiters
 // held while it is paused.
 func controlNames(k string) (ctl, paused string) {
-	return record.FlowKey(k, "ctl"), record.FlowKey(k, "paused")
+	return record.FlowControlKeys(k)
 }
 
 // ReadControl reads key's Control.
@@ -182,7 +177,7 @@ return 1
 
 func (c *Controller) holdPaused(ctx context.Context, key, id string, now time.Time) (bool, error) {
 	ctl, paused := controlNames(key)
-	n, err := holdPausedScript.Run(ctx, c.rdb, []string{ctl, paused}, id, now.UnixMilli(), KeyTTL.Milliseconds()).Int()
+	n, err := holdPausedScript.Run(ctx, c.rdb, []string{ctl, paused}, id, now.UnixMilli(), c.tune.KeyTTL.Milliseconds()).Int()
 	return n == 1, err
 }
 
@@ -192,7 +187,7 @@ func (c *Controller) control(ctx context.Context, key string, now time.Time) Con
 	c.mu.Lock()
 	e, ok := c.controls[key]
 	c.mu.Unlock()
-	if ok && now.Sub(e.at) < ControlTTL {
+	if ok && now.Sub(e.at) < c.tune.ControlTTL {
 		return e.Control
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -226,7 +221,7 @@ func (c *Controller) operatorSettings(ctx context.Context, req *Request, now tim
 		}
 		if held {
 			c.parkedOne(req.Key)
-			return &Parked{Until: now.Add(ParkFallback), Reason: record.WaitingPaused}
+			return &Parked{Until: now.Add(c.tune.ParkFallback), Reason: record.WaitingPaused}
 		}
 	}
 	if ctl.PinParallelism > 0 {

@@ -23,23 +23,14 @@ var (
 )
 
 const (
-	// TurnEarly is how early a request may take its turn: the timer hands
-	// tasks over a little early, and workers' clocks differ by a little.
-	TurnEarly = 50 * time.Millisecond
-	// TurnGrace is how late a request may take its turn; a request back
-	// later (its worker died, its task was held up) has lost it and waits
-	// again at its place, so turns never bunch.
-	TurnGrace = 2 * time.Second
 	// CutBatch bounds the turns one worker gives a line per Rebalance.
 	CutBatch = 50
-	// HeadRecheck is how often a worker looks at a line whose first
-	// waiter is not due within RateHorizon.
-	HeadRecheck = time.Second
 )
 
 // cutNames are the Redis keys of a cut key's line.
 func cutNames(key string) []string {
-	return []string{record.FlowKey("cut:"+key, "line"), record.FlowKey("cut:"+key, "places"), record.FlowKey("cut:"+key, "turns")}
+	line, places, turns := record.FlowCutKeys(key)
+	return []string{line, places, turns}
 }
 
 // cutAnswer is what cut_wait said: start now, sleep until a turn, or
@@ -68,7 +59,7 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 	}
 	if k.lim != nil && k.lineSeen.IsZero() {
 		offer = k.lim.ReserveN(now, 1)
-		if d := offer.DelayFrom(now); d <= RateHorizon {
+		if d := offer.DelayFrom(now); d <= c.tune.RateHorizon {
 			offerAt = now.Add(max(d, 0)).UnixMilli()
 		} else {
 			offer.CancelAt(now)
@@ -76,7 +67,7 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 		}
 	}
 	c.mu.Unlock()
-	if d := time.UnixMilli(offerAt).Sub(now); offerAt >= 0 && d > 0 && d <= ShortWait {
+	if d := time.UnixMilli(offerAt).Sub(now); offerAt >= 0 && d > 0 && d <= c.tune.ShortWait {
 		// Moments away: waiting it out costs less than a park.
 		if err := c.sleep(ctx, d); err != nil {
 			c.cancelOffer(offer, now)
@@ -84,8 +75,8 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 		}
 		now = time.UnixMilli(offerAt)
 	}
-	res, err := cutWaitScript.Run(ctx, c.rdb, cutNames(req.Key), req.ID, now.UnixMilli(), TurnEarly.Milliseconds(),
-		TurnGrace.Milliseconds(), offerAt, KeyTTL.Milliseconds()).StringSlice()
+	res, err := cutWaitScript.Run(ctx, c.rdb, cutNames(req.Key), req.ID, now.UnixMilli(), c.tune.TurnEarly.Milliseconds(),
+		c.tune.TurnGrace.Milliseconds(), offerAt, c.tune.KeyTTL.Milliseconds()).StringSlice()
 	var a cutAnswer
 	if err == nil {
 		a, err = parseCutAnswer(res)
@@ -144,7 +135,7 @@ func parseCutAnswer(res []string) (cutAnswer, error) {
 // turn (lineFallback).
 func cutFallback(ahead int, perSecond float64) time.Duration {
 	if perSecond <= 0 {
-		return ParkFallback
+		return DefaultTuning.ParkFallback
 	}
 	return lineFallback(ahead+1, time.Duration(float64(time.Second)/perSecond), 1)
 }
@@ -190,16 +181,16 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	// The line's first waiter (a retry) may start later than any turn
 	// there is to give: look again then, or within HeadRecheck (another
 	// worker may have lined an earlier one).
-	notYet := !k.headAt.IsZero() && now.Add(RateHorizon).Before(k.headAt) && now.Sub(k.pumped) < HeadRecheck
+	notYet := !k.headAt.IsZero() && now.Add(c.tune.RateHorizon).Before(k.headAt) && now.Sub(k.pumped) < c.tune.HeadRecheck
 	switch {
-	case now.Sub(k.lineSeen) > KeyTTL:
+	case now.Sub(k.lineSeen) > c.tune.KeyTTL:
 		k.lineSeen = time.Time{} // the line has expired
 	case notYet:
 	case k.lim != nil:
 		for len(turns) < CutBatch {
 			r := k.lim.ReserveN(now, 1)
 			d := r.DelayFrom(now)
-			if d > RateHorizon {
+			if d > c.tune.RateHorizon {
 				r.CancelAt(now)
 				break
 			}
@@ -217,7 +208,7 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 			turns = append(turns, now)
 		}
 	}
-	relist := !k.lineSeen.IsZero() && now.Sub(k.listed) >= AdoptEvery
+	relist := !k.lineSeen.IsZero() && now.Sub(k.listed) >= c.tune.AdoptEvery
 	c.mu.Unlock()
 	if relist {
 		c.listCutLine(ctx, k, name, k.spec.HostPort)
@@ -280,7 +271,7 @@ func (c *Controller) giveTurns(ctx context.Context, key string, turns []time.Tim
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	args := make([]any, 0, len(turns)+1)
-	args = append(args, KeyTTL.Milliseconds())
+	args = append(args, c.tune.KeyTTL.Milliseconds())
 	for _, t := range turns {
 		args = append(args, t.UnixMilli())
 	}
@@ -332,7 +323,7 @@ func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) 
 	if !cut {
 		return time.Time{}, false
 	}
-	ahead, err := cutJoinScript.Run(ctx, c.rdb, cutNames(req.Key)[:1], req.ID, due.UnixMilli(), KeyTTL.Milliseconds()).Int()
+	ahead, err := cutJoinScript.Run(ctx, c.rdb, cutNames(req.Key)[:1], req.ID, due.UnixMilli(), c.tune.KeyTTL.Milliseconds()).Int()
 	if err != nil {
 		c.log.Warn("could not put a retry in its cut key's line", "requestId", req.ID, "err", err)
 		return time.Time{}, false

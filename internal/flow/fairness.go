@@ -16,12 +16,6 @@ import (
 	"github.com/retryd/retryd/internal/tenant"
 )
 
-const (
-	// LineMemory is how long a worker keeps looking (every RebalanceEvery)
-	// at a destination's fairness line it last saw non-empty.
-	LineMemory = time.Minute
-)
-
 // host is one destination's fairness state on this worker. Its waiters
 // wait in the destination's line in Redis, shared by all workers.
 type host struct {
@@ -64,19 +58,15 @@ func (h *host) took(d time.Duration) {
 // with more workers the expected wait is shorter still.
 func lineFallback(n int, mean time.Duration, slots int) time.Duration {
 	d := time.Duration(2 * float64(n) * float64(mean) / float64(max(slots, 1)))
-	return min(max(d, ParkFallback), LineFallbackMax)
+	return min(max(d, DefaultTuning.ParkFallback), DefaultTuning.LineFallbackMax)
 }
-
-// WakeTTL is how long a woken waiter holds a free slot of the worker that
-// woke it before that worker wakes another in its place.
-const WakeTTL = 2 * time.Second
 
 // freeSlots is how many of limit slots the host has free here, not
 // counting slots promised to waiters woken in the last WakeTTL.
 func (h *host) freeSlots(limit int, now time.Time) int {
 	pending := 0
 	for id, at := range h.woken {
-		if now.Sub(at) >= WakeTTL {
+		if now.Sub(at) >= DefaultTuning.WakeTTL {
 			delete(h.woken, id)
 			continue
 		}
@@ -114,47 +104,54 @@ func (c *Controller) lane(name string) *host {
 	return h
 }
 
-// parkInLine puts id, of tenant t, in lane name's line, which is at its
-// cap here, and returns the *Parked saying how long its task sleeps unless
-// woken (or the error that kept it out of line). It is called with c.mu
-// held, and releases it.
-func (c *Controller) parkInLine(ctx context.Context, name string, h *host, id, t string, now time.Time) error {
+// fullLane is what parking in a full lane's line needs to know of the
+// lane, read under c.mu.
+type fullLane struct {
+	known          bool // its line was known here before
+	mean           time.Duration
+	capacity       int
+	noteListedTime func(at time.Time)
+}
+
+// lineFull notes that lane name (h) has a waiter now, and reads what
+// parkInLine needs of it. The caller holds c.mu.
+func (c *Controller) lineFull(name string, h *host, now time.Time) fullLane {
 	known := !h.lineSeen.IsZero()
 	h.lineSeen, h.quietUntil = now, time.Time{}
 	c.stir()
-	mean, capacity := h.meanDur, c.capOf(name)
-	c.mu.Unlock()
+	return fullLane{known: known, mean: h.meanDur, capacity: c.capOf(name),
+		noteListedTime: func(at time.Time) { h.listed = at }}
+}
+
+// parkInLine puts id, of tenant t, in lane name's line, which is at its
+// cap here (lineFull), and returns the *Parked saying how long its task
+// sleeps unless woken (or the error that kept it out of line). It makes
+// round trips, so the caller does not hold c.mu.
+func (c *Controller) parkInLine(ctx context.Context, name string, l fullLane, id, t string, now time.Time) error {
 	n, err := c.waitInLine(ctx, name, id, t)
 	if err != nil {
 		return err
 	}
-	if !known || n == 1 {
-		c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) { h.listed = at })
+	if !l.known || n == 1 {
+		c.listLine(ctx, record.FairLinesKey, name, "", l.noteListedTime)
 	}
-	return &Parked{Until: now.Add(lineFallback(n, mean, capacity)), Reason: record.WaitingFairShare}
+	return &Parked{Until: now.Add(lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
 }
 
 // fairNames are the Redis keys of a destination's (or a tenant's)
 // fairness line: the line, the places of requests promoted from it, when
 // each was handed over, and the places given to its tenants.
 func fairNames(hostPort string) []string {
-	return []string{record.FlowKey("fair:"+hostPort, "line"), record.FlowKey("fair:"+hostPort, "promoted"),
-		record.FlowKey("fair:"+hostPort, "handed"), record.FlowKey("fair:"+hostPort, "tenants")}
+	line, promoted, handed, tenants := record.FlowFairKeys(hostPort)
+	return []string{line, promoted, handed, tenants}
 }
 
 // waitInLine puts id, of tenant t, in hostPort's fairness line (keeping a
 // place it had; a newcomer takes its tenant's turn) and says how many
 // wait in it.
 func (c *Controller) waitInLine(ctx context.Context, hostPort, id, t string) (int, error) {
-	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, tenant.Of(t), KeyTTL.Milliseconds()).Int()
+	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, tenant.Of(t), c.tune.KeyTTL.Milliseconds()).Int()
 }
-
-// HandOverCheck is how long after its promotion a request not heard of
-// since (its attempt ended on a worker that knew the line, or it waits in
-// line again) is looked at. One still parked was never woken: the worker
-// that promoted it died first. It is woken then, instead of sleeping
-// until its safety net.
-const HandOverCheck = 5 * time.Second
 
 // staleBatch bounds the stale hand-overs one look returns.
 const staleBatch = 20
@@ -173,8 +170,8 @@ type fairTake struct {
 func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (fairTake, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	res, err := fairNext.Run(ctx, c.rdb, fairNames(hostPort), ended, n, KeyTTL.Milliseconds(),
-		c.now().UnixMilli(), HandOverCheck.Milliseconds(), staleBatch).StringSlice()
+	res, err := fairNext.Run(ctx, c.rdb, fairNames(hostPort), ended, n, c.tune.KeyTTL.Milliseconds(),
+		c.now().UnixMilli(), c.tune.HandOverCheck.Milliseconds(), staleBatch).StringSlice()
 	if err != nil {
 		return fairTake{}, err
 	}
@@ -280,7 +277,7 @@ func (h *host) sawLine(t fairTake, now time.Time) {
 	case t.left > 0:
 		h.lineSeen, h.quietUntil = now, time.Time{}
 	case t.handed > 0:
-		h.lineSeen, h.quietUntil = now, now.Add(HandOverCheck)
+		h.lineSeen, h.quietUntil = now, now.Add(DefaultTuning.HandOverCheck)
 	default:
 		h.lineSeen = time.Time{}
 	}

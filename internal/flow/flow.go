@@ -1,7 +1,12 @@
 // Package flow decides when an attempt may start, so that no destination
-// can starve the others and a struggling one is eased off. Four checks run
-// before an attempt:
+// can starve the others and a struggling one is eased off. Six checks run
+// before an attempt, in this order (Admit):
 //
+//   - the request's queue (all workers): a queue's messages start in the
+//     order they were made, at most its parallelism at once (queue.go);
+//   - an operator's settings on its key (all workers): a paused key holds
+//     its requests, and a pin overrides their parallelism or rate
+//     (control.go);
 //   - adaptive backpressure (this worker): a key whose attempts answer 429
 //     or 503 or time out gets an effective rate, cut multiplicatively on
 //     overload and raised additively as attempts succeed (AIMD);
@@ -22,13 +27,12 @@
 // (Waker.Wake, which makes a waiting task pending) when the slot it waits
 // for frees; the deadline is only a fallback (a worker that died holding a
 // slot, whose lease then ends). Waits on a rate are timed: retryd's timer
-// (Waker.At, internal/timer) starts the task at its turn.
+// (Waker.WakeAt, internal/waiting) starts the task at its turn.
 package flow
 
 import (
 	"context"
 	"embed"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -36,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/waiting"
 )
 
 //go:embed scripts/*.lua
@@ -83,20 +88,15 @@ type Config struct {
 	// MinRate is the floor of an adaptive cut, per second
 	// (FLOW_ADAPTIVE_MIN_RATE).
 	MinRate float64
+	// Finished says whether a request has finished or is gone (the
+	// record knows); a queue takes such ones out of its line when a waiter
+	// finds them ahead of it. Nil: never.
+	Finished func(ctx context.Context, id string) bool
+	// Tuning are the timings; a zero field is DefaultTuning's.
+	Tuning Tuning
 }
 
 // Tuning that needs no setting.
-const (
-	// ParkFallback is the longest a task parked for a slot sleeps before it
-	// looks again without being woken: only a safety net, since its place
-	// is kept in Redis (fairness lines, parallelism lines) and any worker
-	// with a free slot wakes it.
-	ParkFallback = 5 * time.Minute
-	// LineFallbackMax bounds a line waiter's safety-net deadline.
-	LineFallbackMax = 6 * time.Hour
-	// KeyTTL is how long a key's Redis state lives untouched.
-	KeyTTL = 24 * time.Hour
-)
 
 // Request is what the checks need to know of a request.
 type Request struct {
@@ -132,31 +132,33 @@ const (
 	Overloaded                // 429, 503, a timeout
 )
 
-// Waker makes a parked request's task runnable now.
+// Waker is what flow asks of internal/waiting, the owner of waiting
+// (waiting.Owner); flow decides, the owner moves tasks.
 type Waker interface {
 	// Wake returns ErrGone when the request has no parked task any more
 	// (canceled, finished), and ErrInTransit while its task is still on
 	// its way to being parked.
 	Wake(ctx context.Context, id string) error
-	// Waiting says whether a woken request's task still waits to be
+	// Pending says whether a woken request's task still waits to be
 	// fetched (runnable, taken by no worker yet).
-	Waiting(ctx context.Context, id string) (bool, error)
+	Pending(ctx context.Context, id string) (bool, error)
 	// WakeParked wakes a request whose task sleeps in a park, never one
 	// waiting out a retry's backoff, and says whether it did.
 	WakeParked(ctx context.Context, id string) (bool, error)
-	// At wakes a parked request at a time (retryd's timer).
-	At(ctx context.Context, id string, at time.Time) error
+	// WakeAt wakes a parked request at a time (retryd's timer).
+	WakeAt(ctx context.Context, id string, at time.Time) error
 }
 
-// Wake's errors.
+// Wake's errors (the owner's).
 var (
-	ErrGone      = errors.New("no parked task")
-	ErrInTransit = errors.New("task not parked yet")
+	ErrGone      = waiting.ErrGone
+	ErrInTransit = waiting.ErrInTransit
 )
 
 // Controller runs the checks for one worker.
 type Controller struct {
 	cfg   Config
+	tune  Tuning // cfg.Tuning with its defaults
 	rdb   redis.UniversalClient
 	waker Waker
 	log   *slog.Logger
@@ -171,11 +173,7 @@ type Controller struct {
 	// last; tenantsListed a few of the tenants Redis lists (tenants.go).
 	tenantsSeen   map[string]time.Time
 	tenantsListed []string
-	// Finished says whether a request has finished or is gone; a queue
-	// takes such ones out of its line when a waiter finds them ahead of
-	// it. Nil: never.
-	Finished func(ctx context.Context, id string) bool
-	wakes    sync.WaitGroup
+	wakes         sync.WaitGroup
 	// stirred ends Rebalance's rest (stir).
 	stirred chan struct{}
 	// stop ends with Close.
@@ -192,7 +190,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, c
 		cfg.MinRate = 1
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &Controller{cfg: cfg, rdb: rdb, waker: waker, log: log, clk: clk,
+	return &Controller{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, waker: waker, log: log, clk: clk,
 		hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
 		parLines: map[string]*parLine{}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 }
@@ -216,11 +214,6 @@ type Ticket struct {
 	lanes  []string
 	global bool // holds a parallelism slot in Redis
 }
-
-// ShortWait is the longest wait for a rate turn that an admission sleeps
-// out in its slot instead of parking: about what retryd's timer hands a
-// task over early by, and less than a park and a wake-up cost.
-const ShortWait = 20 * time.Millisecond
 
 // now is the controller's time.
 func (c *Controller) now() time.Time { return c.clk.Now() }
@@ -288,7 +281,7 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !ok && until.Sub(now) <= ShortWait {
+		if !ok && until.Sub(now) <= c.tune.ShortWait {
 			// Its own turn, moments away (the timer hands tasks over a
 			// little early): waiting it out costs less than a park.
 			if err := c.sleep(ctx, until.Sub(now)); err != nil {
@@ -320,7 +313,9 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 		delete(h.woken, req.ID) // back (here) from a wake-up
 		if h.inflight >= c.capOf(name) {
 			k.parked++
-			err := c.parkInLine(ctx, name, h, req.ID, req.Tenant, now) // unlocks c.mu; a *Parked or an error
+			full := c.lineFull(name, h, now)
+			c.mu.Unlock()
+			err := c.parkInLine(ctx, name, full, req.ID, req.Tenant, now) // a *Parked or an error
 			c.LeaveSlot(ctx, req)
 			return nil, err
 		}

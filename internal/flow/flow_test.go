@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,8 +35,8 @@ type waker struct {
 	transit map[string]int
 }
 
-// At wakes id at at, as retryd's timer would.
-func (w *waker) At(_ context.Context, id string, at time.Time) error {
+// WakeAt wakes id at at, as retryd's timer would.
+func (w *waker) WakeAt(_ context.Context, id string, at time.Time) error {
 	w.mu.Lock()
 	if w.ats == nil {
 		w.ats = map[string]time.Time{}
@@ -46,7 +47,7 @@ func (w *waker) At(_ context.Context, id string, at time.Time) error {
 	return nil
 }
 
-func (w *waker) Waiting(_ context.Context, id string) (bool, error) {
+func (w *waker) Pending(_ context.Context, id string) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return !w.fetched[id] && !w.gone[id], nil
@@ -142,8 +143,8 @@ func TestFairnessCapsOneDestinationAtHalfTheSlots(t *testing.T) {
 		return Request{ID: id, HostPort: "slow:443", Key: "slow:443", Timeout: time.Second}
 	}
 	a, b := admit(t, c, slow("a")), admit(t, c, slow("b"))
-	if until := parked(t, c, slow("c")); !until.Equal(clk.Now().Add(ParkFallback)) {
-		t.Errorf("parked until %v, want the fallback %v", until, clk.Now().Add(ParkFallback))
+	if until := parked(t, c, slow("c")); !until.Equal(clk.Now().Add(DefaultTuning.ParkFallback)) {
+		t.Errorf("parked until %v, want the fallback %v", until, clk.Now().Add(DefaultTuning.ParkFallback))
 	}
 	parked(t, c, slow("d"))
 	parked(t, c, slow("c")) // parked again: still one place in line
@@ -366,7 +367,7 @@ func TestParallelismHoldsAcrossWorkersAndHandsSlotsOver(t *testing.T) {
 	}
 	a, _ := admit(t, w1, req("a")), admit(t, w2, req("b"))
 	until := parked(t, w1, req("c"))
-	if want := clk.Now().Add(ParkFallback); !until.Equal(want) {
+	if want := clk.Now().Add(DefaultTuning.ParkFallback); !until.Equal(want) {
 		t.Errorf("parked until %v, want the safety net %v (nothing polls a waiter)", until, want)
 	}
 	if len(w.ats) > 0 {
@@ -473,7 +474,7 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 		t.Fatalf("woken %v while the lease holds, want none", got)
 	}
 
-	clk.Add(time.Second + LeaseMargin)
+	clk.Add(time.Second + DefaultTuning.LeaseMargin)
 	live.pumpParLines(context.Background())
 	waitWoken(t, w, []string{"b"})
 	parked(t, live, req("newcomer")) // the slot is b's
@@ -484,7 +485,7 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	// A lease that ends with nobody to hand it on: the next admission
 	// hands it to the longest waiter, not to itself.
 	admit(t, live, req("c")) // never Done
-	clk.Add(time.Second + LeaseMargin + time.Millisecond)
+	clk.Add(time.Second + DefaultTuning.LeaseMargin + time.Millisecond)
 	parked(t, live, req("late"))
 	waitWoken(t, w, []string{"b", "c", "d"})
 	td := admit(t, dead, req("d"))
@@ -555,10 +556,10 @@ func TestParallelismHandOverOutlivesTheWorkerThatHandedIt(t *testing.T) {
 	// a's worker gives back a's slot, hands it to b, and dies.
 	now := clk.Now()
 	if err := parNextScript.Run(context.Background(), rdb, parNames("k"), "a", 1, now.UnixMilli(),
-		now.Add(HandOverLease).UnixMilli(), KeyTTL.Milliseconds()).Err(); err != nil {
+		now.Add(DefaultTuning.HandOverLease).UnixMilli(), DefaultTuning.KeyTTL.Milliseconds()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(HandOverLease + time.Millisecond)
+	clk.Add(DefaultTuning.HandOverLease + time.Millisecond)
 	c.pumpParLines(context.Background())
 	waitWoken(t, w, []string{"b"})
 	admit(t, c, req("b")).Done(context.Background(), Succeeded)
@@ -683,9 +684,9 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 	}
 	tickets[MinOverloads].Done(context.Background(), Overloaded) // same burst: no second cut
 	if got := limit(); got != 20 {
-		t.Errorf("a second overload within CutEvery cut again: %v", got)
+		t.Errorf("a second overload within DefaultTuning.CutEvery cut again: %v", got)
 	}
-	clk.Add(CutEvery)
+	clk.Add(DefaultTuning.CutEvery)
 	tickets[MinOverloads+1].Done(context.Background(), Overloaded) // the last 2 s: 27 of 27 overloaded
 	if got := limit(); got != 10 {
 		t.Errorf("after a second overload the rate is %v, want 10", got)
@@ -819,7 +820,7 @@ func TestPublishAndRead(t *testing.T) {
 	go w2.Publish(ctx, "w2")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		clk.Add(PublishEvery)
+		clk.Add(DefaultTuning.PublishEvery)
 		stats, err := Read(context.Background(), rdb, clk.Now())
 		if err == nil && len(stats) == 1 && stats[0].InFlight == 2 {
 			if s := stats[0]; s.Key != "tenant" || s.Parallelism != 5 {
@@ -847,7 +848,7 @@ func TestIdleWorkerPublishesOnce(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	var first float64
 	for {
-		clk.Add(PublishEvery)
+		clk.Add(DefaultTuning.PublishEvery)
 		var err error
 		if first, err = rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err == nil {
 			break
@@ -860,7 +861,7 @@ func TestIdleWorkerPublishesOnce(t *testing.T) {
 	// Three more PublishEvery, each time given to publish (a worker that
 	// publishes each would have moved its score).
 	for range 3 {
-		clk.Add(PublishEvery)
+		clk.Add(DefaultTuning.PublishEvery)
 		time.Sleep(100 * time.Millisecond)
 	}
 	if at, err := rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err != nil || at != first {
@@ -889,18 +890,18 @@ func TestRebalanceWakesWaitersOfFreeSlots(t *testing.T) {
 	// b holds the free slot for WakeTTL, so nothing else is woken (no
 	// herd of wake-ups while b is on its way) ...
 	for range 3 {
-		clk.Add(RebalanceEvery)
-		time.Sleep(RebalanceEvery)
+		clk.Add(DefaultTuning.RebalanceEvery)
+		time.Sleep(DefaultTuning.RebalanceEvery)
 	}
 	waitWoken(t, w, []string{"b"})
 	// ... but b never came back here (still waiting to be fetched after
 	// WakeTTL): the slot goes to the next waiter ...
-	clk.Add(WakeTTL)
+	clk.Add(DefaultTuning.WakeTTL)
 	waitWoken(t, w, []string{"b", "c"})
 	// ... and as soon as another worker fetched c, to the next one,
 	// without waiting out WakeTTL.
 	w.fetch("c")
-	clk.Add(RebalanceEvery)
+	clk.Add(DefaultTuning.RebalanceEvery)
 	waitWoken(t, w, []string{"b", "c", "d"})
 }
 
@@ -913,8 +914,8 @@ func TestRebalanceRestsUntilALineIsMade(t *testing.T) {
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
 	c := newController(t, redistest.Start(t).Client(), Config{Concurrency: 2, FairShare: 0.5}, w, clk)
-	if got := c.restFor(clk.Now()); got != AdoptEvery {
-		t.Fatalf("an idle worker rests %v, want %v", got, AdoptEvery)
+	if got := c.restFor(clk.Now()); got != DefaultTuning.AdoptEvery {
+		t.Fatalf("an idle worker rests %v, want %v", got, DefaultTuning.AdoptEvery)
 	}
 	req := func(id string) Request { return Request{ID: id, HostPort: "h:80", Key: "h:80"} }
 	a := admit(t, c, req("a"))
@@ -924,13 +925,13 @@ func TestRebalanceRestsUntilALineIsMade(t *testing.T) {
 	default:
 		t.Fatal("a waiter parked on a resting worker did not stir its Rebalance")
 	}
-	if got := c.restFor(clk.Now()); got <= RebalanceEvery || got > AdoptEvery {
-		t.Fatalf("a worker whose line's slots are all taken rests %v, want more than %v, at most %v", got, RebalanceEvery, AdoptEvery)
+	if got := c.restFor(clk.Now()); got <= DefaultTuning.RebalanceEvery || got > DefaultTuning.AdoptEvery {
+		t.Fatalf("a worker whose line's slots are all taken rests %v, want more than %v, at most %v", got, DefaultTuning.RebalanceEvery, DefaultTuning.AdoptEvery)
 	}
 	a.Done(context.Background(), Succeeded)
 	waitWoken(t, w, []string{"b"})
-	if got := c.restFor(clk.Now()); got != RebalanceEvery {
-		t.Fatalf("a worker holding a promise rests %v, want %v", got, RebalanceEvery)
+	if got := c.restFor(clk.Now()); got != DefaultTuning.RebalanceEvery {
+		t.Fatalf("a worker holding a promise rests %v, want %v", got, DefaultTuning.RebalanceEvery)
 	}
 }
 
@@ -979,8 +980,8 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	}
 	// Beyond it, they wait in line, with a safety net only.
 	for i := 6; i <= 9; i++ {
-		if until := parked(t, c1, req(i)); until.Sub(t0) < ParkFallback {
-			t.Errorf("r%d in line parked until +%v, want at least the fallback %v", i, until.Sub(t0), ParkFallback)
+		if until := parked(t, c1, req(i)); until.Sub(t0) < DefaultTuning.ParkFallback {
+			t.Errorf("r%d in line parked until +%v, want at least the fallback %v", i, until.Sub(t0), DefaultTuning.ParkFallback)
 		}
 		if at := w1.at(req(i).ID); !at.IsZero() {
 			t.Errorf("r%d in line has a timer at +%v", i, at.Sub(t0))
@@ -992,8 +993,8 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	}
 	// Its worker's Rebalance looks every RebalanceEvery while it knows of
 	// the line.
-	if got := c1.restFor(t0); got != RebalanceEvery {
-		t.Errorf("with a cut line, Rebalance rests %v, want %v", got, RebalanceEvery)
+	if got := c1.restFor(t0); got != DefaultTuning.RebalanceEvery {
+		t.Errorf("with a cut line, Rebalance rests %v, want %v", got, DefaultTuning.RebalanceEvery)
 	}
 	clk.Add(2 * time.Second)
 	c1.pumpCutLines(ctx)
@@ -1009,7 +1010,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	}
 	admit(t, c2, req(6))
 	// ... and a turn taken too late is lost: r7 waits again, first in line.
-	clk.Add(TurnGrace + 2*time.Second) // +10 s
+	clk.Add(DefaultTuning.TurnGrace + 2*time.Second) // +10 s
 	parked(t, c2, req(7))
 	c1.pumpCutLines(ctx)
 	for i, want := range map[int]time.Duration{7: 10 * time.Second, 8: 11 * time.Second, 9: 12 * time.Second} {
@@ -1053,8 +1054,8 @@ func TestCutKeyRetryWaitsInLineUntilDue(t *testing.T) {
 	cut(c, req, 1)
 	due := t0.Add(30 * time.Second)
 	until, ok := c.LineRetry(ctx, req, due)
-	if !ok || until.Before(due.Add(ParkFallback)) {
-		t.Fatalf("LineRetry = %v, %v; want its safety net at least %v after its due time", until, ok, ParkFallback)
+	if !ok || until.Before(due.Add(DefaultTuning.ParkFallback)) {
+		t.Fatalf("LineRetry = %v, %v; want its safety net at least %v after its due time", until, ok, DefaultTuning.ParkFallback)
 	}
 	c.pumpCutLines(ctx)
 	clk.Add(20 * time.Second)
@@ -1119,11 +1120,11 @@ func TestPromotionOfADeadWorkerIsDelivered(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("woken %v %v after the hand-over, want b", w2.got(), clk.Now().Sub(t0))
 		}
-		clk.Add(RebalanceEvery)
+		clk.Add(DefaultTuning.RebalanceEvery)
 		time.Sleep(5 * time.Millisecond)
 	}
-	if after := clk.Now().Sub(t0); after < HandOverCheck {
-		t.Fatalf("b woken %v after its hand-over, before HandOverCheck", after)
+	if after := clk.Now().Sub(t0); after < DefaultTuning.HandOverCheck {
+		t.Fatalf("b woken %v after its hand-over, before DefaultTuning.HandOverCheck", after)
 	}
 	handed := fairNames("h:80")[2]
 	deadline = time.Now().Add(5 * time.Second)
@@ -1143,10 +1144,10 @@ func TestLineFallback(t *testing.T) {
 		slots int
 		want  time.Duration
 	}{
-		{1, 2 * time.Second, 10, ParkFallback},
-		{0, 0, 10, ParkFallback},
+		{1, 2 * time.Second, 10, DefaultTuning.ParkFallback},
+		{0, 0, 10, DefaultTuning.ParkFallback},
 		{1000, 2 * time.Second, 10, 400 * time.Second},
-		{1_000_000, 2 * time.Second, 10, LineFallbackMax},
+		{1_000_000, 2 * time.Second, 10, DefaultTuning.LineFallbackMax},
 	} {
 		if got := lineFallback(tc.n, tc.mean, tc.slots); got != tc.want {
 			t.Errorf("lineFallback(%d, %v, %d) = %v, want %v", tc.n, tc.mean, tc.slots, got, tc.want)
@@ -1171,7 +1172,7 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 	if err := Pause(ctx, rdb, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if until := parked(t, c, req("a")); !until.Equal(clk.Now().Add(ParkFallback)) {
+	if until := parked(t, c, req("a")); !until.Equal(clk.Now().Add(DefaultTuning.ParkFallback)) {
 		t.Errorf("a paused key's request parked until %v, want the safety net", until)
 	}
 	parked(t, c, req("b"))
@@ -1184,7 +1185,7 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWoken(t, w, []string{"a", "b"})
-	clk.Add(ControlTTL) // the worker reads the settings again
+	clk.Add(DefaultTuning.ControlTTL) // the worker reads the settings again
 	if err := Pin(ctx, rdb, "k", 1, 0, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -1223,7 +1224,10 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	w := &waker{}
-	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
+	// died says 01c finished but its worker died before leaving the line.
+	var died atomic.Bool
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1,
+		Finished: func(_ context.Context, id string) bool { return died.Load() && id == "01c" }}, w, clk)
 	ctx := context.Background()
 	req := func(id string) Request {
 		return Request{ID: id, HostPort: "h:443", Key: "h:443", Queue: "q", Created: clk.Now()}
@@ -1265,7 +1269,7 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	}
 	// 01c finished but its worker died before leaving the line: the next
 	// waiter finds it ahead and takes it out.
-	c.Finished = func(_ context.Context, id string) bool { return id == "01c" }
+	died.Store(true)
 	for _, id := range []string{"01e", "01f"} {
 		_ = JoinQueue(ctx, rdb, "q", id, clk.Now())
 	}

@@ -13,10 +13,6 @@ import (
 	"github.com/retryd/retryd/internal/record"
 )
 
-// AdoptEvery is how often a worker looks for lines it does not know, and
-// how often it lists again the lines it knows.
-const AdoptEvery = 5 * time.Second
-
 // listLine lists a line (field, with value) in the registry hash, and
 // calls listed with the time under c.mu. Each worker that knows a line
 // lists it again every AdoptEvery: a worker that emptied it may have

@@ -15,13 +15,6 @@ import (
 	"github.com/retryd/retryd/internal/record"
 )
 
-const (
-	// LeaseMargin is added to an attempt's timeout for its slot's lease;
-	// HandOverLease is the lease of a slot handed to a woken request.
-	LeaseMargin   = 5 * time.Second
-	HandOverLease = 15 * time.Second
-)
-
 // parLine is a key's parallelism line as this worker knows it: one that
 // may hold waiters.
 type parLine struct {
@@ -37,14 +30,15 @@ type parLine struct {
 
 // keyNames are the Redis keys of a flow-control key's parallelism.
 func keyNames(k string) (slots, wait string) {
-	return record.FlowKey(k, "slots"), record.FlowKey(k, "wait")
+	slots, wait, _ = record.FlowParallelismKeys(k)
+	return slots, wait
 }
 
 // parNames are the keys of the parallelism scripts: the slots, the line,
 // and the requests handed a slot and not yet started.
 func parNames(k string) []string {
-	slots, wait := keyNames(k)
-	return []string{slots, wait, record.FlowKey(k, "handed")}
+	slots, wait, handed := record.FlowParallelismKeys(k)
+	return []string{slots, wait, handed}
 }
 
 // parReply is what the parallelism scripts answer: acquire's flag (1:
@@ -106,7 +100,7 @@ func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (u
 		at = now
 	}
 	v, err := acquireScript.Run(ctx, c.rdb, parNames(req.Key), req.ID, req.Parallelism, now.UnixMilli(),
-		now.Add(req.Timeout+LeaseMargin).UnixMilli(), KeyTTL.Milliseconds(), now.Add(HandOverLease).UnixMilli(), at.UnixMilli()).Result()
+		now.Add(req.Timeout+c.tune.LeaseMargin).UnixMilli(), c.tune.KeyTTL.Milliseconds(), now.Add(c.tune.HandOverLease).UnixMilli(), at.UnixMilli()).Result()
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -146,7 +140,7 @@ func (c *Controller) handOn(ctx context.Context, key string, parallelism int, en
 	for i := 0; len(ended) > 0 && i < 100; i++ {
 		now := c.now()
 		v, err := parNextScript.Run(ctx, c.rdb, names, ended[0], parallelism, now.UnixMilli(),
-			now.Add(HandOverLease).UnixMilli(), KeyTTL.Milliseconds()).Result()
+			now.Add(c.tune.HandOverLease).UnixMilli(), c.tune.KeyTTL.Milliseconds()).Result()
 		if err == nil {
 			var r parReply
 			if r, err = parseParReply("par_next", v, false); err == nil {
@@ -185,11 +179,6 @@ func (c *Controller) wakeHanded(ctx context.Context, key string, parallelism int
 	return onIDs
 }
 
-// StalledWakeFor is how long a request handed a slot that could not be
-// woken (Redis was down, or its task is still active on a worker that
-// died) is tried again, every second.
-const StalledWakeFor = 5 * time.Minute
-
 // wakeLater tries again to wake id, which was handed a slot of key and
 // could not be woken: it has left the line, and would otherwise sleep
 // until its safety net. Woken, it comes back to its place in the line
@@ -198,7 +187,7 @@ func (c *Controller) wakeLater(key string, parallelism int, id string) {
 	c.wakes.Add(1)
 	go func() {
 		defer c.wakes.Done()
-		for end := c.now().Add(StalledWakeFor); c.now().Before(end); {
+		for end := c.now().Add(c.tune.StalledWakeFor); c.now().Before(end); {
 			if c.sleep(c.stop, time.Second) != nil {
 				return
 			}
@@ -244,7 +233,7 @@ func (c *Controller) sawParLine(ctx context.Context, key string, parallelism int
 	}
 	l.parallelism, l.next = parallelism, r.first
 	if l.next.IsZero() {
-		l.next = c.now().Add(AdoptEvery)
+		l.next = c.now().Add(c.tune.AdoptEvery)
 	}
 	c.stir()
 	c.mu.Unlock()
@@ -276,9 +265,9 @@ func (c *Controller) pumpParLines(ctx context.Context) {
 	for key, l := range c.parLines {
 		if !now.Before(l.next) {
 			look = append(look, due{key, l.parallelism})
-			l.next = now.Add(AdoptEvery) // until the script says when
+			l.next = now.Add(c.tune.AdoptEvery) // until the script says when
 		}
-		if now.Sub(l.listed) >= AdoptEvery {
+		if now.Sub(l.listed) >= c.tune.AdoptEvery {
 			relist = append(relist, due{key, l.parallelism})
 		}
 	}

@@ -26,7 +26,8 @@ var (
 
 // queueNames are the Redis keys of queue name (tenant-qualified).
 func queueNames(name string) []string {
-	return []string{record.FlowKey("queue:"+name, "line"), record.FlowKey("queue:"+name, "parked"), record.FlowKey("queue:"+name, "meta")}
+	line, parked, meta, _ := record.FlowQueueKeys(name)
+	return []string{line, parked, meta}
 }
 
 // place is where a request made at created joins a line at the latest.
@@ -124,8 +125,9 @@ func DeleteQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, na
 // request, so the order is the order of acceptance; an admission of a
 // request whose join was lost puts it at its creation time.
 func JoinQueue(ctx context.Context, rdb redis.UniversalClient, name, id string, created time.Time) error {
-	return queueJoinScript.Run(ctx, rdb, []string{queueNames(name)[0], record.FlowKey("queue:"+name, "seq")},
-		id, place(created), KeyTTL.Milliseconds()).Err()
+	line, _, _, seq := record.FlowQueueKeys(name)
+	return queueJoinScript.Run(ctx, rdb, []string{line, seq},
+		id, place(created), DefaultTuning.KeyTTL.Milliseconds()).Err()
 }
 
 // QueueNext takes finished request id ("" for none) out of queue name's
@@ -155,7 +157,7 @@ func QueueNext(ctx context.Context, rdb redis.UniversalClient, waker Waker, name
 // The requests ahead of it that are finished or gone (a worker died
 // between recording and leaving the line) are taken out here.
 func (c *Controller) admitQueue(ctx context.Context, req Request, isDone func(context.Context, string) bool) (bool, error) {
-	res, err := queueAdmitScript.Run(ctx, c.rdb, queueNames(req.Queue), req.ID, KeyTTL.Milliseconds(), place(req.Created)).StringSlice()
+	res, err := queueAdmitScript.Run(ctx, c.rdb, queueNames(req.Queue), req.ID, c.tune.KeyTTL.Milliseconds(), place(req.Created)).StringSlice()
 	if err != nil {
 		return false, err
 	}
@@ -181,12 +183,12 @@ func (c *Controller) queueTurn(ctx context.Context, req Request, now time.Time) 
 	if req.Queue == "" {
 		return nil
 	}
-	ok, err := c.admitQueue(ctx, req, c.Finished)
+	ok, err := c.admitQueue(ctx, req, c.cfg.Finished)
 	if err != nil || ok {
 		return err
 	}
 	c.parkedOne(req.Key)
-	return &Parked{Until: now.Add(ParkFallback), Reason: record.WaitingQueue}
+	return &Parked{Until: now.Add(c.tune.ParkFallback), Reason: record.WaitingQueue}
 }
 
 // QueueDone takes req, finished, out of its queue's line and wakes the

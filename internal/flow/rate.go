@@ -14,7 +14,7 @@ import (
 
 // turnNames are the Redis keys of a flow-control key's rate turns.
 func turnNames(k string) (next, given string) {
-	return record.FlowKey(k, "turn"), record.FlowKey(k, "turns")
+	return record.FlowRateKeys(k)
 }
 
 // Turn spacing: turns are spaced three percent wider than the rate asks
@@ -34,7 +34,7 @@ func (c *Controller) turn(ctx context.Context, req Request, now time.Time) (time
 	grace := period * turnMargin / 100
 	next, given := turnNames(req.Key)
 	res, err := turnScript.Run(ctx, c.rdb, []string{next, given}, req.ID, now.UnixMicro(), max(interval.Microseconds(), 1),
-		grace.Microseconds(), KeyTTL.Milliseconds()).StringSlice()
+		grace.Microseconds(), c.tune.KeyTTL.Milliseconds()).StringSlice()
 	if err != nil {
 		return time.Time{}, false, err
 	}

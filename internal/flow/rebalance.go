@@ -12,11 +12,6 @@ import (
 	"github.com/retryd/retryd/internal/record"
 )
 
-// RebalanceEvery is how often a worker wakes waiters of destinations that
-// have free slots on it without an attempt ending (the woken ones went to
-// other workers), while it watches a line.
-const RebalanceEvery = 50 * time.Millisecond
-
 // Rebalance wakes, until ctx ends, the waiters of destinations with free
 // slots on this worker, every RebalanceEvery while it watches a line. A
 // slot promised to a woken request is freed as soon as that request's task
@@ -37,7 +32,7 @@ func (c *Controller) Rebalance(ctx context.Context) {
 		case <-rest.C():
 		case <-c.stirred:
 		}
-		if now := c.now(); now.Sub(adopted) >= AdoptEvery {
+		if now := c.now(); now.Sub(adopted) >= c.tune.AdoptEvery {
 			adopted = now
 			c.adoptLines(ctx)
 		}
@@ -63,7 +58,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 		if !h.watched(now) {
 			continue
 		}
-		if now.Sub(h.listed) >= AdoptEvery {
+		if now.Sub(h.listed) >= c.tune.AdoptEvery {
 			relist = append(relist, name)
 		}
 		if now.Before(h.quietUntil) {
@@ -88,7 +83,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 
 // watched says whether Rebalance looks at the destination's line.
 func (h *host) watched(now time.Time) bool {
-	return !h.lineSeen.IsZero() && now.Sub(h.lineSeen) <= LineMemory
+	return !h.lineSeen.IsZero() && now.Sub(h.lineSeen) <= DefaultTuning.LineMemory
 }
 
 // restFor is how long Rebalance may rest after a look, the last adoption
@@ -105,28 +100,28 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	next := adopted.Add(AdoptEvery)
+	next := adopted.Add(c.tune.AdoptEvery)
 	for name, h := range c.hosts {
 		switch {
 		case len(h.woken) > 0:
-			return RebalanceEvery
+			return c.tune.RebalanceEvery
 		case h.watched(now) && now.Before(h.quietUntil):
 			next = minTime(next, h.quietUntil)
 		case h.watched(now) && h.freeSlots(c.capOf(name), now) > 0:
-			return RebalanceEvery
+			return c.tune.RebalanceEvery
 		case h.watched(now):
-			next = minTime(next, h.listed.Add(AdoptEvery)) // its relisting
+			next = minTime(next, h.listed.Add(c.tune.AdoptEvery)) // its relisting
 		}
 	}
 	for _, k := range c.keys {
 		if !k.lineSeen.IsZero() {
-			return RebalanceEvery
+			return c.tune.RebalanceEvery
 		}
 	}
 	for _, l := range c.parLines {
-		next = minTime(next, minTime(l.next, l.listed.Add(AdoptEvery)))
+		next = minTime(next, minTime(l.next, l.listed.Add(c.tune.AdoptEvery)))
 	}
-	return min(AdoptEvery, max(RebalanceEvery, next.Sub(now)))
+	return min(c.tune.AdoptEvery, max(c.tune.RebalanceEvery, next.Sub(now)))
 }
 
 // stir ends Rebalance's rest: this worker has just made a line, a promise
@@ -157,14 +152,14 @@ func (c *Controller) releaseFetched(ctx context.Context) {
 	now := c.now()
 	for name, h := range c.hosts {
 		for id, at := range h.woken {
-			if now.Sub(at) >= RebalanceEvery/2 {
+			if now.Sub(at) >= c.tune.RebalanceEvery/2 {
 				check = append(check, promise{name, id})
 			}
 		}
 	}
 	c.mu.Unlock()
 	for _, p := range check {
-		if waiting, err := c.waker.Waiting(ctx, p.id); err != nil || waiting {
+		if waiting, err := c.waker.Pending(ctx, p.id); err != nil || waiting {
 			continue // unknown: WakeTTL ends the promise
 		}
 		c.mu.Lock()

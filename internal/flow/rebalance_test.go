@@ -64,8 +64,8 @@ func TestFailedHandOverStirsRebalance(t *testing.T) {
 	if !stirred() {
 		t.Fatal("a failed hand-over at an attempt's end left Rebalance resting")
 	}
-	if got := c.restFor(clk.Now()); got != RebalanceEvery {
-		t.Errorf("after a failed hand-over Rebalance rests %v, want %v (a free slot, a watched line)", got, RebalanceEvery)
+	if got := c.restFor(clk.Now()); got != DefaultTuning.RebalanceEvery {
+		t.Errorf("after a failed hand-over Rebalance rests %v, want %v (a free slot, a watched line)", got, DefaultTuning.RebalanceEvery)
 	}
 	c.rebalance(context.Background())
 	if stirred() {

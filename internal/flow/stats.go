@@ -17,14 +17,8 @@ import (
 // up. Only the busiest MaxPublished keys of a worker are published.
 
 const (
-	// PublishEvery is how often a worker publishes its keys.
-	PublishEvery = time.Second
-	// staleAfter drops a worker that stopped publishing.
-	staleAfter = 5 * time.Second
 	// MaxPublished bounds the keys one worker publishes.
 	MaxPublished = 200
-	// forgetAfter drops a key idle this long from a worker's memory.
-	forgetAfter = 10 * time.Minute
 )
 
 // KeyStats is one key's state as published by a worker, or summed over
@@ -52,7 +46,7 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 	defer c.mu.Unlock()
 	out := make([]KeyStats, 0, len(c.keys))
 	for name, k := range c.keys {
-		if k.inflight == 0 && k.lim == nil && k.lineSeen.IsZero() && now.Sub(k.lastUsed) > forgetAfter {
+		if k.inflight == 0 && k.lim == nil && k.lineSeen.IsZero() && now.Sub(k.lastUsed) > c.tune.ForgetAfter {
 			delete(c.keys, name)
 			continue
 		}
@@ -68,7 +62,7 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 		out = append(out, s)
 	}
 	for name, h := range c.hosts {
-		if h.inflight == 0 && h.taking == 0 && (h.lineSeen.IsZero() || now.Sub(h.lineSeen) > LineMemory) && len(h.woken) == 0 {
+		if h.inflight == 0 && h.taking == 0 && (h.lineSeen.IsZero() || now.Sub(h.lineSeen) > c.tune.LineMemory) && len(h.woken) == 0 {
 			delete(c.hosts, name)
 		}
 	}
@@ -87,7 +81,7 @@ func activity(s KeyStats) int { return s.InFlight*1000 + s.Parked*100 + s.Succee
 // commands a second were a tenth of its idle cost.
 func (c *Controller) Publish(ctx context.Context, worker string) {
 	shown := true // whether Redis may hold keys of this worker
-	clock.Every(ctx, c.clk, PublishEvery, func() {
+	clock.Every(ctx, c.clk, c.tune.PublishEvery, func() {
 		now := c.now()
 		stats := c.snapshot(now)
 		if len(stats) == 0 && !shown {
@@ -104,9 +98,9 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 		if len(fields) > 0 {
 			pipe.HSet(wctx, record.FlowWorkerKey(worker), fields...)
 		}
-		pipe.PExpire(wctx, record.FlowWorkerKey(worker), staleAfter)
+		pipe.PExpire(wctx, record.FlowWorkerKey(worker), c.tune.StaleAfter)
 		pipe.ZAdd(wctx, record.FlowWorkersKey, redis.Z{Score: float64(now.UnixMilli()), Member: worker})
-		pipe.ZRemRangeByScore(wctx, record.FlowWorkersKey, "-inf", strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10))
+		pipe.ZRemRangeByScore(wctx, record.FlowWorkersKey, "-inf", strconv.FormatInt(now.Add(-c.tune.StaleAfter).UnixMilli(), 10))
 		if _, err := pipe.Exec(wctx); err != nil {
 			c.log.Debug("could not publish flow-control state", "err", err)
 		} else {
@@ -121,7 +115,7 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 // from Redis itself (all workers' truth).
 func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyStats, error) {
 	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
-		Min: strconv.FormatInt(now.Add(-staleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, err
 	}

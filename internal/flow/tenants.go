@@ -18,11 +18,6 @@ import (
 	"github.com/retryd/retryd/internal/tenant"
 )
 
-// TenantMemory is how long a tenant whose request this worker admitted
-// counts as about. A tenant Redis lists (one that ever stored a request,
-// besides the default tenant) always does.
-const TenantMemory = 24 * time.Hour
-
 // TenantCap is how many slots of this worker one tenant may hold while
 // more than one tenant is about; ok is false when fairness between
 // tenants is off (FLOW_TENANT_SHARE 1).
@@ -77,7 +72,7 @@ func (c *Controller) tenantFair(t string, now time.Time) bool {
 		}
 	}
 	for other, at := range c.tenantsSeen {
-		if other != t && now.Sub(at) < TenantMemory {
+		if other != t && now.Sub(at) < c.tune.TenantMemory {
 			return true
 		}
 	}
@@ -90,7 +85,7 @@ func (c *Controller) tenantFair(t string, now time.Time) bool {
 func (c *Controller) learnTenants(listed []string, now time.Time) {
 	c.tenantsListed = listed
 	for t, at := range c.tenantsSeen {
-		if now.Sub(at) >= TenantMemory {
+		if now.Sub(at) >= c.tune.TenantMemory {
 			delete(c.tenantsSeen, t)
 		}
 	}

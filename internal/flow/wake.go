@@ -18,11 +18,6 @@ const (
 	stalled            // could not be woken now: tried again, or its fallback deadline wakes it
 )
 
-// WakeTransit is how long wake waits for a task still on its way to
-// being parked: a park takes a few round trips. One still active after it
-// most likely sits on a worker that died, until its lease ends.
-const WakeTransit = 250 * time.Millisecond
-
 // wake makes id's task runnable, waiting up to WakeTransit for a task
 // still on its way to being parked.
 func (c *Controller) wake(ctx context.Context, id string) wakeResult {
@@ -34,7 +29,7 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 			return woken
 		case errors.Is(err, ErrGone):
 			return gone
-		case time.Duration(i)*every >= WakeTransit || ctx.Err() != nil:
+		case time.Duration(i)*every >= c.tune.WakeTransit || ctx.Err() != nil:
 			c.log.Warn("could not wake a parked request now; it is tried again, or its deadline wakes it", "requestId", id, "err", err)
 			return stalled
 		}
@@ -43,13 +38,13 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 }
 
 // wakeAt has id woken at a timed park's end, to the millisecond, by
-// retryd's timer (Waker.At): asynq keeps due times in whole seconds, so
+// retryd's timer (Waker.WakeAt): asynq keeps due times in whole seconds, so
 // its own deadline is only the safety net. Nothing holds a worker slot,
 // and a worker that dies meanwhile loses no wake-up.
 func (c *Controller) wakeAt(ctx context.Context, id string, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := c.waker.At(ctx, id, at); err != nil {
+	if err := c.waker.WakeAt(ctx, id, at); err != nil {
 		c.log.Warn("could not set a parked request's timer; its deadline will wake it", "requestId", id, "err", err)
 	}
 }

@@ -114,11 +114,11 @@ func (s *Store) first() keys { return keysOf(s.parts.Tag(0)) }
 func (s *Store) Partitions() partition.Set { return s.parts }
 
 // TimerKey is the timer of the partition (and asynq queue) named tag: the
-// tasks waiting for a time, by due time in ms (see internal/timer).
+// tasks waiting for a time, by due time in ms (see internal/waiting/timer).
 func TimerKey(tag string) string { return string(keysOf(tag)) + "timer" }
 
 // TimerMoverKey names the worker that moved the partition's due tasks last
-// (see asynqx.MoveDue): the others look less often meanwhile.
+// (see internal/waiting/asynqx.MoveDue): the others look less often meanwhile.
 func TimerMoverKey(tag string) string { return string(keysOf(tag)) + "timer:mover" }
 
 // TimerChannel is where a timer entry earlier than any before is announced.
@@ -128,7 +128,7 @@ const TimerChannel = "retryd:timer"
 // writes is listed in one file.
 
 // BellKey is the workers' doorbell list of the partition (and asynq queue)
-// named tag, in its slot (see asynqx.Bell).
+// named tag, in its slot (see waiting.Bell).
 func BellKey(tag string) string { return "{" + tag + "}:bell" }
 
 // RingableBell is the workers' doorbell of parts (the first partition's,
@@ -141,15 +141,52 @@ func RingableBell(parts partition.Set, tag string) string {
 	return BellKey(tag)
 }
 
-// FlowKey is part kind of the Redis state of flow-control key name (or of
-// a destination's fairness line, name "fair:host:port", or of a cut key's
-// line, name "cut:<key>"): "slots" and "wait" (parallelism), "turn" and
-// "turns" (rate), "line", "promoted", "handed" and "tenants" (fairness),
-// "line", "places" and "turns" (a cut key's line). A name's parts share
+// FlowKey is part kind of the Redis state of flow-control name (a key's,
+// or a line's: the functions below name every kind). A name's parts share
 // its hashed tag, so its scripts run in one cluster slot.
 func FlowKey(name, kind string) string {
 	sum := sha1.Sum([]byte(name))
 	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}:" + kind
+}
+
+// FlowParallelismKeys are flow-control key k's parallelism: its slots by
+// lease end, its line, and the requests handed a slot and not yet
+// started.
+func FlowParallelismKeys(k string) (slots, wait, handed string) {
+	return FlowKey(k, "slots"), FlowKey(k, "wait"), FlowKey(k, "handed")
+}
+
+// FlowRateKeys are key k's rate: the next turn, and the turns given.
+func FlowRateKeys(k string) (next, given string) {
+	return FlowKey(k, "turn"), FlowKey(k, "turns")
+}
+
+// FlowControlKeys are an operator's settings on key k, and its waiters
+// held while it is paused.
+func FlowControlKeys(k string) (ctl, paused string) {
+	return FlowKey(k, "ctl"), FlowKey(k, "paused")
+}
+
+// FlowFairKeys are a destination's (or a tenant's) fairness line: the
+// line, the places of requests promoted from it, when each was handed
+// over, and the places given to its tenants.
+func FlowFairKeys(lane string) (line, promoted, handed, tenants string) {
+	n := "fair:" + lane
+	return FlowKey(n, "line"), FlowKey(n, "promoted"), FlowKey(n, "handed"), FlowKey(n, "tenants")
+}
+
+// FlowCutKeys are a cut key's line: the line, the waiters' places, and the
+// turns given.
+func FlowCutKeys(k string) (line, places, turns string) {
+	n := "cut:" + k
+	return FlowKey(n, "line"), FlowKey(n, "places"), FlowKey(n, "turns")
+}
+
+// FlowQueueKeys are queue name's (tenant-qualified) line, its parked
+// requests, its settings, and its sequence of joins.
+func FlowQueueKeys(name string) (line, parked, meta, seq string) {
+	n := "queue:" + name
+	return FlowKey(n, "line"), FlowKey(n, "parked"), FlowKey(n, "meta"), FlowKey(n, "seq")
 }
 
 // TenantsKey is the set of tenants that ever stored a record, besides
@@ -194,7 +231,7 @@ const (
 
 // ParkedKey lists the tasks of the partition named tag just parked for
 // flow control, by when (ms), until the timer moves them from asynq's retry
-// set to its scheduled set (see asynqx.HoldParked).
+// set to its scheduled set (see internal/waiting/asynqx.HoldParked).
 func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }
 
 // ListenersKey is where every retryd process lists its listen addresses

@@ -56,7 +56,7 @@ type Store struct {
 // RingsOnCreate says whether Create rings the workers' doorbell itself
 // (CreateOptions.Ring): with one partition the doorbell list (BellKey)
 // shares the record's cluster slot, so the script that stores a request
-// rings too, and its enqueue need not (asynqx.WithoutRing). With several,
+// rings too, and its enqueue need not (waiting.WithoutRing). With several,
 // the workers share the first partition's doorbell, which another
 // partition's script cannot reach on a cluster.
 func (s *Store) RingsOnCreate() bool { return s.parts.Len() == 1 }

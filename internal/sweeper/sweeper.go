@@ -26,11 +26,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -69,7 +69,7 @@ func (s Stats) changed() bool { return s.Missing+s.Archived+s.Stranded+s.Callbac
 
 // Sweeper is the reconciler.
 type Sweeper struct {
-	RDB      redis.UniversalClient // for the lock and asynq's task state (through asynqx)
+	RDB      redis.UniversalClient // for the lock and asynq's task state (through internal/waiting)
 	Store    Store
 	Queue    Queue
 	Log      *slog.Logger
@@ -282,12 +282,12 @@ func (s *Sweeper) sweepSlice(ctx context.Context, part int, t string, status rec
 // repairStranded puts back to pending the active tasks of queue whose
 // worker died (lease gone or ended).
 func (s *Sweeper) repairStranded(ctx context.Context, queue string, now time.Time, st *Stats) error {
-	ids, err := asynqx.Stranded(ctx, s.RDB, queue, now)
+	ids, err := waiting.Stranded(ctx, s.RDB, queue, now)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		moved, err := asynqx.RequeueStranded(ctx, s.RDB, queue, id, now)
+		moved, err := waiting.RequeueStranded(ctx, s.RDB, queue, id, now)
 		if err != nil {
 			return fmt.Errorf("requeue stranded %s: %w", id, err)
 		}
@@ -306,7 +306,7 @@ func (s *Sweeper) repairCallbacks(ctx context.Context, queue string, due []strin
 	for i, id := range due {
 		cbIDs[i] = tasks.CallbackTaskID(id)
 	}
-	cbStates, err := asynqx.TaskStates(ctx, s.RDB, queue, cbIDs)
+	cbStates, err := waiting.TaskStates(ctx, s.RDB, queue, cbIDs)
 	if err != nil {
 		return err
 	}
@@ -326,7 +326,7 @@ func (s *Sweeper) repairCallbacks(ctx context.Context, queue string, due []strin
 // the task's state first, so a request that finished between the two
 // reads shows as finished, never as missing its task.
 func (s *Sweeper) repair(ctx context.Context, part int, queue string, ids []string, now time.Time, st *Stats) error {
-	states, err := asynqx.TaskStates(ctx, s.RDB, queue, ids)
+	states, err := waiting.TaskStates(ctx, s.RDB, queue, ids)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@
 -- leave the parked set; the caller wakes them.
 -- KEYS[1]: the queue's line; KEYS[2]: its parked waiters; KEYS[3]: its
 -- settings
+-- ARGV[1]: the finished request's id, or ""
+-- Returns: the ids of the waiters to wake, in line order
 redis.call("ZREM", KEYS[1], ARGV[1])
 redis.call("ZREM", KEYS[2], ARGV[1])
 if redis.call("HGET", KEYS[3], "paused") == "1" then return {} end

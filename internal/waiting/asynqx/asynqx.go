@@ -2,7 +2,8 @@
 // exported API: the key layout of a queue, the doorbell hook that
 // recognises asynq's scripts to wake idle workers, and the reads and the
 // repair the sweeper needs (a task's state and lease). Nothing else in
-// retryd names an asynq key or script. These facts are asynq's private
+// retryd names an asynq key or script, and only internal/waiting, the
+// owner of waiting, imports it. These facts are asynq's private
 // implementation, so they are pinned to one asynq version: a test fails
 // when the build uses another version, and another when a script the hook
 // recognises changes.

@@ -2,7 +2,7 @@ package asynqx
 
 // Moving waiting tasks to pending at retryd's own times. asynq keeps a
 // retry's or a scheduled task's due time in whole seconds and forwards due
-// tasks on a poll; retryd's timer (internal/timer) knows the exact
+// tasks on a poll; retryd's timer (internal/waiting/timer) knows the exact
 // millisecond and moves the task itself. Only a task that waits (asynq's
 // retry or scheduled state) is moved: an archived task run again would be
 // the dashboard's redrive, and an active or pending one is on its way

@@ -25,7 +25,7 @@ func TestAsynqVersionIsThePinnedOne(t *testing.T) {
 		t.Fatalf("go list -m github.com/hibiken/asynq: %v", err)
 	}
 	if got := strings.TrimSpace(string(out)); got != Version {
-		t.Fatalf("the build uses asynq %s; internal/asynqx knows the layout of %s: check every fact in it "+
+		t.Fatalf("the build uses asynq %s; internal/waiting/asynqx knows the layout of %s: check every fact in it "+
 			"(key names, the scripts' fingerprints, the task hash's fields) against the new version, then move Version", got, Version)
 	}
 }

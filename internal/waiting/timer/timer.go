@@ -33,8 +33,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/asynqx"
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/waiting/asynqx"
 )
 
 // Tuning.

@@ -1,0 +1,188 @@
+// Package waiting owns waiting: it is the only code in retryd that makes
+// a request's task sleep or run. It parks a task (Park), wakes it now
+// (Wake, WakeParked) or at a time to the millisecond (WakeAt, through
+// retryd's timer), keeps the safety nets (asynq's own due time Lag after
+// the timer's, and the repair of tasks stranded by a dead worker), and
+// holds asynq's private layout below it (internal/waiting/asynqx, pinned
+// to one asynq version by its test) with the timer
+// (internal/waiting/timer). No package outside this tree imports those
+// two (TestOnlyTheOwnerMovesTasks).
+//
+// It decides nothing: flow control decides whether a request may start,
+// and the handler decides when an attempt is due; this package turns
+// those decisions into asynq's state.
+package waiting
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/partition"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/waiting/asynqx"
+	"github.com/retryd/retryd/internal/waiting/timer"
+)
+
+// Lag is how much later than the timer's entry asynq's own due time is:
+// the safety net for an entry lost with its worker before it was written.
+const Lag = timer.Lag
+
+// Early is how long before its due time the timer hands a task over.
+const Early = timer.Early
+
+// Wake's errors.
+var (
+	// ErrGone: the request has no waiting task any more (canceled,
+	// finished).
+	ErrGone = errors.New("no parked task")
+	// ErrInTransit: the request's task is still on its way to being
+	// parked (or running).
+	ErrInTransit = errors.New("task not parked yet")
+)
+
+// Owner parks and wakes the tasks of one set of queues: the partitions'
+// queues, or Queue alone.
+type Owner struct {
+	// Parts are the partitions, each with its own queue named like its
+	// tag; the zero value is the single queue Queue.
+	Parts partition.Set
+	Queue string
+	// Redis is the client tasks are moved with (asynq's own).
+	Redis redis.UniversalClient
+	// Timer starts waiting tasks on time; nil leaves it to asynq's whole
+	// seconds.
+	Timer *timer.Timer
+}
+
+// Timer is retryd's timer (internal/waiting/timer).
+type Timer = timer.Timer
+
+// Bell is the workers' doorbell (see asynqx.Bell).
+type Bell = asynqx.Bell
+
+// NewTimer returns the timer of parts' queues (queue alone when parts is
+// the zero value). bell rings the workers after a move when the doorbell
+// is in another cluster slot than the queue; nil for a process that only
+// sets entries.
+func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell timer.Ringer, log *slog.Logger) *Timer {
+	names := timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
+		Channel: record.TimerChannel}
+	queues := []string{queue}
+	if parts.Len() > 0 {
+		queues = parts.Tags()
+	}
+	if bell != nil {
+		names.Bell = func(q string) string { return record.RingableBell(parts, q) }
+	}
+	return timer.New(rdb, queues, names, bell, log)
+}
+
+// NewBell returns the doorbell of parts' queues (queue alone when parts is
+// the zero value), to add as a hook to the Redis client asynq uses: a
+// worker's waits up to wait on an empty fetch; wait 0 makes one that only
+// rings.
+func NewBell(rdb redis.UniversalClient, parts partition.Set, queue string, wait time.Duration) *Bell {
+	if parts.Len() == 0 {
+		return asynqx.NewBell(rdb, record.BellKey(queue), []string{queue}, wait)
+	}
+	return asynqx.NewBell(rdb, record.BellKey(parts.Tag(0)), parts.Tags(), wait)
+}
+
+// WithoutRing marks ctx so that an enqueue made with it does not ring the
+// doorbell: the script that made the request rang already.
+func WithoutRing(ctx context.Context) context.Context { return asynqx.WithoutRing(ctx) }
+
+// QueueOf is the asynq queue of request id.
+func (o *Owner) QueueOf(id string) string {
+	if o.Parts.Len() == 0 {
+		return o.Queue
+	}
+	return o.Parts.Tag(o.Parts.OfID(id))
+}
+
+// SafetyNet is asynq's own due time of a task the timer starts at due.
+func (o *Owner) SafetyNet(due time.Time) time.Time {
+	if o == nil || o.Timer == nil {
+		return due
+	}
+	return due.Add(Lag)
+}
+
+// Park notes that request id's task is being parked (its handler returns
+// it to asynq until a wake or its deadline), so that it waits in asynq's
+// scheduled set, not among the retries.
+func (o *Owner) Park(ctx context.Context, id string) error {
+	if o == nil || o.Timer == nil {
+		return nil
+	}
+	return o.Timer.Park(ctx, o.QueueOf(id), id)
+}
+
+// WakeAt starts request id's waiting task at t: an entry in its
+// partition's timer. Without a timer asynq's own due time does.
+func (o *Owner) WakeAt(ctx context.Context, id string, t time.Time) error {
+	if o == nil || o.Timer == nil {
+		return nil
+	}
+	return o.Timer.At(ctx, o.QueueOf(id), id, t)
+}
+
+// Wake makes request id's waiting task runnable now. Only a waiting task
+// is moved: an archived one run again would be a redrive. It returns
+// ErrGone when there is no waiting task, ErrInTransit while the task is
+// active (on its way to being parked, or running).
+func (o *Owner) Wake(ctx context.Context, id string) error {
+	q := o.QueueOf(id)
+	state, err := asynqx.Run(ctx, o.Redis, q, o.bellIn(q), id, time.Now())
+	if err != nil {
+		return err
+	}
+	switch state {
+	case asynqx.Moved:
+		return o.ring(ctx, q)
+	case asynqx.Pending:
+		return nil // runnable already
+	case asynqx.Active:
+		return ErrInTransit
+	}
+	return ErrGone
+}
+
+// WakeParked makes request id's task runnable now if it sleeps in a park,
+// never a retry waiting out its backoff, and says whether it did.
+func (o *Owner) WakeParked(ctx context.Context, id string) (bool, error) {
+	q := o.QueueOf(id)
+	moved, err := asynqx.RunParked(ctx, o.Redis, q, o.bellIn(q), id, time.Now())
+	if err != nil || !moved {
+		return false, err
+	}
+	return true, o.ring(ctx, q)
+}
+
+// Pending says whether request id's task is runnable and not yet taken by
+// a worker: a woken request still on its way.
+func (o *Owner) Pending(ctx context.Context, id string) (bool, error) {
+	state, err := asynqx.State(ctx, o.Redis, o.QueueOf(id), id)
+	return state == "pending", err
+}
+
+// bellIn is the doorbell a script of queue rings itself, or "".
+func (o *Owner) bellIn(queue string) string {
+	if o.Parts.Len() == 0 {
+		return record.BellKey(queue)
+	}
+	return record.RingableBell(o.Parts, queue)
+}
+
+// ring rings the doorbell after a task of queue became pending, unless the
+// script that moved it rang (bellIn).
+func (o *Owner) ring(ctx context.Context, queue string) error {
+	if o.bellIn(queue) != "" || o.Timer == nil || o.Timer.Bell == nil {
+		return nil
+	}
+	return o.Timer.Bell.Ring(ctx)
+}
