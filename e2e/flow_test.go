@@ -16,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/waiting/asynqx"
+	"github.com/retryd/retryd/tasks"
 )
 
 // gauge counts the calls a destination is serving at once.
@@ -448,7 +450,10 @@ func TestParallelismLineOutlivesItsWorkers(t *testing.T) {
 		mu.Lock()
 		called := len(first)
 		mu.Unlock()
-		return called == 1 && rdb.ZCard(ctx, wait).Val() == 19
+		// A waiter joins the line a moment before its task is back in
+		// asynq: only the slot-holder may still be active when the worker
+		// dies, or a parked task would come back only through the sweeper.
+		return called == 1 && rdb.ZCard(ctx, wait).Val() == 19 && rdb.LLen(ctx, asynqx.QueueKeys(tasks.Queue).Active()).Val() == 1
 	})
 	w := s.workers[0]
 	_ = w.cmd.Process.Kill()
