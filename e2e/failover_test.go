@@ -178,6 +178,11 @@ func TestUnconfirmedSubmissionIs503AndRetriesOnce(t *testing.T) {
 		"REDIS_WAIT_REPLICAS=1", "SWEEP_INTERVAL=1s")
 	dest := newDestination(t)
 	body := fmt.Sprintf(`{"url":%q}`, dest.script("/once", 200))
+	// The replica first syncs with its primary; on a loaded machine a
+	// submission may not be confirmed until it has.
+	waitFor(t, 30*time.Second, "the replica to confirm a submission", func() bool {
+		return call(t, "POST", s.api+"/requests", fmt.Sprintf(`{"url":%q}`, dest.script("/warm-up", 200)), "Idempotency-Key", "warm-up").status/100 == 2
+	})
 
 	first := call(t, "POST", s.api+"/requests", body, "Idempotency-Key", "earlier")
 	if first.status != 202 {
