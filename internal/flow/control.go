@@ -206,29 +206,27 @@ func (c *Controller) control(ctx context.Context, key string, now time.Time) Con
 	return ctl
 }
 
-// operatorSettings applies an operator's settings on req's key: a paused
-// key holds its requests in its paused line until resumed (a *Parked); a
-// pin is the key's limit, whatever its requests ask for.
-func (c *Controller) operatorSettings(ctx context.Context, req *Request, now time.Time) error {
-	if !req.Named {
+// enterOperator is the operator gate: it holds a request of a paused key
+// until the key is resumed, and applies the key's pins to the request.
+func (c *Controller) enterOperator(ctx context.Context, t *Ticket) error {
+	if !t.req.Named {
 		return nil
 	}
-	ctl := c.control(ctx, req.Key, now)
+	ctl := c.control(ctx, t.req.Key, t.start)
 	if ctl.Paused {
-		held, err := c.holdPaused(ctx, req.Key, req.ID, now)
+		held, err := c.holdPaused(ctx, t.req.Key, t.req.ID, t.start)
 		if err != nil {
 			return err
 		}
 		if held {
-			c.parkedOne(req.Key)
-			return &Parked{Until: now.Add(c.tune.ParkFallback), Reason: record.WaitingPaused}
+			return &Parked{Until: t.start.Add(c.tune.ParkFallback), Reason: record.WaitingPaused}
 		}
 	}
 	if ctl.PinParallelism > 0 {
-		req.Parallelism = ctl.PinParallelism
+		t.req.Parallelism = ctl.PinParallelism
 	}
 	if ctl.PinRate > 0 {
-		req.Rate, req.Period = ctl.PinRate, ctl.PinPeriod
+		t.req.Rate, t.req.Period = ctl.PinRate, ctl.PinPeriod
 	}
 	return nil
 }

@@ -97,6 +97,55 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 	return a, err
 }
 
+// enterCut is the cut gate: it takes the request's key's state here
+// (which counts the key's attempts in flight), and while adaptive
+// backpressure has cut the key, passes a request only at its turn of the
+// cut rate; before it, the request sleeps until its turn (the timer
+// starts it) or waits in the key's line for one.
+func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
+	req, now := t.req, t.start
+	c.mu.Lock()
+	k := c.keyOf(req, now)
+	t.k = k
+	cut := c.cfg.Adaptive && k.lim != nil
+	var perSecond float64
+	if cut {
+		perSecond = float64(k.lim.Limit())
+	}
+	c.mu.Unlock()
+	if cut {
+		a, err := c.cutWait(ctx, k, req, now)
+		if err != nil {
+			return err
+		}
+		if !a.start {
+			if a.at.IsZero() {
+				return &Parked{Until: now.Add(cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
+			}
+			c.wakeAt(ctx, req.ID, a.at)
+			return &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
+		}
+		t.start = c.now()
+	}
+	c.mu.Lock()
+	k.inflight++
+	c.mu.Unlock()
+	return nil
+}
+
+// exitCut gives back the key's count of attempts in flight, and teaches
+// adaptive backpressure what an attempt that ran said of its key.
+func (c *Controller) exitCut(_ context.Context, t *Ticket, e ending) {
+	c.mu.Lock()
+	if k := c.keys[t.req.Key]; k != nil {
+		k.inflight--
+		if e.started {
+			k.learn(c, e.outcome, e.at)
+		}
+	}
+	c.mu.Unlock()
+}
+
 // listCutLine lists key k's line (name, its destination hostPort).
 func (c *Controller) listCutLine(ctx context.Context, k *key, name, hostPort string) {
 	c.listLine(ctx, record.CutLinesKey, name, hostPort, func(at time.Time) { k.listed = at })

@@ -16,6 +16,75 @@ import (
 	"github.com/retryd/retryd/internal/tenant"
 )
 
+// enterFairness is the fairness gate: the destination's share of the
+// worker's slots, then (while another tenant is about) the tenant's share
+// of the destination's and of the worker's. A request over one waits in
+// that one's line. The destination's comes first: there tenants take
+// turns, so a tenant's waiter for a full destination is not in a line of
+// its own tenant's, whose freed slot would wake it with another tenant's
+// waiter for the same destination, and then mostly take the destination's
+// slot first.
+func (c *Controller) enterFairness(ctx context.Context, t *Ticket) error {
+	req, now := t.req, t.start
+	lanes := []string{req.HostPort}
+	c.mu.Lock()
+	if c.tenantFair(req.Tenant, now) {
+		lanes = []string{req.HostPort, tenantAtLane(req.Tenant, req.HostPort), tenantLane(req.Tenant)}
+	}
+	for _, name := range lanes {
+		h := c.lane(name)
+		delete(h.woken, req.ID) // back (here) from a wake-up
+		if h.inflight >= c.capOf(name) {
+			full := c.lineFull(name, h, now)
+			c.mu.Unlock()
+			return c.parkInLine(ctx, name, full, req.ID, req.Tenant, now)
+		}
+	}
+	for _, name := range lanes {
+		c.hosts[name].inflight++
+	}
+	c.mu.Unlock()
+	t.lanes = lanes
+	return nil
+}
+
+// exitFairness gives back the lanes' slots. An attempt that ran gives
+// each slot to the first in its lane's line, whichever worker parked it;
+// one that did not start leaves its slots to Rebalance.
+func (c *Controller) exitFairness(ctx context.Context, t *Ticket, e ending) {
+	type freed struct {
+		lane string
+		free int
+	}
+	var lines []freed
+	c.mu.Lock()
+	for _, name := range t.lanes {
+		h := c.hosts[name]
+		if h == nil {
+			continue
+		}
+		h.inflight--
+		if e.started {
+			h.took(e.at.Sub(t.start))
+			if !h.lineSeen.IsZero() {
+				lines = append(lines, freed{name, h.take(c.capOf(name), e.at)})
+			}
+		}
+	}
+	if !e.started {
+		// A slot freed with no attempt's end to promote for it: Rebalance
+		// gives it to a waiter, if a line wants it.
+		c.stir()
+	}
+	c.mu.Unlock()
+	for _, l := range lines {
+		// One round trip, which also forgets this request's place. Without
+		// a line (as far as this worker knows: Rebalance looks at those it
+		// saw) an attempt costs nothing here.
+		c.promote(ctx, l.lane, t.req.ID, l.free)
+	}
+}
+
 // host is one destination's fairness state on this worker. Its waiters
 // wait in the destination's line in Redis, shared by all workers.
 type host struct {

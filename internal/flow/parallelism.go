@@ -89,6 +89,56 @@ func parseParReply(name string, v any, flagged bool) (parReply, error) {
 	return r, nil
 }
 
+// enterParallelism is the parallelism gate: a request with parallelism
+// takes one of its key's slots, or waits in the key's line until a slot
+// is handed to it.
+func (c *Controller) enterParallelism(ctx context.Context, t *Ticket) error {
+	if t.req.Parallelism <= 0 {
+		return nil
+	}
+	until, ok, err := c.acquire(ctx, t.req, t.start)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &Parked{Until: until, Reason: record.WaitingParallelism}
+	}
+	t.global = true
+	return nil
+}
+
+// exitParallelism gives the slot back, handing it to the longest waiter.
+func (c *Controller) exitParallelism(ctx context.Context, t *Ticket, _ ending) {
+	if t.global {
+		c.release(ctx, t.req, t.req.ID)
+	}
+}
+
+// missedParallelism gives back a slot handed to a request held by an
+// earlier gate (LeaveSlot).
+func (c *Controller) missedParallelism(ctx context.Context, t *Ticket) {
+	c.LeaveSlot(ctx, t.req)
+}
+
+// LeaveSlot gives back the parallelism slot that may have been handed to
+// a request that is not starting now, and its place in the key's line: it
+// was woken for the slot, then an earlier gate held it, or it finished or
+// was canceled while its task slept. Held, the slot would idle out its
+// HandOverLease while the key's line waits. A request that waits keeps
+// its place all the same: its place is when it was made.
+func (c *Controller) LeaveSlot(ctx context.Context, req Request) {
+	if req.Named {
+		// An operator's pin (control.go) gives a key's requests slots
+		// their own settings may not name.
+		if pin := c.control(ctx, req.Key, c.now()).PinParallelism; pin > 0 {
+			req.Parallelism = pin
+		}
+	}
+	if req.Parallelism > 0 {
+		c.release(ctx, req, req.ID)
+	}
+}
+
 // acquire takes one of req's parallelism slots: ok, or until when its
 // task sleeps unless woken (a release hands it the slot) first: a safety
 // net only, twice its expected wait in the line.

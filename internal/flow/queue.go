@@ -127,7 +127,7 @@ func DeleteQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, na
 func JoinQueue(ctx context.Context, rdb redis.UniversalClient, name, id string, created time.Time) error {
 	line, _, _, seq := record.FlowQueueKeys(name)
 	return queueJoinScript.Run(ctx, rdb, []string{line, seq},
-		id, place(created), DefaultTuning.KeyTTL.Milliseconds()).Err()
+		id, place(created), DefaultTuning.KeyTTL.Milliseconds()).Err() // the API has no controller
 }
 
 // QueueNext takes finished request id ("" for none) out of queue name's
@@ -177,18 +177,19 @@ func (c *Controller) admitQueue(ctx context.Context, req Request, isDone func(co
 	return false, nil
 }
 
-// queueTurn is nil when req (of a queue, or not) may go on, or the
-// *Parked that holds it until the ones ahead of it finish.
-func (c *Controller) queueTurn(ctx context.Context, req Request, now time.Time) error {
-	if req.Queue == "" {
+// enterQueue is the queue gate: it passes a request (of a queue, or
+// not) whose turn it is, and holds one until the ones ahead of it finish.
+// Its place is kept until it finishes (QueueDone), not given back when
+// an attempt ends.
+func (c *Controller) enterQueue(ctx context.Context, t *Ticket) error {
+	if t.req.Queue == "" {
 		return nil
 	}
-	ok, err := c.admitQueue(ctx, req, c.cfg.Finished)
+	ok, err := c.admitQueue(ctx, t.req, c.cfg.Finished)
 	if err != nil || ok {
 		return err
 	}
-	c.parkedOne(req.Key)
-	return &Parked{Until: now.Add(c.tune.ParkFallback), Reason: record.WaitingQueue}
+	return &Parked{Until: t.start.Add(c.tune.ParkFallback), Reason: record.WaitingQueue}
 }
 
 // QueueDone takes req, finished, out of its queue's line and wakes the

@@ -23,6 +23,33 @@ func turnNames(k string) (next, given string) {
 // taken up to that margin late without bunching starts past the rate.
 const turnMargin = 3 // percent of the period
 
+// enterRate is the rate gate: it passes a request with no rate, or at its
+// turn; a request whose turn is later sleeps until it (the timer starts
+// it) without taking part in the gates after it meanwhile (a backlog
+// behind a rate would otherwise churn through the fairness line).
+func (c *Controller) enterRate(ctx context.Context, t *Ticket) error {
+	if t.req.Rate <= 0 {
+		return nil
+	}
+	until, ok, err := c.turn(ctx, t.req, t.start)
+	if err != nil {
+		return err
+	}
+	if !ok && until.Sub(t.start) <= c.tune.ShortWait {
+		// Its own turn, moments away (the timer hands tasks over a little
+		// early): waiting it out costs less than a park.
+		if err := c.sleep(ctx, until.Sub(t.start)); err != nil {
+			return err
+		}
+		ok, t.start = true, c.now()
+	}
+	if !ok {
+		c.wakeAt(ctx, t.req.ID, until)
+		return &Parked{Until: until, Reason: record.WaitingRate, Starts: until}
+	}
+	return nil
+}
+
 // turn gives req its rate turn: ok when it may start now, else until when
 // its task sleeps (its own turn, kept for it).
 func (c *Controller) turn(ctx context.Context, req Request, now time.Time) (time.Time, bool, error) {

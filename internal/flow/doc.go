@@ -1,0 +1,47 @@
+// Package flow decides when an attempt may start, so that no destination
+// can starve the others and a struggling one is eased off. It only
+// decides: internal/waiting parks and wakes the tasks.
+//
+// Admit passes an attempt through its gates, in this order (the list
+// gates in gates.go; TestPackageDocListsTheGates keeps the two alike):
+//
+//   - queue: the request's queue (all workers): a queue's messages start
+//     in the order they were made, at most its parallelism at once
+//     (queue.go);
+//   - operator: an operator's settings on its key (all workers): a paused
+//     key holds its requests, and a pin overrides their parallelism or
+//     rate (control.go);
+//   - endpoint: the destination's own state; it holds nothing yet, and is
+//     where a request will wait while its endpoint is open (endpoint.go);
+//   - cut: adaptive backpressure (this worker): a key whose attempts
+//     answer 429 or 503 or time out gets an effective rate, cut
+//     multiplicatively on overload and raised additively as attempts
+//     succeed (AIMD), and waits in the key's line for a turn of it
+//     (cutline.go, adaptive.go);
+//   - rate: the request's flowControl rate (all workers): turns spaced
+//     evenly (GCRA's virtual time) in Redis, one given to each waiter
+//     once, so a waiter sleeps until its own turn and then starts (before
+//     fairness, so a waiter for a later turn takes no part in it;
+//     rate.go);
+//   - fairness: destination and tenant fairness (this worker): one
+//     destination (host:port) holds at most a share (half by default) of
+//     the worker's slots; while another tenant is about (learnt from the
+//     tenants stamped on requests), one tenant holds at most a share of
+//     them and of a destination's; tenants take turns in a destination's
+//     line (fairness.go, tenants.go). The destination's share and the
+//     tenant's are one gate: their lanes are taken together, so that a
+//     request never holds one lane's slot while it waits in another's
+//     line;
+//   - parallelism: the request's flowControl parallelism (all workers):
+//     slots in Redis with leases, handed straight to the longest waiter
+//     on release (parallelism.go).
+//
+// A gate that holds an attempt parks it: the gates it passed give back
+// what they took, in reverse order, and its task goes back to asynq with a
+// deadline, holding no worker slot, and nothing polls it. It is woken
+// (Waker.Wake) when the slot it waits for frees; the deadline is only a
+// safety net (a worker that died holding a slot, whose lease then ends).
+// Waits on a rate are timed: retryd's timer (Waker.WakeAt) starts the task
+// at its turn. An attempt that ends (Ticket.Done) leaves its gates in
+// reverse order too, each waking whoever waits for what it gives back.
+package flow

@@ -1,0 +1,129 @@
+package flow
+
+// Admit's gates: each gate's enter and exit live in the file the package
+// doc names for it.
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// gate is one of Admit's checks.
+type gate struct {
+	// name is how the package doc lists it.
+	name string
+	// enter lets the attempt through (nil) or holds it: a *Parked, or the
+	// error that kept the gate from deciding.
+	enter func(c *Controller, ctx context.Context, t *Ticket) error
+	// exit gives back what enter took: when the attempt ends (Done), or
+	// when a later gate holds it (a zero ending). Nil: enter takes
+	// nothing.
+	exit func(c *Controller, ctx context.Context, t *Ticket, e ending)
+	// missed is told of an attempt held before it reached this gate, which
+	// may still hold something of it from an earlier wait. Nil: nothing.
+	missed func(c *Controller, ctx context.Context, t *Ticket)
+}
+
+// ending is how an attempt left its gates: started says it ran (Done),
+// with outcome, until at; a zero ending is an attempt held by a later
+// gate.
+type ending struct {
+	started bool
+	outcome Outcome
+	at      time.Time
+}
+
+// gates are Admit's, in order.
+var gates = []gate{
+	{name: "queue", enter: (*Controller).enterQueue},
+	{name: "operator", enter: (*Controller).enterOperator},
+	{name: "endpoint", enter: (*Controller).enterEndpoint},
+	{name: "cut", enter: (*Controller).enterCut, exit: (*Controller).exitCut},
+	{name: "rate", enter: (*Controller).enterRate},
+	{name: "fairness", enter: (*Controller).enterFairness, exit: (*Controller).exitFairness},
+	{name: "parallelism", enter: (*Controller).enterParallelism, exit: (*Controller).exitParallelism,
+		missed: (*Controller).missedParallelism},
+}
+
+// Ticket is an admitted attempt; Done gives back what it holds.
+type Ticket struct {
+	c   *Controller
+	req Request // with an operator's pins applied
+	// start is when the attempt may start, as the gates saw it (a rate's
+	// turn moments away is waited out).
+	start time.Time
+	k     *key // its key's state here (cut)
+	// lanes are the fairness lanes the attempt holds a slot of: its
+	// destination's, then (while another tenant is about) its tenant's
+	// there and its tenant's.
+	lanes  []string
+	global bool // holds a parallelism slot in Redis
+}
+
+// Admit passes req through the gates: a Ticket when the attempt may start
+// now, or a *Parked error saying until when its task sleeps.
+func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
+	t := &Ticket{c: c, req: req, start: c.now()}
+	for i, g := range gates {
+		if err := g.enter(c, ctx, t); err != nil {
+			c.hold(ctx, t, i, err)
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	t.k.countStart(t.start)
+	c.mu.Unlock()
+	return t, nil
+}
+
+// hold gives back what the gates before gates[at] took, in reverse order,
+// and tells the gates after it: gates[at] held t (err).
+func (c *Controller) hold(ctx context.Context, t *Ticket, at int, err error) {
+	for i := at - 1; i >= 0; i-- {
+		if g := gates[i]; g.exit != nil {
+			g.exit(c, ctx, t, ending{})
+		}
+	}
+	for _, g := range gates[at+1:] {
+		if g.missed != nil {
+			g.missed(c, ctx, t)
+		}
+	}
+	if _, parked := errors.AsType[*Parked](err); parked {
+		c.parkedOne(t.req.Key)
+	}
+}
+
+// Done leaves the gates in reverse order: each gives back what the
+// attempt held, wakes whoever waits for it, and learns what the attempt
+// said (o).
+func (t *Ticket) Done(ctx context.Context, o Outcome) {
+	e := ending{started: true, outcome: o, at: t.c.now()}
+	for i := len(gates) - 1; i >= 0; i-- {
+		if g := gates[i]; g.exit != nil {
+			g.exit(t.c, ctx, t, e)
+		}
+	}
+}
+
+// parkedOne counts a park of key name's, for its stats.
+func (c *Controller) parkedOne(name string) {
+	c.mu.Lock()
+	if k := c.keys[name]; k != nil {
+		k.parked++
+	}
+	c.mu.Unlock()
+}
+
+// Parked is the answer to a request that must wait: its task sleeps until
+// Until unless woken earlier. Reason is why (a record.Waiting* value);
+// Starts is when it starts, zero when an event (a resume, a free slot, a
+// turn given) does and Until is only a safety net.
+type Parked struct {
+	Until  time.Time
+	Reason string
+	Starts time.Time
+}
+
+func (p *Parked) Error() string { return "waiting for a flow-control slot" }
