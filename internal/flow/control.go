@@ -165,16 +165,11 @@ func Info(ctx context.Context, rdb redis.UniversalClient, key string, rate int, 
 	return info, nil
 }
 
+var holdPausedScript = script("hold_paused")
+
 // holdPaused parks id in key's paused line if key is still paused in
 // Redis (one step, so a resume cannot slip between the check and the
 // park); held says it did.
-var holdPausedScript = redis.NewScript(`
-if redis.call("HGET", KEYS[1], "paused") ~= "1" then return 0 end
-redis.call("ZADD", KEYS[2], "NX", ARGV[2], ARGV[1])
-redis.call("PEXPIRE", KEYS[2], ARGV[3])
-return 1
-`)
-
 func (c *Controller) holdPaused(ctx context.Context, key, id string, now time.Time) (bool, error) {
 	ctl, paused := controlNames(key)
 	n, err := holdPausedScript.Run(ctx, c.rdb, []string{ctl, paused}, id, now.UnixMilli(), c.tune.KeyTTL.Milliseconds()).Int()

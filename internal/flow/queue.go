@@ -60,13 +60,7 @@ func SetQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, name 
 	return QueueNext(ctx, rdb, waker, name, "")
 }
 
-// ensureQueueScript makes a queue's settings (parallelism 1) unless it
-// has them; it returns 1 when it made them.
-var ensureQueueScript = redis.NewScript(`
-if redis.call("EXISTS", KEYS[1]) == 1 then return 0 end
-redis.call("HSET", KEYS[1], "parallelism", 1, "paused", "0", "createdAt", ARGV[1], "updatedAt", ARGV[1])
-return 1
-`)
+var ensureQueueScript = script("queue_ensure")
 
 // EnsureQueue makes queue name, with parallelism 1, if it does not exist
 // (as enqueueing to an unknown queue does in QStash), in one round trip;

@@ -19,6 +19,7 @@ package sweeper
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -155,11 +156,10 @@ func (s *Sweeper) Run(ctx context.Context) {
 
 // releaseScript deletes the lock only if this owner holds it.
 //
-// KEYS[1] the lock. ARGV[1] the owner.
-var releaseScript = redis.NewScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end
-return 0
-`)
+//go:embed scripts/release_lock.lua
+var releaseLock string
+
+var releaseScript = redis.NewScript(releaseLock)
 
 // SweepOnce runs one sweep if no other process is sweeping. ran says
 // whether this process held the lock.
