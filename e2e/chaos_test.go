@@ -250,9 +250,9 @@ func placesOf(s *stack, raw string) string {
 			fair = append(fair, fmt.Sprintf("%s@%.0f", key, sc))
 		}
 	}
-	return fmt.Sprintf("id %s: in lines %v (cut line %v, places %v, turns %v), task %v, retry %v, scheduled %v, par wait %v of %d, par slots %v, par lines listed %v",
+	return fmt.Sprintf("id %s: in lines %v (cut line %v, places %v, turns %v), task %v, retry %v, scheduled %v, par wait %v of %d, par slots %v, lines listed %v",
 		doc.ID, fair, record.FlowKey("cut:chaos", "line"), rdb.ZScore(ctx, record.FlowKey("cut:chaos", "places"), doc.ID).Val(),
 		rdb.HGet(ctx, record.FlowKey("cut:chaos", "turns"), doc.ID).Val(), task, rdb.ZScore(ctx, k.Retry(), doc.ID).Val(), rdb.ZScore(ctx, k.Scheduled(), doc.ID).Val(),
 		rdb.ZScore(ctx, record.FlowKey("chaos", "wait"), doc.ID).Val(), rdb.ZCard(ctx, record.FlowKey("chaos", "wait")).Val(),
-		rdb.ZRangeWithScores(ctx, record.FlowKey("chaos", "slots"), 0, -1).Val(), rdb.HGetAll(ctx, record.ParLinesKey).Val())
+		rdb.ZRangeWithScores(ctx, record.FlowKey("chaos", "slots"), 0, -1).Val(), rdb.HGetAll(ctx, record.LinesKey).Val())
 }

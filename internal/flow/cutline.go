@@ -148,7 +148,7 @@ func (c *Controller) exitCut(_ context.Context, t *Ticket, e ending) {
 
 // listCutLine lists key k's line (name, its destination hostPort).
 func (c *Controller) listCutLine(ctx context.Context, k *key, name, hostPort string) {
-	c.listLine(ctx, record.CutLinesKey, name, hostPort, func(at time.Time) { k.listed = at })
+	c.listLine(ctx, record.LineCut, name, hostPort, func(at time.Time) { k.listed = at })
 }
 
 // cancelOffer gives an unused turn back to the key's rate.
@@ -306,7 +306,7 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	}
 	c.mu.Unlock()
 	if err == nil && left == 0 {
-		c.unlistLine(ctx, record.CutLinesKey, name)
+		c.unlistLine(ctx, record.LineCut, name)
 	}
 	for _, g := range given {
 		c.wakeAt(ctx, g.id, turns[g.turn])

@@ -105,7 +105,7 @@ type host struct {
 	woken map[string]time.Time
 	// meanDur is how long its attempts take here (a moving average), for
 	// how long its waiters can expect to wait; listed is when this worker
-	// last listed its line in record.FairLinesKey.
+	// last listed its line in record.LinesKey.
 	meanDur time.Duration
 	listed  time.Time
 }
@@ -202,7 +202,7 @@ func (c *Controller) parkInLine(ctx context.Context, name string, l fullLane, id
 		return err
 	}
 	if !l.known || n == 1 {
-		c.listLine(ctx, record.FairLinesKey, name, "", l.noteListedTime)
+		c.listLine(ctx, record.LineFair, name, "", l.noteListedTime)
 	}
 	return &Parked{Until: now.Add(lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
 }
@@ -333,7 +333,7 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 	}
 	c.mu.Unlock()
 	if t.left == 0 && t.handed == 0 && wasSeen {
-		c.unlistLine(ctx, record.FairLinesKey, hostPort)
+		c.unlistLine(ctx, record.LineFair, hostPort)
 	}
 	for _, id := range t.ids {
 		c.wakeLocal(hostPort, id)

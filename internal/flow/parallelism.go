@@ -24,7 +24,7 @@ type parLine struct {
 	// never came).
 	next time.Time
 	// listed is when this worker last listed the line in
-	// record.ParLinesKey.
+	// record.LinesKey.
 	listed time.Time
 }
 
@@ -272,7 +272,7 @@ func (c *Controller) sawParLine(ctx context.Context, key string, parallelism int
 		delete(c.parLines, key)
 		c.mu.Unlock()
 		if l != nil {
-			c.unlistLine(ctx, record.ParLinesKey, key)
+			c.unlistLine(ctx, record.LinePar, key)
 		}
 		return
 	}
@@ -292,9 +292,9 @@ func (c *Controller) sawParLine(ctx context.Context, key string, parallelism int
 	}
 }
 
-// listParLine lists key's parallelism line in record.ParLinesKey.
+// listParLine lists key's parallelism line in record.LinesKey.
 func (c *Controller) listParLine(ctx context.Context, key string, parallelism int) {
-	c.listLine(ctx, record.ParLinesKey, key, strconv.Itoa(parallelism), func(at time.Time) {
+	c.listLine(ctx, record.LinePar, key, strconv.Itoa(parallelism), func(at time.Time) {
 		if l := c.parLines[key]; l != nil {
 			l.listed = at
 		}

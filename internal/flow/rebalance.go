@@ -70,7 +70,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, name := range relist {
-		c.listLine(ctx, record.FairLinesKey, name, "", func(at time.Time) {
+		c.listLine(ctx, record.LineFair, name, "", func(at time.Time) {
 			if h := c.hosts[name]; h != nil {
 				h.listed = at
 			}

@@ -3,6 +3,7 @@ package record
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"strings"
 
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/tenant"
@@ -171,14 +172,14 @@ func FlowControlKeys(k string) (ctl, paused string) {
 // line, the places of requests promoted from it, when each was handed
 // over, and the places given to its tenants.
 func FlowFairKeys(lane string) (line, promoted, handed, tenants string) {
-	n := "fair:" + lane
+	n := LineField(LineFair, lane)
 	return FlowKey(n, "line"), FlowKey(n, "promoted"), FlowKey(n, "handed"), FlowKey(n, "tenants")
 }
 
 // FlowCutKeys are a cut key's line: the line, the waiters' places, and the
 // turns given.
 func FlowCutKeys(k string) (line, places, turns string) {
-	n := "cut:" + k
+	n := LineField(LineCut, k)
 	return FlowKey(n, "line"), FlowKey(n, "places"), FlowKey(n, "turns")
 }
 
@@ -197,19 +198,28 @@ const TenantsKey = "{retryd}:tenants"
 // publication (ms); FlowWorkerKey is one worker's figures.
 const FlowWorkersKey = "{retryd-flows}:workers"
 
-// CutLinesKey lists the cut keys whose lines may hold waiters (field: the
-// key, value: its destination's host:port), so that a worker that never
-// saw a line (started since) gives its waiters turns too.
-const CutLinesKey = "{retryd-flows}:cut-lines"
+// LinesKey lists the flow-control lines that may hold waiters, of every
+// kind, so that a worker that never saw a line (started since, or it was
+// another worker's) gives its waiters turns or slots too, and hands on the
+// slots of a dead worker when their leases end. Field: LineField(kind,
+// name); value: what the kind needs to be served (a cut key's destination
+// host:port, a parallelism key's parallelism, nothing for a fairness
+// line).
+const LinesKey = "{retryd-flows}:lines"
 
-// FairLinesKey lists the destinations (field: host:port) whose fairness
-// lines may hold waiters, for the same reason.
-const FairLinesKey = "{retryd-flows}:fair-lines"
+// The kinds of flow-control line LinesKey lists.
+const (
+	LineCut  = "cut"  // a cut key's (FlowCutKeys)
+	LineFair = "fair" // a destination's or a tenant's fairness line (FlowFairKeys)
+	LinePar  = "par"  // a flowControl key's parallelism line (FlowParallelismKeys)
+)
 
-// ParLinesKey lists the flowControl keys whose parallelism lines may hold
-// waiters (field: the key, value: its parallelism), so that a live worker
-// hands on the slots of a dead one when their leases end.
-const ParLinesKey = "{retryd-flows}:par-lines"
+// LineField names line name of kind: its field in LinesKey, and the
+// prefix of its own keys.
+func LineField(kind, name string) string { return kind + ":" + name }
+
+// ParseLineField reads a LinesKey field.
+func ParseLineField(f string) (kind, name string, ok bool) { return strings.Cut(f, ":") }
 
 // FlowWorkerKey is worker's published flow-control figures.
 func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
