@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog bench-tenants profile lint fuzz chaos chaos-failover
+.PHONY: help run test deps bench bench-backlog bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
 
 ## help: list the targets
 help:
@@ -50,6 +50,10 @@ bench-backlog: deps
 ## bench-tenants: fairness between tenants: another tenant's first attempts while one floods slow destinations, FLOW_TENANT_SHARE 0.5 and 1 (BENCH_TENANT_FLOOD=3000, BENCH_TENANT_PROBES=20)
 bench-tenants: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkTenantFairness$$' -benchtime 1x -timeout 30m ./e2e/ | grep -E '^(TENANTS|ok|FAIL|---)'
+
+## bench-lateness: retry lateness (backoffMs 1000) on an idle stack, then while the same workers carry a flood to a destination answering in 2 s (BENCH_LATENESS_N=200 probes per phase, BENCH_LATENESS_RATE=20 probes/s, BENCH_LATENESS_FLOOD=3000, BENCH_WORKER_ENV="K=V ...")
+bench-lateness: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkLateness$$' -benchtime 1x -timeout 30m ./e2e/ | grep -E '^(LATENESS|Benchmark|ok|FAIL|---|    [a-z_]+\.go:)'
 
 ## profile: where each process's CPU per request goes: perf on the running stack, pprof in process, Redis instructions per script under callgrind (needs linux-perf, valgrind)
 profile: deps

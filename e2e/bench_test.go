@@ -116,6 +116,17 @@ func (s *sink) arrival(id string, k int) (time.Time, bool) {
 	return s.arrived[id][k], true
 }
 
+// inFlight counts a destination's calls under way, and the most at once.
+type inFlight struct{ now, peak atomic.Int64 }
+
+// enter counts a call in; the returned func counts it out.
+func (f *inFlight) enter() (leave func()) {
+	n := f.now.Add(1)
+	for m := f.peak.Load(); n > m && !f.peak.CompareAndSwap(m, n); m = f.peak.Load() {
+	}
+	return func() { f.now.Add(-1) }
+}
+
 var payload = strings.Repeat("x", 1024)
 
 // tunedClient is the HTTP client a careful Go team would use.
@@ -174,13 +185,13 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("first_attempt_p50", pct(first, 50))
 		add("first_attempt_p99", pct(first, 99))
 
-		late := benchRetries(t, s, dest, min(50, cfg.N), 1000)
+		late, _ := benchRetries(t, s, dest, min(50, cfg.N), 1000, 20*time.Millisecond, 10*time.Second)
 		add("retry_late_p50", pct(late, 50))
 		add("retry_late_p99", pct(late, 99))
 		add("retry_late_max", pct(late, 100))
 		// The shortest backoff the API takes: the retry is due before
 		// asynq's early hand-over, so it rides on asynq's forwarder.
-		short := benchRetries(t, s, dest, min(50, cfg.N), 100)
+		short, _ := benchRetries(t, s, dest, min(50, cfg.N), 100, 20*time.Millisecond, 10*time.Second)
 		add("retry_short_late_p99", pct(short, 99))
 		add("retry_short_late_max", pct(short, 100))
 		early := 0.0
@@ -437,13 +448,15 @@ func benchLatency(t testing.TB, s *stack, dest *sink, rate int) (submit, first [
 	return submit, first
 }
 
-// benchRetries: requests that fail once with backoffMs backoff; the retry's
-// arrival minus the exact nextRetryAt retryd scheduled (negative = early).
-// A short backoff's nextRetryAt is visible for a moment only; a request
-// whose retry came before the reader saw it gives no sample.
-func benchRetries(t testing.TB, s *stack, dest *sink, n, backoffMs int) []float64 {
+// benchRetries: n requests that fail once with backoffMs backoff,
+// submitted one every `every`; the retry's arrival minus the exact
+// nextRetryAt retryd scheduled (negative = early). A short backoff's
+// nextRetryAt is visible for a moment only; a request whose retry came
+// before the reader saw it gives no sample and counts in unseen. A request
+// with no retry scheduled, or whose retry has not arrived, within `within`
+// fails t.
+func benchRetries(t testing.TB, s *stack, dest *sink, n, backoffMs int, every, within time.Duration) (late []float64, unseen int) {
 	dest.reset(true, true)
-	var late []float64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -452,9 +465,12 @@ func benchRetries(t testing.TB, s *stack, dest *sink, n, backoffMs int) []float6
 			defer wg.Done()
 			id := s.submit(t, fmt.Sprintf(`{"url":%q,"backoffMs":%d,"maxRetries":3}`, dest.URL+"/retry", backoffMs))
 			var due time.Time
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(within)
 			for due.IsZero() && time.Now().Before(deadline) {
 				if _, retried := dest.arrival(id, 1); retried {
+					mu.Lock()
+					unseen++
+					mu.Unlock()
 					return
 				}
 				doc := s.get(t, id)
@@ -465,19 +481,29 @@ func benchRetries(t testing.TB, s *stack, dest *sink, n, backoffMs int) []float6
 				time.Sleep(2 * time.Millisecond)
 			}
 			if due.IsZero() {
-				t.Errorf("request %s: no retry scheduled", id)
+				t.Errorf("request %s: no retry scheduled within %v", id, within)
 				return
 			}
-			waitFor(t, 10*time.Second, "retry", func() bool { _, ok := dest.arrival(id, 1); return ok })
-			at, _ := dest.arrival(id, 1)
-			mu.Lock()
-			late = append(late, ms(at.Sub(due)))
-			mu.Unlock()
+			// Polled here rather than with waitFor, which may not stop the
+			// test from this goroutine.
+			for {
+				if at, ok := dest.arrival(id, 1); ok {
+					mu.Lock()
+					late = append(late, ms(at.Sub(due)))
+					mu.Unlock()
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("request %s: its retry, due %s, did not arrive within %v of its submission", id, due.Format(time.RFC3339Nano), within)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
 		}()
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(every)
 	}
 	wg.Wait()
-	return late
+	return late, unseen
 }
 
 // benchBullMQ runs the BullMQ peer on the same Redis and destination.

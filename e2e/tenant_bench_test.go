@@ -54,13 +54,10 @@ func TestTenantFairnessSmoke(t *testing.T) {
 
 func runTenantFairness(t testing.TB, share string, flood, probes int) map[string]float64 {
 	const kf, kq = "flooder-key", "quiet-key"
-	var busy, busyMax atomic.Int64
+	var busy inFlight
 	slow := func() string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			n := busy.Add(1)
-			for m := busyMax.Load(); n > m && !busyMax.CompareAndSwap(m, n); m = busyMax.Load() {
-			}
-			defer busy.Add(-1)
+			defer busy.enter()()
 			select {
 			case <-time.After(2 * time.Second):
 			case <-r.Context().Done():
@@ -116,7 +113,7 @@ func runTenantFairness(t testing.TB, share string, flood, probes int) map[string
 		}()
 	}
 	wg.Wait()
-	waitFor(t, time.Minute, "the flood to fill the slots it may", func() bool { return busy.Load() >= 15 })
+	waitFor(t, time.Minute, "the flood to fill the slots it may", func() bool { return busy.now.Load() >= 15 })
 	var lat []float64
 	for i := 0; i < probes; i++ {
 		time.Sleep(500 * time.Millisecond)
@@ -146,6 +143,6 @@ func runTenantFairness(t testing.TB, share string, flood, probes int) map[string
 		"quiet_first_attempt_p50_ms": pct(0.5),
 		"quiet_first_attempt_p99_ms": pct(0.99),
 		"quiet_first_attempt_max_ms": lat[len(lat)-1],
-		"flooder_slots_max_share":    float64(busyMax.Load()) / backlogSlots,
+		"flooder_slots_max_share":    float64(busy.peak.Load()) / backlogSlots,
 	}
 }

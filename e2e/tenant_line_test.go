@@ -55,7 +55,7 @@ func BenchmarkTenantLine(b *testing.B) {
 // the destination had in hand at once.
 func runTenantLine(t testing.TB, delay time.Duration, flood, probes int) ([]time.Duration, int64) {
 	const kf, kq = "flooder-key", "quiet-key"
-	var busy, busyMax atomic.Int64
+	var busy inFlight
 	var mu sync.Mutex
 	arrived := map[string]time.Time{}
 	dest := newServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -67,10 +67,7 @@ func runTenantLine(t testing.TB, delay time.Duration, flood, probes int) ([]time
 			mu.Unlock()
 			return
 		}
-		n := busy.Add(1)
-		for m := busyMax.Load(); n > m && !busyMax.CompareAndSwap(m, n); m = busyMax.Load() {
-		}
-		defer busy.Add(-1)
+		defer busy.enter()()
 		select {
 		case <-time.After(delay):
 		case <-r.Context().Done():
@@ -128,7 +125,7 @@ func runTenantLine(t testing.TB, delay time.Duration, flood, probes int) ([]time
 	wg.Wait()
 	// Two workers of 20 slots: the destination's share is 10 on each, the
 	// flooding tenant's share of that 5.
-	waitFor(t, time.Minute, "the flood to fill its share of the destination", func() bool { return busy.Load() >= 8 })
+	waitFor(t, time.Minute, "the flood to fill its share of the destination", func() bool { return busy.now.Load() >= 8 })
 
 	// The probes go at their pace whether or not the ones before have
 	// started: each measures the line as the flood keeps it.
@@ -160,5 +157,5 @@ func runTenantLine(t testing.TB, delay time.Duration, flood, probes int) ([]time
 	if os.Getenv("BENCH_TENANT_VERBOSE") == "1" {
 		fmt.Printf("TENANT LINE delay=%v quiet first attempts: %v\n", delay, lat)
 	}
-	return lat, busyMax.Load()
+	return lat, busy.peak.Load()
 }
