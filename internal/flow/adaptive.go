@@ -171,7 +171,7 @@ func (k *key) learn(c *Controller, o Outcome, now time.Time) {
 		c.log.Info("adaptive backpressure cut a key's rate", "key", k.spec.Key, "from", cur, "to", next,
 			"overloaded", over, "answers", all, "overloadedSinceCut", k.cutOver, "answersSinceCut", k.cutOK+k.cutOver)
 		k.lastCut, k.cutOK, k.cutOver = now, 0, 0
-		k.cutTo(now, next)
+		k.cutTo(now, next, c.tune.RateHorizon)
 	}
 }
 
@@ -188,11 +188,11 @@ func clearlyOverloaded(over, all int) bool {
 // RateHorizon ahead) stay given, and the new rate's turns follow them.
 // Lowering the old limiter's rate instead would stretch its debt of turns
 // given: from 5 s of turns at 16/s to 80 s at 1/s. c.mu is held.
-func (k *key) cutTo(now time.Time, perSecond float64) {
+func (k *key) cutTo(now time.Time, perSecond float64, horizon time.Duration) {
 	ahead := 0.0 // seconds of turns given
 	if k.lim != nil {
 		if tokens := k.lim.TokensAt(now); tokens < 0 {
-			ahead = min(-tokens/float64(k.lim.Limit()), DefaultTuning.RateHorizon.Seconds())
+			ahead = min(-tokens/float64(k.lim.Limit()), horizon.Seconds())
 		}
 	}
 	k.lim = rate.NewLimiter(rate.Limit(perSecond), 1)

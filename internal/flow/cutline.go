@@ -120,7 +120,7 @@ func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
 		}
 		if !a.start {
 			if a.at.IsZero() {
-				return &Parked{Until: now.Add(cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
+				return &Parked{Until: now.Add(c.tune.cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
 			}
 			c.wakeAt(ctx, req.ID, a.at)
 			return &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
@@ -182,11 +182,11 @@ func parseCutAnswer(res []string) (cutAnswer, error) {
 // cutFallback is the safety-net deadline of a waiter with ahead others
 // in front of it, at this worker's cut rate: a line moving one place per
 // turn (lineFallback).
-func cutFallback(ahead int, perSecond float64) time.Duration {
+func (t Tuning) cutFallback(ahead int, perSecond float64) time.Duration {
 	if perSecond <= 0 {
-		return DefaultTuning.ParkFallback
+		return t.ParkFallback
 	}
-	return lineFallback(ahead+1, time.Duration(float64(time.Second)/perSecond), 1)
+	return t.lineFallback(ahead+1, time.Duration(float64(time.Second)/perSecond), 1)
 }
 
 // pumpCutLines gives the waiters of the cut lines this worker knows the
@@ -251,7 +251,7 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 		// (counting those promised to waiters given turns, not yet back).
 		free := CutBatch
 		if h := c.hosts[k.spec.HostPort]; h != nil {
-			free = min(free, h.freeSlots(c.FairCap(), now))
+			free = min(free, h.freeSlots(c.FairCap(), now, c.tune.WakeTTL))
 		}
 		for range free {
 			turns = append(turns, now)
@@ -390,5 +390,5 @@ func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) 
 	if list {
 		c.listCutLine(ctx, k, req.Key, req.HostPort)
 	}
-	return due.Add(cutFallback(ahead, perSecond)), true
+	return due.Add(c.tune.cutFallback(ahead, perSecond)), true
 }

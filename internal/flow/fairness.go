@@ -67,7 +67,7 @@ func (c *Controller) exitFairness(ctx context.Context, t *Ticket, e ending) {
 		if e.started {
 			h.took(e.at.Sub(t.start))
 			if !h.lineSeen.IsZero() {
-				lines = append(lines, freed{name, h.take(c.capOf(name), e.at)})
+				lines = append(lines, freed{name, h.take(c.capOf(name), e.at, c.tune.WakeTTL)})
 			}
 		}
 	}
@@ -125,17 +125,17 @@ func (h *host) took(d time.Duration) {
 // normally comes long before (a freed slot wakes it); the deadline only
 // matters if its place was lost. It counts this worker's slots only, so
 // with more workers the expected wait is shorter still.
-func lineFallback(n int, mean time.Duration, slots int) time.Duration {
+func (t Tuning) lineFallback(n int, mean time.Duration, slots int) time.Duration {
 	d := time.Duration(2 * float64(n) * float64(mean) / float64(max(slots, 1)))
-	return min(max(d, DefaultTuning.ParkFallback), DefaultTuning.LineFallbackMax)
+	return min(max(d, t.ParkFallback), t.LineFallbackMax)
 }
 
 // freeSlots is how many of limit slots the host has free here, not
 // counting slots promised to waiters woken in the last WakeTTL.
-func (h *host) freeSlots(limit int, now time.Time) int {
+func (h *host) freeSlots(limit int, now time.Time, wakeTTL time.Duration) int {
 	pending := 0
 	for id, at := range h.woken {
-		if now.Sub(at) >= DefaultTuning.WakeTTL {
+		if now.Sub(at) >= wakeTTL {
 			delete(h.woken, id)
 			continue
 		}
@@ -146,8 +146,8 @@ func (h *host) freeSlots(limit int, now time.Time) int {
 
 // take reserves the host's free slots for a fair_next about to run
 // (promote gives them back), and returns how many.
-func (h *host) take(limit int, now time.Time) int {
-	free := h.freeSlots(limit, now)
+func (h *host) take(limit int, now time.Time, wakeTTL time.Duration) int {
+	free := h.freeSlots(limit, now, wakeTTL)
 	h.taking += free
 	return free
 }
@@ -204,7 +204,7 @@ func (c *Controller) parkInLine(ctx context.Context, name string, l fullLane, id
 	if !l.known || n == 1 {
 		c.listLine(ctx, record.LineFair, name, "", l.noteListedTime)
 	}
-	return &Parked{Until: now.Add(lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
+	return &Parked{Until: now.Add(c.tune.lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
 }
 
 // fairNames are the Redis keys of a destination's (or a tenant's)
@@ -329,7 +329,7 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 		wasSeen = !h.lineSeen.IsZero()
 		h.promise(t.ids, now)
 		c.stir()
-		h.sawLine(t, now)
+		h.sawLine(t, now, c.tune.HandOverCheck)
 	}
 	c.mu.Unlock()
 	if t.left == 0 && t.handed == 0 && wasSeen {
@@ -341,12 +341,12 @@ func (c *Controller) promote(ctx context.Context, hostPort, ended string, free i
 }
 
 // sawLine remembers what fair_next said of the line.
-func (h *host) sawLine(t fairTake, now time.Time) {
+func (h *host) sawLine(t fairTake, now time.Time, handOverCheck time.Duration) {
 	switch {
 	case t.left > 0:
 		h.lineSeen, h.quietUntil = now, time.Time{}
 	case t.handed > 0:
-		h.lineSeen, h.quietUntil = now, now.Add(DefaultTuning.HandOverCheck)
+		h.lineSeen, h.quietUntil = now, now.Add(handOverCheck)
 	default:
 		h.lineSeen = time.Time{}
 	}
@@ -378,7 +378,7 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 			free := 0
 			if h := c.hosts[hostPort]; h != nil {
 				delete(h.woken, id)
-				if h.freeSlots(c.capOf(hostPort), c.now()) > 0 {
+				if h.freeSlots(c.capOf(hostPort), c.now(), c.tune.WakeTTL) > 0 {
 					free = 1
 					h.taking++
 				}
@@ -400,7 +400,7 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 			if err == nil && len(t.ids) > 0 {
 				h.promise(t.ids, c.now())
 				c.stir()
-				h.sawLine(t, c.now())
+				h.sawLine(t, c.now(), c.tune.HandOverCheck)
 			}
 			c.mu.Unlock()
 			if err != nil || len(t.ids) == 0 {

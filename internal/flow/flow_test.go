@@ -1149,7 +1149,7 @@ func TestLineFallback(t *testing.T) {
 		{1000, 2 * time.Second, 10, 400 * time.Second},
 		{1_000_000, 2 * time.Second, 10, DefaultTuning.LineFallbackMax},
 	} {
-		if got := lineFallback(tc.n, tc.mean, tc.slots); got != tc.want {
+		if got := DefaultTuning.lineFallback(tc.n, tc.mean, tc.slots); got != tc.want {
 			t.Errorf("lineFallback(%d, %v, %d) = %v, want %v", tc.n, tc.mean, tc.slots, got, tc.want)
 		}
 	}

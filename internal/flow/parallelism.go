@@ -171,7 +171,7 @@ func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (u
 		mean = h.meanDur
 	}
 	c.mu.Unlock()
-	return now.Add(lineFallback(r.n, mean, req.Parallelism)), false, nil
+	return now.Add(c.tune.lineFallback(r.n, mean, req.Parallelism)), false, nil
 }
 
 // release gives back id's parallelism slot and wakes the requests the

@@ -55,7 +55,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 	c.mu.Lock()
 	now := c.now()
 	for name, h := range c.hosts {
-		if !h.watched(now) {
+		if !h.watched(now, c.tune.LineMemory) {
 			continue
 		}
 		if now.Sub(h.listed) >= c.tune.AdoptEvery {
@@ -64,7 +64,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 		if now.Before(h.quietUntil) {
 			continue
 		}
-		if free := h.take(c.capOf(name), now); free > 0 {
+		if free := h.take(c.capOf(name), now, c.tune.WakeTTL); free > 0 {
 			lines = append(lines, lineFree{name, free})
 		}
 	}
@@ -82,8 +82,8 @@ func (c *Controller) rebalance(ctx context.Context) {
 }
 
 // watched says whether Rebalance looks at the destination's line.
-func (h *host) watched(now time.Time) bool {
-	return !h.lineSeen.IsZero() && now.Sub(h.lineSeen) <= DefaultTuning.LineMemory
+func (h *host) watched(now time.Time, lineMemory time.Duration) bool {
+	return !h.lineSeen.IsZero() && now.Sub(h.lineSeen) <= lineMemory
 }
 
 // restFor is how long Rebalance may rest after a look, the last adoption
@@ -105,11 +105,11 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 		switch {
 		case len(h.woken) > 0:
 			return c.tune.RebalanceEvery
-		case h.watched(now) && now.Before(h.quietUntil):
+		case h.watched(now, c.tune.LineMemory) && now.Before(h.quietUntil):
 			next = minTime(next, h.quietUntil)
-		case h.watched(now) && h.freeSlots(c.capOf(name), now) > 0:
+		case h.watched(now, c.tune.LineMemory) && h.freeSlots(c.capOf(name), now, c.tune.WakeTTL) > 0:
 			return c.tune.RebalanceEvery
-		case h.watched(now):
+		case h.watched(now, c.tune.LineMemory):
 			next = minTime(next, h.listed.Add(c.tune.AdoptEvery)) // its relisting
 		}
 	}
