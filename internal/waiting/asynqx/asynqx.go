@@ -190,26 +190,9 @@ func Stranded(ctx context.Context, rdb redis.UniversalClient, queue string, now 
 	return out, nil
 }
 
-// requeueStrandedScript moves an active task whose lease is gone or silent
-// (see Silent) back to pending. asynq's recoverer does the same for an
-// expired lease a minute or more later, and never for an active task
-// without a lease entry (asynq issues #1051, #1144); crash recovery within
-// the sweep interval is retryd's promise, so the sweeper does it.
-//
-// KEYS[1] active list, KEYS[2] lease set, KEYS[3] pending list, KEYS[4] the
-// task hash. ARGV[1] task id, ARGV[2] the lease end below which its worker
-// is silent (Unix seconds).
-// Returns 1 when moved, 0 when the task is not stranded (anymore).
-var requeueStrandedScript = redis.NewScript(`
-if redis.call("HGET", KEYS[4], "state") ~= "active" then return 0 end
-local lease = redis.call("ZSCORE", KEYS[2], ARGV[1])
-if lease and tonumber(lease) >= tonumber(ARGV[2]) then return 0 end
-redis.call("LREM", KEYS[1], 0, ARGV[1])
-redis.call("ZREM", KEYS[2], ARGV[1])
-redis.call("RPUSH", KEYS[3], ARGV[1])
-redis.call("HSET", KEYS[4], "state", "pending")
-return 1
-`)
+// requeueStrandedScript moves a stranded task back to pending:
+// scripts/requeue_stranded.lua.
+var requeueStrandedScript = script("requeue_stranded")
 
 // RequeueStranded puts task id of queue back to pending if it is active
 // without a live lease at now (gone, or silent), and reports whether it

@@ -62,10 +62,8 @@ type Bell struct {
 	initOnce sync.Once
 }
 
-// ringScript rings the doorbell at KEYS[1]: it pushes a token unless one
-// is waiting already.
-var ringScript = redis.NewScript(`if redis.call("LLEN", KEYS[1]) == 0 then redis.call("RPUSH", KEYS[1], "1") end
-return 0`)
+// ringScript rings the doorbell: scripts/ring.lua.
+var ringScript = script("ring")
 
 func (b *Bell) init() {
 	b.initOnce.Do(func() {

@@ -17,67 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// moveWaiting is the part the moving scripts share: move moves task id
-// (its hash at task, asynq's zsets under prefix) from retry or scheduled to
-// pending and answers its state before the move; ring rings the doorbell
-// at bell when on is "1" (see bellArgs).
-const moveWaiting = `
-local function ring(bell, on)
-  if on == "1" and redis.call("LLEN", bell) == 0 then
-    redis.call("RPUSH", bell, "1")
-  end
-end
-local function move(prefix, pending, id, nowNs)
-  local task = prefix .. "t:" .. id
-  local state = redis.call("HGET", task, "state")
-  if state == "retry" or state == "scheduled" then
-    redis.call("ZREM", prefix .. state, id)
-    redis.call("LPUSH", pending, id)
-    redis.call("HSET", task, "state", "pending", "pending_since", nowNs)
-  end
-  return state
-end
-`
-
-// dueScript moves the tasks whose timer entries are due.
-//
-// KEYS[1] the timer (member: task id, score: due ms), KEYS[2] asynq's
-// pending list, KEYS[3] the timer's mover note (a string), KEYS[4] the
-// doorbell, rung when it moved any if ARGV[9] is "1". ARGV[1] now
-// (ms), ARGV[2] at most this many entries, ARGV[3] asynq's key prefix of
-// the queue, ARGV[4] now (ns, asynq's pending_since), ARGV[5] how long past
-// its due time an entry whose task is still active is looked at again
-// (ms), ARGV[6] how soon (ms), ARGV[7] who moves (noted in KEYS[3] when it
-// moved any, for ARGV[8] ms).
-// An active task is one whose handler has just returned and that asynq is
-// about to put in its retry set: its entry is kept a little longer.
-// Returns {moved, the earliest entry left (ms) or -1, the last mover
-// within its note's life or ""}.
-var dueScript = redis.NewScript(moveWaiting + `
-local now = tonumber(ARGV[1])
-local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "WITHSCORES", "LIMIT", 0, tonumber(ARGV[2]))
-local moved = 0
-for i = 1, #due, 2 do
-  local id, at = due[i], tonumber(due[i + 1])
-  local state = move(ARGV[3], KEYS[2], id, ARGV[4])
-  if state == "retry" or state == "scheduled" then
-    moved = moved + 1
-    redis.call("ZREM", KEYS[1], id)
-  elseif state == "active" and now - at < tonumber(ARGV[5]) then
-    redis.call("ZADD", KEYS[1], now + tonumber(ARGV[6]), id)
-  else
-    redis.call("ZREM", KEYS[1], id)
-  end
-end
-if moved > 0 then
-  redis.call("SET", KEYS[3], ARGV[7], "PX", ARGV[8])
-  ring(KEYS[4], ARGV[9])
-end
-local mover = redis.call("GET", KEYS[3]) or ""
-local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-if #first == 0 then return {moved, -1, mover} end
-return {moved, tonumber(first[2]), mover}
-`)
+// dueScript moves the tasks whose timer entries are due: scripts/due.lua.
+var dueScript = script("due", "move_waiting")
 
 // Due tuning.
 const (
@@ -158,17 +99,8 @@ func replyInt(res []any, i int) (int64, bool) {
 	return n, ok
 }
 
-// runScript moves one waiting task to pending now.
-//
-// KEYS[1] asynq's pending list, KEYS[2] the doorbell. ARGV[1] task id,
-// ARGV[2] asynq's key prefix of the queue, ARGV[3] now (ns), ARGV[4] "1"
-// to ring the doorbell after a move. Returns the task's state before: ""
-// when it does not exist.
-var runScript = redis.NewScript(moveWaiting + `
-local state = move(ARGV[2], KEYS[1], ARGV[1], ARGV[3])
-if state == "retry" or state == "scheduled" then ring(KEYS[2], ARGV[4]) end
-return state or ""
-`)
+// runScript moves one waiting task to pending now: scripts/run.lua.
+var runScript = script("run", "move_waiting")
 
 // RunState is what Run found.
 type RunState int
@@ -204,19 +136,9 @@ func Run(ctx context.Context, rdb redis.UniversalClient, queue, bell, id string,
 	return 0, fmt.Errorf("run task %s of %s: unexpected state %q", id, queue, state)
 }
 
-// runParkedScript moves one task to pending now if it sleeps in asynq's
-// scheduled set: where a parked request sleeps (HoldParked), and never a
-// retry's backoff.
-//
-// KEYS[1] asynq's pending list, KEYS[2] the doorbell. ARGV[1] task id,
-// ARGV[2] asynq's key prefix of the queue, ARGV[3] now (ns), ARGV[4] "1"
-// to ring the doorbell after a move. Returns 1 if it moved the task.
-var runParkedScript = redis.NewScript(moveWaiting + `
-if redis.call("HGET", ARGV[2] .. "t:" .. ARGV[1], "state") ~= "scheduled" then return 0 end
-move(ARGV[2], KEYS[1], ARGV[1], ARGV[3])
-ring(KEYS[2], ARGV[4])
-return 1
-`)
+// runParkedScript moves one parked task to pending now:
+// scripts/run_parked.lua.
+var runParkedScript = script("run_parked", "move_waiting")
 
 // RunParked makes task id of queue pending now if it sleeps in asynq's
 // scheduled set, and says whether it did. Unlike Run, it leaves a retry
@@ -233,44 +155,10 @@ func RunParked(ctx context.Context, rdb redis.UniversalClient, queue, bell, id s
 }
 
 // holdScript moves parked tasks from asynq's retry set to its scheduled
-// set, at the same due time: a request waiting for flow control is not a
-// retry (no attempt failed), and the dashboard must not show it as one.
-//
-// KEYS[1] the parked tasks (member: "<task id>|<when parked, ms>", score:
-// when to look, ms). ARGV[1] now (ms), ARGV[2] at most this many, ARGV[3]
-// asynq's key prefix of the queue, ARGV[4] how long a parked task may still
-// be active (its handler is returning it to asynq) before its entry is
-// dropped (ms), ARGV[5] how soon such an entry is looked at again (ms).
-// Returns the earliest entry left (ms), or -1.
-var holdScript = redis.NewScript(`
-local now = tonumber(ARGV[1])
-local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))
-for _, member in ipairs(due) do
-  local sep = string.find(member, "|", 1, true)
-  local id, at = member, now
-  if sep then
-    id, at = string.sub(member, 1, sep - 1), tonumber(string.sub(member, sep + 1)) or now
-  end
-  local task = ARGV[3] .. "t:" .. id
-  local state = redis.call("HGET", task, "state")
-  if state == "retry" then
-    local score = redis.call("ZSCORE", ARGV[3] .. "retry", id)
-    redis.call("ZREM", ARGV[3] .. "retry", id)
-    redis.call("ZADD", ARGV[3] .. "scheduled", score, id)
-    redis.call("HSET", task, "state", "scheduled")
-    redis.call("ZREM", KEYS[1], member)
-  elseif state == "active" and now - at < tonumber(ARGV[4]) then
-    redis.call("ZADD", KEYS[1], now + tonumber(ARGV[5]), member)
-  else
-    redis.call("ZREM", KEYS[1], member)
-  end
-end
-local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-if #first == 0 then return -1 end
-return tonumber(first[2])
-`)
+// set: scripts/hold.lua.
+var holdScript = script("hold")
 
-// ParkMember is the entry of task id parked at (see holdScript).
+// ParkMember is the entry of task id parked at (see scripts/hold.lua).
 func ParkMember(id string, at time.Time) string {
 	return id + "|" + strconv.FormatInt(at.UnixMilli(), 10)
 }

@@ -62,13 +62,8 @@ const (
 )
 
 // addScript adds (or moves) an entry and says whether it is now the
-// earliest. KEYS[1] the timer. ARGV[1] id, ARGV[2] due (ms).
-var addScript = redis.NewScript(`
-redis.call("ZADD", KEYS[1], ARGV[2], ARGV[1])
-local first = redis.call("ZRANGE", KEYS[1], 0, 0)
-if first[1] == ARGV[1] then return 1 end
-return 0
-`)
+// earliest: scripts/add.lua.
+var addScript = script("add")
 
 // Ringer wakes an idle worker when tasks became pending (asynqx.Bell).
 type Ringer interface {

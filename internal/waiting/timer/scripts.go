@@ -1,0 +1,22 @@
+package timer
+
+import (
+	"embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scriptFiles holds the timer's Lua, one script per operation, each
+// starting with what it does, then its KEYS, ARGV and return values.
+//
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+// script is scripts/<name>.lua.
+func script(name string) *redis.Script {
+	src, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic("timer: no script " + name + ": " + err.Error())
+	}
+	return redis.NewScript(string(src))
+}
