@@ -101,7 +101,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if b.State != record.NotDue {
 			break
 		}
-		// The timer hands tasks over waiting.Early before their due time;
+		// The timer hands tasks over a little early (waiting.Tuning's Early);
 		// wait out that much (and a clock a few milliseconds off between
 		// workers), else give the task back to the timer for its due time.
 		wait := b.Due.Sub(h.Clock.Now())

@@ -37,9 +37,9 @@ const maxAsynqRetry = 1 << 20
 func MaxRetry(maxRetries int) int { return maxRetries + record.MaxInterruptions }
 
 // maxWait bounds how long a handler waits out a task that came early
-// (retryd's timer moves tasks waiting.Early before their due time; a clock a
-// few milliseconds off between workers adds to it) before it gives the
-// task back to the timer instead.
+// (retryd's timer moves tasks waiting.Tuning's Early before their due
+// time; a clock a few milliseconds off between workers adds to it) before
+// it gives the task back to the timer instead.
 const maxWait = 20 * time.Millisecond
 
 // NewDeliver returns the delivery task of request id.
@@ -69,8 +69,8 @@ func (e *Enqueuer) QueueOf(id string) string {
 }
 
 // Enqueue schedules the delivery of request id for due: retryd's timer
-// starts it then, and asynq's own due time (waiting.Lag later) is the safety
-// net. A task of that id that already exists is not an error.
+// starts it then, and asynq's own due time (the owner's Lag later) is the
+// safety net. A task of that id that already exists is not an error.
 func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration, maxRetries int) error {
 	opts := []asynq.Option{
 		asynq.TaskID(id),
@@ -144,7 +144,8 @@ func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait tim
 }
 
 // NewWaiting returns the owner of the waiting of parts' tasks, with its
-// timer (internal/waiting) unless timers is nil.
-func NewWaiting(rdb redis.UniversalClient, parts partition.Set, timers *waiting.Timer) *waiting.Owner {
-	return &waiting.Owner{Parts: parts, Queue: Queue, Redis: rdb, Timer: timers}
+// timer (internal/waiting) unless timers is nil; tune's zero fields take
+// waiting.DefaultTuning's.
+func NewWaiting(rdb redis.UniversalClient, parts partition.Set, timers *waiting.Timer, tune waiting.Tuning) *waiting.Owner {
+	return waiting.New(waiting.Config{Parts: parts, Queue: Queue, Redis: rdb, Timer: timers, Tuning: tune})
 }

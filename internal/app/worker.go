@@ -58,6 +58,9 @@ type WorkerOptions struct {
 	// Listeners are the process's listeners when the worker runs inside
 	// the API (-dev), which keeps them; nil: the worker keeps its own.
 	Listeners *listeners.Book
+	// Waiting shrinks the timings of waiting (the timer, the safety net);
+	// zero fields take waiting.DefaultTuning's.
+	Waiting waiting.Tuning
 }
 
 // RunWorker runs an asynq server performing deliveries, and the sweeper,
@@ -100,8 +103,8 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: book.Own()}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
-	timers := waiting.NewTimer(rdb, parts, tasks.Queue, bell, log.With("component", "timer"))
-	wait := tasks.NewWaiting(rdb, parts, timers)
+	timers := waiting.NewTimer(rdb, parts, tasks.Queue, bell, log.With("component", "timer"), opts.Waiting)
+	wait := tasks.NewWaiting(rdb, parts, timers, opts.Waiting)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	client := guard.Client()
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
@@ -143,7 +146,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Queues:                   queueWeights(parts),
 		TaskCheckInterval:        TaskCheckInterval,
 		DelayedTaskCheckInterval: DelayedTaskCheckInterval,
-		RetryDelayFunc:           retry.DelayFunc(time.Now, waiting.Lag),
+		RetryDelayFunc:           retry.DelayFunc(time.Now, wait.Lag()),
 		IsFailure:                retry.IsFailure,
 		ShutdownTimeout:          WorkerShutdownTimeout,
 		Logger:                   asynqLogger{log.With("component", "asynq")},

@@ -27,13 +27,6 @@ import (
 	"github.com/retryd/retryd/internal/waiting/timer"
 )
 
-// Lag is how much later than the timer's entry asynq's own due time is:
-// the safety net for an entry lost with its worker before it was written.
-const Lag = timer.Lag
-
-// Early is how long before its due time the timer hands a task over.
-const Early = timer.Early
-
 // Wake's errors.
 var (
 	// ErrGone: the request has no waiting task any more (canceled,
@@ -44,9 +37,8 @@ var (
 	ErrInTransit = errors.New("task not parked yet")
 )
 
-// Owner parks and wakes the tasks of one set of queues: the partitions'
-// queues, or Queue alone.
-type Owner struct {
+// Config is what an Owner works with.
+type Config struct {
 	// Parts are the partitions, each with its own queue named like its
 	// tag; the zero value is the single queue Queue.
 	Parts partition.Set
@@ -55,7 +47,21 @@ type Owner struct {
 	Redis redis.UniversalClient
 	// Timer starts waiting tasks on time; nil leaves it to asynq's whole
 	// seconds.
-	Timer *timer.Timer
+	Timer *Timer
+	// Tuning: its zero fields take DefaultTuning's.
+	Tuning Tuning
+}
+
+// Owner parks and wakes the tasks of one set of queues: the partitions'
+// queues, or Queue alone.
+type Owner struct {
+	cfg Config // New's, with the Tuning's defaults
+}
+
+// New returns the owner of the waiting of cfg's queues.
+func New(cfg Config) *Owner {
+	cfg.Tuning = cfg.Tuning.withDefaults()
+	return &Owner{cfg: cfg}
 }
 
 // Timer is retryd's timer (internal/waiting/timer).
@@ -65,10 +71,10 @@ type Timer = timer.Timer
 type Bell = asynqx.Bell
 
 // NewTimer returns the timer of parts' queues (queue alone when parts is
-// the zero value). bell rings the workers after a move when the doorbell
-// is in another cluster slot than the queue; nil for a process that only
-// sets entries.
-func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell timer.Ringer, log *slog.Logger) *Timer {
+// the zero value), timed by tune.Timer. bell rings the workers after a
+// move when the doorbell is in another cluster slot than the queue; nil
+// for a process that only sets entries.
+func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell timer.Ringer, log *slog.Logger, tune Tuning) *Timer {
 	names := timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
 		Channel: record.TimerChannel}
 	queues := []string{queue}
@@ -78,7 +84,7 @@ func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell
 	if bell != nil {
 		names.Bell = func(q string) string { return record.RingableBell(parts, q) }
 	}
-	return timer.New(rdb, queues, names, bell, log)
+	return timer.New(rdb, queues, names, bell, log, tune.Timer)
 }
 
 // NewBell returns the doorbell of parts' queues (queue alone when parts is
@@ -98,37 +104,41 @@ func WithoutRing(ctx context.Context) context.Context { return asynqx.WithoutRin
 
 // QueueOf is the asynq queue of request id.
 func (o *Owner) QueueOf(id string) string {
-	if o.Parts.Len() == 0 {
-		return o.Queue
+	if o.cfg.Parts.Len() == 0 {
+		return o.cfg.Queue
 	}
-	return o.Parts.Tag(o.Parts.OfID(id))
+	return o.cfg.Parts.Tag(o.cfg.Parts.OfID(id))
 }
+
+// Lag is how much later than the timer's entry asynq's own due time is
+// (Tuning.Lag): what asynq's RetryDelayFunc adds to a due time.
+func (o *Owner) Lag() time.Duration { return o.cfg.Tuning.Lag }
 
 // SafetyNet is asynq's own due time of a task the timer starts at due.
 func (o *Owner) SafetyNet(due time.Time) time.Time {
-	if o == nil || o.Timer == nil {
+	if o == nil || o.cfg.Timer == nil {
 		return due
 	}
-	return due.Add(Lag)
+	return due.Add(o.cfg.Tuning.Lag)
 }
 
 // Park notes that request id's task is being parked (its handler returns
 // it to asynq until a wake or its deadline), so that it waits in asynq's
 // scheduled set, not among the retries.
 func (o *Owner) Park(ctx context.Context, id string) error {
-	if o == nil || o.Timer == nil {
+	if o == nil || o.cfg.Timer == nil {
 		return nil
 	}
-	return o.Timer.Park(ctx, o.QueueOf(id), id)
+	return o.cfg.Timer.Park(ctx, o.QueueOf(id), id)
 }
 
 // WakeAt starts request id's waiting task at t: an entry in its
 // partition's timer. Without a timer asynq's own due time does.
 func (o *Owner) WakeAt(ctx context.Context, id string, t time.Time) error {
-	if o == nil || o.Timer == nil {
+	if o == nil || o.cfg.Timer == nil {
 		return nil
 	}
-	return o.Timer.At(ctx, o.QueueOf(id), id, t)
+	return o.cfg.Timer.At(ctx, o.QueueOf(id), id, t)
 }
 
 // Wake makes request id's waiting task runnable now. Only a waiting task
@@ -137,7 +147,7 @@ func (o *Owner) WakeAt(ctx context.Context, id string, t time.Time) error {
 // active (on its way to being parked, or running).
 func (o *Owner) Wake(ctx context.Context, id string) error {
 	q := o.QueueOf(id)
-	state, err := asynqx.Run(ctx, o.Redis, q, o.bellIn(q), id, time.Now())
+	state, err := asynqx.Run(ctx, o.cfg.Redis, q, o.bellIn(q), id, time.Now())
 	if err != nil {
 		return err
 	}
@@ -156,7 +166,7 @@ func (o *Owner) Wake(ctx context.Context, id string) error {
 // never a retry waiting out its backoff, and says whether it did.
 func (o *Owner) WakeParked(ctx context.Context, id string) (bool, error) {
 	q := o.QueueOf(id)
-	moved, err := asynqx.RunParked(ctx, o.Redis, q, o.bellIn(q), id, time.Now())
+	moved, err := asynqx.RunParked(ctx, o.cfg.Redis, q, o.bellIn(q), id, time.Now())
 	if err != nil || !moved {
 		return false, err
 	}
@@ -166,23 +176,23 @@ func (o *Owner) WakeParked(ctx context.Context, id string) (bool, error) {
 // Pending says whether request id's task is runnable and not yet taken by
 // a worker: a woken request still on its way.
 func (o *Owner) Pending(ctx context.Context, id string) (bool, error) {
-	state, err := asynqx.State(ctx, o.Redis, o.QueueOf(id), id)
+	state, err := asynqx.State(ctx, o.cfg.Redis, o.QueueOf(id), id)
 	return state == "pending", err
 }
 
 // bellIn is the doorbell a script of queue rings itself, or "".
 func (o *Owner) bellIn(queue string) string {
-	if o.Parts.Len() == 0 {
+	if o.cfg.Parts.Len() == 0 {
 		return record.BellKey(queue)
 	}
-	return record.RingableBell(o.Parts, queue)
+	return record.RingableBell(o.cfg.Parts, queue)
 }
 
 // ring rings the doorbell after a task of queue became pending, unless the
 // script that moved it rang (bellIn).
 func (o *Owner) ring(ctx context.Context, queue string) error {
-	if o.bellIn(queue) != "" || o.Timer == nil || o.Timer.Bell == nil {
+	if o.bellIn(queue) != "" || o.cfg.Timer == nil || o.cfg.Timer.Bell == nil {
 		return nil
 	}
-	return o.Timer.Bell.Ring(ctx)
+	return o.cfg.Timer.Bell.Ring(ctx)
 }

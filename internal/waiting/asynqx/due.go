@@ -20,22 +20,19 @@ import (
 // dueScript moves the tasks whose timer entries are due: scripts/due.lua.
 var dueScript = script("due", "move_waiting")
 
-// Due tuning.
-const (
-	// ActiveGrace is how long past its due time an entry whose task is
+// Graces are how the moving scripts treat the entry of a task that is
+// still active (its handler is returning it to asynq), and how long they
+// note who moved; the timer's Tuning sets them.
+type Graces struct {
+	// Active is how long past its due time a timer entry whose task is
 	// still active is kept; ActiveRetry how soon it is looked at again.
-	ActiveGrace = 2 * time.Second
-	ActiveRetry = 5 * time.Millisecond
-	// ParkGrace is how long a parked task may still be active before its
-	// entry is dropped: its handler has returned, asynq moves it within
-	// milliseconds, and a task still active later was woken and runs.
-	ParkGrace = 250 * time.Millisecond
-	// ParkDelay is how long after a park its entry is first looked at
-	// (asynq moves the task within it, mostly); ParkRetry how soon an
-	// entry whose task is still active is looked at again.
-	ParkDelay = 3 * time.Millisecond
-	ParkRetry = 25 * time.Millisecond
-)
+	Active, ActiveRetry time.Duration
+	// Park is how long a parked task may still be active before its entry
+	// is dropped; ParkRetry how soon it is looked at again.
+	Park, ParkRetry time.Duration
+	// MoverNote is how long the last mover of a timer is remembered.
+	MoverNote time.Duration
+}
 
 // Due is what MoveDue did.
 type Due struct {
@@ -43,23 +40,20 @@ type Due struct {
 	// (zero: none).
 	Moved int
 	First time.Time
-	// Mover is who moved tasks of this timer last, within MoverNote (""
+	// Mover is who moved tasks of this timer last, within its note's life (""
 	// when nobody did): this caller when Moved > 0.
 	Mover string
 }
-
-// MoverNote is how long the last mover of a timer is remembered.
-const MoverNote = 2 * time.Second
 
 // MoveDue moves the tasks of queue whose entries in timer are due at now
 // (at most limit) to pending. When it moved any, it notes me as the
 // timer's mover in moverKey, and rings the doorbell at bell unless bell is
 // "" (the doorbell is not in the queue's cluster slot: the caller rings).
-func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, me string, now time.Time, limit int) (Due, error) {
+func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, me string, now time.Time, limit int, g Graces) (Due, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, timer)
 	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey, bell}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
-		ActiveGrace.Milliseconds(), ActiveRetry.Milliseconds(), me, MoverNote.Milliseconds(), ring).Slice()
+		g.Active.Milliseconds(), g.ActiveRetry.Milliseconds(), me, g.MoverNote.Milliseconds(), ring).Slice()
 	if err != nil {
 		return Due{}, fmt.Errorf("move due tasks of %s: %w", queue, err)
 	}
@@ -166,10 +160,10 @@ func ParkMember(id string, at time.Time) string {
 // HoldParked moves the parked tasks of queue whose entries in parked are
 // due at now (at most limit) from asynq's retry set to its scheduled set,
 // and returns when the earliest entry left is due (zero: none).
-func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked string, now time.Time, limit int) (time.Time, error) {
+func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked string, now time.Time, limit int, g Graces) (time.Time, error) {
 	k := QueueKeys(queue)
-	first, err := holdScript.Run(ctx, rdb, []string{parked}, now.UnixMilli(), limit, k.prefix(), ParkGrace.Milliseconds(),
-		ParkRetry.Milliseconds()).Int64()
+	first, err := holdScript.Run(ctx, rdb, []string{parked}, now.UnixMilli(), limit, k.prefix(), g.Park.Milliseconds(),
+		g.ParkRetry.Milliseconds()).Int64()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("hold parked tasks of %s: %w", queue, err)
 	}

@@ -11,6 +11,11 @@ import (
 	"github.com/retryd/retryd/internal/redistest"
 )
 
+// graces are the scripts' graces in these tests: distinct values, so a
+// script that reads the wrong ARGV shows.
+var graces = Graces{Active: 2 * time.Second, ActiveRetry: 5 * time.Millisecond, Park: 250 * time.Millisecond,
+	ParkRetry: 25 * time.Millisecond, MoverNote: 3 * time.Second}
+
 func state(t *testing.T, inspector *asynq.Inspector, queue, id string) asynq.TaskState {
 	t.Helper()
 	info, err := inspector.GetTaskInfo(queue, id)
@@ -60,7 +65,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 
 	mover := "{q}:timer:mover"
 	bell := "{q}:bell"
-	d, err := MoveDue(ctx, rdb, "q", timer, mover, bell, "w1", now, 100)
+	d, err := MoveDue(ctx, rdb, "q", timer, mover, bell, "w1", now, 100, graces)
 	if err != nil || d.Moved != 2 || d.Mover != "w1" {
 		t.Fatalf("MoveDue = %+v, %v; want 2 moved by w1", d, err)
 	}
@@ -81,18 +86,18 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 	if len(left) != 2 || left[0].Member != "active" || left[1].Member != "notdue" {
 		t.Fatalf("entries left %v, want active (looked at again soon) and notdue", left)
 	}
-	if want := now.Add(ActiveRetry).UnixMilli(); int64(left[0].Score) != want || next.UnixMilli() != want {
+	if want := now.Add(graces.ActiveRetry).UnixMilli(); int64(left[0].Score) != want || next.UnixMilli() != want {
 		t.Errorf("active entry at %v, next %v; want both %d", left[0].Score, next.UnixMilli(), want)
 	}
 	// Past the grace, an entry whose task is still active is dropped.
 	// Another worker that moves nothing learns who moves; the note lives
-	// MoverNote.
-	d, err = MoveDue(ctx, rdb, "q", timer, mover, bell, "w2", now.Add(ActiveGrace+time.Second), 100)
+	// graces.MoverNote.
+	d, err = MoveDue(ctx, rdb, "q", timer, mover, bell, "w2", now.Add(graces.Active+time.Second), 100, graces)
 	if err != nil || d.Moved != 0 || d.Mover != "w1" {
 		t.Fatalf("MoveDue by w2 = %+v, %v; want nothing moved, mover w1", d, err)
 	}
-	if ttl, err := rdb.PTTL(ctx, mover).Result(); err != nil || ttl <= 0 || ttl > MoverNote {
-		t.Errorf("mover note lives %v (%v), want at most %v", ttl, err, MoverNote)
+	if ttl, err := rdb.PTTL(ctx, mover).Result(); err != nil || ttl <= 0 || ttl > graces.MoverNote {
+		t.Errorf("mover note lives %v (%v), want at most %v", ttl, err, graces.MoverNote)
 	}
 	if left, _ := rdb.ZRange(ctx, timer, 0, -1).Result(); len(left) != 1 || left[0] != "notdue" {
 		t.Errorf("entries left %v, want notdue only", left)
@@ -102,7 +107,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 		t.Errorf("doorbell holds %d tokens (%v) after moves of nothing, want still 1", tokens, err)
 	}
 	rdb.Del(ctx, mover)
-	if d, err := MoveDue(ctx, rdb, "q", timer, mover, "", "w1", now, 100); err != nil || d.Moved != 0 || !d.First.IsZero() || d.Mover != "" {
+	if d, err := MoveDue(ctx, rdb, "q", timer, mover, "", "w1", now, 100, graces); err != nil || d.Moved != 0 || !d.First.IsZero() || d.Mover != "" {
 		t.Errorf("empty timer: MoveDue = %+v, %v", d, err)
 	}
 }
@@ -224,9 +229,9 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 	if st, err := TaskStates(ctx, rdb, "q", []string{"parked", "onitsway"}); err != nil || st[0].State != "retry" || st[1].State != "active" {
 		t.Errorf("TaskStates = %+v, %v; want retry, active", st, err)
 	}
-	next, err := HoldParked(ctx, rdb, "q", "{q}:parked", now, 100)
-	if err != nil || next.UnixMilli() != now.Add(ParkRetry).UnixMilli() {
-		t.Fatalf("HoldParked = %v, %v; want the active one's next look, %v", next, err, now.Add(ParkRetry))
+	next, err := HoldParked(ctx, rdb, "q", "{q}:parked", now, 100, graces)
+	if err != nil || next.UnixMilli() != now.Add(graces.ParkRetry).UnixMilli() {
+		t.Fatalf("HoldParked = %v, %v; want the active one's next look, %v", next, err, now.Add(graces.ParkRetry))
 	}
 	info, err := inspector.GetTaskInfo("q", "parked")
 	if err != nil || info.State != asynq.TaskStateScheduled || info.NextProcessAt.Unix() != due {
@@ -239,7 +244,7 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 		t.Errorf("pending: %v", got)
 	}
 	// Past the grace, a task still active was woken and runs: dropped.
-	next, err = HoldParked(ctx, rdb, "q", "{q}:parked", now.Add(ParkGrace), 100)
+	next, err = HoldParked(ctx, rdb, "q", "{q}:parked", now.Add(graces.Park), 100, graces)
 	if err != nil || next.UnixMilli() != now.Add(time.Hour).UnixMilli() {
 		t.Errorf("after the grace: HoldParked = %v, %v; want only the later entry left", next, err)
 	}

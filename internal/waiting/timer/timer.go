@@ -6,20 +6,20 @@
 // that waits for a time (a delayed request, a retry after its backoff, a
 // rate-limited request's turn) also gets an entry in its partition's timer,
 // a sorted set by due time in ms in the partition's cluster slot. asynq is
-// given a due time a little later (Lag), as a safety net only. Every
-// worker runs Run: it sleeps until the earliest entry, moves the due tasks
-// to asynq's pending list (asynqx.MoveDue) and rings the doorbell, so an
-// idle worker starts them at once. An entry earlier than any before is
-// announced on a channel, so the workers sleeping towards a later one wake
-// and sleep again until it.
+// given a due time a little later (internal/waiting's Lag), as a safety
+// net only. Every worker runs Run: it sleeps until the earliest entry,
+// moves the due tasks to asynq's pending list (asynqx.MoveDue) and rings
+// the doorbell, so an idle worker starts them at once. An entry earlier
+// than any before is announced on a channel, so the workers sleeping
+// towards a later one wake and sleep again until it.
 //
 // One worker at a time follows a partition's entries: a worker whose look
-// finds that another moved the partition's tasks in the last
-// asynqx.MoverNote looks again only FollowGrace after the earliest entry it
-// saw (or after MaxSleep), so a due entry is moved by one process and the
-// others look once after it, finding it gone. If the follower stops, dies
-// or misses an entry, another's look moves it: a timed task is late by at
-// most FollowGrace then, and never early.
+// finds that another moved the partition's tasks in the last MoverNote
+// looks again only FollowGrace after the earliest entry it saw (or after
+// MaxSleep; all three are Tuning's), so a due entry is moved by one
+// process and the others look once after it, finding it gone. If the
+// follower stops, dies or misses an entry, another's look moves it: a
+// timed task is late by at most FollowGrace then, and never early.
 package timer
 
 import (
@@ -37,29 +37,8 @@ import (
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 )
 
-// Tuning.
-const (
-	// Lag is how much later than an entry asynq's own due time is: the
-	// safety net, for an entry lost with its worker before it was written.
-	Lag = 2 * time.Second
-	// MaxSleep bounds a worker's sleep between looks at the timers, in case
-	// an announcement was lost (a reconnect of the channel).
-	MaxSleep = time.Second
-	// Batch is how many due tasks one script moves.
-	Batch = 200
-	// Early is how long before its due time a task is moved: the hand-off
-	// (the doorbell, a fetch, the record's Begin) takes a few milliseconds,
-	// and the handler waits out what is left of Early, so the attempt
-	// starts on time and never early.
-	Early = 10 * time.Millisecond
-	// HoldAlong is how early a look at a queue's parked tasks is made
-	// when Run looks at its entries anyway.
-	HoldAlong = 100 * time.Millisecond
-	// FollowGrace is how long after an entry's due time a worker that
-	// leaves the partition to another looks at it: the bound on how late
-	// a hand-off between workers makes a task.
-	FollowGrace = 100 * time.Millisecond
-)
+// Batch is how many due tasks one script moves.
+const Batch = 200
 
 // addScript adds (or moves) an entry and says whether it is now the
 // earliest: scripts/add.lua.
@@ -81,6 +60,7 @@ type Timer struct {
 	Log    *slog.Logger
 	Clock  clock.Clock
 
+	tune  Tuning // New's, with its defaults
 	local chan struct{}
 	mu    sync.Mutex
 	// looks is when Run looks at each queue's entries next, holds at its
@@ -101,10 +81,10 @@ type Names struct {
 	Channel                    string
 }
 
-// New returns the timer of queues.
-func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, log *slog.Logger) *Timer {
+// New returns the timer of queues; tune's zero fields take DefaultTuning's.
+func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, log *slog.Logger, tune Tuning) *Timer {
 	return &Timer{Client: rdb, Names: names, Queues: queues, Bell: bell, Log: log, Clock: clock.Real,
-		local: make(chan struct{}, 1), id: strconv.FormatUint(rand.Uint64(), 36)}
+		tune: tune.withDefaults(), local: make(chan struct{}, 1), id: strconv.FormatUint(rand.Uint64(), 36)}
 }
 
 // Park notes that task id of queue is being parked for flow control: Run
@@ -112,11 +92,11 @@ func New(rdb redis.UniversalClient, queues []string, names Names, bell Ringer, l
 // there, so that the dashboard does not show a waiting request as a retry.
 func (t *Timer) Park(ctx context.Context, queue, id string) error {
 	now := t.Clock.Now()
-	z := redis.Z{Score: float64(now.Add(asynqx.ParkDelay).UnixMilli()), Member: asynqx.ParkMember(id, now)}
+	z := redis.Z{Score: float64(now.Add(t.tune.ParkDelay).UnixMilli()), Member: asynqx.ParkMember(id, now)}
 	if err := t.Client.ZAdd(ctx, t.Names.Parked(queue), z).Err(); err != nil {
 		return fmt.Errorf("note the park of %s: %w", id, err)
 	}
-	t.plan(&t.holds, queue, now.Add(asynqx.ParkDelay))
+	t.plan(&t.holds, queue, now.Add(t.tune.ParkDelay))
 	return nil
 }
 
@@ -130,7 +110,7 @@ func (t *Timer) At(ctx context.Context, queue, id string, due time.Time) error {
 		return fmt.Errorf("set the timer of %s: %w", id, err)
 	}
 	if first == 1 {
-		t.plan(&t.looks, queue, due.Add(-Early))
+		t.plan(&t.looks, queue, due.Add(-t.tune.Early))
 		if err := t.Client.Publish(ctx, t.Names.Channel, queue).Err(); err != nil {
 			// The other workers look again within MaxSleep.
 			t.Log.Warn("could not announce an earlier timer", "requestId", id, "err", err)
@@ -206,7 +186,7 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 		// per MaxSleep, and apart they would wake Run twice.
 		asOf := now
 		if looked {
-			asOf = now.Add(HoldAlong)
+			asOf = now.Add(t.tune.HoldAlong)
 		}
 		if t.due(&t.holds, q, asOf) {
 			t.replan(&t.holds, q, asOf, t.holdParked(ctx, q))
@@ -217,7 +197,7 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 			t.Log.Warn("could not ring the doorbell; the workers' next poll takes the due tasks", "err", err)
 		}
 	}
-	next := t.Clock.Now().Add(MaxSleep)
+	next := t.Clock.Now().Add(t.tune.MaxSleep)
 	t.mu.Lock()
 	for _, q := range t.Queues {
 		for _, looks := range []map[string]time.Time{t.looks, t.holds} {
@@ -263,11 +243,12 @@ func (t *Timer) replan(looks *map[string]time.Time, q string, now, next time.Tim
 // when to look again: at its earliest entry left (FollowGrace after it
 // while another worker moves the queue's tasks), at most MaxSleep on.
 func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
-	next := t.Clock.Now().Add(MaxSleep)
+	next := t.Clock.Now().Add(t.tune.MaxSleep)
 	moved := 0
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.bellOf(q), t.id, t.Clock.Now().Add(Early), Batch)
+		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.bellOf(q), t.id,
+			t.Clock.Now().Add(t.tune.Early), Batch, t.tune.graces())
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -277,11 +258,11 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 		}
 		moved += d.Moved
 		if d.Moved < Batch {
-			at := d.First.Add(-Early)
+			at := d.First.Add(-t.tune.Early)
 			if d.Mover != "" && d.Mover != t.id {
 				// Another worker follows this timer: look once after it
 				// should have moved the entry.
-				at = d.First.Add(FollowGrace)
+				at = d.First.Add(t.tune.FollowGrace)
 			}
 			if !d.First.IsZero() && at.Before(next) {
 				next = at
@@ -295,9 +276,9 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 // returns when to look again: at the earliest parked entry left, at most
 // MaxSleep on.
 func (t *Timer) holdParked(ctx context.Context, q string) time.Time {
-	next := t.Clock.Now().Add(MaxSleep)
+	next := t.Clock.Now().Add(t.tune.MaxSleep)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Clock.Now(), Batch)
+	first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Clock.Now(), Batch, t.tune.graces())
 	cancel()
 	switch {
 	case err != nil && ctx.Err() == nil:

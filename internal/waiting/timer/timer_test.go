@@ -38,11 +38,11 @@ func TestTimerStartsTasksAtTheirEntryNotAsynqsTime(t *testing.T) {
 	queues := []string{"p0", "p1"}
 
 	bell := &countingBell{}
-	running := New(rdb, queues, names, bell, log)
+	running := New(rdb, queues, names, bell, log, Tuning{})
 	done := make(chan struct{})
 	go func() { defer close(done); running.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	adder := New(rdb, queues, names, nil, log)
+	adder := New(rdb, queues, names, nil, log, Tuning{})
 
 	// Something far away first, so the running timer sleeps long.
 	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("p0"), asynq.TaskID("far"), asynq.ProcessIn(time.Hour)); err != nil {
@@ -67,7 +67,7 @@ func TestTimerStartsTasksAtTheirEntryNotAsynqsTime(t *testing.T) {
 		if info.State == asynq.TaskStatePending {
 			break
 		}
-		if time.Now().Before(due.Add(-Early)) && info.State != asynq.TaskStateScheduled {
+		if time.Now().Before(due.Add(-DefaultTuning.Early)) && info.State != asynq.TaskStateScheduled {
 			t.Fatalf("state %v before its due time", info.State)
 		}
 		if time.Now().After(deadline) {
@@ -75,7 +75,7 @@ func TestTimerStartsTasksAtTheirEntryNotAsynqsTime(t *testing.T) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if now := time.Now(); now.Before(due.Add(-Early)) {
+	if now := time.Now(); now.Before(due.Add(-DefaultTuning.Early)) {
 		t.Errorf("pending %v before its due time, more than Early", due.Sub(now))
 	}
 	// The ring follows the move (once every queue was looked at).
@@ -119,7 +119,7 @@ func TestOneTimerFollowsAPartition(t *testing.T) {
 	client := asynq.NewClientFromRedisClient(rdb)
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	queues := []string{"p0"}
-	adder := New(rdb, queues, names, nil, log)
+	adder := New(rdb, queues, names, nil, log, Tuning{})
 	add := func(id string, due time.Time) {
 		t.Helper()
 		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("p0"), asynq.TaskID(id), asynq.ProcessIn(time.Hour)); err != nil {
@@ -165,7 +165,7 @@ func TestOneTimerFollowsAPartition(t *testing.T) {
 		c.AddHook(w.hook)
 		var wctx context.Context
 		wctx, w.cancel = context.WithCancel(ctx)
-		tm := New(c, queues, names, nil, log)
+		tm := New(c, queues, names, nil, log, Tuning{})
 		go func() { defer close(w.done); tm.Run(wctx) }()
 		workers[i] = w
 	}
@@ -201,14 +201,14 @@ func TestOneTimerFollowsAPartition(t *testing.T) {
 	<-follower.done
 	due := time.Now().Add(100 * time.Millisecond)
 	add("after", due)
-	waitPending("after", due.Add(FollowGrace+400*time.Millisecond))
+	waitPending("after", due.Add(DefaultTuning.FollowGrace+400*time.Millisecond))
 	if other.hook.scripts.Load() == b {
 		t.Error("the other timer ran no script after the follower stopped")
 	}
 }
 
 // An idle timer looks at its entries and its parked tasks together, once
-// per MaxSleep: one wake-up and two scripts a second, not two wake-ups.
+// per MaxSleep: one wake-up and two scripts each time, not two wake-ups.
 func TestIdleTimerLooksOncePerMaxSleep(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -216,16 +216,17 @@ func TestIdleTimerLooksOncePerMaxSleep(t *testing.T) {
 	hook := &countingHook{}
 	c.AddHook(hook)
 	ctx, cancel := context.WithCancel(context.Background())
-	tm := New(c, []string{"p0"}, names, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tune := Tuning{MaxSleep: 250 * time.Millisecond}
+	tm := New(c, []string{"p0"}, names, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), tune)
 	done := make(chan struct{})
 	go func() { defer close(done); tm.Run(ctx) }()
-	const seconds = 4
-	time.Sleep(seconds*MaxSleep - MaxSleep/2) // counting what an idle stretch costs: nothing to poll for
+	const looks = 4
+	time.Sleep(looks*tune.MaxSleep - tune.MaxSleep/2) // counting what an idle stretch costs: nothing to poll for
 	cancel()
 	<-done
 	// The first look (each script's first call is an EVALSHA that finds
-	// no script, then an EVAL), then one a second.
-	if got, want := hook.scripts.Load(), int64(2*seconds+2); got > want {
-		t.Errorf("an idle timer ran %d scripts in %v, want at most %d", got, seconds*MaxSleep-MaxSleep/2, want)
+	// no script, then an EVAL), then one per MaxSleep.
+	if got, want := hook.scripts.Load(), int64(2*looks+2); got > want {
+		t.Errorf("an idle timer ran %d scripts in %v, want at most %d", got, looks*tune.MaxSleep-tune.MaxSleep/2, want)
 	}
 }
