@@ -509,7 +509,7 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 // woken once it can be, and is back at its place, first in line.
 func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
 	t.Parallel()
-	w := &waker{transit: map[string]int{"b": 20}} // more than wake's tries
+	w := &waker{transit: map[string]int{"b": 3}} // each one the owner's answer after its own wait
 	c, clk, _, slot := oneSlot(t, w)
 	made := map[string]int{"a": 0, "b": 1, "c": 2, "d": 3}
 	req := func(id string) Request { // made in this order

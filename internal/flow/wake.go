@@ -18,23 +18,20 @@ const (
 	stalled            // could not be woken now: tried again, or its fallback deadline wakes it
 )
 
-// wake makes id's task runnable, waiting up to WakeTransit for a task
-// still on its way to being parked.
+// wake makes id's task runnable. The owner of waiting waits a moment for
+// a task still on its way to being parked (Waker.Wake); one still in
+// transit after it stalls here and is tried again, or its deadline wakes
+// it.
 func (c *Controller) wake(ctx context.Context, id string) wakeResult {
-	const every = 20 * time.Millisecond
-	for i := 0; ; i++ {
-		err := c.waker.Wake(ctx, id)
-		switch {
-		case err == nil:
-			return woken
-		case errors.Is(err, ErrGone):
-			return gone
-		case time.Duration(i)*every >= c.tune.WakeTransit || ctx.Err() != nil:
-			c.log.Warn("could not wake a parked request now; it is tried again, or its deadline wakes it", "requestId", id, "err", err)
-			return stalled
-		}
-		_ = c.sleep(ctx, every) // an ended ctx ends the loop above
+	err := c.waker.Wake(ctx, id)
+	switch {
+	case err == nil:
+		return woken
+	case errors.Is(err, ErrGone):
+		return gone
 	}
+	c.log.Warn("could not wake a parked request now; it is tried again, or its deadline wakes it", "requestId", id, "err", err)
+	return stalled
 }
 
 // wakeAt has id woken at a timed park's end, to the millisecond, by

@@ -15,6 +15,12 @@ type Tuning struct {
 	// the safety net, for an entry lost with its worker before it was
 	// written.
 	Lag time.Duration
+	// WakeTransit is how long Wake waits for a task still on its way to
+	// being parked: a park takes a few round trips. One still active after
+	// it most likely sits on a worker that died, until its lease ends.
+	// WakeRetry is how often Wake looks meanwhile.
+	WakeTransit time.Duration
+	WakeRetry   time.Duration
 	// Timer are the timer's: how early it hands a task over, how its
 	// workers share a partition, how long it keeps the entry of a task
 	// still active.
@@ -23,8 +29,10 @@ type Tuning struct {
 
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
-	Lag:   2 * time.Second,
-	Timer: timer.DefaultTuning,
+	Lag:         2 * time.Second,
+	WakeTransit: 250 * time.Millisecond,
+	WakeRetry:   20 * time.Millisecond,
+	Timer:       timer.DefaultTuning,
 }
 
 // withDefaults is t with each zero field set to its default (the timer's
@@ -33,6 +41,8 @@ func (t Tuning) withDefaults() Tuning {
 	d := DefaultTuning
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&t.Lag, &d.Lag},
+		{&t.WakeTransit, &d.WakeTransit},
+		{&t.WakeRetry, &d.WakeRetry},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def

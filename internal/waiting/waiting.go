@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
@@ -33,7 +34,7 @@ var (
 	// finished).
 	ErrGone = errors.New("no parked task")
 	// ErrInTransit: the request's task is still on its way to being
-	// parked (or running).
+	// parked (or running) after Wake's wait.
 	ErrInTransit = errors.New("task not parked yet")
 )
 
@@ -50,6 +51,8 @@ type Config struct {
 	Timer *Timer
 	// Tuning: its zero fields take DefaultTuning's.
 	Tuning Tuning
+	// Clock is what Wake waits on; nil is the wall clock.
+	Clock clock.Clock
 }
 
 // Owner parks and wakes the tasks of one set of queues: the partitions'
@@ -61,6 +64,9 @@ type Owner struct {
 // New returns the owner of the waiting of cfg's queues.
 func New(cfg Config) *Owner {
 	cfg.Tuning = cfg.Tuning.withDefaults()
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
+	}
 	return &Owner{cfg: cfg}
 }
 
@@ -142,12 +148,28 @@ func (o *Owner) WakeAt(ctx context.Context, id string, t time.Time) error {
 }
 
 // Wake makes request id's waiting task runnable now. Only a waiting task
-// is moved: an archived one run again would be a redrive. It returns
-// ErrGone when there is no waiting task, ErrInTransit while the task is
-// active (on its way to being parked, or running).
+// is moved: an archived one run again would be a redrive. A task still
+// active is on its way to being parked (a park takes a few round trips) or
+// running: Wake looks again every Tuning.WakeRetry, for up to
+// Tuning.WakeTransit, and then returns ErrInTransit. It returns ErrGone
+// when there is no waiting task.
 func (o *Owner) Wake(ctx context.Context, id string) error {
+	tune := o.cfg.Tuning
+	for waited := time.Duration(0); ; waited += tune.WakeRetry {
+		err := o.wakeNow(ctx, id)
+		if !errors.Is(err, ErrInTransit) || waited >= tune.WakeTransit {
+			return err
+		}
+		if clock.Sleep(ctx, o.cfg.Clock, tune.WakeRetry) != nil {
+			return err
+		}
+	}
+}
+
+// wakeNow is one look of Wake's.
+func (o *Owner) wakeNow(ctx context.Context, id string) error {
 	q := o.QueueOf(id)
-	state, err := asynqx.Run(ctx, o.cfg.Redis, q, o.bellIn(q), id, time.Now())
+	state, err := asynqx.Run(ctx, o.cfg.Redis, q, o.bellIn(q), id, o.cfg.Clock.Now())
 	if err != nil {
 		return err
 	}
@@ -166,7 +188,7 @@ func (o *Owner) Wake(ctx context.Context, id string) error {
 // never a retry waiting out its backoff, and says whether it did.
 func (o *Owner) WakeParked(ctx context.Context, id string) (bool, error) {
 	q := o.QueueOf(id)
-	moved, err := asynqx.RunParked(ctx, o.cfg.Redis, q, o.bellIn(q), id, time.Now())
+	moved, err := asynqx.RunParked(ctx, o.cfg.Redis, q, o.bellIn(q), id, o.cfg.Clock.Now())
 	if err != nil || !moved {
 		return false, err
 	}
