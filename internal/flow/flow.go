@@ -105,8 +105,9 @@ const (
 // (waiting.Owner); flow decides, the owner moves tasks.
 type Waker interface {
 	// Wake returns ErrGone when the request has no parked task any more
-	// (canceled, finished), and ErrInTransit while its task is still on
-	// its way to being parked.
+	// (canceled, finished), and ErrInTransit when its task is still on
+	// its way to being parked after the owner's own wait
+	// (waiting.Tuning.WakeTransit).
 	Wake(ctx context.Context, id string) error
 	// Pending says whether a woken request's task still waits to be
 	// fetched (runnable, taken by no worker yet).

@@ -77,10 +77,6 @@ type Tuning struct {
 	// counts as about. A tenant Redis lists (one that ever stored a request,
 	// besides the default tenant) always does.
 	TenantMemory time.Duration
-	// WakeTransit is how long wake waits for a task still on its way to
-	// being parked: a park takes a few round trips. One still active after it
-	// most likely sits on a worker that died, until its lease ends.
-	WakeTransit time.Duration
 }
 
 // DefaultTuning are the timings retryd runs with.
@@ -107,7 +103,6 @@ var DefaultTuning = Tuning{
 	StaleAfter:      5 * time.Second,
 	ForgetAfter:     10 * time.Minute,
 	TenantMemory:    24 * time.Hour,
-	WakeTransit:     250 * time.Millisecond,
 }
 
 // withDefaults is t with each zero field set to its default.
@@ -136,7 +131,6 @@ func (t Tuning) withDefaults() Tuning {
 		{&t.StaleAfter, &d.StaleAfter},
 		{&t.ForgetAfter, &d.ForgetAfter},
 		{&t.TenantMemory, &d.TenantMemory},
-		{&t.WakeTransit, &d.WakeTransit},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
