@@ -16,9 +16,10 @@ type Tuning struct {
 	// written.
 	Lag time.Duration
 	// WakeTransit is how long Wake waits for a task still on its way to
-	// being parked: a park takes a few round trips. One still active after
-	// it most likely sits on a worker that died, until its lease ends.
-	// WakeRetry is how often Wake looks meanwhile.
+	// being parked (a park takes a few round trips) before it leaves the
+	// task to the timer: a slot handed to it goes on meanwhile, so a line
+	// of waiters all still in transit (on a loaded machine) costs each
+	// hand-over at most this. WakeRetry is how often Wake looks meanwhile.
 	WakeTransit time.Duration
 	WakeRetry   time.Duration
 	// Timer are the timer's: how early it hands a task over, how its
@@ -30,7 +31,7 @@ type Tuning struct {
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
 	Lag:         2 * time.Second,
-	WakeTransit: 250 * time.Millisecond,
+	WakeTransit: 60 * time.Millisecond,
 	WakeRetry:   20 * time.Millisecond,
 	Timer:       timer.DefaultTuning,
 }
