@@ -15,15 +15,11 @@ import (
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-func script(name string) *redis.Script { return scriptAfter("", name) }
-
-// scriptAfter is script name with the shared Lua of file prefix first.
-func scriptAfter(prefix, name string) *redis.Script {
+// script is scripts/<name>.lua with the line library (scripts/line.lua)
+// first, then the libraries libs.
+func script(name string, libs ...string) *redis.Script {
 	var src []byte
-	for _, f := range []string{prefix, name} {
-		if f == "" {
-			continue
-		}
+	for _, f := range append(append([]string{"line"}, libs...), name) {
 		b, err := scriptFiles.ReadFile("scripts/" + f + ".lua")
 		if err != nil {
 			panic(err)
@@ -34,8 +30,8 @@ func scriptAfter(prefix, name string) *redis.Script {
 }
 
 var (
-	acquireScript = scriptAfter("par_hand_back", "acquire")
-	parNextScript = scriptAfter("par_hand_back", "par_next")
+	acquireScript = script("acquire", "par_hand_back")
+	parNextScript = script("par_next", "par_hand_back")
 	turnScript    = script("turn")
 	fairWait      = script("fair_wait")
 	fairNext      = script("fair_next")

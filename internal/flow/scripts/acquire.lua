@@ -24,7 +24,7 @@
 handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 if redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
-  redis.call("ZREM", KEYS[2], ARGV[1])
+  lineLeave(KEYS[2], ARGV[1])
   redis.call("ZREM", KEYS[3], ARGV[1])
   redis.call("PEXPIRE", KEYS[1], ARGV[5])
   return {1, 0, 0}
@@ -35,13 +35,12 @@ if free > 0 and redis.call("ZCARD", KEYS[2]) == 0 then
   redis.call("PEXPIRE", KEYS[1], ARGV[5])
   return {1, 0, 0}
 end
-redis.call("ZADD", KEYS[2], "NX", ARGV[7], ARGV[1])
-redis.call("PEXPIRE", KEYS[2], ARGV[5])
+lineJoin(KEYS[2], ARGV[1], ARGV[7], ARGV[5])
 local reply = {0, 0, 0}
 if free > 0 then
   -- Slots freed without a hand-over (leases that ended): the oldest
   -- waiters get them, this request too if it is one of them.
-  local next = redis.call("ZPOPMIN", KEYS[2], free)
+  local next = lineTake(KEYS[2], free)
   for i = 1, #next, 2 do
     if next[i] == ARGV[1] then
       redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])

@@ -13,12 +13,12 @@
 -- Returns: {waiters left, the first one's place (ms, or -1), id, turn
 -- index (1-based), id, turn index...}
 local out = {"0", "-1"}
-local heads = redis.call("ZRANGE", KEYS[1], 0, #ARGV - 2, "WITHSCORES")
+local heads = lineHead(KEYS[1], #ARGV - 1)
 local h, given = 1, 0
 for i = 2, #ARGV do
   if h > #heads then break end
   if tonumber(heads[h + 1]) <= tonumber(ARGV[i]) then
-    redis.call("ZREM", KEYS[1], heads[h])
+    lineLeave(KEYS[1], heads[h])
     redis.call("HSET", KEYS[2], heads[h], heads[h + 1])
     redis.call("HSET", KEYS[3], heads[h], ARGV[i])
     out[#out + 1] = heads[h]
@@ -34,7 +34,7 @@ local left = redis.call("ZCARD", KEYS[1])
 if left == 0 then
   redis.call("DEL", KEYS[2])
 else
-  out[2] = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")[2]
+  out[2] = lineHead(KEYS[1], 1)[2]
 end
 out[1] = tostring(left)
 return out

@@ -37,6 +37,5 @@ if offer >= 0 and redis.call("ZCARD", KEYS[1]) == 0 then
 end
 local place = redis.call("HGET", KEYS[2], ARGV[1]) or ARGV[2]
 redis.call("HDEL", KEYS[2], ARGV[1])
-redis.call("ZADD", KEYS[1], "NX", place, ARGV[1])
-redis.call("PEXPIRE", KEYS[1], ARGV[6])
+lineJoin(KEYS[1], ARGV[1], place, ARGV[6])
 return {"line", tostring(redis.call("ZRANK", KEYS[1], ARGV[1]))}

@@ -32,7 +32,7 @@ for _, id in ipairs(stale) do redis.call("ZADD", KEYS[3], now, id) end
 local taken = {}
 local n = tonumber(ARGV[2])
 if n > 0 then
-  local popped = redis.call("ZPOPMIN", KEYS[1], n)
+  local popped = lineTake(KEYS[1], n)
   if #popped > 0 then
     local last = tonumber(popped[#popped])
     if last > (tonumber(redis.call("HGET", KEYS[4], ":taken") or "") or -1) then

@@ -32,6 +32,9 @@ if not place and redis.call("ZSCORE", KEYS[1], ARGV[1]) == false then
 end
 redis.call("HDEL", KEYS[2], ARGV[1])
 redis.call("ZREM", KEYS[3], ARGV[1])
-if place then redis.call("ZADD", KEYS[1], "NX", place, ARGV[1]) end
-redis.call("PEXPIRE", KEYS[1], ARGV[3])
+if place then
+  lineJoin(KEYS[1], ARGV[1], place, ARGV[3])
+else
+  redis.call("PEXPIRE", KEYS[1], ARGV[3])
+end
 return redis.call("ZCARD", KEYS[1])

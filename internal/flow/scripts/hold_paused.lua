@@ -7,6 +7,5 @@
 -- ARGV[3]: the line's time to live (ms)
 -- Returns 1 when it parked the request, 0 when the key is not paused.
 if redis.call("HGET", KEYS[1], "paused") ~= "1" then return 0 end
-redis.call("ZADD", KEYS[2], "NX", ARGV[2], ARGV[1])
-redis.call("PEXPIRE", KEYS[2], ARGV[3])
+lineJoin(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 return 1

@@ -18,14 +18,14 @@
 -- woken...}
 if ARGV[1] ~= "" then
   redis.call("ZREM", KEYS[1], ARGV[1])
-  redis.call("ZREM", KEYS[2], ARGV[1])
+  lineLeave(KEYS[2], ARGV[1])
   redis.call("ZREM", KEYS[3], ARGV[1])
 end
 handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 local reply = {0, 0}
 local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
 if free > 0 then
-  local next = redis.call("ZPOPMIN", KEYS[2], free)
+  local next = lineTake(KEYS[2], free)
   for i = 1, #next, 2 do
     redis.call("ZADD", KEYS[1], ARGV[4], next[i])
     redis.call("ZADD", KEYS[3], next[i + 1], next[i])

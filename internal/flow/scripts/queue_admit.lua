@@ -11,8 +11,7 @@
 -- ARGV[3]: its place if it never joined (its creation, ms * 1000): the
 --          API's join was lost
 -- Returns: {"1"} to start; {"0", the ids ahead of it that hold its turn}
-redis.call("ZADD", KEYS[1], "NX", ARGV[3], ARGV[1])
-redis.call("PEXPIRE", KEYS[1], ARGV[2])
+lineJoin(KEYS[1], ARGV[1], ARGV[3], ARGV[2])
 local p = tonumber(redis.call("HGET", KEYS[3], "parallelism") or "1") or 1
 local paused = redis.call("HGET", KEYS[3], "paused") == "1"
 local rank = redis.call("ZRANK", KEYS[1], ARGV[1])
@@ -23,7 +22,8 @@ end
 redis.call("ZADD", KEYS[2], 0, ARGV[1])
 redis.call("PEXPIRE", KEYS[2], ARGV[2])
 local out = {"0"}
-for _, id in ipairs(redis.call("ZRANGE", KEYS[1], 0, math.min(p, 10) - 1)) do
-  table.insert(out, id)
+local head = lineHead(KEYS[1], math.min(p, 10))
+for i = 1, #head, 2 do
+  table.insert(out, head[i])
 end
 return out

@@ -9,6 +9,5 @@
 if redis.call("ZSCORE", KEYS[1], ARGV[1]) then return 0 end
 local place = math.max(tonumber(ARGV[2]), tonumber(redis.call("GET", KEYS[2]) or "0") + 1)
 redis.call("SET", KEYS[2], string.format("%.0f", place), "PX", ARGV[3])
-redis.call("ZADD", KEYS[1], string.format("%.0f", place), ARGV[1])
-redis.call("PEXPIRE", KEYS[1], ARGV[3])
+lineJoin(KEYS[1], ARGV[1], string.format("%.0f", place), ARGV[3])
 return 1

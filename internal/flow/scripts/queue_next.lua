@@ -6,12 +6,13 @@
 -- settings
 -- ARGV[1]: the finished request's id, or ""
 -- Returns: the ids of the waiters to wake, in line order
-redis.call("ZREM", KEYS[1], ARGV[1])
+lineLeave(KEYS[1], ARGV[1])
 redis.call("ZREM", KEYS[2], ARGV[1])
 if redis.call("HGET", KEYS[3], "paused") == "1" then return {} end
 local p = tonumber(redis.call("HGET", KEYS[3], "parallelism") or "1") or 1
 local out = {}
-for _, id in ipairs(redis.call("ZRANGE", KEYS[1], 0, p - 1)) do
-  if redis.call("ZREM", KEYS[2], id) == 1 then table.insert(out, id) end
+local head = lineHead(KEYS[1], p)
+for i = 1, #head, 2 do
+  if redis.call("ZREM", KEYS[2], head[i]) == 1 then table.insert(out, head[i]) end
 end
 return out

@@ -1,0 +1,28 @@
+-- A library, not a script: the line that every kind of waiting shares (a
+-- queue's, a paused key's, a destination's or a tenant's fairness line, a
+-- parallelism key's, a cut key's). A line is a sorted set: member, a
+-- request id; score, its place. A request keeps the place it first took
+-- until it leaves the line, so one woken early, or twice, never loses its
+-- turn. Every script of internal/flow has this library first.
+
+-- lineJoin puts id in line at place, or leaves it at the place it has,
+-- and renews the line's time to live (ttl, ms).
+local function lineJoin(line, id, place, ttl)
+  redis.call("ZADD", line, "NX", place, id)
+  redis.call("PEXPIRE", line, ttl)
+end
+
+-- lineTake takes the first n of line out of it: {id, place, id, place, ...}.
+local function lineTake(line, n)
+  return redis.call("ZPOPMIN", line, n)
+end
+
+-- lineHead is the first n of line, left in it: {id, place, id, place, ...}.
+local function lineHead(line, n)
+  return redis.call("ZRANGE", line, 0, n - 1, "WITHSCORES")
+end
+
+-- lineLeave takes id out of line.
+local function lineLeave(line, id)
+  redis.call("ZREM", line, id)
+end
