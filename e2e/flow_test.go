@@ -190,10 +190,12 @@ func TestParallelismCapAcrossWorkers(t *testing.T) {
 	// A parked request starts soon after the slot it waits for frees.
 	h := g.handOvers(2)
 	t.Logf("FLOW parallelism 2: a waiting request started after a slot freed: p50 %v p99 %v (%d hand-overs)", h[len(h)/2], p99(h), len(h))
-	// Wide for a loaded machine; a hand-over left to a poll or a safety
-	// net takes a second or more.
-	if p99(h) > 250*time.Millisecond {
-		t.Errorf("waiting requests started p99 %v after a slot freed, want ≤ 250ms", p99(h))
+	// Wide for a loaded machine, where a burst of parks can leave several
+	// waiters in a row still on their way to being parked, each costing a
+	// hand-over the owner's wait for it (60 ms); a hand-over left to a
+	// poll or a safety net takes a second or more.
+	if p99(h) > 900*time.Millisecond {
+		t.Errorf("waiting requests started p99 %v after a slot freed, want ≤ 900ms", p99(h))
 	}
 	if !sawWaiting {
 		t.Error("no request showed waitingFor: parallelism (and nextRetryAt null) while it waited")

@@ -137,11 +137,9 @@ func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
 // adaptive backpressure what an attempt that ran said of its key.
 func (c *Controller) exitCut(_ context.Context, t *Ticket, e ending) {
 	c.mu.Lock()
-	if k := c.keys[t.req.Key]; k != nil {
-		k.inflight--
-		if e.started {
-			k.learn(c, e.outcome, e.at)
-		}
+	t.k.inflight--
+	if e.started {
+		t.k.learn(c, e.outcome, e.at)
 	}
 	c.mu.Unlock()
 }

@@ -747,7 +747,7 @@ func TestAdaptiveCutIgnoresChance(t *testing.T) {
 	k.base, k.lastCut = 100, t0 // cut from 100/s to 3/s
 	k.lim = rate.NewLimiter(3, 1)
 	c.mu.Unlock()
-	tk := &Ticket{c: c, req: req, start: t0}
+	tk := &Ticket{c: c, req: req, start: t0, k: k}
 	answer := func(o Outcome) {
 		c.mu.Lock()
 		k.inflight++

@@ -20,8 +20,9 @@ type gate struct {
 	// when a later gate holds it (a zero ending). Nil: enter takes
 	// nothing.
 	exit func(c *Controller, ctx context.Context, t *Ticket, e ending)
-	// missed is told of an attempt held before it reached this gate, which
-	// may still hold something of it from an earlier wait. Nil: nothing.
+	// missed is told of an attempt parked before it reached this gate,
+	// which may still hold something of it from an earlier wait. Nil:
+	// nothing.
 	missed func(c *Controller, ctx context.Context, t *Ticket)
 }
 
@@ -77,22 +78,25 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	return t, nil
 }
 
-// hold gives back what the gates before gates[at] took, in reverse order,
-// and tells the gates after it: gates[at] held t (err).
+// hold gives back what the gates before gates[at] took, in reverse order:
+// gates[at] held t (err). A park is told to the gates after it too; an
+// error (Redis could not say) is not, so that an outage costs no more
+// round trips than the one that failed.
 func (c *Controller) hold(ctx context.Context, t *Ticket, at int, err error) {
 	for i := at - 1; i >= 0; i-- {
 		if g := gates[i]; g.exit != nil {
 			g.exit(c, ctx, t, ending{})
 		}
 	}
+	if _, parked := errors.AsType[*Parked](err); !parked {
+		return
+	}
 	for _, g := range gates[at+1:] {
 		if g.missed != nil {
 			g.missed(c, ctx, t)
 		}
 	}
-	if _, parked := errors.AsType[*Parked](err); parked {
-		c.parkedOne(t.req.Key)
-	}
+	c.parkedOne(t.req.Key)
 }
 
 // Done leaves the gates in reverse order: each gives back what the

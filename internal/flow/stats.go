@@ -115,7 +115,7 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 // from Redis itself (all workers' truth).
 func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyStats, error) {
 	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
-		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result() // the API has no controller
 	if err != nil {
 		return nil, err
 	}

@@ -19,10 +19,9 @@ const (
 )
 
 // wake makes id's task runnable. The owner of waiting waits a moment for
-// a task still on its way to being parked, then has its timer start it as
-// soon as it lands (Waker.Wake): stalled here, so the slot it was given
-// goes on meanwhile. One that could not be woken for another reason
-// (Redis) is tried again, or its deadline wakes it.
+// a task still on its way to being parked (Waker.Wake); one still in
+// transit after it, or one Redis could not move, stalls here: the slot it
+// was given goes on, and it is tried again, or its deadline wakes it.
 func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 	err := c.waker.Wake(ctx, id)
 	switch {
@@ -30,11 +29,8 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 		return woken
 	case errors.Is(err, ErrGone):
 		return gone
-	case errors.Is(err, ErrInTransit) && !errors.Is(err, context.Canceled):
-		c.log.Debug("a woken request is still on its way to being parked; the timer starts it as it lands", "requestId", id)
-	default:
-		c.log.Warn("could not wake a parked request now; it is tried again, or its deadline wakes it", "requestId", id, "err", err)
 	}
+	c.log.Warn("could not wake a parked request now; it is tried again, or its deadline wakes it", "requestId", id, "err", err)
 	return stalled
 }
 

@@ -16,9 +16,9 @@ type Tuning struct {
 	// written.
 	Lag time.Duration
 	// WakeTransit is how long Wake waits for a task still on its way to
-	// being parked (a park takes a few round trips) before it leaves the
-	// task to the timer: a slot handed to it goes on meanwhile, so a line
-	// of waiters all still in transit (on a loaded machine) costs each
+	// being parked (a park takes a few round trips, more on a loaded
+	// machine). A slot handed to a task still in transit after it goes on
+	// to the next waiter, so a line of waiters all in transit costs each
 	// hand-over at most this. WakeRetry is how often Wake looks meanwhile.
 	WakeTransit time.Duration
 	WakeRetry   time.Duration

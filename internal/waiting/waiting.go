@@ -151,20 +151,16 @@ func (o *Owner) WakeAt(ctx context.Context, id string, t time.Time) error {
 // is moved: an archived one run again would be a redrive. A task still
 // active is on its way to being parked (a park takes a few round trips) or
 // running: Wake looks again every Tuning.WakeRetry, for up to
-// Tuning.WakeTransit, and then leaves it to the timer, which starts it as
-// soon as it lands (an entry due now, kept while its task is active), and
-// returns ErrInTransit. It returns ErrGone when there is no waiting task.
+// Tuning.WakeTransit, and then returns ErrInTransit. It returns ErrGone
+// when there is no waiting task.
 func (o *Owner) Wake(ctx context.Context, id string) error {
 	tune := o.cfg.Tuning
 	for waited := time.Duration(0); ; waited += tune.WakeRetry {
 		err := o.wakeNow(ctx, id)
-		if !errors.Is(err, ErrInTransit) {
+		if !errors.Is(err, ErrInTransit) || waited >= tune.WakeTransit {
 			return err
 		}
-		if waited >= tune.WakeTransit || clock.Sleep(ctx, o.cfg.Clock, tune.WakeRetry) != nil {
-			if terr := o.WakeAt(ctx, id, o.cfg.Clock.Now()); terr != nil {
-				return errors.Join(err, terr)
-			}
+		if clock.Sleep(ctx, o.cfg.Clock, tune.WakeRetry) != nil {
 			return err
 		}
 	}

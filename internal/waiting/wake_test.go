@@ -3,15 +3,12 @@ package waiting
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 )
@@ -78,59 +75,5 @@ func TestWakeWaitsForATaskInTransit(t *testing.T) {
 	}
 	if waited := time.Since(start); waited >= 300*time.Millisecond {
 		t.Errorf("Wake of a missing task took %v, want no wait", waited)
-	}
-}
-
-// A task still in transit when Wake gives up is started by the timer as
-// soon as it lands: the wake-up is not lost, and waits for no deadline.
-func TestWakeLeavesATaskInTransitToTheTimer(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	client := asynq.NewClientFromRedisClient(rdb)
-	k := asynqx.QueueKeys("q")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	tm := NewTimer(rdb, partition.Set{}, "q", nil, log, Tuning{})
-	done := make(chan struct{})
-	go func() { defer close(done); tm.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	o := New(Config{Queue: "q", Redis: rdb, Timer: tm, Tuning: Tuning{WakeTransit: 10 * time.Millisecond, WakeRetry: 5 * time.Millisecond}})
-
-	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID("late")); err != nil {
-		t.Fatal(err)
-	}
-	pipe := rdb.TxPipeline()
-	pipe.LRem(ctx, k.Pending(), 0, "late")
-	pipe.LPush(ctx, k.Active(), "late")
-	pipe.HSet(ctx, k.Task("late"), "state", "active")
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Wake(ctx, "late"); !errors.Is(err, ErrInTransit) {
-		t.Fatalf("Wake of a task still active = %v, want ErrInTransit", err)
-	}
-	// asynq's side of the park, after Wake gave up: parked for an hour.
-	pipe = rdb.TxPipeline()
-	pipe.LRem(ctx, k.Active(), 0, "late")
-	pipe.ZAdd(ctx, k.Scheduled(), redis.Z{Score: float64(time.Now().Add(time.Hour).Unix()), Member: "late"})
-	pipe.HSet(ctx, k.Task("late"), "state", "scheduled")
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, err := o.Pending(ctx, "late")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task that landed after Wake gave up is still parked 10 s later: the wake-up was lost")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

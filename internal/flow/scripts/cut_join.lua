@@ -6,5 +6,5 @@
 -- ARGV[2]: its due time (ms)
 -- ARGV[3]: how long the line lives untouched (ms)
 -- Returns: how many wait ahead of it
-lineJoin(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+lineMove(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 return redis.call("ZRANK", KEYS[1], ARGV[1])

@@ -12,6 +12,13 @@ local function lineJoin(line, id, place, ttl)
   redis.call("PEXPIRE", line, ttl)
 end
 
+-- lineMove puts id in line at place, wherever it was, and renews the
+-- line's time to live (ttl, ms).
+local function lineMove(line, id, place, ttl)
+  redis.call("ZADD", line, place, id)
+  redis.call("PEXPIRE", line, ttl)
+end
+
 -- lineTake takes the first n of line out of it: {id, place, id, place, ...}.
 local function lineTake(line, n)
   return redis.call("ZPOPMIN", line, n)
@@ -19,6 +26,7 @@ end
 
 -- lineHead is the first n of line, left in it: {id, place, id, place, ...}.
 local function lineHead(line, n)
+  if n < 1 then return {} end
   return redis.call("ZRANGE", line, 0, n - 1, "WITHSCORES")
 end
 
