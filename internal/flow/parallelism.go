@@ -238,7 +238,7 @@ func (c *Controller) wakeLater(key string, parallelism int, id string) {
 	go func() {
 		defer c.wakes.Done()
 		for end := c.now().Add(c.tune.StalledWakeFor); c.now().Before(end); {
-			if c.sleep(c.stop, time.Second) != nil {
+			if c.sleep(c.stop, c.tune.StalledWakeEvery) != nil {
 				return
 			}
 			if c.wake(c.stop, id) != stalled {

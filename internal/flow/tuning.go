@@ -61,8 +61,9 @@ type Tuning struct {
 	HandOverLease time.Duration
 	// StalledWakeFor is how long a request handed a slot that could not be
 	// woken (Redis was down, or its task is still active on a worker that
-	// died) is tried again, every second.
-	StalledWakeFor time.Duration
+	// died) is tried again, every StalledWakeEvery.
+	StalledWakeFor   time.Duration
+	StalledWakeEvery time.Duration
 	// RebalanceEvery is how often a worker wakes waiters of destinations that
 	// have free slots on it without an attempt ending (the woken ones went to
 	// other workers), while it watches a line.
@@ -81,28 +82,29 @@ type Tuning struct {
 
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
-	CutEvery:        time.Second,
-	RateHorizon:     5 * time.Second,
-	ControlTTL:      time.Second,
-	TurnEarly:       50 * time.Millisecond,
-	TurnGrace:       2 * time.Second,
-	HeadRecheck:     time.Second,
-	LineMemory:      time.Minute,
-	WakeTTL:         2 * time.Second,
-	HandOverCheck:   5 * time.Second,
-	ParkFallback:    5 * time.Minute,
-	LineFallbackMax: 6 * time.Hour,
-	KeyTTL:          24 * time.Hour,
-	ShortWait:       20 * time.Millisecond,
-	AdoptEvery:      5 * time.Second,
-	LeaseMargin:     5 * time.Second,
-	HandOverLease:   15 * time.Second,
-	StalledWakeFor:  5 * time.Minute,
-	RebalanceEvery:  50 * time.Millisecond,
-	PublishEvery:    time.Second,
-	StaleAfter:      5 * time.Second,
-	ForgetAfter:     10 * time.Minute,
-	TenantMemory:    24 * time.Hour,
+	CutEvery:         time.Second,
+	RateHorizon:      5 * time.Second,
+	ControlTTL:       time.Second,
+	TurnEarly:        50 * time.Millisecond,
+	TurnGrace:        2 * time.Second,
+	HeadRecheck:      time.Second,
+	LineMemory:       time.Minute,
+	WakeTTL:          2 * time.Second,
+	HandOverCheck:    5 * time.Second,
+	ParkFallback:     5 * time.Minute,
+	LineFallbackMax:  6 * time.Hour,
+	KeyTTL:           24 * time.Hour,
+	ShortWait:        20 * time.Millisecond,
+	AdoptEvery:       5 * time.Second,
+	LeaseMargin:      5 * time.Second,
+	HandOverLease:    15 * time.Second,
+	StalledWakeFor:   5 * time.Minute,
+	StalledWakeEvery: time.Second,
+	RebalanceEvery:   50 * time.Millisecond,
+	PublishEvery:     time.Second,
+	StaleAfter:       5 * time.Second,
+	ForgetAfter:      10 * time.Minute,
+	TenantMemory:     24 * time.Hour,
 }
 
 // withDefaults is t with each zero field set to its default.
@@ -126,6 +128,7 @@ func (t Tuning) withDefaults() Tuning {
 		{&t.LeaseMargin, &d.LeaseMargin},
 		{&t.HandOverLease, &d.HandOverLease},
 		{&t.StalledWakeFor, &d.StalledWakeFor},
+		{&t.StalledWakeEvery, &d.StalledWakeEvery},
 		{&t.RebalanceEvery, &d.RebalanceEvery},
 		{&t.PublishEvery, &d.PublishEvery},
 		{&t.StaleAfter, &d.StaleAfter},
