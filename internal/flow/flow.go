@@ -10,16 +10,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/waiting"
+	"github.com/retryd/retryd/internal/waiting/lines"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// script is scripts/<name>.lua with the line library (scripts/line.lua)
+// script is scripts/<name>.lua with the line's library (lines.Library)
 // first, then the libraries libs.
 func script(name string, libs ...string) *redis.Script {
-	var src []byte
-	for _, f := range append(append([]string{"line"}, libs...), name) {
+	src := []byte(lines.Library + "\n")
+	for _, f := range append(libs, name) {
 		b, err := scriptFiles.ReadFile("scripts/" + f + ".lua")
 		if err != nil {
 			panic(err)

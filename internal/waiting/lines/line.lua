@@ -3,7 +3,7 @@
 -- parallelism key's, a cut key's). A line is a sorted set: member, a
 -- request id; score, its place. A request keeps the place it first took
 -- until it leaves the line, so one woken early, or twice, never loses its
--- turn. Every script of internal/flow has this library first.
+-- turn. Every script of internal/flow has this library first (Library).
 
 -- lineJoin puts id in line at place, or leaves it at the place it has,
 -- and renews the line's time to live (ttl, ms).
