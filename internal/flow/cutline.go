@@ -111,6 +111,8 @@ func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
 	var perSecond float64
 	if cut {
 		perSecond = float64(k.lim.Limit())
+	} else {
+		k.inflight++
 	}
 	c.mu.Unlock()
 	if cut {
@@ -126,10 +128,10 @@ func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
 			return &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
 		}
 		t.start = c.now()
+		c.mu.Lock()
+		k.inflight++
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	k.inflight++
-	c.mu.Unlock()
 	return nil
 }
 

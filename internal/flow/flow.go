@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/luascript"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/internal/waiting/lines"
 )
@@ -19,15 +20,7 @@ var scriptFiles embed.FS
 // script is scripts/<name>.lua with the line's library (lines.Library)
 // first, then the libraries libs.
 func script(name string, libs ...string) *redis.Script {
-	src := []byte(lines.Library + "\n")
-	for _, f := range append(libs, name) {
-		b, err := scriptFiles.ReadFile("scripts/" + f + ".lua")
-		if err != nil {
-			panic(err)
-		}
-		src = append(append(src, b...), '\n')
-	}
-	return redis.NewScript(string(src))
+	return luascript.Load(scriptFiles, lines.Library+"\n", append(libs, name)...)
 }
 
 var (

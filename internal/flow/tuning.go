@@ -1,6 +1,10 @@
 package flow
 
-import "time"
+import (
+	"time"
+
+	"github.com/retryd/retryd/internal/tuning"
+)
 
 // Tuning are flow control's timing constants, in one place so that a
 // test can shrink them (Config.Tuning); a zero field takes its default
@@ -108,36 +112,4 @@ var DefaultTuning = Tuning{
 }
 
 // withDefaults is t with each zero field set to its default.
-func (t Tuning) withDefaults() Tuning {
-	d := DefaultTuning
-	for _, f := range []struct{ v, def *time.Duration }{
-		{&t.CutEvery, &d.CutEvery},
-		{&t.RateHorizon, &d.RateHorizon},
-		{&t.ControlTTL, &d.ControlTTL},
-		{&t.TurnEarly, &d.TurnEarly},
-		{&t.TurnGrace, &d.TurnGrace},
-		{&t.HeadRecheck, &d.HeadRecheck},
-		{&t.LineMemory, &d.LineMemory},
-		{&t.WakeTTL, &d.WakeTTL},
-		{&t.HandOverCheck, &d.HandOverCheck},
-		{&t.ParkFallback, &d.ParkFallback},
-		{&t.LineFallbackMax, &d.LineFallbackMax},
-		{&t.KeyTTL, &d.KeyTTL},
-		{&t.ShortWait, &d.ShortWait},
-		{&t.AdoptEvery, &d.AdoptEvery},
-		{&t.LeaseMargin, &d.LeaseMargin},
-		{&t.HandOverLease, &d.HandOverLease},
-		{&t.StalledWakeFor, &d.StalledWakeFor},
-		{&t.StalledWakeEvery, &d.StalledWakeEvery},
-		{&t.RebalanceEvery, &d.RebalanceEvery},
-		{&t.PublishEvery, &d.PublishEvery},
-		{&t.StaleAfter, &d.StaleAfter},
-		{&t.ForgetAfter, &d.ForgetAfter},
-		{&t.TenantMemory, &d.TenantMemory},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return t
-}
+func (t Tuning) withDefaults() Tuning { return tuning.WithDefaults(t, DefaultTuning) }

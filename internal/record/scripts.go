@@ -4,6 +4,8 @@ import (
 	"embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/luascript"
 )
 
 // scripts holds one Lua script per operation. Each file starts with what
@@ -15,10 +17,4 @@ import (
 var scripts embed.FS
 
 // script loads scripts/<name>.lua.
-func script(name string) *redis.Script {
-	src, err := scripts.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic("record: no script " + name + ": " + err.Error())
-	}
-	return redis.NewScript(string(src))
-}
+func script(name string) *redis.Script { return luascript.Load(scripts, "", name) }

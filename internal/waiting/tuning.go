@@ -3,6 +3,7 @@ package waiting
 import (
 	"time"
 
+	"github.com/retryd/retryd/internal/tuning"
 	"github.com/retryd/retryd/internal/waiting/timer"
 )
 
@@ -36,18 +37,5 @@ var DefaultTuning = Tuning{
 	Timer:       timer.DefaultTuning,
 }
 
-// withDefaults is t with each zero field set to its default (the timer's
-// are New's to fill).
-func (t Tuning) withDefaults() Tuning {
-	d := DefaultTuning
-	for _, f := range []struct{ v, def *time.Duration }{
-		{&t.Lag, &d.Lag},
-		{&t.WakeTransit, &d.WakeTransit},
-		{&t.WakeRetry, &d.WakeRetry},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return t
-}
+// withDefaults is t with each zero field set to its default.
+func (t Tuning) withDefaults() Tuning { return tuning.WithDefaults(t, DefaultTuning) }

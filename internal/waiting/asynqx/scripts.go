@@ -4,6 +4,8 @@ import (
 	"embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/luascript"
 )
 
 // scriptFiles holds one Lua script per operation, each starting with what
@@ -15,13 +17,5 @@ var scriptFiles embed.FS
 
 // script is scripts/<name>.lua, after the libraries named by libs.
 func script(name string, libs ...string) *redis.Script {
-	var src []byte
-	for _, f := range append(libs, name) {
-		b, err := scriptFiles.ReadFile("scripts/" + f + ".lua")
-		if err != nil {
-			panic("asynqx: no script " + f + ": " + err.Error())
-		}
-		src = append(append(src, b...), '\n')
-	}
-	return redis.NewScript(string(src))
+	return luascript.Load(scriptFiles, "", append(libs, name)...)
 }

@@ -4,6 +4,8 @@ import (
 	"embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/luascript"
 )
 
 // scriptFiles holds the timer's Lua, one script per operation, each
@@ -13,10 +15,4 @@ import (
 var scriptFiles embed.FS
 
 // script is scripts/<name>.lua.
-func script(name string) *redis.Script {
-	src, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic("timer: no script " + name + ": " + err.Error())
-	}
-	return redis.NewScript(string(src))
-}
+func script(name string) *redis.Script { return luascript.Load(scriptFiles, "", name) }

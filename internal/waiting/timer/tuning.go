@@ -3,6 +3,8 @@ package timer
 import (
 	"time"
 
+	"github.com/retryd/retryd/internal/tuning"
+
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 )
 
@@ -60,26 +62,7 @@ var DefaultTuning = Tuning{
 }
 
 // withDefaults is t with each zero field set to its default.
-func (t Tuning) withDefaults() Tuning {
-	d := DefaultTuning
-	for _, f := range []struct{ v, def *time.Duration }{
-		{&t.Early, &d.Early},
-		{&t.MaxSleep, &d.MaxSleep},
-		{&t.HoldAlong, &d.HoldAlong},
-		{&t.FollowGrace, &d.FollowGrace},
-		{&t.MoverNote, &d.MoverNote},
-		{&t.ActiveGrace, &d.ActiveGrace},
-		{&t.ActiveRetry, &d.ActiveRetry},
-		{&t.ParkDelay, &d.ParkDelay},
-		{&t.ParkRetry, &d.ParkRetry},
-		{&t.ParkGrace, &d.ParkGrace},
-	} {
-		if *f.v == 0 {
-			*f.v = *f.def
-		}
-	}
-	return t
-}
+func (t Tuning) withDefaults() Tuning { return tuning.WithDefaults(t, DefaultTuning) }
 
 // graces are the values the moving scripts take from t.
 func (t Tuning) graces() asynqx.Graces {
