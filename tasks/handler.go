@@ -86,6 +86,10 @@ type Handler struct {
 	// fix them.
 	Clock clock.Clock
 	Rand  func() float64
+	// InTransit, when set, is called with a parked request's id after its
+	// park is decided and before its task goes back to asynq: a test hook
+	// that holds a waiter in transit. nil in production.
+	InTransit func(ctx context.Context, id string)
 }
 
 // ProcessTask implements asynq.Handler.
@@ -136,18 +140,21 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	if errors.As(err, &parked) {
 		// Not an attempt: take it back, and sleep (holding no slot) until
 		// woken or until the fallback deadline.
+		if err := h.Store.Unbegin(ctx, id, b.N, parked.Reason, parked.Starts); err != nil {
+			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
+		}
+		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "reason", parked.Reason, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Clock.Now()).Milliseconds())
+		if h.InTransit != nil {
+			h.InTransit(ctx, id)
+		}
 		if h.Waiting != nil {
-			// Noted first, so that the record shows the wait only once the
-			// task is on its way back to asynq.
+			// Noted last, as the task goes back to asynq: the owner looks
+			// at it as it lands (a wake meanwhile starts it then).
 			if err := h.Waiting.Park(ctx, id); err != nil {
 				// It waits all the same, listed among asynq's retries.
 				h.Log.Warn("could not note a park", "requestId", id, "err", err)
 			}
 		}
-		if err := h.Store.Unbegin(ctx, id, b.N, parked.Reason, parked.Starts); err != nil {
-			return fmt.Errorf("%w: take back attempt %d of %s: %w", retry.ErrInfrastructure, b.N, id, err)
-		}
-		h.Log.Debug("waiting for a flow-control slot", "requestId", id, "reason", parked.Reason, "key", b.Request.FlowKey(), "untilMs", parked.Until.Sub(h.Clock.Now()).Milliseconds())
 		return retry.At(parked.Until, retry.ErrParked)
 	}
 	if err != nil {

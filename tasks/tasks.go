@@ -146,6 +146,6 @@ func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait tim
 // NewWaiting returns the owner of the waiting of parts' tasks, with its
 // timer (internal/waiting) unless timers is nil; tune's zero fields take
 // waiting.DefaultTuning's.
-func NewWaiting(rdb redis.UniversalClient, parts partition.Set, timers *waiting.Timer, tune waiting.Tuning) *waiting.Owner {
-	return waiting.New(waiting.Config{Parts: parts, Queue: Queue, Redis: rdb, Timer: timers, Tuning: tune})
+func NewWaiting(rdb redis.UniversalClient, parts partition.Set, timers *waiting.Timer, tune waiting.Tuning, onWake func(string, error)) *waiting.Owner {
+	return waiting.New(waiting.Config{Parts: parts, Queue: Queue, Redis: rdb, Timer: timers, Tuning: tune, OnWake: onWake})
 }

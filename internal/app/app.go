@@ -287,7 +287,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	if cfg.RedisWaitReplicas > 0 {
 		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
 	}
-	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, nil, log, waiting.Tuning{}), waiting.Tuning{})
+	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, nil, log, waiting.Tuning{}), waiting.Tuning{}, nil)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })

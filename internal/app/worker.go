@@ -61,6 +61,15 @@ type WorkerOptions struct {
 	// Waiting shrinks the timings of waiting (the timer, the safety net);
 	// zero fields take waiting.DefaultTuning's.
 	Waiting waiting.Tuning
+	// Flow sets flow control's timings; zero fields take
+	// flow.DefaultTuning's.
+	Flow flow.Tuning
+	// InTransit holds a parked request's task before it goes back to
+	// asynq, and OnWake hears of each wake (tasks.Handler.InTransit,
+	// waiting.Config.OnWake): tests of a wake that meets a task in
+	// transit.
+	InTransit func(ctx context.Context, id string)
+	OnWake    func(id string, err error)
 }
 
 // RunWorker runs an asynq server performing deliveries, and the sweeper,
@@ -104,7 +113,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
 	timers := waiting.NewTimer(rdb, parts, tasks.Queue, bell, log.With("component", "timer"), opts.Waiting)
-	wait := tasks.NewWaiting(rdb, parts, timers, opts.Waiting)
+	wait := tasks.NewWaiting(rdb, parts, timers, opts.Waiting, opts.OnWake)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	client := guard.Client()
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
@@ -127,6 +136,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Signer:       signer,
 		QStash:       qsigner,
 		Waiting:      wait,
+		InTransit:    opts.InTransit,
 	}
 	// Fairness between tenants works from the tenant stamped on each
 	// request (flow learns which tenants are about): no API keys here.
@@ -134,7 +144,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate, Finished: func(ctx context.Context, id string) bool {
 			r, err := store.Get(ctx, id)
 			return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
-		}}, rdb, wait, log.With("component", "flow"), clock.Real)
+		}, Tuning: opts.Flow}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks

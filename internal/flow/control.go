@@ -64,8 +64,8 @@ func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key str
 		for _, z := range ids {
 			id, _ := z.Member.(string)
 			if err := waker.Wake(ctx, id); err != nil && !errors.Is(err, ErrGone) {
-				// Not parked yet, or asynq trouble: its safety net wakes
-				// it (ParkFallback), and it is no longer held.
+				// Redis could not say: its safety net wakes it
+				// (ParkFallback), and it is no longer held.
 				continue
 			}
 		}

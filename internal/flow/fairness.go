@@ -365,7 +365,7 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 				return
 			}
 			if res == stalled {
-				// Not wakeable now (on its way, or asynq trouble): back to
+				// Not wakeable now (Redis could not say): back to
 				// its place in line, or it would wait for its fallback
 				// deadline out of every line. Its place was kept when it
 				// was taken, so its tenant is not needed to make one.

@@ -95,9 +95,8 @@ const (
 // (waiting.Owner); flow decides, the owner moves tasks.
 type Waker interface {
 	// Wake returns ErrGone when the request has no parked task any more
-	// (canceled, finished), and ErrInTransit when its task is still on
-	// its way to being parked after the owner's own wait
-	// (waiting.Tuning.WakeTransit).
+	// (canceled, finished). A task still on its way to being parked is
+	// woken as it lands: nil.
 	Wake(ctx context.Context, id string) error
 	// Pending says whether a woken request's task still waits to be
 	// fetched (runnable, taken by no worker yet).
@@ -109,11 +108,9 @@ type Waker interface {
 	WakeAt(ctx context.Context, id string, at time.Time) error
 }
 
-// Wake's errors (the owner's).
-var (
-	ErrGone      = waiting.ErrGone
-	ErrInTransit = waiting.ErrInTransit
-)
+// ErrGone is Wake's answer for a request with no parked task (the
+// owner's).
+var ErrGone = waiting.ErrGone
 
 // Controller runs the checks for one worker.
 type Controller struct {

@@ -21,6 +21,9 @@ import (
 	"github.com/retryd/retryd/internal/redistest"
 )
 
+// errWakeFailed is a wake the owner could not make (Redis down).
+var errWakeFailed = errors.New("redis: connection refused")
+
 // waker records wake-ups; ids in gone answer ErrGone.
 type waker struct {
 	mu    sync.Mutex
@@ -31,8 +34,9 @@ type waker struct {
 	fetched map[string]bool
 	// ats are the timed wake-ups asked for, by id.
 	ats map[string]time.Time
-	// transit answers ErrInTransit to that many wake-ups of an id.
-	transit map[string]int
+	// failing answers an error (Redis could not say) to that many
+	// wake-ups of an id.
+	failing map[string]int
 }
 
 // WakeAt wakes id at at, as retryd's timer would.
@@ -68,9 +72,9 @@ func (w *waker) Wake(_ context.Context, id string) error {
 	if w.gone[id] {
 		return ErrGone
 	}
-	if w.transit[id] > 0 {
-		w.transit[id]--
-		return ErrInTransit
+	if w.failing[id] > 0 {
+		w.failing[id]--
+		return errWakeFailed
 	}
 	w.woken = append(w.woken, id)
 	return nil
@@ -503,13 +507,13 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	}
 }
 
-// A request handed a slot that cannot be woken for a while (its task
-// still active on a worker that died, or Redis down) gives the slot to the
+// A request handed a slot that cannot be woken for a while (Redis
+// could not say) gives the slot to the
 // next waiter at once, instead of holding it for HandOverLease; it is
 // woken once it can be, and is back at its place, first in line.
 func TestParallelismWakesAStalledHandOverLater(t *testing.T) {
 	t.Parallel()
-	w := &waker{transit: map[string]int{"b": 3}} // each one the owner's answer after its own wait
+	w := &waker{failing: map[string]int{"b": 3}}
 	c, clk, _, slot := oneSlot(t, w)
 	made := map[string]int{"a": 0, "b": 1, "c": 2, "d": 3}
 	req := func(id string) Request { // made in this order

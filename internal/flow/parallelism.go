@@ -208,8 +208,8 @@ func (c *Controller) handOn(ctx context.Context, key string, parallelism int, en
 
 // wakeHanded wakes the requests of key handed a slot and returns those
 // whose slots go on: the gone, and those that cannot be woken now. A
-// request that cannot be woken (its task is still active, most likely on
-// a worker that died, or Redis is down) would otherwise hold its slot
+// request that cannot be woken (Redis could not say) would otherwise hold
+// its slot
 // for HandOverLease, and again at each lease's end, since its place is
 // the oldest. It leaves the line instead, and is tried again in the
 // background (wakeLater): woken, it comes back to its place.

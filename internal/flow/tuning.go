@@ -64,8 +64,9 @@ type Tuning struct {
 	LeaseMargin   time.Duration
 	HandOverLease time.Duration
 	// StalledWakeFor is how long a request handed a slot that could not be
-	// woken (Redis was down, or its task is still active on a worker that
-	// died) is tried again, every StalledWakeEvery.
+	// woken (Redis could not say) is tried again, every StalledWakeEvery. A
+	// task still active is not such a request: the owner starts it as it
+	// lands, or the sweeper puts back the task of a worker that died.
 	StalledWakeFor   time.Duration
 	StalledWakeEvery time.Duration
 	// RebalanceEvery is how often a worker wakes waiters of destinations that

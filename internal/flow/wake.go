@@ -18,10 +18,10 @@ const (
 	stalled            // could not be woken now: tried again, or its fallback deadline wakes it
 )
 
-// wake makes id's task runnable. The owner of waiting waits a moment for
-// a task still on its way to being parked (Waker.Wake); one still in
-// transit after it, or one Redis could not move, stalls here: the slot it
-// was given goes on, and it is tried again, or its deadline wakes it.
+// wake makes id's task runnable; one still on its way to being parked is
+// started by the owner as it lands (Waker.Wake). One Redis could not
+// move stalls here: the slot it was given goes on, and it is tried again,
+// or its deadline wakes it.
 func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 	err := c.waker.Wake(ctx, id)
 	switch {

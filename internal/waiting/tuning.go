@@ -16,13 +16,6 @@ type Tuning struct {
 	// the safety net, for an entry lost with its worker before it was
 	// written.
 	Lag time.Duration
-	// WakeTransit is how long Wake waits for a task still on its way to
-	// being parked (a park takes a few round trips, more on a loaded
-	// machine). A slot handed to a task still in transit after it goes on
-	// to the next waiter, so a line of waiters all in transit costs each
-	// hand-over at most this. WakeRetry is how often Wake looks meanwhile.
-	WakeTransit time.Duration
-	WakeRetry   time.Duration
 	// Timer are the timer's: how early it hands a task over, how its
 	// workers share a partition, how long it keeps the entry of a task
 	// still active.
@@ -31,10 +24,8 @@ type Tuning struct {
 
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
-	Lag:         2 * time.Second,
-	WakeTransit: 60 * time.Millisecond,
-	WakeRetry:   20 * time.Millisecond,
-	Timer:       timer.DefaultTuning,
+	Lag:   2 * time.Second,
+	Timer: timer.DefaultTuning,
 }
 
 // withDefaults is t with each zero field set to its default.

@@ -28,14 +28,11 @@ import (
 	"github.com/retryd/retryd/internal/waiting/timer"
 )
 
-// Wake's errors.
+// Wake's error.
 var (
 	// ErrGone: the request has no waiting task any more (canceled,
 	// finished).
 	ErrGone = errors.New("no parked task")
-	// ErrInTransit: the request's task is still on its way to being
-	// parked (or running) after Wake's wait.
-	ErrInTransit = errors.New("task not parked yet")
 )
 
 // Config is what an Owner works with.
@@ -51,8 +48,11 @@ type Config struct {
 	Timer *Timer
 	// Tuning: its zero fields take DefaultTuning's.
 	Tuning Tuning
-	// Clock is what Wake waits on; nil is the wall clock.
+	// Clock is the owner's; nil is the wall clock.
 	Clock clock.Clock
+	// OnWake, when set, is called after each Wake with its id and result:
+	// a test hook. nil in production.
+	OnWake func(id string, err error)
 }
 
 // Owner parks and wakes the tasks of one set of queues: the partitions'
@@ -82,7 +82,7 @@ type Bell = asynqx.Bell
 // for a process that only sets entries.
 func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell timer.Ringer, log *slog.Logger, tune Tuning) *Timer {
 	names := timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
-		Channel: record.TimerChannel}
+		Woken: record.WokenPrefix, Channel: record.TimerChannel}
 	queues := []string{queue}
 	if parts.Len() > 0 {
 		queues = parts.Tags()
@@ -149,37 +149,26 @@ func (o *Owner) WakeAt(ctx context.Context, id string, t time.Time) error {
 
 // Wake makes request id's waiting task runnable now. Only a waiting task
 // is moved: an archived one run again would be a redrive. A task still
-// active is on its way to being parked (a park takes a few round trips) or
-// running: Wake looks again every Tuning.WakeRetry, for up to
-// Tuning.WakeTransit, and then returns ErrInTransit. It returns ErrGone
-// when there is no waiting task.
-func (o *Owner) Wake(ctx context.Context, id string) error {
-	tune := o.cfg.Tuning
-	for waited := time.Duration(0); ; waited += tune.WakeRetry {
-		err := o.wakeNow(ctx, id)
-		if !errors.Is(err, ErrInTransit) || waited >= tune.WakeTransit {
-			return err
-		}
-		if clock.Sleep(ctx, o.cfg.Clock, tune.WakeRetry) != nil {
-			return err
-		}
+// active is on its way to being parked (a park takes a few round trips)
+// or running: Wake leaves its woken mark, and the timer's look that sees
+// the park land (Timer.Park, within ParkRetry of it) starts it at once.
+// So a wake is never lost to a park in transit, and no caller waits or
+// tries again. Wake returns ErrGone when there is no task to wake.
+func (o *Owner) Wake(ctx context.Context, id string) (err error) {
+	if o.cfg.OnWake != nil {
+		defer func() { o.cfg.OnWake(id, err) }()
 	}
-}
-
-// wakeNow is one look of Wake's.
-func (o *Owner) wakeNow(ctx context.Context, id string) error {
 	q := o.QueueOf(id)
-	state, err := asynqx.Run(ctx, o.cfg.Redis, q, o.bellIn(q), id, o.cfg.Clock.Now())
+	now := o.cfg.Clock.Now()
+	state, err := asynqx.Run(ctx, o.cfg.Redis, q, o.bellIn(q), record.WokenPrefix(q)+id, id, now, o.cfg.Tuning.Timer.Woken)
 	if err != nil {
 		return err
 	}
 	switch state {
 	case asynqx.Moved:
 		return o.ring(ctx, q)
-	case asynqx.Pending:
-		return nil // runnable already
-	case asynqx.Active:
-		return ErrInTransit
+	case asynqx.Pending, asynqx.Active:
+		return nil // runnable already, or starts as it lands
 	}
 	return ErrGone
 }

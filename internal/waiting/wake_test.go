@@ -3,77 +3,84 @@ package waiting
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/partition"
+	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 )
 
-// Wake waits for a task still on its way to being parked, and wakes it
-// once it is; one that stays active past WakeTransit is ErrInTransit, and
-// a task that is not there is ErrGone at once.
-func TestWakeWaitsForATaskInTransit(t *testing.T) {
+// A wake that finds its task on its way to being parked answers at once
+// and is not lost: the park, as it lands, is started by the timer's next
+// look (a little after Park) instead of sleeping until its deadline. A
+// task that is not there is ErrGone.
+func TestWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
+	q := "q"
 	client := asynq.NewClientFromRedisClient(rdb)
-	k := asynqx.QueueKeys("q")
-	// active makes id a run whose handler is returning it to asynq.
-	active := func(id string) {
-		t.Helper()
-		if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("q"), asynq.TaskID(id)); err != nil {
-			t.Fatal(err)
-		}
-		pipe := rdb.TxPipeline()
-		pipe.LRem(ctx, k.Pending(), 0, id)
-		pipe.LPush(ctx, k.Active(), id)
-		pipe.HSet(ctx, k.Task(id), "state", "active")
-		if _, err := pipe.Exec(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	o := New(Config{Queue: "q", Redis: rdb, Tuning: Tuning{WakeTransit: 300 * time.Millisecond, WakeRetry: 5 * time.Millisecond}})
-
-	active("parking")
-	parked := make(chan error, 1)
-	time.AfterFunc(30*time.Millisecond, func() {
-		// asynq's side of a park: the run ends, the task is scheduled.
-		pipe := rdb.TxPipeline()
-		pipe.LRem(ctx, k.Active(), 0, "parking")
-		pipe.ZAdd(ctx, k.Scheduled(), redis.Z{Score: float64(time.Now().Add(time.Hour).Unix()), Member: "parking"})
-		pipe.HSet(ctx, k.Task("parking"), "state", "scheduled")
-		_, err := pipe.Exec(ctx)
-		parked <- err
-	})
-	if err := o.Wake(ctx, "parking"); err != nil {
-		t.Fatalf("Wake of a task parked 30 ms later = %v, want it woken", err)
-	}
-	if err := <-parked; err != nil {
+	k := asynqx.QueueKeys(q)
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue(q), asynq.TaskID("w")); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := o.Pending(ctx, "parking"); err != nil || !ok {
-		t.Errorf("after Wake: pending %v, %v; want pending", ok, err)
+	// The run of w: taken by a worker, whose handler decides to park it.
+	pipe := rdb.TxPipeline()
+	pipe.LRem(ctx, k.Pending(), 0, "w")
+	pipe.LPush(ctx, k.Active(), "w")
+	pipe.HSet(ctx, k.Task("w"), "state", "active")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
 	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tm := NewTimer(rdb, partition.Set{}, q, nil, log, Tuning{})
+	o := New(Config{Queue: q, Redis: rdb, Timer: tm})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go tm.Run(runCtx)
 
-	active("stuck")
 	start := time.Now()
-	if err := o.Wake(ctx, "stuck"); !errors.Is(err, ErrInTransit) {
-		t.Errorf("Wake of a task that stays active = %v, want ErrInTransit", err)
+	if err := o.Wake(ctx, "w"); err != nil {
+		t.Fatalf("Wake of a task in transit = %v, want nil (woken as it lands)", err)
 	}
-	if waited := time.Since(start); waited < 300*time.Millisecond {
-		t.Errorf("Wake gave up on a task in transit after %v, want at least WakeTransit (300ms)", waited)
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("Wake of a task in transit took %v, want no wait", waited)
 	}
+	if n, err := rdb.Exists(ctx, record.WokenPrefix(q)+"w").Result(); err != nil || n != 1 {
+		t.Fatalf("no woken mark (%d, %v)", n, err)
+	}
+	// The handler notes the park and returns; asynq's side of the park:
+	// the run ends, the task is a retry due in five minutes.
+	if err := o.Park(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	pipe = rdb.TxPipeline()
+	pipe.LRem(ctx, k.Active(), 0, "w")
+	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(time.Now().Add(5 * time.Minute).Unix()), Member: "w"})
+	pipe.HSet(ctx, k.Task("w"), "state", "retry")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	landed := time.Now()
+	for deadline := landed.Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ok, err := o.Pending(ctx, "w"); err != nil || ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task woken in transit was not pending 10 s after it landed")
+		}
+	}
+	t.Logf("pending %v after it landed", time.Since(landed).Round(100*time.Microsecond))
 
-	start = time.Now()
 	if err := o.Wake(ctx, "missing"); !errors.Is(err, ErrGone) {
 		t.Errorf("Wake of a missing task = %v, want ErrGone", err)
-	}
-	if waited := time.Since(start); waited >= 300*time.Millisecond {
-		t.Errorf("Wake of a missing task took %v, want no wait", waited)
 	}
 }

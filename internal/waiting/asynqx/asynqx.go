@@ -29,6 +29,9 @@ func QueueKeys(queue string) Keys { return Keys{queue} }
 
 func (k Keys) prefix() string { return "asynq:{" + k.queue + "}:" }
 
+// taskPrefix is the prefix of the queue's task hashes (Task).
+func (k Keys) taskPrefix() string { return k.prefix() + "t:" }
+
 // Pending is the queue's list of pending task ids.
 func (k Keys) Pending() string { return k.prefix() + "pending" }
 
@@ -45,7 +48,7 @@ func (k Keys) Scheduled() string { return k.prefix() + "scheduled" }
 func (k Keys) Lease() string { return k.prefix() + "lease" }
 
 // Task is the hash of task id.
-func (k Keys) Task(id string) string { return k.prefix() + "t:" + id }
+func (k Keys) Task(id string) string { return k.taskPrefix() + id }
 
 // NewBell returns the doorbell of queues (the list key, retryd's own, in
 // the first queue's slot), to add as a hook to the Redis

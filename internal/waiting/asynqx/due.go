@@ -32,6 +32,10 @@ type Graces struct {
 	Park, ParkRetry time.Duration
 	// MoverNote is how long the last mover of a timer is remembered.
 	MoverNote time.Duration
+	// Woken is how long a task's woken mark lasts: a wake that found the
+	// task active (on its way to waiting) is read as the task lands
+	// within it.
+	Woken time.Duration
 }
 
 // Due is what MoveDue did.
@@ -49,11 +53,14 @@ type Due struct {
 // (at most limit) to pending. When it moved any, it notes me as the
 // timer's mover in moverKey, and rings the doorbell at bell unless bell is
 // "" (the doorbell is not in the queue's cluster slot: the caller rings).
-func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, me string, now time.Time, limit int, g Graces) (Due, error) {
+// A task still active gets its woken mark (woken, the marks' prefix in
+// the queue's slot).
+func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, woken, me string, now time.Time, limit int, g Graces) (Due, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, timer)
-	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey, bell}, now.UnixMilli(), limit, k.prefix(), now.UnixNano(),
-		g.Active.Milliseconds(), g.ActiveRetry.Milliseconds(), me, g.MoverNote.Milliseconds(), ring).Slice()
+	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey, bell, k.Retry(), k.Scheduled()}, now.UnixMilli(), limit,
+		k.taskPrefix(), now.UnixNano(), g.Active.Milliseconds(), g.ActiveRetry.Milliseconds(), me, g.MoverNote.Milliseconds(), ring,
+		woken, g.Woken.Milliseconds()).Slice()
 	if err != nil {
 		return Due{}, fmt.Errorf("move due tasks of %s: %w", queue, err)
 	}
@@ -103,17 +110,20 @@ type RunState int
 const (
 	Moved   RunState = iota // it waited and is pending now
 	Pending                 // runnable already
-	Active                  // running, or on its way to waiting
+	Active                  // running, or on its way to waiting: marked woken
 	Gone                    // missing, archived or completed: nothing to run
 )
 
 // Run makes task id of queue pending now if it waits (retry or scheduled),
 // unlike asynq's Inspector.RunTask, which also runs an archived task. A
 // move rings the doorbell at bell, unless bell is "" (the caller rings).
-func Run(ctx context.Context, rdb redis.UniversalClient, queue, bell, id string, now time.Time) (RunState, error) {
+// An active task gets its woken mark (mark, in the queue's slot), lasting
+// woken: the script that sees its park land reads it (HoldParked).
+func Run(ctx context.Context, rdb redis.UniversalClient, queue, bell, mark, id string, now time.Time, woken time.Duration) (RunState, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, k.Pending())
-	state, err := runScript.Run(ctx, rdb, []string{k.Pending(), bell}, id, k.prefix(), now.UnixNano(), ring).Text()
+	state, err := runScript.Run(ctx, rdb, []string{k.Pending(), bell, k.Task(id), k.Retry(), k.Scheduled(), mark},
+		id, now.UnixNano(), ring, now.UnixMilli(), woken.Milliseconds()).Text()
 	if err != nil {
 		return 0, fmt.Errorf("run task %s of %s: %w", id, queue, err)
 	}
@@ -141,7 +151,7 @@ var runParkedScript = script("run_parked", "move_waiting")
 func RunParked(ctx context.Context, rdb redis.UniversalClient, queue, bell, id string, now time.Time) (bool, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, k.Pending())
-	n, err := runParkedScript.Run(ctx, rdb, []string{k.Pending(), bell}, id, k.prefix(), now.UnixNano(), ring).Int()
+	n, err := runParkedScript.Run(ctx, rdb, []string{k.Pending(), bell, k.Task(id), k.Scheduled()}, id, now.UnixNano(), ring).Int()
 	if err != nil {
 		return false, fmt.Errorf("run parked task %s of %s: %w", id, queue, err)
 	}
@@ -149,8 +159,8 @@ func RunParked(ctx context.Context, rdb redis.UniversalClient, queue, bell, id s
 }
 
 // holdScript moves parked tasks from asynq's retry set to its scheduled
-// set: scripts/hold.lua.
-var holdScript = script("hold")
+// set, or to pending when woken: scripts/hold.lua.
+var holdScript = script("hold", "move_waiting")
 
 // ParkMember is the entry of task id parked at (see scripts/hold.lua).
 func ParkMember(id string, at time.Time) string {
@@ -159,19 +169,25 @@ func ParkMember(id string, at time.Time) string {
 
 // HoldParked moves the parked tasks of queue whose entries in parked are
 // due at now (at most limit) from asynq's retry set to its scheduled set,
-// and returns when the earliest entry left is due (zero: none).
-func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked string, now time.Time, limit int, g Graces) (time.Time, error) {
+// or to pending when they were woken on their way (their woken mark:
+// woken is the marks' prefix, in the queue's slot), and returns when the
+// earliest entry left is due (zero: none) and how many it woke. A wake
+// rings the doorbell at bell, unless bell is "" (the caller rings).
+func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked, woken, bell string, now time.Time, limit int, g Graces) (time.Time, int, error) {
 	k := QueueKeys(queue)
-	first, err := holdScript.Run(ctx, rdb, []string{parked}, now.UnixMilli(), limit, k.prefix(), g.Park.Milliseconds(),
-		g.ParkRetry.Milliseconds()).Int64()
+	bell, ring := bellArgs(bell, parked)
+	res, err := holdScript.Run(ctx, rdb, []string{parked, k.Retry(), k.Scheduled(), k.Pending(), bell}, now.UnixMilli(), limit,
+		k.taskPrefix(), g.Park.Milliseconds(), g.ParkRetry.Milliseconds(), woken, now.UnixNano(), ring).Slice()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("hold parked tasks of %s: %w", queue, err)
+		return time.Time{}, 0, fmt.Errorf("hold parked tasks of %s: %w", queue, err)
 	}
-	if first < -1 {
-		return time.Time{}, fmt.Errorf("hold parked tasks of %s: unexpected reply %d", queue, first)
+	first, okFirst := replyInt(res, 0)
+	woke, okWoke := replyInt(res, 1)
+	if len(res) != 2 || !okFirst || !okWoke || first < -1 || woke < 0 {
+		return time.Time{}, 0, fmt.Errorf("hold parked tasks of %s: unexpected reply %v", queue, res)
 	}
 	if first == -1 {
-		return time.Time{}, nil
+		return time.Time{}, int(woke), nil
 	}
-	return time.UnixMilli(first), nil
+	return time.UnixMilli(first), int(woke), nil
 }

@@ -75,10 +75,11 @@ type Names struct {
 	// Timer names the timer of a queue; Parked its list of tasks just
 	// parked; Mover who moved its due tasks last. Bell is the doorbell
 	// when it shares the queue's cluster slot (the move rings it), else ""
-	// (Run rings through the Ringer); nil: "" for every queue. Channel is
-	// where earlier entries are announced.
-	Timer, Parked, Mover, Bell func(queue string) string
-	Channel                    string
+	// (Run rings through the Ringer); nil: "" for every queue. Woken is
+	// the prefix of a queue's woken marks (asynqx.Run). Channel is where
+	// earlier entries are announced.
+	Timer, Parked, Mover, Bell, Woken func(queue string) string
+	Channel                           string
 }
 
 // New returns the timer of queues; tune's zero fields take DefaultTuning's.
@@ -173,7 +174,7 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 	now := t.Clock.Now()
 	moved := 0
 	for _, q := range t.Queues {
-		looked := false
+		looked, woke := false, 0
 		if t.due(&t.looks, q, now) {
 			looked = true
 			n, next := t.lookEntries(ctx, q)
@@ -189,7 +190,12 @@ func (t *Timer) moveDue(ctx context.Context) time.Time {
 			asOf = now.Add(t.tune.HoldAlong)
 		}
 		if t.due(&t.holds, q, asOf) {
-			t.replan(&t.holds, q, asOf, t.holdParked(ctx, q))
+			var next time.Time
+			next, woke = t.holdParked(ctx, q)
+			t.replan(&t.holds, q, asOf, next)
+		}
+		if t.bellOf(q) == "" {
+			moved += woke // else rung by the hold
 		}
 	}
 	if moved > 0 && t.Bell != nil {
@@ -246,8 +252,8 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 	next := t.Clock.Now().Add(t.tune.MaxSleep)
 	moved := 0
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.bellOf(q), t.id,
+		cctx, cancel := context.WithTimeout(ctx, t.tune.CallTimeout)
+		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.bellOf(q), t.Names.Woken(q), t.id,
 			t.Clock.Now().Add(t.tune.Early), Batch, t.tune.graces())
 		cancel()
 		if err != nil {
@@ -272,13 +278,14 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 	}
 }
 
-// holdParked moves queue's parked tasks out of asynq's retry set, and
-// returns when to look again: at the earliest parked entry left, at most
-// MaxSleep on.
-func (t *Timer) holdParked(ctx context.Context, q string) time.Time {
+// holdParked moves queue's parked tasks out of asynq's retry set (to
+// pending, those woken on their way), and returns when to look again (at
+// the earliest parked entry left, at most MaxSleep on) and how many it
+// woke.
+func (t *Timer) holdParked(ctx context.Context, q string) (time.Time, int) {
 	next := t.Clock.Now().Add(t.tune.MaxSleep)
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	first, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Clock.Now(), Batch, t.tune.graces())
+	cctx, cancel := context.WithTimeout(ctx, t.tune.CallTimeout)
+	first, woke, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Names.Woken(q), t.bellOf(q), t.Clock.Now(), Batch, t.tune.graces())
 	cancel()
 	switch {
 	case err != nil && ctx.Err() == nil:
@@ -286,5 +293,5 @@ func (t *Timer) holdParked(ctx context.Context, q string) time.Time {
 	case !first.IsZero() && first.Before(next):
 		next = first
 	}
-	return next
+	return next, woke
 }

@@ -45,6 +45,13 @@ type Tuning struct {
 	// entry is dropped: its handler has returned, asynq moves it within
 	// milliseconds, and a task still active later was woken and runs.
 	ParkGrace time.Duration
+	// Woken is how long a woken mark lasts: a wake that finds its task
+	// still active (its park on its way to asynq) leaves one, and the
+	// look that sees the park land starts the task at once. It bounds how
+	// long a park may take to land and still be woken by it.
+	Woken time.Duration
+	// CallTimeout bounds each of the timer's Redis calls.
+	CallTimeout time.Duration
 }
 
 // DefaultTuning are the timings retryd runs with.
@@ -59,6 +66,8 @@ var DefaultTuning = Tuning{
 	ParkDelay:   3 * time.Millisecond,
 	ParkRetry:   25 * time.Millisecond,
 	ParkGrace:   250 * time.Millisecond,
+	Woken:       10 * time.Second,
+	CallTimeout: 5 * time.Second,
 }
 
 // withDefaults is t with each zero field set to its default.
@@ -67,5 +76,5 @@ func (t Tuning) withDefaults() Tuning { return tuning.WithDefaults(t, DefaultTun
 // graces are the values the moving scripts take from t.
 func (t Tuning) graces() asynqx.Graces {
 	return asynqx.Graces{Active: t.ActiveGrace, ActiveRetry: t.ActiveRetry, Park: t.ParkGrace, ParkRetry: t.ParkRetry,
-		MoverNote: t.MoverNote}
+		MoverNote: t.MoverNote, Woken: t.Woken}
 }

@@ -3,12 +3,13 @@
 -- retry's backoff. move_waiting.lua is prepended.
 -- KEYS[1]: asynq's pending list
 -- KEYS[2]: the doorbell
+-- KEYS[3]: the task's hash
+-- KEYS[4]: asynq's scheduled set
 -- ARGV[1]: task id
--- ARGV[2]: asynq's key prefix of the queue
--- ARGV[3]: now (ns)
--- ARGV[4]: "1" to ring the doorbell after a move
+-- ARGV[2]: now (ns)
+-- ARGV[3]: "1" to ring the doorbell after a move
 -- Returns: 1 if it moved the task, else 0
-if redis.call("HGET", ARGV[2] .. "t:" .. ARGV[1], "state") ~= "scheduled" then return 0 end
-move(ARGV[2], KEYS[1], ARGV[1], ARGV[3])
-ring(KEYS[2], ARGV[4])
+if redis.call("HGET", KEYS[3], "state") ~= "scheduled" then return 0 end
+move(KEYS[3], KEYS[4], KEYS[1], ARGV[1], ARGV[2])
+ring(KEYS[2], ARGV[3])
 return 1
