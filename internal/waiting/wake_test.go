@@ -15,6 +15,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
+	"github.com/retryd/retryd/internal/waiting/timer"
 )
 
 // A wake that finds its task on its way to being parked answers at once
@@ -83,4 +84,67 @@ func TestWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	if err := o.Wake(ctx, "missing"); !errors.Is(err, ErrGone) {
 		t.Errorf("Wake of a missing task = %v, want ErrGone", err)
 	}
+}
+
+// A timed wake (a rate or cut turn, through the timer) that comes while
+// its task is on its way to being parked is not lost either, however long
+// the park takes to land: the timer looks at the entry for ActiveGrace,
+// and past it the woken mark it left is read as the park lands.
+func TestTimedWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	q := "q"
+	client := asynq.NewClientFromRedisClient(rdb)
+	k := asynqx.QueueKeys(q)
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue(q), asynq.TaskID("w")); err != nil {
+		t.Fatal(err)
+	}
+	pipe := rdb.TxPipeline()
+	pipe.LRem(ctx, k.Pending(), 0, "w")
+	pipe.LPush(ctx, k.Active(), "w")
+	pipe.HSet(ctx, k.Task("w"), "state", "active")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tune := Tuning{Timer: timer.Tuning{ActiveGrace: 20 * time.Millisecond}}
+	tm := NewTimer(rdb, partition.Set{}, q, nil, log, tune)
+	o := New(Config{Queue: q, Redis: rdb, Timer: tm, Tuning: tune})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go tm.Run(runCtx)
+	if err := o.WakeAt(ctx, "w", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The entry is looked at while the task is active, then dropped.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if n, err := rdb.ZCard(ctx, record.TimerKey(q)).Result(); err == nil && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the timer kept the entry of a task active past ActiveGrace")
+		}
+	}
+	if err := o.Park(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	pipe = rdb.TxPipeline()
+	pipe.LRem(ctx, k.Active(), 0, "w")
+	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(time.Now().Add(5 * time.Minute).Unix()), Member: "w"})
+	pipe.HSet(ctx, k.Task("w"), "state", "retry")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	landed := time.Now()
+	for deadline := landed.Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ok, err := o.Pending(ctx, "w"); err != nil || ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task whose timed wake met it in transit was not pending 10 s after it landed")
+		}
+	}
+	t.Logf("pending %v after it landed", time.Since(landed).Round(100*time.Microsecond))
 }
