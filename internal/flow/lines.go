@@ -12,8 +12,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -53,16 +51,11 @@ func (c *Controller) adoptLines(ctx context.Context) {
 	pipe := c.rdb.Pipeline()
 	linesCmd := pipe.HGetAll(ctx, record.LinesKey)
 	tenantsCmd := pipe.SRandMemberN(ctx, record.TenantsKey, 2)
-	legacy := map[string]*redis.MapStringStringCmd{}
-	for kind, key := range record.LegacyLinesKeys {
-		legacy[kind] = pipe.HGetAll(ctx, key)
-	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.log.Warn("could not read the lines listed", "err", err)
 		return
 	}
 	lines := linesCmd.Val()
-	c.moveLegacyLines(ctx, legacy, lines)
 	par := map[string]string{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -89,25 +82,4 @@ func (c *Controller) adoptLines(ctx context.Context) {
 		}
 	}
 	c.adoptParLines(par, now)
-}
-
-// moveLegacyLines moves the lines older workers listed in the registries
-// LinesKey replaced (read into legacy, by kind) into LinesKey, and adds
-// them to lines.
-func (c *Controller) moveLegacyLines(ctx context.Context, legacy map[string]*redis.MapStringStringCmd, lines map[string]string) {
-	pipe := c.rdb.TxPipeline()
-	for kind, cmd := range legacy {
-		for name, value := range cmd.Val() {
-			f := record.LineField(kind, name)
-			lines[f] = value
-			pipe.HSet(ctx, record.LinesKey, f, value)
-			pipe.HDel(ctx, record.LegacyLinesKeys[kind], name)
-		}
-	}
-	if pipe.Len() == 0 {
-		return
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		c.log.Warn("could not move the lines older workers listed; read again at the next adoption", "err", err)
-	}
 }

@@ -220,15 +220,6 @@ const (
 	LinePar  = "par"  // a flowControl key's parallelism line (FlowParallelismKeys)
 )
 
-// LegacyLinesKeys are the registries, one per kind, that LinesKey
-// replaced: a worker moves what older workers list there into LinesKey, so
-// that no line is missed while a deployment runs both.
-var LegacyLinesKeys = map[string]string{
-	LineCut:  "{retryd-flows}:cut-lines",
-	LineFair: "{retryd-flows}:fair-lines",
-	LinePar:  "{retryd-flows}:par-lines",
-}
-
 // LineField names line name of kind: its field in LinesKey, and the
 // prefix of its own keys.
 func LineField(kind, name string) string { return kind + ":" + name }
