@@ -50,6 +50,13 @@ func Pause(ctx context.Context, rdb redis.UniversalClient, key string) error {
 	return rdb.HSet(ctx, ctl, "paused", "1").Err()
 }
 
+// pausedTakeScript takes the first waiters out of a resumed key's paused
+// line: scripts/paused_take.lua.
+var pausedTakeScript = script("paused_take")
+
+// resumeBatch is how many waiters of a resumed key one script takes.
+const resumeBatch = 100
+
 // Resume lets key's requests start again and wakes those it held.
 func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key string) error {
 	ctl, paused := controlNames(key)
@@ -57,19 +64,18 @@ func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key str
 		return err
 	}
 	for {
-		ids, err := rdb.ZPopMin(ctx, paused, 100).Result()
+		ids, err := pausedTakeScript.Run(ctx, rdb, []string{ctl, paused}, resumeBatch).StringSlice()
 		if err != nil {
 			return err
 		}
-		for _, z := range ids {
-			id, _ := z.Member.(string)
+		for _, id := range ids {
 			if err := waker.Wake(ctx, id); err != nil && !errors.Is(err, ErrGone) {
 				// Redis could not say: its safety net wakes it
 				// (ParkFallback), and it is no longer held.
 				continue
 			}
 		}
-		if len(ids) < 100 {
+		if len(ids) < resumeBatch {
 			return nil
 		}
 	}

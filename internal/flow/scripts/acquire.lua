@@ -21,7 +21,7 @@
 -- of the earliest lease (ms), woken...} when the request waits. woken are
 -- the waiters ahead of it that free slots were handed to: the caller
 -- wakes them.
-handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
+handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[5])
 if redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
   lineLeave(KEYS[2], ARGV[1])
@@ -30,7 +30,7 @@ if redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return {1, 0, 0}
 end
 local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
-if free > 0 and redis.call("ZCARD", KEYS[2]) == 0 then
+if free > 0 and lineSize(KEYS[2]) == 0 then
   redis.call("ZADD", KEYS[1], ARGV[4], ARGV[1])
   redis.call("PEXPIRE", KEYS[1], ARGV[5])
   return {1, 0, 0}
@@ -55,7 +55,7 @@ if free > 0 then
   redis.call("PEXPIRE", KEYS[3], ARGV[5])
 end
 if reply[1] == 0 then
-  reply[2] = redis.call("ZCARD", KEYS[2])
+  reply[2] = lineSize(KEYS[2])
   local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
   if #first > 0 then reply[3] = tonumber(first[2]) end
 end

@@ -30,7 +30,7 @@ if given > 0 then
   redis.call("PEXPIRE", KEYS[2], ARGV[1])
   redis.call("PEXPIRE", KEYS[3], ARGV[1])
 end
-local left = redis.call("ZCARD", KEYS[1])
+local left = lineSize(KEYS[1])
 if left == 0 then
   redis.call("DEL", KEYS[2])
 else

@@ -28,7 +28,7 @@ if mine then
   -- lost (back too late): waits again below, at its old place
 end
 local offer = tonumber(ARGV[5])
-if offer >= 0 and redis.call("ZCARD", KEYS[1]) == 0 then
+if offer >= 0 and lineSize(KEYS[1]) == 0 then
   redis.call("HDEL", KEYS[2], ARGV[1])
   if offer <= now then return {"start"} end
   redis.call("HSET", KEYS[3], ARGV[1], ARGV[5])

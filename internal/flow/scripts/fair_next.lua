@@ -49,7 +49,7 @@ if n > 0 then
     redis.call("PEXPIRE", KEYS[3], ARGV[3])
   end
 end
-local left = redis.call("ZCARD", KEYS[1])
+local left = lineSize(KEYS[1])
 local handed = redis.call("ZCARD", KEYS[3])
 if left == 0 and handed == 0 then redis.call("DEL", KEYS[2], KEYS[4]) end
 local out = {tostring(left), tostring(handed), tostring(#stale)}

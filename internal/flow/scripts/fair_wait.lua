@@ -17,12 +17,11 @@
 -- Returns: the number of requests in line
 local function str(n) return string.format("%.0f", n) end
 local place = redis.call("HGET", KEYS[2], ARGV[1])
-if not place and redis.call("ZSCORE", KEYS[1], ARGV[1]) == false then
+if not place and not linePlace(KEYS[1], ARGV[1]) then
   local taken = tonumber(redis.call("HGET", KEYS[4], ":taken") or "")
   if not taken then
     -- A new line, or one made before places were given: after its last.
-    local last = redis.call("ZRANGE", KEYS[1], -1, -1, "WITHSCORES")
-    taken = tonumber(last[2] or "0")
+    taken = tonumber(lineLast(KEYS[1]) or "0")
     redis.call("HSET", KEYS[4], ":taken", str(taken))
   end
   place = math.max(taken, tonumber(redis.call("HGET", KEYS[4], ARGV[2]) or "0")) + 1
@@ -37,4 +36,4 @@ if place then
 else
   redis.call("PEXPIRE", KEYS[1], ARGV[3])
 end
-return redis.call("ZCARD", KEYS[1])
+return lineSize(KEYS[1])

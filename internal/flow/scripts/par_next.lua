@@ -21,7 +21,7 @@ if ARGV[1] ~= "" then
   lineLeave(KEYS[2], ARGV[1])
   redis.call("ZREM", KEYS[3], ARGV[1])
 end
-handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
+handBack(KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[5])
 local reply = {0, 0}
 local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
 if free > 0 then
@@ -36,7 +36,7 @@ if free > 0 then
     redis.call("PEXPIRE", KEYS[3], ARGV[5])
   end
 end
-reply[1] = redis.call("ZCARD", KEYS[2])
+reply[1] = lineSize(KEYS[2])
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 if #first > 0 then reply[2] = tonumber(first[2]) end
 return reply

@@ -12,6 +12,24 @@ local function lineJoin(line, id, place, ttl)
   redis.call("PEXPIRE", line, ttl)
 end
 
+-- linePlace is id's place in line, or nil when it is not in it.
+local function linePlace(line, id)
+  local place = redis.call("ZSCORE", line, id)
+  if place then return place end
+  return nil
+end
+
+-- lineLast is the place of the last in line, or nil for an empty line.
+local function lineLast(line)
+  local last = redis.call("ZRANGE", line, -1, -1, "WITHSCORES")
+  return last[2]
+end
+
+-- lineSize is how many wait in line.
+local function lineSize(line)
+  return redis.call("ZCARD", line)
+end
+
 -- lineMove puts id in line at place, wherever it was, and renews the
 -- line's time to live (ttl, ms).
 local function lineMove(line, id, place, ttl)

@@ -8,8 +8,10 @@ package lines
 
 import _ "embed"
 
-// Library is the Lua of the line: lineJoin, lineMove, lineTake, lineHead
-// and lineLeave (line.lua says what each does).
+// Library is the Lua of the line: lineJoin, lineMove, lineTake, lineHead,
+// lineLeave, and the reads linePlace, lineLast and lineSize (line.lua says
+// what each does). No script writes a line key but through it
+// (internal/waiting's TestOnlyTheOwnerMovesTasks).
 //
 //go:embed line.lua
 var Library string
