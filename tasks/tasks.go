@@ -78,19 +78,12 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 		asynq.MaxRetry(MaxRetry(maxRetries)),
 		asynq.Timeout(TaskTimeout(attemptTimeout)),
 	}
-	later := !e.PendingAtOnce(due)
-	if later {
-		opts = append(opts, asynq.ProcessAt(e.Waiting.SafetyNet(due)))
-	}
-	_, err := e.Client.EnqueueContext(ctx, NewDeliver(id), opts...)
+	err := e.Waiting.Enqueue(ctx, e.Client, NewDeliver(id), id, due, opts...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("enqueue %s: %w", id, err)
-	}
-	if later {
-		return e.Waiting.WakeAt(ctx, id, due)
 	}
 	return nil
 }
@@ -114,11 +107,7 @@ func TaskTimeout(attempt time.Duration) time.Duration {
 // Delete removes the task of request id from the queue. A task that is not
 // there (already done) is not an error; a running one cannot be deleted.
 func (e *Enqueuer) Delete(ctx context.Context, id string) error {
-	err := e.Inspector.DeleteTask(e.QueueOf(id), id)
-	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-		return nil
-	}
-	return err
+	return e.Waiting.Delete(e.Inspector, e.QueueOf(id), id)
 }
 
 // Requeue replaces request id's task with a fresh one due now: the archived

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
@@ -126,6 +127,36 @@ func (o *Owner) SafetyNet(due time.Time) time.Time {
 		return due
 	}
 	return due.Add(o.cfg.Tuning.Lag)
+}
+
+// Enqueue makes task (of request id, with asynq's opts) through client:
+// pending now when due is not after now, else waiting until due, started
+// then by the timer with asynq's own due time (SafetyNet) as the safety
+// net. asynq's errors come back as they are (ErrTaskIDConflict
+// included). A nil owner leaves the due time to asynq alone.
+func (o *Owner) Enqueue(ctx context.Context, client *asynq.Client, task *asynq.Task, id string, due time.Time, opts ...asynq.Option) error {
+	later := due.After(time.Now())
+	if later {
+		opts = append(opts, asynq.ProcessAt(o.SafetyNet(due)))
+	}
+	if _, err := client.EnqueueContext(ctx, task, opts...); err != nil {
+		return err
+	}
+	if later {
+		return o.WakeAt(ctx, id, due)
+	}
+	return nil
+}
+
+// Delete removes request id's task from queue through inspector. A task
+// that is not there (done already) is not an error; a running one cannot
+// be deleted (asynq's error).
+func (o *Owner) Delete(inspector *asynq.Inspector, queue, id string) error {
+	err := inspector.DeleteTask(queue, id)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return nil
+	}
+	return err
 }
 
 // Park notes that request id's task is being parked (its handler returns
