@@ -23,6 +23,7 @@ import (
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/waiting"
 )
 
 // Response capture limits.
@@ -86,6 +87,9 @@ type Handler struct {
 	// fix them.
 	Clock clock.Clock
 	Rand  func() float64
+	// EarlyWait bounds how long a task handed over early is waited out
+	// (waiting.Tuning's); zero is waiting.DefaultTuning's.
+	EarlyWait time.Duration
 	// InTransit, when set, is called with a parked request's id after its
 	// park is decided and before its task goes back to asynq: a test hook
 	// that holds a waiter in transit. nil in production.
@@ -109,7 +113,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		// wait out that much (and a clock a few milliseconds off between
 		// workers), else give the task back to the timer for its due time.
 		wait := b.Due.Sub(h.Clock.Now())
-		if wait > maxWait {
+		if wait > h.earlyWait() {
 			if err := h.at(ctx, id, b.Due); err != nil {
 				return fmt.Errorf("%w: set the timer of %s: %w", retry.ErrInfrastructure, id, err)
 			}
@@ -166,6 +170,14 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)
 	}
 	return h.attempt(ctx, b.Request, b.N, ticket)
+}
+
+// earlyWait is how long a task handed over early is waited out.
+func (h *Handler) earlyWait() time.Duration {
+	if h.EarlyWait > 0 {
+		return h.EarlyWait
+	}
+	return waiting.DefaultTuning.EarlyWait
 }
 
 // leftFlow tells flow control that finished request id will not start.

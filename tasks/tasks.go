@@ -36,11 +36,10 @@ const maxAsynqRetry = 1 << 20
 // when the request ends (the handler returns SkipRetry).
 func MaxRetry(maxRetries int) int { return maxRetries + record.MaxInterruptions }
 
-// maxWait bounds how long a handler waits out a task that came early
-// (retryd's timer moves tasks waiting.Tuning's Early before their due
-// time; a clock a few milliseconds off between workers adds to it) before
-// it gives the task back to the timer instead.
-const maxWait = 20 * time.Millisecond
+// recordRoom is how much longer than its attempt a task run may take:
+// waiting out an early hand-over (waiting.Tuning's EarlyWait) and writing
+// the record.
+const recordRoom = 10 * time.Second
 
 // NewDeliver returns the delivery task of request id.
 func NewDeliver(id string) *asynq.Task {
@@ -100,7 +99,7 @@ func BellKey(tag string) string { return record.BellKey(tag) }
 // write the record, rounded up to whole seconds because asynq stores it in
 // seconds.
 func TaskTimeout(attempt time.Duration) time.Duration {
-	d := attempt + maxWait + 10*time.Second
+	d := attempt + waiting.DefaultTuning.EarlyWait + recordRoom
 	return d.Truncate(time.Second) + time.Second
 }
 
@@ -124,12 +123,12 @@ func (e *Enqueuer) Requeue(ctx context.Context, id string, attemptTimeout time.D
 // NewBell returns the doorbell of retryd's single queue (see
 // waiting.NewBell).
 func NewBell(rdb redis.UniversalClient, wait time.Duration) *waiting.Bell {
-	return waiting.NewBell(rdb, partition.Set{}, Queue, wait)
+	return waiting.NewBell(rdb, partition.Set{}, Queue, wait, waiting.Tuning{})
 }
 
 // NewPartitionedBell is NewBell for the queues of parts.
-func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait time.Duration) *waiting.Bell {
-	return waiting.NewBell(rdb, parts, Queue, wait)
+func NewPartitionedBell(rdb redis.UniversalClient, parts partition.Set, wait time.Duration, tune waiting.Tuning) *waiting.Bell {
+	return waiting.NewBell(rdb, parts, Queue, wait, tune)
 }
 
 // NewWaiting returns the owner of the waiting of parts' tasks, with its

@@ -180,7 +180,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	rdb.AddHook(tasks.NewPartitionedBell(rdb, parts, 0))
+	rdb.AddHook(tasks.NewPartitionedBell(rdb, parts, 0, waiting.Tuning{}))
 	if _, port, err := net.SplitHostPort(ln.Addr().String()); err == nil {
 		// The API refuses destinations aimed at itself: it must know the
 		// port it really listens on.
@@ -463,6 +463,6 @@ type ringingConnOpt struct {
 // MakeRedisClient implements asynq.RedisConnOpt.
 func (o ringingConnOpt) MakeRedisClient() any {
 	c := o.RedisConnOpt.MakeRedisClient().(redis.UniversalClient)
-	c.AddHook(tasks.NewPartitionedBell(c, o.parts, 0))
+	c.AddHook(tasks.NewPartitionedBell(c, o.parts, 0, waiting.Tuning{}))
 	return c
 }

@@ -36,21 +36,6 @@ import (
 	"github.com/retryd/retryd/tasks"
 )
 
-// Worker fetching. asynq polls for pending tasks; the doorbell (see
-// internal/waiting) makes an empty dequeue wait up to BellWait for a new
-// task instead, so a new request starts within a round trip and an idle
-// worker makes a few Redis calls a second. TaskCheckInterval is asynq's
-// pause after a wait that ended empty. DelayedTaskCheckInterval is how
-// often asynq itself moves due retries and scheduled tasks to pending:
-// retryd's timer (internal/waiting) starts them to the millisecond, so
-// asynq's forwarding is only the safety net, and at one call per queue and
-// interval it is what an idle worker costs per partition.
-const (
-	BellWait                 = time.Second
-	TaskCheckInterval        = 2 * time.Millisecond
-	DelayedTaskCheckInterval = time.Second
-)
-
 // WorkerOptions are a worker's test hooks.
 type WorkerOptions struct {
 	// Faults are crash-test fault points; nil in production.
@@ -93,7 +78,12 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	}
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
 	// The doorbell turns asynq's empty fetch into a wait.
-	bell := tasks.NewPartitionedBell(rdb, parts, BellWait)
+	// Worker fetching: asynq polls for pending tasks; the doorbell (see
+	// internal/waiting) makes an empty dequeue wait for a new task
+	// instead, so a new request starts within a round trip and an idle
+	// worker makes a few Redis calls a second.
+	tune := opts.Waiting.WithDefaults()
+	bell := tasks.NewPartitionedBell(rdb, parts, tune.BellWait, tune)
 	rdb.AddHook(bell)
 
 	book := opts.Listeners
@@ -137,6 +127,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		QStash:       qsigner,
 		Waiting:      wait,
 		InTransit:    opts.InTransit,
+		EarlyWait:    tune.EarlyWait,
 	}
 	// Fairness between tenants works from the tenant stamped on each
 	// request (flow learns which tenants are about): no API keys here.
@@ -154,9 +145,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              cfg.WorkerConcurrency,
 		Queues:                   queueWeights(parts),
-		TaskCheckInterval:        TaskCheckInterval,
-		DelayedTaskCheckInterval: DelayedTaskCheckInterval,
-		RetryDelayFunc:           retry.DelayFunc(time.Now, wait.Lag()),
+		TaskCheckInterval:        tune.AsynqPoll,
+		DelayedTaskCheckInterval: tune.AsynqForward,
+		RetryDelayFunc:           retry.DelayFunc(time.Now, wait.Lag(), retry.Policy{Base: tune.TroubleBase, Max: tune.TroubleMax}),
 		IsFailure:                retry.IsFailure,
 		ShutdownTimeout:          WorkerShutdownTimeout,
 		Logger:                   asynqLogger{log.With("component", "asynq")},

@@ -14,6 +14,7 @@ import (
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/waiting"
 )
 
 func infoField(t *testing.T, rdb *redis.Client, section, prefix, field string) int64 {
@@ -86,7 +87,8 @@ func TestIdleWorkerWaitsOnTheDoorbellInsteadOfPolling(t *testing.T) {
 	calls := infoField(t, rdb, "commandstats", "cmdstat_evalsha:", "calls") - before
 	// The forwarder (every DelayedTaskCheckInterval) and a dequeue per
 	// doorbell wait are expected; polling every TaskCheckInterval is not.
-	limit := int64(time.Second/app.DelayedTaskCheckInterval) + int64(time.Second/app.BellWait) + 40
+	tune := waiting.DefaultTuning
+	limit := int64(time.Second/tune.AsynqForward) + int64(time.Second/tune.BellWait) + 40
 	if calls > limit {
 		t.Errorf("an idle worker ran %d scripts in 1 s (at most %d expected): it polls", calls, limit)
 	}

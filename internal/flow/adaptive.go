@@ -114,7 +114,7 @@ func (k *key) observedRate(now time.Time) float64 {
 
 // learn is AIMD on the key's effective rate. c.mu is held.
 func (k *key) learn(c *Controller, o Outcome, now time.Time) {
-	if now.Sub(k.windowStart) >= time.Minute {
+	if now.Sub(k.windowStart) >= c.tune.AdaptiveWindow {
 		k.prevOK, k.prevOver, k.prevFailed, k.ok, k.overloaded, k.failed, k.windowStart = k.ok, k.overloaded, k.failed, 0, 0, 0, now
 	}
 	switch sec := now.Unix(); {

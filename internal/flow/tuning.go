@@ -11,6 +11,9 @@ import (
 // (DefaultTuning). They are not settings: a deployment has no reason to
 // change them.
 type Tuning struct {
+	// AdaptiveWindow is how long adaptive backpressure counts a key's
+	// outcomes before it starts counting anew (the last window's kept).
+	AdaptiveWindow time.Duration
 	// CutEvery bounds how often a key is cut: one burst of failures (every
 	// attempt in flight answering 503) is one cut, not many.
 	CutEvery time.Duration
@@ -87,6 +90,7 @@ type Tuning struct {
 
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
+	AdaptiveWindow:   time.Minute,
 	CutEvery:         time.Second,
 	RateHorizon:      5 * time.Second,
 	ControlTTL:       time.Second,

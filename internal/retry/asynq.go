@@ -52,9 +52,9 @@ var ErrInfrastructure = errors.New("retryd infrastructure error")
 // is the due time plus lag: retryd's timer starts the task at its due
 // time, and asynq's own (whole seconds, on a poll) is the safety net; one
 // due already runs again at once. For anything else (retryd's own
-// trouble, a crash found by asynq's recoverer) it is a short capped
-// backoff, since the record still decides the real schedule.
-func DelayFunc(now func() time.Time, lag time.Duration) asynq.RetryDelayFunc {
+// trouble, a crash found by asynq's recoverer) it is trouble's short
+// capped backoff, since the record still decides the real schedule.
+func DelayFunc(now func() time.Time, lag time.Duration, trouble Policy) asynq.RetryDelayFunc {
 	return func(n int, err error, _ *asynq.Task) time.Duration {
 		var due *DueError
 		if errors.As(err, &due) {
@@ -69,8 +69,7 @@ func DelayFunc(now func() time.Time, lag time.Duration) asynq.RetryDelayFunc {
 			// asynq truncates to whole seconds: a second more is never early.
 			return wait + max(net, time.Second)
 		}
-		p := Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second}
-		return p.Delay(n+1, rand.Float64())
+		return trouble.Delay(n+1, rand.Float64())
 	}
 }
 

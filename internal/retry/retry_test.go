@@ -167,7 +167,7 @@ func TestClassifyEveryRowOfTheContract(t *testing.T) {
 func TestDelayFuncLeavesTheDueTimeToRetrydsTimer(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := DelayFunc(func() time.Time { return now }, 2*time.Second)
+	f := DelayFunc(func() time.Time { return now }, 2*time.Second, Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second})
 	task := asynq.NewTask("x", nil)
 	if got := f(0, At(now.Add(10*time.Second), errors.New("503")), task); got != 12*time.Second {
 		t.Errorf("due in 10s: delay %v, want 12s (the timer starts it; asynq is the safety net)", got)
@@ -195,7 +195,7 @@ func TestDelayFuncLeavesTheDueTimeToRetrydsTimer(t *testing.T) {
 func TestDelayFuncUntimedChangesNoLaterDelay(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	f := DelayFunc(func() time.Time { return now }, 2*time.Second)
+	f := DelayFunc(func() time.Time { return now }, 2*time.Second, Policy{Base: 500 * time.Millisecond, Max: 30 * time.Second})
 	due := now.Add(3 * time.Second)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {

@@ -16,6 +16,29 @@ type Tuning struct {
 	// the safety net, for an entry lost with its worker before it was
 	// written.
 	Lag time.Duration
+	// BellWait is the longest a worker's empty fetch waits on the
+	// doorbell; BellErrorPause how long a failed fetch is held, so an
+	// outage does not turn asynq's fetch loop into a busy loop;
+	// BellLatePause how far apart a worker woken by a ring that found the
+	// queue empty looks again (covering the submission's own enqueue, one
+	// round trip after its ring).
+	BellWait, BellErrorPause, BellLatePause time.Duration
+	// AsynqPoll is asynq's pause after a doorbell wait that ended empty
+	// (its TaskCheckInterval); AsynqForward how often asynq itself moves
+	// due retries and scheduled tasks to pending (its
+	// DelayedTaskCheckInterval): the timer starts them to the
+	// millisecond, so asynq's forwarding is only the safety net, and at
+	// one call per queue and interval it is what an idle worker costs per
+	// partition.
+	AsynqPoll, AsynqForward time.Duration
+	// EarlyWait bounds how long a handler waits out a task handed over
+	// early (the timer's Early, and a clock a few milliseconds off between
+	// workers) before it gives the task back to the timer.
+	EarlyWait time.Duration
+	// TroubleBase and TroubleMax are the capped backoff of a task that
+	// retryd's own trouble (Redis) kept from its attempt, or that asynq's
+	// recoverer found crashed: the record decides the real schedule.
+	TroubleBase, TroubleMax time.Duration
 	// Timer are the timer's: how early it hands a task over, how its
 	// workers share a partition, how long it keeps the entry of a task
 	// still active.
@@ -24,9 +47,17 @@ type Tuning struct {
 
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
-	Lag:   2 * time.Second,
-	Timer: timer.DefaultTuning,
+	Lag:            2 * time.Second,
+	BellWait:       time.Second,
+	BellErrorPause: 100 * time.Millisecond,
+	BellLatePause:  time.Millisecond,
+	AsynqPoll:      2 * time.Millisecond,
+	AsynqForward:   time.Second,
+	EarlyWait:      20 * time.Millisecond,
+	TroubleBase:    500 * time.Millisecond,
+	TroubleMax:     30 * time.Second,
+	Timer:          timer.DefaultTuning,
 }
 
-// withDefaults is t with each zero field set to its default.
-func (t Tuning) withDefaults() Tuning { return tuning.WithDefaults(t, DefaultTuning) }
+// WithDefaults is t with each zero field set to its default.
+func (t Tuning) WithDefaults() Tuning { return tuning.WithDefaults(t, DefaultTuning) }

@@ -64,7 +64,7 @@ type Owner struct {
 
 // New returns the owner of the waiting of cfg's queues.
 func New(cfg Config) *Owner {
-	cfg.Tuning = cfg.Tuning.withDefaults()
+	cfg.Tuning = cfg.Tuning.WithDefaults()
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real
 	}
@@ -91,18 +91,22 @@ func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell
 	if bell != nil {
 		names.Bell = func(q string) string { return record.RingableBell(parts, q) }
 	}
-	return timer.New(rdb, queues, names, bell, log, tune.Timer)
+	return timer.New(rdb, queues, names, bell, log, tune.WithDefaults().Timer)
 }
 
 // NewBell returns the doorbell of parts' queues (queue alone when parts is
 // the zero value), to add as a hook to the Redis client asynq uses: a
 // worker's waits up to wait on an empty fetch; wait 0 makes one that only
-// rings.
-func NewBell(rdb redis.UniversalClient, parts partition.Set, queue string, wait time.Duration) *Bell {
-	if parts.Len() == 0 {
-		return asynqx.NewBell(rdb, record.BellKey(queue), []string{queue}, wait)
+// rings. Its pauses are tune's.
+func NewBell(rdb redis.UniversalClient, parts partition.Set, queue string, wait time.Duration, tune Tuning) *Bell {
+	tune = tune.WithDefaults()
+	key, queues := record.BellKey(queue), []string{queue}
+	if parts.Len() > 0 {
+		key, queues = record.BellKey(parts.Tag(0)), parts.Tags()
 	}
-	return asynqx.NewBell(rdb, record.BellKey(parts.Tag(0)), parts.Tags(), wait)
+	b := asynqx.NewBell(rdb, key, queues, wait)
+	b.ErrorPause, b.LatePause = tune.BellErrorPause, tune.BellLatePause
+	return b
 }
 
 // WithoutRing marks ctx so that an enqueue made with it does not ring the

@@ -59,7 +59,7 @@ func (k Keys) Task(id string) string { return k.taskPrefix() + id }
 // Redis Cluster) one BLPOP cannot span their slots, so they share the bell
 // of the first queue's name, rung after each enqueue.
 func NewBell(rdb redis.UniversalClient, key string, queues []string, wait time.Duration) *Bell {
-	b := &Bell{Key: key, Wait: wait, ErrorPause: 100 * time.Millisecond, Client: rdb,
+	b := &Bell{Key: key, Wait: wait, Client: rdb,
 		PendingKeys: make(map[string]bool, len(queues))}
 	for _, q := range queues {
 		b.PendingKeys[QueueKeys(q).Pending()] = true

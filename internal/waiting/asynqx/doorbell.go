@@ -49,6 +49,11 @@ type Bell struct {
 	// error, so an outage does not turn asynq's fetch loop (which retries a
 	// failed dequeue at once) into a busy loop.
 	ErrorPause time.Duration
+	// LatePause is how far apart a woken worker that found the queue empty
+	// looks again (lateTaskTries times): long enough to cover the
+	// submission's own enqueue (one round trip after its ring), short
+	// enough to cost little for a token nobody needed.
+	LatePause time.Duration
 	// Client runs BLPOP and the ring; normally the client the hook is on.
 	Client redis.UniversalClient
 
@@ -173,19 +178,14 @@ func (b *Bell) longPoll(ctx context.Context, next redis.ProcessHook, cmd redis.C
 			if err := next(ctx, cmd); !errors.Is(err, redis.Nil) {
 				return err
 			}
-			b.pause(lateTaskPause)
+			b.pause(b.LatePause)
 		}
 	}
 }
 
-// A woken worker that finds the queue empty looks again lateTaskTries
-// times, lateTaskPause apart: long enough to cover the submission's own
-// enqueue (one round trip after its ring), short enough to cost little for
-// a token nobody needed.
-const (
-	lateTaskTries = 4
-	lateTaskPause = time.Millisecond
-)
+// lateTaskTries is how many times a woken worker that finds the queue
+// empty looks again (LatePause apart).
+const lateTaskTries = 4
 
 // movedAny: asynq's scripts answer how many tasks they moved (0 for none)
 // or a status; only a 0 means nothing became pending.
