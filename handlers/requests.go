@@ -92,6 +92,9 @@ type API struct {
 	Canceled func(ctx context.Context, id string)
 	// Workers counts the live workers, for /readyz; nil: not counted.
 	Workers func(ctx context.Context) (int, error)
+	// Replicas, when set, hold every answered change until Redis
+	// replicas confirm it (WaitReplicas).
+	Replicas Replicas
 }
 
 // NoWorkers is what the API says while no worker runs.
@@ -226,6 +229,10 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 	}
 	if unconfirmed {
 		a.takeBack(context.WithoutCancel(ctx), r, idemKey)
+	}
+	if err == nil {
+		// Create confirmed the record with the replicas (or took it back).
+		confirmedByCreate(c)
 	}
 	return replay, err
 }

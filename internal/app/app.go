@@ -273,6 +273,9 @@ type EngineOptions struct {
 	// Own are retryd's listeners, refused as destinations; nil for none
 	// (tests of the engine alone).
 	Own *egress.Own
+	// ReplicaWait is how long a change waits for REDIS_WAIT_REPLICAS
+	// replicas before it is answered 503; zero: a second.
+	ReplicaWait time.Duration
 }
 
 // APIEngine wires the whole API over one Redis: requests, DLQ, dashboard,
@@ -285,7 +288,11 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
 	if cfg.RedisWaitReplicas > 0 {
-		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
+		wait := eo.ReplicaWait
+		if wait == 0 {
+			wait = time.Second
+		}
+		store.RequireReplicas(cfg.RedisWaitReplicas, wait)
 	}
 	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, nil, log, waiting.Tuning{}), waiting.Tuning{})
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
@@ -293,7 +300,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
-		Parts: parts, Workers: liveWorkers(inspector)}
+		Parts: parts, Workers: liveWorkers(inspector), Replicas: store}
 	rows := dashboard.Row{Records: store, Now: time.Now}
 	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
 		PayloadFormatter: rows, ResultFormatter: rows})
@@ -424,6 +431,11 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Route
 	guarded := e.Group("/", handlers.Auth(access.Keys, access.DevListenerKeys, access.Failures, log))
 	if access.RateLimitRPS > 0 {
 		guarded.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))
+	}
+	if api.Replicas != nil {
+		// One rule for every route that changes something, whatever its
+		// dialect: answered once the replicas hold the change.
+		guarded.Use(handlers.WaitReplicas(api.Replicas, log))
 	}
 	api.Routes(guarded)
 	for _, r := range more {
