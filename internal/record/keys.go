@@ -263,3 +263,8 @@ const ListenersKey = "{retryd}:listeners"
 // connection's last write, and the replication stream is in order, so
 // replicas that hold the mark hold every change answered before it.
 const ReplicaMarkKey = "{retryd}:replicamark"
+
+// SettingsKey holds, per process (field: its id), the settings that
+// decide a request's fate there and until when the entry holds
+// (internal/agree).
+const SettingsKey = "{retryd}:settings"
