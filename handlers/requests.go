@@ -92,6 +92,12 @@ type API struct {
 	Canceled func(ctx context.Context, id string)
 	// Workers counts the live workers, for /readyz; nil: not counted.
 	Workers func(ctx context.Context) (int, error)
+	// Disagreements, when set, name the settings that retryd processes
+	// on this Redis read differently (agree.Book), for /readyz.
+	Disagreements func() []string
+	// Replicas, when set, hold every answered change until Redis
+	// replicas confirm it (WaitReplicas).
+	Replicas Replicas
 }
 
 // NoWorkers is what the API says while no worker runs.
@@ -130,6 +136,15 @@ func (a *API) Health(r gin.IRouter) {
 			return
 		}
 		doc := gin.H{"status": "ready"}
+		if a.Disagreements != nil {
+			if ds := a.Disagreements(); len(ds) > 0 {
+				// Ready all the same: each process works, but a request's
+				// fate depends on which one handles it.
+				doc["disagreements"] = ds
+				doc["warning"] = "retryd processes on this Redis read settings that decide a request's fate differently: " +
+					strings.Join(ds, "; ") + "; give every process the same value (docs/operating.md lists which program reads which)"
+			}
+		}
 		if a.Workers != nil {
 			n, err := a.Workers(ctx)
 			if err != nil {
@@ -226,6 +241,10 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 	}
 	if unconfirmed {
 		a.takeBack(context.WithoutCancel(ctx), r, idemKey)
+	}
+	if err == nil {
+		// Create confirmed the record with the replicas (or took it back).
+		confirmedByCreate(c)
 	}
 	return replay, err
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/agree"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/dashboard"
@@ -192,7 +193,11 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	// moment it listens, and listed in Redis for the other processes.
 	own := &egress.Own{}
 	book := listeners.New(record.NewStore(rdb, cfg.Retention), own, clock.Real, log.With("component", "listeners"))
-	eo := EngineOptions{Faults: opts.Faults, Own: own}
+	agreement := agree.New(record.NewStore(rdb, cfg.Retention), agree.Self(cfg, config.API), clock.Real, log.With("component", "agree"))
+	if err := agreement.Refresh(ctx); err != nil {
+		log.Warn("could not record this API's settings in Redis; the next renewal will", "err", err)
+	}
+	eo := EngineOptions{Faults: opts.Faults, Own: own, Agreement: agreement}
 	if opts.Dev {
 		eo.LoopbackOnly = true
 		if opts.QStashDevAddr != "" {
@@ -209,6 +214,9 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	bookDone := make(chan struct{})
 	go func() { defer close(bookDone); book.Run(ctx) }()
 	defer func() { cancel(); <-bookDone }()
+	agreeDone := make(chan struct{})
+	go func() { defer close(agreeDone); agreement.Run(ctx) }()
+	defer func() { cancel(); <-agreeDone }()
 	go watchWorkers(ctx, liveWorkers(asynq.NewInspectorFromRedisClient(rdb)), log)
 	if opts.Dev {
 		// The in-process worker shares this process's listeners.
@@ -273,6 +281,12 @@ type EngineOptions struct {
 	// Own are retryd's listeners, refused as destinations; nil for none
 	// (tests of the engine alone).
 	Own *egress.Own
+	// Agreement records this process's settings and reads the others';
+	// nil: none (tests of the engine alone).
+	Agreement *agree.Book
+	// ReplicaWait is how long a change waits for REDIS_WAIT_REPLICAS
+	// replicas before it is answered 503; zero: a second.
+	ReplicaWait time.Duration
 }
 
 // APIEngine wires the whole API over one Redis: requests, DLQ, dashboard,
@@ -285,7 +299,11 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
 	if cfg.RedisWaitReplicas > 0 {
-		store.RequireReplicas(cfg.RedisWaitReplicas, time.Second)
+		wait := eo.ReplicaWait
+		if wait == 0 {
+			wait = time.Second
+		}
+		store.RequireReplicas(cfg.RedisWaitReplicas, wait)
 	}
 	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, nil, log, waiting.Tuning{}), waiting.Tuning{}, nil)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
@@ -293,7 +311,10 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
-		Parts: parts, Workers: liveWorkers(inspector)}
+		Parts: parts, Workers: liveWorkers(inspector), Replicas: store}
+	if eo.Agreement != nil {
+		api.Disagreements = eo.Agreement.Disagreements
+	}
 	rows := dashboard.Row{Records: store, Now: time.Now}
 	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
 		PayloadFormatter: rows, ResultFormatter: rows})
@@ -424,6 +445,11 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Route
 	guarded := e.Group("/", handlers.Auth(access.Keys, access.DevListenerKeys, access.Failures, log))
 	if access.RateLimitRPS > 0 {
 		guarded.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))
+	}
+	if api.Replicas != nil {
+		// One rule for every route that changes something, whatever its
+		// dialect: answered once the replicas hold the change.
+		guarded.Use(handlers.WaitReplicas(api.Replicas, log))
 	}
 	api.Routes(guarded)
 	for _, r := range more {

@@ -19,6 +19,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/agree"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
@@ -99,7 +100,19 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		defer func() { stopBook(); <-bookDone }()
 	}
 	// Retryd's own listeners are never destinations, whatever is allowed.
-	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: book.Own()}
+	// The settings that decide a request's fate, recorded for the other
+	// processes; a destination refused here that an API accepted under
+	// other rules says so.
+	agreement := agree.New(store, agree.Self(cfg, config.Worker), clock.Real, log.With("component", "agree"))
+	if err := agreement.Refresh(ctx); err != nil {
+		log.Warn("could not record this worker's settings in Redis; the next renewal will", "err", err)
+	}
+	agreeCtx, stopAgree := context.WithCancel(context.Background())
+	agreeDone := make(chan struct{})
+	go func() { defer close(agreeDone); agreement.Run(agreeCtx) }()
+	defer func() { stopAgree(); <-agreeDone }()
+	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: book.Own(),
+		Disagreement: func() string { return agreement.Explain(config.DestinationRules...) }}
 	inspector := asynq.NewInspectorFromRedisClient(rdb)
 	// retryd's timer starts waiting tasks on time; every worker runs it.
 	timers := waiting.NewTimer(rdb, parts, tasks.Queue, bell, log.With("component", "timer"), opts.Waiting)

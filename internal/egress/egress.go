@@ -51,6 +51,21 @@ type Guard struct {
 	// Own are retryd's own listeners, refused whatever else is allowed;
 	// nil for none.
 	Own *Own
+	// Disagreement, when set, says how other retryd processes' destination
+	// rules differ from these ("" when they agree); a refusal ends with it.
+	// It is called only on a refusal, and must not block.
+	Disagreement func() string
+}
+
+// refused is refusedAddr, with the processes' disagreement on the rules.
+func (g *Guard) refused(addr netip.Addr) error {
+	err := refusedAddr(addr)
+	if g.Disagreement != nil {
+		if why := g.Disagreement(); why != "" {
+			return fmt.Errorf("%w; %s", err, why)
+		}
+	}
+	return err
 }
 
 // AddrAllowed reports whether retryd may connect to addr, in any spelling.
@@ -114,7 +129,7 @@ func (g *Guard) CheckTarget(ctx context.Context, host string, port uint16) error
 	}
 	if addr, ok := parseRaw(host); ok {
 		if !g.AddrAllowed(addr) {
-			return refusedAddr(addr)
+			return g.refused(addr)
 		}
 		return g.notOwn(addr, port, "")
 	}
@@ -131,7 +146,7 @@ func (g *Guard) CheckTarget(ctx context.Context, host string, port uint16) error
 	}
 	for _, a := range addrs {
 		if !g.AddrAllowed(a) {
-			return fmt.Errorf("%w: %s resolves to %s", retry.ErrBlocked, host, strings.TrimPrefix(refusedAddr(a).Error(), retry.ErrBlocked.Error()+": "))
+			return fmt.Errorf("%w: %s resolves to %s", retry.ErrBlocked, host, strings.TrimPrefix(g.refused(a).Error(), retry.ErrBlocked.Error()+": "))
 		}
 		// Every address, not the first: the dialler may take any of them.
 		if err := g.notOwn(a, port, host); err != nil {
@@ -171,7 +186,7 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w: cannot parse dial address %q", retry.ErrBlocked, address)
 	}
 	if !g.AddrAllowed(ap.Addr()) {
-		return refusedAddr(ap.Addr())
+		return g.refused(ap.Addr())
 	}
 	return g.notOwn(ap.Addr(), ap.Port(), "")
 }
@@ -200,7 +215,7 @@ func (g *Guard) Client() *http.Client {
 			// such as 0177.0.0.1 never reaches a resolver, which might
 			// read it differently (glibc reads it as octal).
 			if !g.AddrAllowed(raw) {
-				return nil, refusedAddr(raw)
+				return nil, g.refused(raw)
 			}
 			return dialer.DialContext(ctx, network, net.JoinHostPort(Canonical(raw).String(), port))
 		}

@@ -49,6 +49,7 @@ type API struct {
 
 // Routes registers the /v2 routes.
 func (q *API) Routes(r gin.IRouter) {
+	r = r.Group("/", handlers.Dialect(q.fail))
 	r.POST("/v2/publish/*destination", q.publish)
 	r.POST("/v2/batch", q.batch)
 	r.DELETE("/v2/messages", q.cancelMessages)

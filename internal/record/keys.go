@@ -254,3 +254,14 @@ func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }
 // (member "ip:port", score: when the entry lapses, ms), so that each
 // knows the others' and refuses them as destinations.
 const ListenersKey = "{retryd}:listeners"
+
+// ReplicaMarkKey is written just before a WAIT that confirms earlier
+// changes (Store.Replicated): WAIT counts the replicas that hold its own
+// connection's last write, and the replication stream is in order, so
+// replicas that hold the mark hold every change answered before it.
+const ReplicaMarkKey = "{retryd}:replicamark"
+
+// SettingsKey holds, per process (field: its id), the settings that
+// decide a request's fate there and until when the entry holds
+// (internal/agree).
+const SettingsKey = "{retryd}:settings"
