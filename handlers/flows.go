@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
@@ -69,6 +70,18 @@ func (f *Flows) list(c *gin.Context) {
 		Abort(c, f.API.Log, err)
 		return
 	}
+	// A paused key's waiters are in its paused line, which no worker
+	// publishes: every paused key is listed with them.
+	paused, err := flow.PausedKeys(c.Request.Context(), f.RDB)
+	if err != nil {
+		Abort(c, f.API.Log, err)
+		return
+	}
+	for k := range paused {
+		if !slices.ContainsFunc(stats, func(s flow.KeyStats) bool { return s.Key == k }) {
+			stats = append(stats, flow.KeyStats{Key: k})
+		}
+	}
 	out := make([]FlowDocument, 0, len(stats))
 	for _, s := range stats {
 		owner, key := tenant.Split(s.Key)
@@ -83,6 +96,7 @@ func (f *Flows) list(c *gin.Context) {
 				d.InFlight, d.Waiting = taken, waiting
 			}
 		}
+		d.Waiting += paused[s.Key]
 		var eff float64
 		if s.Rate > 0 {
 			d.Rate, d.PeriodMs = &s.Rate, &s.PeriodMs

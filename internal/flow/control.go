@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 // Control is what an operator set on a key.
@@ -44,10 +45,43 @@ func ReadControl(ctx context.Context, rdb redis.UniversalClient, key string) (Co
 }
 
 // Pause holds key's requests: none starts until Resume; each waits in the
-// key's paused line.
+// key's paused line. A destination's own key (host:port, as its tenant
+// names it) holds every request of the tenant to that destination, with a
+// flowControl key or without.
 func Pause(ctx context.Context, rdb redis.UniversalClient, key string) error {
 	ctl, _ := controlNames(key)
-	return rdb.HSet(ctx, ctl, "paused", "1").Err()
+	if err := rdb.HSet(ctx, ctl, "paused", "1").Err(); err != nil {
+		return fmt.Errorf("pause %s: %w", key, err)
+	}
+	if err := rdb.SAdd(ctx, record.FlowPausedKey, key).Err(); err != nil {
+		return fmt.Errorf("list paused key %s: %w", key, err)
+	}
+	return nil
+}
+
+// PausedKeys are the keys an operator paused, each with how many requests
+// wait in its paused line.
+func PausedKeys(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
+	keys, err := rdb.SMembers(ctx, record.FlowPausedKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the paused keys: %w", err)
+	}
+	pipe := rdb.Pipeline()
+	cards := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		_, paused := controlNames(k)
+		cards[i] = pipe.ZCard(ctx, paused)
+	}
+	if len(keys) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("count the paused keys' waiters: %w", err)
+		}
+	}
+	out := make(map[string]int64, len(keys))
+	for i, k := range keys {
+		out[k] = cards[i].Val()
+	}
+	return out, nil
 }
 
 // pausedTakeScript takes the first waiters out of a resumed key's paused
@@ -61,7 +95,10 @@ const resumeBatch = 100
 func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key string) error {
 	ctl, paused := controlNames(key)
 	if err := rdb.HDel(ctx, ctl, "paused").Err(); err != nil {
-		return err
+		return fmt.Errorf("resume %s: %w", key, err)
+	}
+	if err := rdb.SRem(ctx, record.FlowPausedKey, key).Err(); err != nil {
+		return fmt.Errorf("unlist paused key %s: %w", key, err)
 	}
 	for {
 		ids, err := pausedTakeScript.Run(ctx, rdb, []string{ctl, paused}, resumeBatch).StringSlice()
@@ -208,26 +245,40 @@ func (c *Controller) control(ctx context.Context, key string, now time.Time) Con
 }
 
 // enterOperator is the operator gate: it holds a request of a paused key
-// until the key is resumed, and applies the key's pins to the request.
+// until the key is resumed, and applies the key's pins to the request. A
+// request's keys are its destination's own (host:port, as its tenant
+// names it) and its flowControl key, if any: a pause of either holds it.
 func (c *Controller) enterOperator(ctx context.Context, t *Ticket) error {
+	if err := c.holdIfPaused(ctx, t, tenant.Qualify(t.req.Tenant, t.req.HostPort)); err != nil {
+		return err
+	}
 	if !t.req.Named {
 		return nil
 	}
-	ctl := c.control(ctx, t.req.Key, t.start)
-	if ctl.Paused {
-		held, err := c.holdPaused(ctx, t.req.Key, t.req.ID, t.start)
-		if err != nil {
-			return err
-		}
-		if held {
-			return &Parked{Until: t.start.Add(c.tune.ParkFallback), Reason: record.WaitingPaused}
-		}
+	if err := c.holdIfPaused(ctx, t, t.req.Key); err != nil {
+		return err
 	}
+	ctl := c.control(ctx, t.req.Key, t.start)
 	if ctl.PinParallelism > 0 {
 		t.req.Parallelism = ctl.PinParallelism
 	}
 	if ctl.PinRate > 0 {
 		t.req.Rate, t.req.Period = ctl.PinRate, ctl.PinPeriod
+	}
+	return nil
+}
+
+// holdIfPaused parks t in key's paused line while key is paused.
+func (c *Controller) holdIfPaused(ctx context.Context, t *Ticket, key string) error {
+	if !c.control(ctx, key, t.start).Paused {
+		return nil
+	}
+	held, err := c.holdPaused(ctx, key, t.req.ID, t.start)
+	if err != nil {
+		return fmt.Errorf("hold %s behind paused key %s: %w", t.req.ID, key, err)
+	}
+	if held {
+		return &Parked{Until: t.start.Add(c.tune.ParkFallback), Reason: record.WaitingPaused}
 	}
 	return nil
 }

@@ -9,8 +9,9 @@
 //     in the order they were made, at most its parallelism at once
 //     (queue.go);
 //   - operator: an operator's settings on its key (all workers): a paused
-//     key holds its requests, and a pin overrides their parallelism or
-//     rate (control.go);
+//     key holds its requests (a destination's own key, host:port, holds
+//     every request of its tenant to it), and a pin overrides their
+//     parallelism or rate (control.go);
 //   - endpoint: the destination's own state; it holds nothing yet, and is
 //     where a request will wait while its endpoint is open (endpoint.go);
 //   - cut: adaptive backpressure (this worker): a key whose attempts

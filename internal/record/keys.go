@@ -204,6 +204,11 @@ const TenantsKey = "{retryd}:tenants"
 // publication (ms); FlowWorkerKey is one worker's figures.
 const FlowWorkersKey = "{retryd-flows}:workers"
 
+// FlowPausedKey is the set of the flow-control keys an operator paused,
+// so that GET /flows lists each with its waiters even while no worker
+// publishes it.
+const FlowPausedKey = "{retryd-flows}:paused"
+
 // LinesKey lists the flow-control lines that may hold waiters, of every
 // kind, so that a worker that never saw a line (started since, or it was
 // another worker's) gives its waiters turns or slots too, and hands on the

@@ -1,0 +1,205 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/retryd/retryd/internal/app"
+	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// healthStack is an API and a worker in this process on a Redis of their
+// own, and a destination whose answer the test sets.
+type healthStack struct {
+	api, dest string
+	// host is the destination's host:port.
+	host string
+
+	mu     sync.Mutex
+	status int // what the destination answers
+	hits   []string
+}
+
+func startHealthStack(t *testing.T, env map[string]string) *healthStack {
+	t.Helper()
+	s := &healthStack{status: http.StatusOK}
+	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.mu.Lock()
+		s.hits = append(s.hits, r.Header.Get(egress.RequestIDHeader))
+		status := s.status
+		s.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(dest.Close)
+	s.dest = dest.URL
+	u, _ := url.Parse(dest.URL)
+	s.host = u.Host
+	srv := redistest.Start(t)
+	base := map[string]string{"REDIS_URL": srv.URL, "ALLOW_PRIVATE_TARGETS": "true", "API_KEYS": "k1,ta:ka,tb:kb",
+		"ADMIN_KEYS": "adm", "SWEEP_INTERVAL": "1h", "WORKER_CONCURRENCY": "4", "FLOW_FAIR_SHARE": "1"}
+	for k, v := range env {
+		base[k] = v
+	}
+	cfg, err := config.Load(func(k string) string { return base[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	engine, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, app.EngineOptions{}, log)
+	api := httptest.NewServer(engine)
+	t.Cleanup(func() { api.Close(); closeEngine() })
+	s.api = api.URL
+
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.RunWorker(ctx, cfg, app.WorkerOptions{}, log) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	return s
+}
+
+func (s *healthStack) answer(status int) {
+	s.mu.Lock()
+	s.status = status
+	s.mu.Unlock()
+}
+
+// hitsOf counts the destination's calls of the requests ids (all when
+// none are given).
+func (s *healthStack) hitsOf(ids ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(ids) == 0 {
+		return len(s.hits)
+	}
+	n := 0
+	for _, h := range s.hits {
+		for _, id := range ids {
+			if h == id {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// call makes an API call with API key apiKey and returns its status and
+// body.
+func (s *healthStack) call(t *testing.T, apiKey, method, path, body string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.api+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// submit makes a request (with API key apiKey) to the destination's path
+// with the JSON members extra, and returns its id.
+func (s *healthStack) submit(t *testing.T, apiKey, path, extra string) string {
+	t.Helper()
+	code, body := s.call(t, apiKey, "POST", "/requests", `{"url":"`+s.dest+path+`"`+extra+`}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", code, body)
+	}
+	return jsonField(t, body, "id")
+}
+
+// request reads request id's document.
+func (s *healthStack) request(t *testing.T, apiKey, id string) map[string]any {
+	t.Helper()
+	code, body := s.call(t, apiKey, "GET", "/requests/"+id, "")
+	if code != http.StatusOK {
+		t.Fatalf("read %s: %d %s", id, code, body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// eventually polls cond until it holds or within passes, then fails with
+// what.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not after %v: %s", within, what)
+		}
+	}
+}
+
+// Pausing a destination's own flow key (its host:port) holds every request
+// to it, with a flowControl key or without, and GET /flows lists the key
+// with its waiting requests; a resume delivers them.
+func TestPausingADestinationsKeyHoldsEveryRequestToIt(t *testing.T) {
+	t.Parallel()
+	s := startHealthStack(t, nil)
+	if code, body := s.call(t, "k1", "POST", "/flows/"+s.host+"/pause", ""); code != http.StatusOK || !strings.Contains(body, `"isPaused":true`) {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	ids := []string{s.submit(t, "k1", "/a", ""), s.submit(t, "k1", "/b", ""), s.submit(t, "k1", "/c", `,"flowControl":{"key":"named","parallelism":2}`)}
+	for _, id := range ids {
+		eventually(t, 20*time.Second, id+" waits for its paused destination", func() bool {
+			return s.request(t, "k1", id)["waitingFor"] == "paused"
+		})
+	}
+	if n := s.hitsOf(); n != 0 {
+		t.Fatalf("the paused destination got %d calls, want none", n)
+	}
+	code, body := s.call(t, "k1", "GET", "/flows", "")
+	var flows struct {
+		Data []struct {
+			Key     string `json:"key"`
+			Waiting int64  `json:"waiting"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &flows); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /flows: %d %s (%v)", code, body, err)
+	}
+	var waiting int64 = -1
+	for _, f := range flows.Data {
+		if f.Key == s.host {
+			waiting = f.Waiting
+		}
+	}
+	if waiting != 3 {
+		t.Fatalf("GET /flows shows %d waiting on %s, want 3: %s", waiting, s.host, body)
+	}
+	if code, body := s.call(t, "k1", "POST", "/flows/"+s.host+"/resume", ""); code != http.StatusOK {
+		t.Fatalf("resume: %d %s", code, body)
+	}
+	eventually(t, 20*time.Second, "the resumed requests are delivered", func() bool { return s.hitsOf(ids...) == 3 })
+}
