@@ -58,7 +58,7 @@ func (d *DLQ) Routes(r gin.IRouter) {
 var FailureClasses = []string{
 	string(retry.ClientError), string(retry.Redirect), string(retry.ServerError), string(retry.RateLimited),
 	string(retry.Timeout), string(retry.Network), string(retry.BlockedDestination),
-	string(retry.InterruptedClass),
+	string(retry.InterruptedClass), string(retry.EndpointDown),
 }
 
 func checkClass(class string) error {

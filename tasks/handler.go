@@ -161,6 +161,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}
 		return retry.At(parked.Until, retry.ErrParked)
 	}
+	if errors.Is(err, flow.ErrEndpointDown) {
+		return h.endEndpointDown(ctx, b, err)
+	}
 	if err != nil {
 		// Redis could not say; take the attempt back and try again soon
 		// (no wait to show: asynq's retry of the task starts it).
@@ -208,7 +211,7 @@ func (h *Handler) at(ctx context.Context, id string, due time.Time) error {
 
 // FlowRequest is what flow control needs of a request.
 func FlowRequest(r *record.Request) flow.Request {
-	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Tenant: r.Tenant, Key: r.FlowKey(), Created: r.CreatedAt,
+	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Endpoint: r.Endpoint(), Tenant: r.Tenant, Key: r.FlowKey(), Created: r.CreatedAt,
 		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond}
 	if fc := r.FlowControl; fc != nil {
 		fr.Parallelism, fr.Rate, fr.Period = fc.Parallelism, fc.Rate, time.Duration(fc.PeriodMs)*time.Millisecond
@@ -228,6 +231,8 @@ func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
 		return flow.Succeeded
 	case res.Class == retry.RateLimited || res.Class == retry.Timeout || (resp != nil && resp.StatusCode == http.StatusServiceUnavailable):
 		return flow.Overloaded
+	case res.Class == retry.ServerError || res.Class == retry.Network:
+		return flow.Failed
 	}
 	return flow.Other
 }
@@ -342,6 +347,24 @@ func (h *Handler) endPoisoned(ctx context.Context, b *record.Begin) error {
 		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant,
 	}
 	h.Log.Warn("request ended after repeated interruptions", "requestId", r.ID, "interruptions", record.MaxInterruptions)
+	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
+}
+
+// endEndpointDown ends a request whose endpoint has been open longer than
+// BREAKER_FAIL_AFTER: failed, with failureClass endpoint_down, redrivable
+// like any failure. Its begun attempt is recorded as that end; nothing
+// was sent.
+func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause error) error {
+	r := b.Request
+	msg := cause.Error() + "; no attempt was made; redrive it once the endpoint is back"
+	run, ok := asynq.GetRetryCount(ctx)
+	if !ok {
+		run = -1
+	}
+	o := record.Outcome{
+		Attempt: record.Attempt{N: b.N, StartedAt: h.Clock.Now(), Outcome: string(retry.Permanent), FailureClass: string(retry.EndpointDown), Error: msg},
+		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant,
+	}
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
 }
 

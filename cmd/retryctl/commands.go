@@ -227,7 +227,7 @@ func (x *cli) dlqCmd() *cobra.Command {
 			return x.listPage(cmd.Context(), client.PathDLQ, client.DLQQuery(o))
 		},
 	}
-	list.Flags().StringVar(&o.FailureClass, "failure-class", "", "client_error, redirect, server_error, rate_limited, timeout, network or blocked_destination")
+	list.Flags().StringVar(&o.FailureClass, "failure-class", "", "client_error, redirect, server_error, rate_limited, timeout, network, blocked_destination, interrupted or endpoint_down")
 	list.Flags().StringVar(&o.Host, "host", "", "a destination host name, or host:port")
 	list.Flags().IntVar(&o.Limit, "limit", 0, "how many (1-500; the API's default is 50)")
 	list.Flags().StringVar(&o.Cursor, "cursor", "", "continue after this page")

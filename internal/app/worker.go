@@ -148,7 +148,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Adaptive: cfg.FlowAdaptive, MinRate: cfg.FlowAdaptiveMinRate, Finished: func(ctx context.Context, id string) bool {
 			r, err := store.Get(ctx, id)
 			return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
-		}, Tuning: opts.Flow}, rdb, wait, log.With("component", "flow"), clock.Real)
+		}, Breaker: flow.BreakerConfig{Off: !cfg.Breaker, Window: cfg.BreakerWindow, MinAttempts: cfg.BreakerMinAttempts,
+			FailureRatio: cfg.BreakerFailureRatio, ProbeMax: cfg.BreakerProbeMax, FailAfter: cfg.BreakerFailAfter},
+		Tuning: opts.Flow}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks

@@ -91,6 +91,21 @@ type Config struct {
 	// FlowAdaptiveMinRate is the lowest rate (per second, per worker) an
 	// adaptive cut goes down to (FLOW_ADAPTIVE_MIN_RATE, default 1).
 	FlowAdaptiveMinRate float64
+	// Breaker turns the endpoints' circuit breaker on (BREAKER, default
+	// on; "off" turns it off). BreakerWindow (BREAKER_WINDOW, default 30s)
+	// is how long an endpoint's attempts are counted; it opens when at
+	// least BreakerMinAttempts of them (BREAKER_MIN_ATTEMPTS, default 20)
+	// were made and at least BreakerFailureRatio (BREAKER_FAILURE_RATIO,
+	// default 0.9) failed for the endpoint's reasons. BreakerProbeMax
+	// (BREAKER_PROBE_MAX, default 5m) is the longest wait between probes;
+	// BreakerFailAfter (BREAKER_FAIL_AFTER, default 0: never) ends the
+	// waiters of an endpoint open that long as failed.
+	Breaker             bool
+	BreakerWindow       time.Duration
+	BreakerMinAttempts  int
+	BreakerFailureRatio float64
+	BreakerProbeMax     time.Duration
+	BreakerFailAfter    time.Duration
 	// TimerSlack is how late Linux may fire the program's timers so that
 	// nearby wake-ups merge (TIMER_SLACK, default 0: the system's 50µs,
 	// and the program is not executed again): internal/timerslack.
@@ -107,6 +122,7 @@ var Names = []string{
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "QUEUE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
+	"BREAKER", "BREAKER_WINDOW", "BREAKER_MIN_ATTEMPTS", "BREAKER_FAILURE_RATIO", "BREAKER_PROBE_MAX", "BREAKER_FAIL_AFTER",
 	"TIMER_SLACK",
 }
 
@@ -260,6 +276,41 @@ func Load(getenv func(string) string) (Config, error) {
 			bad("FLOW_ADAPTIVE_MIN_RATE", "must be a rate per second above 0, got %q", v)
 		}
 		c.FlowAdaptiveMinRate = f
+	}
+	c.Breaker, c.BreakerWindow, c.BreakerMinAttempts, c.BreakerFailureRatio, c.BreakerProbeMax = true, 30*time.Second, 20, 0.9, 5*time.Minute
+	switch v := strings.ToLower(strings.TrimSpace(getenv("BREAKER"))); v {
+	case "", "on":
+	case "off":
+		c.Breaker = false
+	default:
+		bad("BREAKER", "must be on or off, got %q", v)
+	}
+	dur := func(name string, least time.Duration, dst *time.Duration) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			d, err := ParseDuration(v)
+			if err != nil || d < least {
+				bad(name, "must be a duration of at least %s such as 30s or 5m, got %q", least, v)
+				return
+			}
+			*dst = d
+		}
+	}
+	dur("BREAKER_WINDOW", time.Second, &c.BreakerWindow)
+	dur("BREAKER_PROBE_MAX", time.Second, &c.BreakerProbeMax)
+	dur("BREAKER_FAIL_AFTER", time.Second, &c.BreakerFailAfter)
+	if v := strings.TrimSpace(getenv("BREAKER_MIN_ATTEMPTS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			bad("BREAKER_MIN_ATTEMPTS", "must be a whole number of at least 1, got %q", v)
+		}
+		c.BreakerMinAttempts = n
+	}
+	if v := strings.TrimSpace(getenv("BREAKER_FAILURE_RATIO")); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			bad("BREAKER_FAILURE_RATIO", "must be a number above 0 and at most 1, got %q", v)
+		}
+		c.BreakerFailureRatio = f
 	}
 	if v := strings.TrimSpace(getenv("ALLOW_PRIVATE_TARGETS")); v != "" {
 		b, err := strconv.ParseBool(v)

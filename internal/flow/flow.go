@@ -51,6 +51,8 @@ type Config struct {
 	// record knows); a queue takes such ones out of its line when a waiter
 	// finds them ahead of it. Nil: never.
 	Finished func(ctx context.Context, id string) bool
+	// Breaker is the endpoints' circuit breaker (endpoint.go).
+	Breaker BreakerConfig
 	// Tuning are the timings; a zero field is DefaultTuning's.
 	Tuning Tuning
 }
@@ -63,6 +65,9 @@ type Request struct {
 	HostPort string // fairness is per destination
 	Tenant   string // and per tenant (the one stamped on the request)
 	Key      string // flowControl.key, else HostPort
+	// Endpoint is scheme://host:port: the breaker's is per endpoint and
+	// tenant ("": none).
+	Endpoint string
 	// Named: Key is a flowControl.key (one an operator may pause or pin),
 	// not the destination's own.
 	Named bool
@@ -84,11 +89,13 @@ type Request struct {
 // Outcome is what an attempt told about its destination.
 type Outcome int
 
-// The outcomes adaptive backpressure learns from.
+// The outcomes adaptive backpressure and the endpoint's breaker learn
+// from.
 const (
-	Other      Outcome = iota // permanent failures, network errors: nothing about load
+	Other      Outcome = iota // a client error (4xx) and other permanent failures: nothing about the endpoint
 	Succeeded                 // 2xx
-	Overloaded                // 429, 503, a timeout
+	Overloaded                // 429, 503, 408, a timeout
+	Failed                    // other 5xx, a connection error: the endpoint's failure, not load
 )
 
 // Waker is what flow asks of internal/waiting, the owner of waiting
@@ -126,6 +133,9 @@ type Controller struct {
 	keys     map[string]*key
 	controls map[string]controlEntry
 	parLines map[string]*parLine
+	// endpoints are the endpoints' breakers as this worker knows them
+	// (endpoint.go).
+	endpoints endpoints
 	// tenantsSeen are the tenants of the requests admitted here, by when
 	// last; tenantsListed a few of the tenants Redis lists (tenants.go).
 	tenantsSeen   map[string]time.Time
@@ -149,7 +159,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, c
 	stop, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, waker: waker, log: log, clk: clk,
 		hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
-		parLines: map[string]*parLine{}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
+		parLines: map[string]*parLine{}, endpoints: endpoints{byName: map[string]*endpoint{}, open: map[string]bool{}}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 }
 
 // FairCap is how many slots of this worker one destination may hold.

@@ -39,7 +39,7 @@ type ending struct {
 var gates = []gate{
 	{name: "queue", enter: (*Controller).enterQueue},
 	{name: "operator", enter: (*Controller).enterOperator},
-	{name: "endpoint", enter: (*Controller).enterEndpoint},
+	{name: "endpoint", enter: (*Controller).enterEndpoint, exit: (*Controller).exitEndpoint},
 	{name: "cut", enter: (*Controller).enterCut, exit: (*Controller).exitCut},
 	{name: "rate", enter: (*Controller).enterRate},
 	{name: "fairness", enter: (*Controller).enterFairness, exit: (*Controller).exitFairness},
@@ -60,6 +60,11 @@ type Ticket struct {
 	// there and its tenant's.
 	lanes  []string
 	global bool // holds a parallelism slot in Redis
+	// endpoint is the breaker's name of its endpoint ("": none, or the
+	// breaker is off); probe says the attempt is its open endpoint's
+	// probe.
+	endpoint string
+	probe    bool
 }
 
 // Admit passes req through the gates: a Ticket when the attempt may start

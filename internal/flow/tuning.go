@@ -82,6 +82,13 @@ type Tuning struct {
 	StaleAfter time.Duration
 	// ForgetAfter drops a key idle this long from a worker's memory.
 	ForgetAfter time.Duration
+	// BreakerProbe is the first wait of an open endpoint for its probe;
+	// each failed probe doubles it, up to BreakerConfig.ProbeMax.
+	BreakerProbe time.Duration
+	// BreakerRead is how often a worker reads which endpoints are not
+	// closed (one read for all of them): an endpoint opened on another
+	// worker, or by an operator, holds this worker's requests within it.
+	BreakerRead time.Duration
 	// TenantMemory is how long a tenant whose request this worker admitted
 	// counts as about. A tenant Redis lists (one that ever stored a request,
 	// besides the default tenant) always does.
@@ -114,6 +121,8 @@ var DefaultTuning = Tuning{
 	StaleAfter:       5 * time.Second,
 	ForgetAfter:      10 * time.Minute,
 	TenantMemory:     24 * time.Hour,
+	BreakerProbe:     5 * time.Second,
+	BreakerRead:      time.Second,
 }
 
 // withDefaults is t with each zero field set to its default.

@@ -209,6 +209,18 @@ const FlowWorkersKey = "{retryd-flows}:workers"
 // publishes it.
 const FlowPausedKey = "{retryd-flows}:paused"
 
+// FlowEndpointsKey lists the endpoints that are not closed (field: the
+// endpoint's tenant-qualified name, value "1"), so that a worker learns of
+// an endpoint opened elsewhere with one read for all of them.
+const FlowEndpointsKey = "{retryd-flows}:endpoints"
+
+// FlowEndpointKeys are an endpoint's breaker state (a hash) and its
+// waiters' line, for endpoint name (tenant-qualified scheme://host:port).
+func FlowEndpointKeys(name string) (state, line string) {
+	n := "endpoint:" + name
+	return FlowKey(n, "state"), FlowKey(n, "line")
+}
+
 // LinesKey lists the flow-control lines that may hold waiters, of every
 // kind, so that a worker that never saw a line (started since, or it was
 // another worker's) gives its waiters turns or slots too, and hands on the

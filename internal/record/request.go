@@ -257,6 +257,16 @@ func (r *Request) FlowKey() string {
 // when the URL has none), the key of fairness between destinations.
 func (r *Request) HostPort() string { return hostPortOf(r.URL) }
 
+// Endpoint is r's destination as scheme://host:port (the port from the
+// scheme when the URL has none): what an endpoint's health is kept for.
+func (r *Request) Endpoint() string {
+	u, err := url.Parse(r.URL)
+	if err != nil || u.Scheme == "" {
+		return ""
+	}
+	return strings.ToLower(u.Scheme) + "://" + hostPortOf(r.URL)
+}
+
 // DialectQStash marks a request made through the QStash-compatible API.
 const DialectQStash = "qstash"
 

@@ -36,6 +36,9 @@ const (
 	// the request was ended rather than looping (no destination answer
 	// decided it).
 	InterruptedClass FailureClass = "interrupted"
+	// EndpointDown ends a request whose endpoint stayed open (failing)
+	// longer than BREAKER_FAIL_AFTER: no attempt was made.
+	EndpointDown FailureClass = "endpoint_down"
 )
 
 // ErrBlocked marks an error caused by the destination safety rules (the

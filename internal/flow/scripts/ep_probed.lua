@@ -1,0 +1,29 @@
+-- A probe's attempt ended, or the probe was held by a later gate: a
+-- success closes the endpoint; a failure opens it again, its probe
+-- interval doubled (up to the longest); a probe given back makes the next
+-- probe due at once.
+-- KEYS[1]: the endpoint's state hash (state, since, interval, nextProbe, probe, probeUntil)
+-- KEYS[2]: the endpoint's line (member: request id, score: its place, ms)
+-- ARGV[1]: the probe's request id
+-- ARGV[2]: now (ms)
+-- ARGV[3]: "ok" when the probe succeeded, "failed" when it failed, "back" when it was given back
+-- ARGV[4]: the longest probe interval (ms)
+-- Returns {-1} when the request was no probe of this endpoint's (any
+-- more); {1} when it closed the endpoint; {0, nextProbe, head} when the
+-- endpoint stays open (head: the first waiter, to wake at nextProbe, or
+-- "").
+if redis.call("HGET", KEYS[1], "probe") ~= ARGV[1] then return {-1} end
+local now = tonumber(ARGV[2])
+if ARGV[3] == "ok" then
+  redis.call("HSET", KEYS[1], "state", "closed", "probe", "", "probeUntil", 0, "since", now)
+  return {1}
+end
+local interval = tonumber(redis.call("HGET", KEYS[1], "interval"))
+local nextProbe = now
+if ARGV[3] == "failed" then
+  interval = math.min(interval * 2, tonumber(ARGV[4]))
+  nextProbe = now + interval
+end
+redis.call("HSET", KEYS[1], "state", "open", "interval", interval, "nextProbe", nextProbe, "probe", "", "probeUntil", 0)
+local first = lineHead(KEYS[2], 1)
+return {0, nextProbe, first[1] or ""}
