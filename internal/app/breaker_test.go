@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -35,6 +37,12 @@ type healthStack struct {
 
 func startHealthStack(t *testing.T, env map[string]string) *healthStack {
 	t.Helper()
+	return startHealthStackWith(t, env, app.WorkerOptions{})
+}
+
+// startHealthStackWith is startHealthStack with the worker's options.
+func startHealthStackWith(t *testing.T, env map[string]string, opts app.WorkerOptions) *healthStack {
+	t.Helper()
 	s := &healthStack{status: http.StatusOK}
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -42,6 +50,9 @@ func startHealthStack(t *testing.T, env map[string]string) *healthStack {
 		s.hits = append(s.hits, r.Header.Get(egress.RequestIDHeader))
 		status := s.status
 		s.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/fail") {
+			status = http.StatusInternalServerError
+		}
 		w.WriteHeader(status)
 	}))
 	t.Cleanup(dest.Close)
@@ -66,7 +77,7 @@ func startHealthStack(t *testing.T, env map[string]string) *healthStack {
 
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.RunWorker(ctx, cfg, app.WorkerOptions{}, log) }()
+	go func() { done <- app.RunWorker(ctx, cfg, opts, log) }()
 	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
@@ -202,4 +213,151 @@ func TestPausingADestinationsKeyHoldsEveryRequestToIt(t *testing.T) {
 		t.Fatalf("resume: %d %s", code, body)
 	}
 	eventually(t, 20*time.Second, "the resumed requests are delivered", func() bool { return s.hitsOf(ids...) == 3 })
+}
+
+// breakerEnv opens an endpoint after 5 attempts (all failed) of the
+// window.
+var breakerEnv = map[string]string{"BREAKER_MIN_ATTEMPTS": "5", "WORKER_CONCURRENCY": "1"}
+
+// breakerTuning probes an open endpoint every 300 ms at first.
+var breakerTuning = app.WorkerOptions{Flow: flow.Tuning{BreakerProbe: 300 * time.Millisecond}}
+
+// failOnce sends n requests, as apiKey, to the destination's path, that
+// fail for good at their first failed attempt, and waits until each was
+// attempted.
+func (s *healthStack) failOnce(t *testing.T, apiKey, path string, n int) {
+	t.Helper()
+	var ids []string
+	for range n {
+		ids = append(ids, s.submit(t, apiKey, path, `,"maxRetries":0`))
+	}
+	for _, id := range ids {
+		eventually(t, 20*time.Second, "request "+id+" is attempted and fails", func() bool {
+			return s.request(t, apiKey, id)["status"] == "failed"
+		})
+	}
+}
+
+// endpoints reads GET /endpoints as apiKey.
+func (s *healthStack) endpoints(t *testing.T, apiKey string) []map[string]any {
+	t.Helper()
+	code, body := s.call(t, apiKey, "GET", "/endpoints", "")
+	var doc struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /endpoints: %d %s (%v)", code, body, err)
+	}
+	return doc.Data
+}
+
+// An endpoint whose attempts fail opens: its requests wait (no attempt,
+// no retry budget spent) showing endpoint_open and the next probe; only
+// probes reach it; a probe that succeeds closes it and its waiters are
+// delivered in the order they came.
+func TestAnOpenEndpointHoldsItsRequestsUntilAProbeSucceeds(t *testing.T) {
+	t.Parallel()
+	s := startHealthStackWith(t, breakerEnv, breakerTuning)
+	s.answer(http.StatusInternalServerError)
+	s.failOnce(t, "k1", "/x", 5)
+	var waiters []string
+	for range 4 {
+		waiters = append(waiters, s.submit(t, "k1", "/w", `,"maxRetries":1`))
+	}
+	for _, id := range waiters {
+		eventually(t, 20*time.Second, id+" waits for its open endpoint", func() bool {
+			r := s.request(t, "k1", id)
+			return r["waitingFor"] == "endpoint_open" && r["nextRetryAt"] != nil
+		})
+	}
+	// Probes fail a few times (each a waiter's attempt, its interval
+	// doubling): the others are never attempted meanwhile.
+	eventually(t, 20*time.Second, "a probe reaches the open endpoint", func() bool { return s.hitsOf(waiters...) >= 1 })
+	if n := s.hitsOf(waiters[1:]...); n != 0 {
+		t.Fatalf("requests behind the probe were attempted %d times while the endpoint was open", n)
+	}
+	eps := s.endpoints(t, "k1")
+	if len(eps) != 1 || eps[0]["endpoint"] != "http://"+s.host || (eps[0]["state"] != "open" && eps[0]["state"] != "half_open") {
+		t.Fatalf("GET /endpoints: %v, want http://%s open", eps, s.host)
+	}
+	s.answer(http.StatusOK)
+	for _, id := range waiters {
+		eventually(t, 30*time.Second, id+" is delivered once a probe succeeds", func() bool {
+			return s.request(t, "k1", id)["status"] == "completed"
+		})
+	}
+	s.mu.Lock()
+	var order []string
+	for _, h := range s.hits {
+		if slices.Contains(waiters, h) && !slices.Contains(order, h) {
+			order = append(order, h)
+		}
+	}
+	s.mu.Unlock()
+	if !slices.Equal(order, waiters) {
+		t.Errorf("the waiters started in the order %v, want the order they came, %v", order, waiters)
+	}
+	if eps := s.endpoints(t, "k1"); len(eps) != 0 && eps[0]["state"] != "closed" {
+		t.Errorf("GET /endpoints after a probe succeeded: %v, want it closed", eps)
+	}
+}
+
+// One tenant's failures open its own endpoint only: another tenant's
+// requests to the same host go on.
+func TestOneTenantsFailuresNeverHoldAnothersDeliveries(t *testing.T) {
+	t.Parallel()
+	s := startHealthStackWith(t, breakerEnv, breakerTuning)
+	s.failOnce(t, "ka", "/fail", 5)
+	held := s.submit(t, "ka", "/fail", "")
+	eventually(t, 20*time.Second, "tenant a's request waits for its open endpoint", func() bool {
+		return s.request(t, "ka", held)["waitingFor"] == "endpoint_open"
+	})
+	other := s.submit(t, "kb", "/ok", "")
+	eventually(t, 20*time.Second, "tenant b's request to the same host is delivered", func() bool {
+		return s.request(t, "kb", other)["status"] == "completed"
+	})
+	if eps := s.endpoints(t, "kb"); len(eps) != 0 {
+		t.Errorf("tenant b sees endpoints %v, want none of its own open", eps)
+	}
+	if eps := s.endpoints(t, "ka"); len(eps) != 1 {
+		t.Errorf("tenant a sees endpoints %v, want its open one", eps)
+	}
+	if eps := s.endpoints(t, "adm"); len(eps) != 1 || eps[0]["tenant"] != "ta" {
+		t.Errorf("the admin sees endpoints %v, want tenant a's open one", eps)
+	}
+}
+
+// With the breaker off, failures never hold a request.
+func TestBreakerOffNeverHoldsARequest(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"BREAKER": "off"}
+	for k, v := range breakerEnv {
+		env[k] = v
+	}
+	s := startHealthStackWith(t, env, breakerTuning)
+	s.failOnce(t, "k1", "/fail", 6)
+	id := s.submit(t, "k1", "/ok", "")
+	eventually(t, 20*time.Second, "a request after the failures is delivered", func() bool {
+		return s.request(t, "k1", id)["status"] == "completed"
+	})
+}
+
+// BREAKER_FAIL_AFTER ends the waiters of an endpoint open that long as
+// failed (endpoint_down), and a redrive sends them again.
+func TestWaitersOfAnEndpointDownTooLongFail(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"BREAKER_FAIL_AFTER": "1s"}
+	for k, v := range breakerEnv {
+		env[k] = v
+	}
+	s := startHealthStackWith(t, env, app.WorkerOptions{Flow: flow.Tuning{BreakerProbe: time.Hour}})
+	s.failOnce(t, "k1", "/fail", 5)
+	id := s.submit(t, "k1", "/ok", "")
+	eventually(t, 30*time.Second, id+" fails as endpoint_down", func() bool {
+		code, body := s.call(t, "k1", "GET", "/requests/"+id, "")
+		return code == http.StatusOK && strings.Contains(body, `"failed"`) && strings.Contains(body, "endpoint_down")
+	})
+	if n := s.hitsOf(id); n != 0 {
+		t.Errorf("the request ended as endpoint_down was sent %d times", n)
+	}
 }

@@ -176,8 +176,12 @@ func (c *Controller) enterEndpoint(ctx context.Context, t *Ticket) error {
 	default:
 		return fmt.Errorf("endpoint gate of %s: unexpected reply %v", t.req.ID, res)
 	}
-	nextProbe, since := time.UnixMilli(res[1]), time.UnixMilli(res[2])
-	until := nextProbe.Add(max(c.tune.ParkFallback, 2*br.ProbeMax))
+	var nextProbe time.Time // zero: an operator's, never probed
+	if res[1] > 0 {
+		nextProbe = time.UnixMilli(res[1])
+	}
+	since := time.UnixMilli(res[2])
+	until := t.start.Add(max(nextProbe.Sub(t.start), 0) + max(c.tune.ParkFallback, 2*br.ProbeMax))
 	if br.FailAfter > 0 {
 		failAt := since.Add(br.FailAfter)
 		if !t.start.Before(failAt) {
@@ -188,7 +192,7 @@ func (c *Controller) enterEndpoint(ctx context.Context, t *Ticket) error {
 			until = failAt
 		}
 	}
-	if res[3] == 1 {
+	if res[3] == 1 && !nextProbe.IsZero() {
 		// The first in line is woken for the next probe; the others
 		// follow it once one succeeds.
 		c.wakeAt(ctx, t.req.ID, nextProbe)

@@ -8,17 +8,21 @@
 -- ARGV[3]: the line's time to live (ms)
 -- ARGV[4]: a probe's lease (ms): after it, a probe that never ended is lost and another is due
 -- Returns {0} to go; {2} to go as the probe; {1, nextProbe, since, head}
--- to wait (head: 1 when it is first in line).
+-- to wait (head: 1 when it is first in line; nextProbe 0 for an endpoint
+-- an operator opened, which is never probed: an operator closes it).
 local state = redis.call("HGET", KEYS[1], "state")
 if not state or state == "closed" then
   lineLeave(KEYS[2], ARGV[1])
   return {0}
 end
 local now = tonumber(ARGV[2])
-local h = redis.call("HMGET", KEYS[1], "since", "nextProbe", "probeUntil")
+local h = redis.call("HMGET", KEYS[1], "since", "nextProbe", "probeUntil", "by")
 local since, nextProbe, probeUntil = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]) or 0
 local due
-if state == "half_open" then
+if h[4] == "operator" then
+  due = false
+  nextProbe = 0
+elseif state == "half_open" then
   due = now >= probeUntil
   nextProbe = probeUntil
 else
