@@ -70,6 +70,7 @@ const (
 	PathSchedules = "/schedules"
 	PathFlows     = "/flows"
 	PathTopics    = "/topics"
+	PathEndpoints = "/endpoints"
 )
 
 // Raw performs one call and returns the API's JSON answer as sent. body,
@@ -483,6 +484,19 @@ func (c *Client) Flows(ctx context.Context) ([]Flow, error) {
 		Data []Flow `json:"data"`
 	}
 	return out.Data, c.call(ctx, http.MethodGet, PathFlows, nil, nil, &out, nil)
+}
+
+// EndpointHealth is an endpoint's breaker as GET /endpoints shows it.
+type EndpointHealth struct {
+	Endpoint     string     `json:"endpoint"`
+	ID           string     `json:"id"`
+	Tenant       string     `json:"tenant"`
+	State        string     `json:"state"`
+	Since        time.Time  `json:"since"`
+	FailureRatio float64    `json:"failureRatio"`
+	Waiting      int64      `json:"waiting"`
+	NextProbeAt  *time.Time `json:"nextProbeAt"`
+	OpenedBy     string     `json:"openedBy,omitempty"`
 }
 
 // Endpoint is one destination of a topic.

@@ -80,6 +80,7 @@ func TestRoutesAreInTheOpenAPIDocument(t *testing.T) {
 		{"post", PathRequests}, {"get", PathRequests}, {"get", PathRequests + "/{id}"}, {"delete", PathRequests + "/{id}"},
 		{"get", PathDLQ}, {"post", PathDLQ + "/{id}/redrive"}, {"post", PathDLQ + "/redrive"},
 		{"get", PathSchedules}, {"get", PathFlows},
+		{"get", PathEndpoints}, {"post", PathEndpoints + "/{endpoint}/open"}, {"post", PathEndpoints + "/{endpoint}/close"},
 	} {
 		if _, ok := s.Paths[r.path][r.method]; !ok {
 			t.Errorf("%s %s is not in /openapi.json", strings.ToUpper(r.method), r.path)

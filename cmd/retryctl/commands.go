@@ -45,7 +45,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
+	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.endpointsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 
@@ -374,6 +374,54 @@ func (x *cli) schedulesCmd() *cobra.Command {
 	list.Flags().StringVar(&cursor, "cursor", "", "continue after this page")
 	schedules.AddCommand(list)
 	return schedules
+}
+
+func (x *cli) endpointsCmd() *cobra.Command {
+	endpoints := &cobra.Command{
+		Use:   "endpoints",
+		Short: "Endpoints that are not closed: state, since, failure ratio, waiting requests, next probe",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var res struct {
+				Data []client.EndpointHealth `json:"data"`
+			}
+			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathEndpoints, nil, nil, &res); printed || err != nil {
+				return err
+			}
+			w := x.table()
+			fmt.Fprintln(w, "ENDPOINT\tTENANT\tSTATE\tSINCE\tFAILED\tWAITING\tNEXT PROBE")
+			for _, e := range res.Data {
+				next := "-"
+				if e.NextProbeAt != nil {
+					next = e.NextProbeAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.0f%%\t%d\t%s\n", e.Endpoint, e.Tenant, e.State, e.Since.Format(time.RFC3339),
+					100*e.FailureRatio, e.Waiting, next)
+			}
+			return w.Flush()
+		},
+	}
+	for _, c := range []struct{ action, short string }{
+		{"open", "Open an endpoint: its requests wait until it is closed (it is never probed)"},
+		{"close", "Close an endpoint: its waiting requests resume in the order they came"},
+	} {
+		endpoints.AddCommand(&cobra.Command{
+			Use:   c.action + " ENDPOINT",
+			Short: c.short + "; ENDPOINT is scheme://host:port",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				id := strings.Replace(args[0], "://", ":", 1)
+				var e client.EndpointHealth
+				path := client.PathEndpoints + "/" + url.PathEscape(id) + "/" + c.action
+				if printed, err := x.fetch(cmd.Context(), http.MethodPost, path, nil, nil, &e); printed || err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", e.Endpoint, e.State)
+				return nil
+			},
+		})
+	}
+	return endpoints
 }
 
 func (x *cli) flowsCmd() *cobra.Command {

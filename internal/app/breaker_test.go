@@ -361,3 +361,36 @@ func TestWaitersOfAnEndpointDownTooLongFail(t *testing.T) {
 		t.Errorf("the request ended as endpoint_down was sent %d times", n)
 	}
 }
+
+// An operator opens an endpoint: its requests wait (never probed) until
+// the operator closes it, and are then delivered; another tenant's
+// endpoint of the same name is not touched.
+func TestAnOperatorOpensAndClosesAnEndpoint(t *testing.T) {
+	t.Parallel()
+	s := startHealthStackWith(t, breakerEnv, breakerTuning)
+	id := "http:" + s.host
+	code, body := s.call(t, "ka", "POST", "/endpoints/"+id+"/open", "")
+	if code != http.StatusOK || !strings.Contains(body, `"state":"open"`) || !strings.Contains(body, `"openedBy":"operator"`) {
+		t.Fatalf("open: %d %s", code, body)
+	}
+	if code, body := s.call(t, "ka", "POST", "/endpoints/"+url.PathEscape("ftp:x")+"/open", ""); code != http.StatusBadRequest {
+		t.Errorf("open of a malformed endpoint: %d %s, want 400", code, body)
+	}
+	held := s.submit(t, "ka", "/a", "")
+	eventually(t, 20*time.Second, "the request waits for the endpoint an operator opened", func() bool {
+		return s.request(t, "ka", held)["waitingFor"] == "endpoint_open"
+	})
+	other := s.submit(t, "kb", "/b", "")
+	eventually(t, 20*time.Second, "another tenant's request to the same endpoint is delivered", func() bool {
+		return s.request(t, "kb", other)["status"] == "completed"
+	})
+	if n := s.hitsOf(held); n != 0 {
+		t.Fatalf("the held request was sent %d times", n)
+	}
+	if code, body := s.call(t, "ka", "POST", "/endpoints/"+id+"/close", ""); code != http.StatusOK || !strings.Contains(body, `"state":"closed"`) {
+		t.Fatalf("close: %d %s", code, body)
+	}
+	eventually(t, 20*time.Second, "the request is delivered once the endpoint is closed", func() bool {
+		return s.request(t, "ka", held)["status"] == "completed"
+	})
+}
