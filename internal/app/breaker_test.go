@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
@@ -29,6 +31,7 @@ type healthStack struct {
 	api, dest string
 	// host is the destination's host:port.
 	host string
+	rdb  *redis.Client
 
 	mu     sync.Mutex
 	status int // what the destination answers
@@ -60,6 +63,7 @@ func startHealthStackWith(t *testing.T, env map[string]string, opts app.WorkerOp
 	u, _ := url.Parse(dest.URL)
 	s.host = u.Host
 	srv := redistest.Start(t)
+	s.rdb = srv.Client()
 	base := map[string]string{"REDIS_URL": srv.URL, "ALLOW_PRIVATE_TARGETS": "true", "API_KEYS": "k1,ta:ka,tb:kb",
 		"ADMIN_KEYS": "adm", "SWEEP_INTERVAL": "1h", "WORKER_CONCURRENCY": "4", "FLOW_FAIR_SHARE": "1"}
 	for k, v := range env {
@@ -393,4 +397,60 @@ func TestAnOperatorOpensAndClosesAnEndpoint(t *testing.T) {
 	eventually(t, 20*time.Second, "the request is delivered once the endpoint is closed", func() bool {
 		return s.request(t, "ka", held)["status"] == "completed"
 	})
+}
+
+// The breaker's Redis cost per delivered request, with it on and off
+// (RETRYD_MEASURE=1 to run: it measures, and asserts nothing a loaded
+// machine could fail).
+func TestMeasureBreakerRedisCostPerRequest(t *testing.T) {
+	if os.Getenv("RETRYD_MEASURE") == "" {
+		t.Skip("a measurement: set RETRYD_MEASURE=1")
+	}
+	const n = 300
+	for _, mode := range []string{"off", "on", "off", "on"} {
+		s := startHealthStack(t, map[string]string{"BREAKER": mode, "WORKER_CONCURRENCY": "8"})
+		before := infoField(t, s.rdb, "stats", "", "total_commands_processed")
+		start := time.Now()
+		var ids []string
+		for range n {
+			ids = append(ids, s.submit(t, "k1", "/m", ""))
+		}
+		eventually(t, 60*time.Second, "every request is delivered", func() bool { return s.hitsOf() >= n })
+		elapsed := time.Since(start)
+		cmds := infoField(t, s.rdb, "stats", "", "total_commands_processed") - before
+		t.Logf("BREAKER=%s: %d requests in %v, %.1f Redis commands per request (the reads of GET /requests excluded: none made)",
+			mode, n, elapsed.Round(time.Millisecond), float64(cmds)/n)
+	}
+}
+
+// What requests waiting for an open endpoint cost: Redis commands to park
+// each, and per second while they wait, beside a paused key's
+// (RETRYD_MEASURE=1 to run).
+func TestMeasureOpenEndpointWaitersCost(t *testing.T) {
+	if os.Getenv("RETRYD_MEASURE") == "" {
+		t.Skip("a measurement: set RETRYD_MEASURE=1")
+	}
+	const n = 300
+	for _, hold := range []string{"paused", "endpoint_open"} {
+		s := startHealthStack(t, map[string]string{"WORKER_CONCURRENCY": "8"})
+		if hold == "paused" {
+			s.call(t, "k1", "POST", "/flows/"+s.host+"/pause", "")
+		} else {
+			s.call(t, "k1", "POST", "/endpoints/http:"+s.host+"/open", "")
+		}
+		time.Sleep(1500 * time.Millisecond) // measured: the workers learn of it
+		before := infoField(t, s.rdb, "stats", "", "total_commands_processed")
+		var ids []string
+		for range n {
+			ids = append(ids, s.submit(t, "k1", "/m", ""))
+		}
+		last := ids[len(ids)-1]
+		eventually(t, 60*time.Second, "the last request waits", func() bool { return s.request(t, "k1", last)["waitingFor"] == hold })
+		time.Sleep(time.Second) // measured: the parks land
+		parked := infoField(t, s.rdb, "stats", "", "total_commands_processed")
+		time.Sleep(5 * time.Second)
+		idle := infoField(t, s.rdb, "stats", "", "total_commands_processed")
+		t.Logf("%s: %.1f Redis commands per request to submit and park it; %.1f commands/s while %d wait", hold,
+			float64(parked-before)/n, float64(idle-parked)/5, n)
+	}
 }

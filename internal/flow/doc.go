@@ -12,8 +12,13 @@
 //     key holds its requests (a destination's own key, host:port, holds
 //     every request of its tenant to it), and a pin overrides their
 //     parallelism or rate (control.go);
-//   - endpoint: the destination's own state; it holds nothing yet, and is
-//     where a request will wait while its endpoint is open (endpoint.go);
+//   - endpoint: the breaker of the request's endpoint (scheme://host:port)
+//     of its tenant (all workers): an endpoint whose attempts of the
+//     window mostly failed for its own reasons opens; while open, one
+//     waiting request per probe interval is sent as its probe and the
+//     others wait in the endpoint's line until a probe succeeds and wakes
+//     them in order. Outcomes are counted in the worker's memory, so a
+//     closed endpoint costs no Redis command per attempt (endpoint.go);
 //   - cut: adaptive backpressure (this worker): a key whose attempts
 //     answer 429 or 503 or time out gets an effective rate, cut
 //     multiplicatively on overload and raised additively as attempts
