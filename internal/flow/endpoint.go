@@ -234,6 +234,11 @@ func (c *Controller) endpointNotClosed(ctx context.Context, name string, now tim
 	clear(c.endpoints.open)
 	for n := range h {
 		c.endpoints.open[n] = true
+		if ep := c.endpoints.byName[n]; ep != nil {
+			// Opened elsewhere: the failures counted here decided it
+			// already, and must not open it again once it closes.
+			ep.reset()
+		}
 	}
 	return c.endpoints.open[name]
 }
