@@ -1,0 +1,114 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+// parkedFor admits req, which must park for an open endpoint, and returns
+// its park.
+func parkedFor(t *testing.T, c *Controller, req Request) *Parked {
+	t.Helper()
+	_, err := c.Admit(context.Background(), req)
+	p, ok := errors.AsType[*Parked](err)
+	if !ok || p.Reason != record.WaitingEndpointOpen {
+		t.Fatalf("Admit(%s) = %v, want a park for an open endpoint", req.ID, err)
+	}
+	return p
+}
+
+// An endpoint opens on its tenant's failures (never on client errors);
+// its requests wait in line; the first is woken for a probe 5 s later; a
+// failed probe doubles the wait; a probe that succeeds closes it and wakes
+// the line in order. Another tenant's requests to it pass meanwhile.
+func TestEndpointBreakerOpensProbesAndCloses(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1, Breaker: BreakerConfig{MinAttempts: 4}}, w, clk)
+	ctx := context.Background()
+	req := func(id, tenant string) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Tenant: tenant, Timeout: time.Second}
+	}
+	for i := range 6 {
+		admit(t, c, req(fmt.Sprint("client-error-", i), "ta")).Done(ctx, Other)
+	}
+	for i := range 3 {
+		admit(t, c, req(fmt.Sprint("failed-", i), "ta")).Done(ctx, Failed)
+	}
+	admit(t, c, req("still-closed", "ta")).Done(ctx, Overloaded) // 4 of 10 failed: below the ratio
+	// Another tenant's endpoint of the same name: 4 of 4 failed.
+	for i := range 4 {
+		admit(t, c, req(fmt.Sprint("tb-failed-", i), "tb")).Done(ctx, Failed)
+	}
+	opened := clk.Now()
+	p := parkedFor(t, c, req("w1", "tb"))
+	if want := opened.Add(DefaultTuning.BreakerProbe); !p.Starts.Equal(want) {
+		t.Errorf("the first waiter starts at %v, want the first probe at %v", p.Starts, want)
+	}
+	parkedFor(t, c, req("w2", "tb"))
+	parkedFor(t, c, req("w3", "tb"))
+	admit(t, c, req("ta-goes-on", "ta")).Done(ctx, Succeeded)
+	w.mu.Lock()
+	at, timed := w.ats["w1"]
+	_, w2timed := w.ats["w2"]
+	w.mu.Unlock()
+	if !timed || !at.Equal(opened.Add(DefaultTuning.BreakerProbe)) || w2timed {
+		t.Errorf("timed wakes: w1 at %v (%v), w2 %v; want only the first waiter's, at the probe", at, timed, w2timed)
+	}
+
+	clk.Add(DefaultTuning.BreakerProbe)
+	probe := admit(t, c, req("w1", "tb"))
+	if !probe.probe {
+		t.Fatal("the first waiter, at the probe's time, is not the probe")
+	}
+	parkedFor(t, c, req("w4", "tb")) // a probe is out: the others wait
+	probe.Done(ctx, Failed)
+	w.mu.Lock()
+	at = w.ats["w2"]
+	w.mu.Unlock()
+	if want := clk.Now().Add(2 * DefaultTuning.BreakerProbe); !at.Equal(want) {
+		t.Errorf("after a failed probe the next waiter is woken at %v, want %v (the interval doubled)", at, want)
+	}
+	info, err := ReadEndpoint(ctx, rdb, EndpointName("tb", "https://h:443"))
+	if err != nil || info.State != EndpointOpen || info.Waiting != 3 {
+		t.Errorf("the endpoint after a failed probe: %+v %v, want open with 3 waiting", info, err)
+	}
+
+	clk.Add(2 * DefaultTuning.BreakerProbe)
+	probe = admit(t, c, req("w2", "tb"))
+	before := len(w.got())
+	probe.Done(ctx, Succeeded)
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(w.got()[before:], []string{"w3", "w4"}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("woken after the probe succeeded: %v, want w3 and w4 in order", w.got()[before:])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	admit(t, c, req("w3", "tb")).Done(ctx, Succeeded)
+	if eps, err := Endpoints(ctx, rdb); err != nil || len(eps) != 0 {
+		t.Errorf("endpoints not closed: %+v %v, want none", eps, err)
+	}
+}
+
+// With the breaker off, no failure holds a request.
+func TestEndpointBreakerOff(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1, Breaker: BreakerConfig{Off: true, MinAttempts: 2}}, &waker{}, clk)
+	for i := range 10 {
+		admit(t, c, Request{ID: fmt.Sprint(i), HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Timeout: time.Second}).
+			Done(context.Background(), Failed)
+	}
+}
