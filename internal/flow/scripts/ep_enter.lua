@@ -16,14 +16,15 @@ if not state or state == "closed" then
   return {0}
 end
 local now = tonumber(ARGV[2])
-local h = redis.call("HMGET", KEYS[1], "since", "nextProbe", "probeUntil", "by")
+local h = redis.call("HMGET", KEYS[1], "since", "nextProbe", "probeUntil", "by", "probe")
 local since, nextProbe, probeUntil = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]) or 0
 local due
 if h[4] == "operator" then
   due = false
   nextProbe = 0
 elseif state == "half_open" then
-  due = now >= probeUntil
+  -- The probe back again (its worker stopped mid-attempt): still the probe.
+  due = now >= probeUntil or h[5] == ARGV[1]
   nextProbe = probeUntil
 else
   due = now >= nextProbe

@@ -9,7 +9,12 @@
 -- ARGV[5]: who opened it ("breaker" or "operator")
 -- Returns 1 when it opened the endpoint, 0 when it was not closed.
 local state = redis.call("HGET", KEYS[1], "state")
-if state and state ~= "closed" then return 0 end
+if state and state ~= "closed" then
+  -- An operator's open holds even an endpoint the breaker opened: no
+  -- probe closes it.
+  if ARGV[5] == "operator" then redis.call("HSET", KEYS[1], "by", "operator") end
+  return 0
+end
 local now = tonumber(ARGV[1])
 redis.call("HSET", KEYS[1], "state", "open", "since", now, "interval", ARGV[2],
   "nextProbe", now + tonumber(ARGV[2]), "ratio", ARGV[3], "by", ARGV[5], "probe", "", "probeUntil", 0)
