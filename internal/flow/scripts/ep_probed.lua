@@ -14,6 +14,11 @@
 -- "").
 if redis.call("HGET", KEYS[1], "probe") ~= ARGV[1] then return {-1} end
 local now = tonumber(ARGV[2])
+if redis.call("HGET", KEYS[1], "by") == "operator" then
+  -- An operator opened it meanwhile: only an operator closes it.
+  redis.call("HSET", KEYS[1], "state", "open", "probe", "", "probeUntil", 0)
+  return {0, 0, ""}
+end
 if ARGV[3] == "ok" then
   redis.call("HSET", KEYS[1], "state", "closed", "probe", "", "probeUntil", 0, "since", now)
   return {1}
