@@ -14,7 +14,8 @@ import (
 )
 
 // Endpoints serves the endpoints' breakers: GET /endpoints lists those
-// that are not closed (a tenant's own; an admin's, every tenant's), and
+// that are not closed or were used in the window (a tenant's own; an
+// admin's, every tenant's), and
 // POST /endpoints/{endpoint}/open and /close let an operator decide. In
 // the path an endpoint is written scheme:host:port (https:api.example.com:443).
 type Endpoints struct {
@@ -73,7 +74,7 @@ func (e *Endpoints) list(c *gin.Context) {
 		Abort(c, e.API.Log, err)
 		return
 	}
-	infos, err := flow.Endpoints(c.Request.Context(), e.RDB)
+	infos, err := flow.Endpoints(c.Request.Context(), e.RDB, e.API.Now())
 	if err != nil {
 		Abort(c, e.API.Log, err)
 		return

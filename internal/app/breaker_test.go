@@ -255,6 +255,18 @@ func (s *healthStack) endpoints(t *testing.T, apiKey string) []map[string]any {
 	return doc.Data
 }
 
+// notClosed is the endpoints apiKey sees that are not closed.
+func (s *healthStack) notClosed(t *testing.T, apiKey string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, e := range s.endpoints(t, apiKey) {
+		if e["state"] != "closed" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // An endpoint whose attempts fail opens: its requests wait (no attempt,
 // no retry budget spent) showing endpoint_open and the next probe; only
 // probes reach it; a probe that succeeds closes it and its waiters are
@@ -280,7 +292,7 @@ func TestAnOpenEndpointHoldsItsRequestsUntilAProbeSucceeds(t *testing.T) {
 	if n := s.hitsOf(waiters[1:]...); n != 0 {
 		t.Fatalf("requests behind the probe were attempted %d times while the endpoint was open", n)
 	}
-	eps := s.endpoints(t, "k1")
+	eps := s.notClosed(t, "k1")
 	if len(eps) != 1 || eps[0]["endpoint"] != "http://"+s.host || (eps[0]["state"] != "open" && eps[0]["state"] != "half_open") {
 		t.Fatalf("GET /endpoints: %v, want http://%s open", eps, s.host)
 	}
@@ -301,7 +313,7 @@ func TestAnOpenEndpointHoldsItsRequestsUntilAProbeSucceeds(t *testing.T) {
 	if !slices.Equal(order, waiters) {
 		t.Errorf("the waiters started in the order %v, want the order they came, %v", order, waiters)
 	}
-	if eps := s.endpoints(t, "k1"); len(eps) != 0 && eps[0]["state"] != "closed" {
+	if eps := s.notClosed(t, "k1"); len(eps) != 0 {
 		t.Errorf("GET /endpoints after a probe succeeded: %v, want it closed", eps)
 	}
 }
@@ -320,15 +332,19 @@ func TestOneTenantsFailuresNeverHoldAnothersDeliveries(t *testing.T) {
 	eventually(t, 20*time.Second, "tenant b's request to the same host is delivered", func() bool {
 		return s.request(t, "kb", other)["status"] == "completed"
 	})
-	if eps := s.endpoints(t, "kb"); len(eps) != 0 {
-		t.Errorf("tenant b sees endpoints %v, want none of its own open", eps)
+	if eps := s.notClosed(t, "kb"); len(eps) != 0 {
+		t.Errorf("tenant b sees endpoints %v not closed, want none", eps)
 	}
-	if eps := s.endpoints(t, "ka"); len(eps) != 1 {
-		t.Errorf("tenant a sees endpoints %v, want its open one", eps)
+	if eps := s.notClosed(t, "ka"); len(eps) != 1 {
+		t.Errorf("tenant a sees endpoints %v not closed, want its open one", eps)
 	}
-	if eps := s.endpoints(t, "adm"); len(eps) != 1 || eps[0]["tenant"] != "ta" {
-		t.Errorf("the admin sees endpoints %v, want tenant a's open one", eps)
+	if eps := s.notClosed(t, "adm"); len(eps) != 1 || eps[0]["tenant"] != "ta" {
+		t.Errorf("the admin sees endpoints %v not closed, want tenant a's open one", eps)
 	}
+	eventually(t, 20*time.Second, "tenant b sees the endpoint it used, closed, with its failure ratio", func() bool {
+		eps := s.endpoints(t, "kb")
+		return len(eps) == 1 && eps[0]["state"] == "closed" && eps[0]["tenant"] == "tb" && eps[0]["failureRatio"] == 0.0
+	})
 }
 
 // With the breaker off, failures never hold a request.

@@ -185,7 +185,10 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	schedDone := make(chan struct{})
 	go func() { defer close(schedDone); sched.Run(sweepCtx) }()
 	flowDone := make(chan struct{})
-	go func() { defer close(flowDone); h.Flow.Publish(sweepCtx, workerID()) }()
+	endpointsDone := make(chan struct{})
+	id := workerID()
+	go func() { defer close(flowDone); h.Flow.Publish(sweepCtx, id) }()
+	go func() { defer close(endpointsDone); h.Flow.PublishEndpoints(sweepCtx, id) }()
 	go h.Flow.Rebalance(sweepCtx)
 	timerDone := make(chan struct{})
 	go func() { defer close(timerDone); timers.Run(sweepCtx) }()
@@ -197,6 +200,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	<-sweepDone
 	<-schedDone
 	<-flowDone
+	<-endpointsDone
 	<-timerDone
 	bell.Stop()
 	// asynq's Shutdown waits up to WorkerShutdownTimeout without canceling

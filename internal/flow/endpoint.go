@@ -16,13 +16,16 @@ package flow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -395,6 +398,73 @@ func CloseEndpoint(ctx context.Context, rdb redis.UniversalClient, waker Waker, 
 	return n == 1, wakeEndpointLine(ctx, rdb, waker, name)
 }
 
+// usage is what a worker publishes of an endpoint used in the window.
+type usage struct {
+	Attempts int `json:"attempts"`
+	Failed   int `json:"failed"`
+}
+
+// usedEndpoints are this worker's endpoints with attempts in the window,
+// forgetting those idle longer.
+func (c *Controller) usedEndpoints(now time.Time) map[string]usage {
+	window := c.cfg.Breaker.withDefaults().Window
+	part := max(window/windowBuckets, time.Millisecond)
+	at := now.UnixNano() / int64(part)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]usage{}
+	for name, ep := range c.endpoints.byName {
+		var u usage
+		for _, b := range ep.buckets {
+			if b.at > at-windowBuckets {
+				u.Attempts += b.attempts
+				u.Failed += b.failed
+			}
+		}
+		if u.Attempts > 0 {
+			out[name] = u
+		} else if now.Sub(ep.lastUsed) > window {
+			delete(c.endpoints.byName, name)
+		}
+	}
+	return out
+}
+
+// PublishEndpoints writes this worker's endpoints used in the window for
+// GET /endpoints every PublishEvery until ctx ends; a worker that used
+// none writes once that it has none, then nothing.
+func (c *Controller) PublishEndpoints(ctx context.Context, worker string) {
+	if c.cfg.Breaker.Off {
+		return
+	}
+	shown := true // whether Redis may hold endpoints of this worker
+	clock.Every(ctx, c.clk, c.tune.PublishEvery, func() {
+		used := c.usedEndpoints(c.now())
+		if len(used) == 0 && !shown {
+			return
+		}
+		fields := make([]any, 0, 2*len(used))
+		for name, u := range used {
+			b, _ := json.Marshal(u)
+			fields = append(fields, name, string(b))
+		}
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		key := record.FlowWorkerEndpointsKey(worker)
+		pipe := c.rdb.TxPipeline()
+		pipe.Del(wctx, key)
+		if len(fields) > 0 {
+			pipe.HSet(wctx, key, fields...)
+			pipe.PExpire(wctx, key, c.tune.StaleAfter)
+		}
+		if _, err := pipe.Exec(wctx); err != nil {
+			c.log.Debug("could not publish the endpoints used", "err", err)
+			return
+		}
+		shown = len(used) > 0
+	})
+}
+
 // EndpointInfo is an endpoint's breaker as GET /endpoints shows it.
 type EndpointInfo struct {
 	// Name is the tenant-qualified scheme://host:port.
@@ -411,17 +481,51 @@ type EndpointInfo struct {
 	By string
 }
 
-// Endpoints reads the breakers of the endpoints that are not closed.
-func Endpoints(ctx context.Context, rdb redis.UniversalClient) ([]EndpointInfo, error) {
+// Endpoints reads the breakers of the endpoints that are not closed or
+// were used in the window (as the live workers published them), sorted by
+// name. A closed endpoint's FailureRatio is its window's, summed over the
+// workers.
+func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]EndpointInfo, error) {
 	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list the open endpoints: %w", err)
 	}
+	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
+		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the live workers: %w", err)
+	}
+	used := map[string]usage{}
+	for _, w := range workers {
+		h, err := rdb.HGetAll(ctx, record.FlowWorkerEndpointsKey(w)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("read the endpoints worker %s used: %w", w, err)
+		}
+		for name, v := range h {
+			var u usage
+			if json.Unmarshal([]byte(v), &u) != nil {
+				continue
+			}
+			sum := used[name]
+			sum.Attempts += u.Attempts
+			sum.Failed += u.Failed
+			used[name] = sum
+		}
+	}
+	for name := range used {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
 	out := make([]EndpointInfo, 0, len(names))
 	for _, n := range names {
 		info, err := ReadEndpoint(ctx, rdb, n)
 		if err != nil {
 			return nil, err
+		}
+		if u, ok := used[n]; ok && info.State == EndpointClosed && u.Attempts > 0 {
+			info.FailureRatio = float64(u.Failed) / float64(u.Attempts)
 		}
 		out = append(out, info)
 	}

@@ -247,6 +247,11 @@ func ParseLineField(f string) (kind, name string, ok bool) { return strings.Cut(
 // FlowWorkerKey is worker's published flow-control figures.
 func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
 
+// FlowWorkerEndpointsKey is worker's published endpoints used in the
+// breaker's window: field, the endpoint's name; value, its attempts and
+// failures.
+func FlowWorkerEndpointsKey(worker string) string { return "{retryd-flows}:we:" + worker }
+
 // RateLimitKey is the API rate limit's counter of owner (an API key's hash
 // or a client address).
 func RateLimitKey(owner string) string { return "{retryd}:" + owner }
