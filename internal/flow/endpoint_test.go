@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/record"
@@ -110,5 +115,121 @@ func TestEndpointBreakerOff(t *testing.T) {
 	for i := range 10 {
 		admit(t, c, Request{ID: fmt.Sprint(i), HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Timeout: time.Second}).
 			Done(context.Background(), Failed)
+	}
+}
+
+// The breaker's scripts, each from a seeded state: its reply and the
+// state and line it leaves.
+func TestEndpointScripts(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	const now = 1_000_000
+	open := map[string]string{"state": "open", "since": "990000", "interval": "5000", "nextProbe": "1005000", "probe": "", "probeUntil": "0", "by": "breaker"}
+	with := func(h map[string]string, kv ...string) map[string]string {
+		out := maps.Clone(h)
+		for i := 0; i+1 < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+	for i, c := range []struct {
+		name      string
+		state     map[string]string
+		line      []string // ids, placed 1, 2, ...
+		run       func(state, line string) (any, error)
+		wantReply any
+		wantState map[string]string
+		wantLine  []string
+	}{
+		{
+			name: "enter a closed endpoint: go, and leave the line", state: map[string]string{"state": "closed"}, line: []string{"a"},
+			run: func(s, l string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			},
+			wantReply: []any{int64(0)}, wantState: map[string]string{"state": "closed"}, wantLine: nil,
+		},
+		{
+			name: "enter an open endpoint before its probe: wait, second in line", state: open, line: []string{"a"},
+			run: func(s, l string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l}, "b", now, 60000, 6000).Result()
+			},
+			wantReply: []any{int64(1), int64(1005000), int64(990000), int64(0)}, wantState: open, wantLine: []string{"a", "b"},
+		},
+		{
+			name: "enter an open endpoint at its probe: the probe", state: with(open, "nextProbe", "1000000"), line: []string{"a", "b"},
+			run: func(s, l string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			},
+			wantReply: []any{int64(2)}, wantState: with(open, "nextProbe", "1000000", "state", "half_open", "probe", "a", "probeUntil", "1006000"),
+			wantLine: []string{"b"},
+		},
+		{
+			name: "enter an endpoint an operator opened: wait, never probed", state: with(open, "by", "operator", "nextProbe", "0"), line: nil,
+			run: func(s, l string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			},
+			wantReply: []any{int64(1), int64(0), int64(990000), int64(1)}, wantState: with(open, "by", "operator", "nextProbe", "0"),
+			wantLine: []string{"a"},
+		},
+		{
+			name: "a probe fails: open again, its interval doubled, the first waiter named", state: with(open, "state", "half_open", "probe", "a"),
+			line: []string{"b", "c"},
+			run: func(s, l string) (any, error) {
+				return epProbedScript.Run(ctx, rdb, []string{s, l}, "a", now, "failed", 300000).Result()
+			},
+			wantReply: []any{int64(0), int64(1010000), "b"}, wantState: with(open, "interval", "10000", "nextProbe", "1010000"),
+			wantLine: []string{"b", "c"},
+		},
+		{
+			name: "a probe succeeds: closed", state: with(open, "state", "half_open", "probe", "a"), line: []string{"b"},
+			run: func(s, l string) (any, error) {
+				return epProbedScript.Run(ctx, rdb, []string{s, l}, "a", now, "ok", 300000).Result()
+			},
+			wantReply: []any{int64(1)}, wantState: with(open, "state", "closed", "since", "1000000"), wantLine: []string{"b"},
+		},
+		{
+			name: "another request's end is no probe's", state: with(open, "state", "half_open", "probe", "a"), line: nil,
+			run: func(s, l string) (any, error) {
+				return epProbedScript.Run(ctx, rdb, []string{s, l}, "x", now, "ok", 300000).Result()
+			},
+			wantReply: []any{int64(-1)}, wantState: with(open, "state", "half_open", "probe", "a"), wantLine: nil,
+		},
+		{
+			name: "take a closed endpoint's waiters in order", state: map[string]string{"state": "closed"}, line: []string{"a", "b", "c"},
+			run: func(s, l string) (any, error) {
+				return epTakeScript.Run(ctx, rdb, []string{s, l}, 2).Result()
+			},
+			wantReply: []any{"a", "b"}, wantState: map[string]string{"state": "closed"}, wantLine: []string{"c"},
+		},
+		{
+			name: "take none of an endpoint opened again", state: open, line: []string{"a"},
+			run: func(s, l string) (any, error) {
+				return epTakeScript.Run(ctx, rdb, []string{s, l}, 2).Result()
+			},
+			wantReply: []any{}, wantState: open, wantLine: []string{"a"},
+		},
+	} {
+		state, line := record.FlowEndpointKeys(fmt.Sprint("https://case-", i, ":443"))
+		if len(c.state) > 0 {
+			rdb.HSet(ctx, state, c.state)
+		}
+		for j, id := range c.line {
+			rdb.ZAdd(ctx, line, redis.Z{Score: float64(j + 1), Member: id})
+		}
+		reply, err := c.run(state, line)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if diff := cmp.Diff(c.wantReply, reply); diff != "" {
+			t.Errorf("%s: reply (-want +got):\n%s", c.name, diff)
+		}
+		if diff := cmp.Diff(c.wantState, rdb.HGetAll(ctx, state).Val()); diff != "" {
+			t.Errorf("%s: state (-want +got):\n%s", c.name, diff)
+		}
+		if diff := cmp.Diff(c.wantLine, rdb.ZRange(ctx, line, 0, -1).Val(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: line (-want +got):\n%s", c.name, diff)
+		}
 	}
 }
