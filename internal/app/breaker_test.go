@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"slices"
 	"strings"
 	"sync"
@@ -468,4 +469,58 @@ func TestMeasureOpenEndpointWaitersCost(t *testing.T) {
 		t.Logf("%s: %.1f Redis commands per request to submit and park it; %.1f commands/s while %d wait", hold,
 			float64(parked-before)/n, float64(idle-parked)/5, n)
 	}
+}
+
+// A destination down with n requests waiting, then back: the attempts
+// during the outage (probes only), the stack's Redis commands a second
+// then and idle, and the time to drain once it is back
+// (RETRYD_MEASURE=1 to run; RETRYD_MEASURE_N requests, default 2000).
+func TestMeasureAnOutage(t *testing.T) {
+	if os.Getenv("RETRYD_MEASURE") == "" {
+		t.Skip("a measurement: set RETRYD_MEASURE=1")
+	}
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("RETRYD_MEASURE_N")); err == nil && v > 0 {
+		n = v
+	}
+	s := startHealthStack(t, map[string]string{"WORKER_CONCURRENCY": "8"})
+	s.answer(http.StatusInternalServerError)
+	s.failOnce(t, "k1", "/trip", 20)
+	var ids []string
+	for range n {
+		ids = append(ids, s.submit(t, "k1", "/m", ""))
+	}
+	eventually(t, 5*time.Minute, "every request waits for the open endpoint", func() bool {
+		eps := s.notClosed(t, "k1")
+		return len(eps) == 1 && eps[0]["waiting"].(float64) >= float64(n-1)
+	})
+	hits := s.hitsOf(ids...)
+	before := infoField(t, s.rdb, "stats", "", "total_commands_processed")
+	const outage = 20 * time.Second
+	time.Sleep(outage) // measured: the outage
+	during := infoField(t, s.rdb, "stats", "", "total_commands_processed") - before
+	probes := s.hitsOf(ids...) - hits
+	s.answer(http.StatusOK)
+	back := time.Now()
+	eventually(t, 5*time.Minute, "every request is delivered", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		seen := map[string]bool{}
+		for _, h := range s.hits {
+			seen[h] = true
+		}
+		for _, id := range ids {
+			if !seen[id] {
+				return false
+			}
+		}
+		return true
+	})
+	drained := time.Since(back)
+	time.Sleep(2 * time.Second) // measured: the records written
+	before = infoField(t, s.rdb, "stats", "", "total_commands_processed")
+	time.Sleep(10 * time.Second) // measured: idle
+	idle := infoField(t, s.rdb, "stats", "", "total_commands_processed") - before
+	t.Logf("%d waiting through a %v outage: %d attempts (probes), %.1f Redis commands/s; idle after: %.1f commands/s; drained %v after it came back",
+		n, outage, probes, float64(during)/outage.Seconds(), float64(idle)/10, drained.Round(time.Millisecond))
 }
