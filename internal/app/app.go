@@ -321,10 +321,17 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
 	topics := &handlers.Topics{Store: store, API: api, Faults: faults}
-	// A canceled queue message gives its place to the next.
+	// A canceled queue message gives its place to the next; a canceled
+	// request waiting for its open endpoint, its turn to be the probe.
 	api.Canceled = func(ctx context.Context, id string) {
 		r, err := store.Get(ctx, id)
-		if err != nil || r.QStash == nil || r.QStash.Queue == "" {
+		if err != nil {
+			return
+		}
+		if err := flow.EndpointCanceled(ctx, rdb, wait, r.Tenant, r.Endpoint(), id); err != nil {
+			log.Warn("could not take a canceled request out of its endpoint's line; the next probe may wait for a waiter's safety net", "requestId", id, "err", err)
+		}
+		if r.QStash == nil || r.QStash.Queue == "" {
 			return
 		}
 		if err := flow.QueueNext(ctx, rdb, wait, tenant.Qualify(r.Tenant, r.QStash.Queue), id); err != nil {

@@ -362,6 +362,33 @@ func wakeEndpointLine(ctx context.Context, rdb redis.UniversalClient, waker Wake
 	}
 }
 
+var epCancelScript = script("ep_cancel")
+
+// EndpointCanceled takes canceled request id out of its endpoint's line
+// (endpoint of tenant t); when it was the waiter to be woken for the next
+// probe, the next waiter is, in its place.
+func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, waker Waker, t, endpoint, id string) error {
+	if endpoint == "" {
+		return nil
+	}
+	state, line := record.FlowEndpointKeys(EndpointName(t, endpoint))
+	res, err := epCancelScript.Run(ctx, rdb, []string{state, line}, id).StringSlice()
+	if err != nil {
+		return fmt.Errorf("take %s out of its endpoint's line: %w", id, err)
+	}
+	if len(res) != 2 {
+		return nil
+	}
+	at, err := strconv.ParseInt(res[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("endpoint cancel script: unexpected reply %v", res)
+	}
+	if err := waker.WakeAt(ctx, res[0], time.UnixMilli(at)); err != nil {
+		return fmt.Errorf("wake %s for the next probe: %w", res[0], err)
+	}
+	return nil
+}
+
 // OpenEndpoint opens endpoint name (tenant-qualified scheme://host:port)
 // unless it is open already: the breaker's decision (by "breaker"), or an
 // operator's ("operator"). opened says it did.

@@ -196,6 +196,20 @@ func TestEndpointScripts(t *testing.T) {
 			wantReply: []any{int64(-1)}, wantState: with(open, "state", "half_open", "probe", "a"), wantLine: nil,
 		},
 		{
+			name: "the first waiter canceled: the next is woken for the probe", state: open, line: []string{"a", "b"},
+			run: func(s, l string) (any, error) {
+				return epCancelScript.Run(ctx, rdb, []string{s, l}, "a").Result()
+			},
+			wantReply: []any{"b", "1005000"}, wantState: open, wantLine: []string{"b"},
+		},
+		{
+			name: "a later waiter canceled: nobody is woken", state: open, line: []string{"a", "b"},
+			run: func(s, l string) (any, error) {
+				return epCancelScript.Run(ctx, rdb, []string{s, l}, "b").Result()
+			},
+			wantReply: []any{}, wantState: open, wantLine: []string{"a"},
+		},
+		{
 			name: "take a closed endpoint's waiters in order", state: map[string]string{"state": "closed"}, line: []string{"a", "b", "c"},
 			run: func(s, l string) (any, error) {
 				return epTakeScript.Run(ctx, rdb, []string{s, l}, 2).Result()
