@@ -524,3 +524,30 @@ func TestMeasureAnOutage(t *testing.T) {
 	t.Logf("%d waiting through a %v outage: %d attempts (probes), %.1f Redis commands/s; idle after: %.1f commands/s; drained %v after it came back",
 		n, outage, probes, float64(during)/outage.Seconds(), float64(idle)/10, drained.Round(time.Millisecond))
 }
+
+// The waiter to be woken for the next probe canceled: the next waiter is
+// the probe in its place, not left to its safety net.
+func TestACanceledFirstWaiterLeavesTheProbeToTheNext(t *testing.T) {
+	t.Parallel()
+	s := startHealthStackWith(t, breakerEnv, app.WorkerOptions{Flow: flow.Tuning{BreakerProbe: 2 * time.Second}})
+	s.answer(http.StatusInternalServerError)
+	s.failOnce(t, "k1", "/x", 5)
+	first := s.submit(t, "k1", "/first", "")
+	eventually(t, 20*time.Second, "the first waits for its open endpoint", func() bool {
+		return s.request(t, "k1", first)["waitingFor"] == "endpoint_open"
+	})
+	next := s.submit(t, "k1", "/next", "")
+	eventually(t, 20*time.Second, "the next waits for its open endpoint", func() bool {
+		return s.request(t, "k1", next)["waitingFor"] == "endpoint_open"
+	})
+	if code, body := s.call(t, "k1", "DELETE", "/requests/"+first, ""); code != http.StatusOK {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	s.answer(http.StatusOK)
+	eventually(t, 30*time.Second, "the next waiter, sent as the probe, is delivered", func() bool {
+		return s.request(t, "k1", next)["status"] == "completed"
+	})
+	if n := s.hitsOf(first); n != 0 {
+		t.Errorf("the canceled request was sent %d times", n)
+	}
+}
