@@ -2,8 +2,8 @@ package qstash
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
