@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -80,10 +81,20 @@ func Errorf(code Code, field, message string) *Error {
 }
 
 // Abort answers err in the API's error shape and stops the handler chain.
+// On a QStash route (/v2/…) it answers in QStash's shape,
+// {"error": "..."}, whichever layer refuses (keys, rate limit, guards), so
+// the official clients read the message there too.
 func Abort(c *gin.Context, log *slog.Logger, err error) {
 	apiErr := Resolve(c, log, err)
+	if QStashPath(c.Request.URL.Path) {
+		c.AbortWithStatusJSON(apiErr.Code.status(), gin.H{"error": apiErr.Message})
+		return
+	}
 	c.AbortWithStatusJSON(apiErr.Code.status(), gin.H{"error": apiErr})
 }
+
+// QStashPath reports whether path is one of the QStash dialect's routes.
+func QStashPath(path string) bool { return path == "/v2" || strings.HasPrefix(path, "/v2/") }
 
 // Resolve turns err into the API error to answer (setting Retry-After
 // where it belongs). Errors that are not API errors are mapped from the
