@@ -86,3 +86,14 @@ func TestErrorsPointTheRightWay(t *testing.T) {
 		}
 	})
 }
+
+// A refused Origin is echoed cut, as every other echoed value is.
+func TestRefusedOriginIsEchoedCut(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), map[string]string{"ALLOW_PRIVATE_TARGETS": "true"})
+	origin := "https://" + strings.Repeat("a", 5000) + ".example"
+	a := do(t, "POST", ts.URL+"/requests", "application/json", `{"url":"https://example.com"}`, "Origin", origin)
+	if a.status != 403 || len(a.raw) > 600 || strings.Contains(a.raw, strings.Repeat("a", 100)) {
+		t.Errorf("a 5 kB Origin: %d, %d bytes answered; want 403 with the origin cut", a.status, len(a.raw))
+	}
+}
