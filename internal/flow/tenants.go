@@ -5,7 +5,10 @@ package flow
 // it uses (its lane, beside its destination's), and the same share of one
 // destination's slots (its lane at that destination), so that another
 // tenant's request to a destination it floods finds a slot free instead
-// of waiting for one of its attempts to end. Its waiters over either share
+// of waiting for one of its attempts to end. While it is the only tenant
+// about, it holds all of a destination's share but one slot: a tenant no
+// worker has seen yet finds that one free for its first request, and
+// from then on both are about. Its waiters over either share
 // wait in that lane's line in Redis. A worker learns which tenants are
 // about from the tenant stamped on each request it admits and from the
 // tenants Redis lists (record.TenantsKey, read with the lines every
@@ -45,13 +48,17 @@ func tenantAtLane(t, hostPort string) string {
 	return tenantAtLanePrefix + tenant.Of(t) + "\x1f" + hostPort
 }
 
-// capOf is how many of this worker's slots lane may hold.
+// capOf is how many of this worker's slots lane may hold. c.mu is held.
 func (c *Controller) capOf(lane string) int {
 	n, ok := c.TenantCap()
 	switch {
 	case ok && strings.HasPrefix(lane, tenantLanePrefix):
 		return n
 	case ok && strings.HasPrefix(lane, tenantAtLanePrefix):
+		t, _, _ := strings.Cut(strings.TrimPrefix(lane, tenantAtLanePrefix), "\x1f")
+		if !c.othersAbout(t, c.now()) {
+			return max(1, c.FairCap()-1)
+		}
 		return max(1, int(float64(c.FairCap())*c.cfg.TenantShare))
 	}
 	return c.FairCap()
@@ -66,6 +73,11 @@ func (c *Controller) tenantFair(t string, now time.Time) bool {
 	}
 	t = tenant.Of(t)
 	c.tenantsSeen[t] = now
+	return c.othersAbout(t, now)
+}
+
+// othersAbout says whether a tenant other than t is about. c.mu is held.
+func (c *Controller) othersAbout(t string, now time.Time) bool {
 	for _, other := range c.tenantsListed {
 		if other != t {
 			return true
