@@ -17,11 +17,10 @@ import (
 )
 
 // enterFairness is the fairness gate: the destination's share of the
-// worker's slots, then the tenant's share of the destination's (while it
-// is the only tenant about, all of it but one slot, kept for another
-// tenant's first request), then (while another tenant is about) the
-// tenant's share of the worker's. A request over one waits in that one's
-// line. The destination's comes first: there tenants take
+// worker's slots, then the tenant's share of the destination's and of the
+// worker's (while it is the only tenant about, all of each but one slot,
+// kept for another tenant's first request). A request over one waits in
+// that one's line. The destination's comes first: there tenants take
 // turns, so a tenant's waiter for a full destination is not in a line of
 // its own tenant's, whose freed slot would wake it with another tenant's
 // waiter for the same destination, and then mostly take the destination's
@@ -31,10 +30,8 @@ func (c *Controller) enterFairness(ctx context.Context, t *Ticket) error {
 	lanes := []string{req.HostPort}
 	c.mu.Lock()
 	if _, on := c.TenantCap(); on {
-		lanes = append(lanes, tenantAtLane(req.Tenant, req.HostPort))
-		if c.tenantFair(req.Tenant, now) {
-			lanes = append(lanes, tenantLane(req.Tenant))
-		}
+		c.tenantFair(req.Tenant, now)
+		lanes = append(lanes, tenantAtLane(req.Tenant, req.HostPort), tenantLane(req.Tenant))
 	}
 	for _, name := range lanes {
 		h := c.lane(name)

@@ -321,6 +321,12 @@ func TestTenantLeavesAShareOfAFloodedDestinationFree(t *testing.T) {
 	parked(t, alone, req("a3", "flooder"))
 	admit(t, alone, req("fresh", "newcomer"))
 	parked(t, alone, req("fresh2", "newcomer")) // the destination's share is full
+	// A deployment without tenants keeps every slot: no other tenant comes.
+	untenanted := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, &waker{}, clk)
+	for i := range 4 {
+		admit(t, untenanted, req(fmt.Sprint("d", i), ""))
+	}
+	parked(t, untenanted, req("d4", ""))
 }
 
 // A line made before tenants took turns in it (places in ms) keeps its
