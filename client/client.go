@@ -417,15 +417,22 @@ type BulkRedriveInput struct {
 	Host         string `json:"host,omitempty"`
 	Limit        int    `json:"limit,omitempty"`
 	Tenant       string `json:"tenant,omitempty"` // an admin key's filter
+	// DryRun changes nothing: the answer's WouldRedrive is what the same
+	// call would redrive.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
-// BulkRedriveResult is what a bulk redrive did.
+// BulkRedriveResult is what a bulk redrive did (or, on a dry run, would
+// do): every request selected and not redriven is in Skipped, with why.
 type BulkRedriveResult struct {
-	Redriven []string `json:"redriven"`
-	Skipped  []struct {
+	Redriven     []string `json:"redriven"`
+	WouldRedrive []string `json:"wouldRedrive,omitempty"`
+	DryRun       bool     `json:"dryRun,omitempty"`
+	Skipped      []struct {
 		ID     string `json:"id"`
 		Reason string `json:"reason"`
 	} `json:"skipped"`
+	NextCursor *string `json:"nextCursor"`
 }
 
 // BulkRedrive sends the selected failed requests again.

@@ -32,8 +32,10 @@ func TestNewcomerIsToldWhatToDo(t *testing.T) {
 	dest := newDestination(t)
 	id := as("POST", "/requests", fmt.Sprintf(`{"url":%q}`, dest.script("/done", 200))).body["id"].(string)
 	waitFor(t, 15*time.Second, "the request to complete", func() bool { return as("GET", "/requests/"+id, "").body["status"] == "completed" })
-	if a := as("DELETE", "/requests/"+id, ""); a.status != 409 || !strings.Contains(a.raw, "/dlq/"+id+"/redrive") {
-		t.Errorf("cancel of a completed request: %d %s, want 409 pointing at redrive", a.status, a.raw)
+	// A redrive of a completed request is refused: the remedy is a new
+	// request, never a redrive.
+	if a := as("DELETE", "/requests/"+id, ""); a.status != 409 || strings.Contains(a.raw, "redrive") || !strings.Contains(a.raw, "POST /requests") {
+		t.Errorf("cancel of a completed request: %d %s, want 409 pointing at a new request, not at a redrive", a.status, a.raw)
 	}
 
 	_, stderr, code := s.retryctl(t, nil, "list")

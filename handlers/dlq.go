@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,7 +75,7 @@ func checkClass(class string) error {
 var (
 	dlqListRoute = selection.Route{Filters: []string{selection.FailureClass, selection.Host},
 		CountParam: "limit", DefaultCount: DefaultListLimit, MaxCount: MaxListLimit, Cursor: true, NothingIsAll: true}
-	bulkRedriveRoute = selection.Route{IDs: "ids", Filters: []string{selection.FailureClass, selection.Host}, Params: []string{"actor", "reason"},
+	bulkRedriveRoute = selection.Route{IDs: "ids", Filters: []string{selection.FailureClass, selection.Host}, Params: []string{"actor", "reason", "dryRun"},
 		CountParam: "limit", DefaultCount: DefaultBulkLimit, MaxCount: MaxBulkLimit, Cursor: true, NothingIsAll: true}
 )
 
@@ -88,9 +90,10 @@ func checkSelection(s selection.Selection) error {
 }
 
 // walkFailed acts with fn on the failed requests of scope s selects and
-// returns the cursor to continue from. A single host or class is read from
+// returns the cursor to continue from; skip (nil for a list) hears of
+// those selected and not acted on. A single host or class is read from
 // the DLQ's indexes; the selection decides on every entry.
-func (d *DLQ) walkFailed(ctx context.Context, scope tenant.Scope, s selection.Selection, fn func(*record.Request) error) (string, error) {
+func (d *DLQ) walkFailed(ctx context.Context, scope tenant.Scope, s selection.Selection, fn func(*record.Request) error, skip selection.Skipper) (string, error) {
 	var f record.DLQFilter
 	if v := s.Values[selection.FailureClass]; len(v) == 1 {
 		f.FailureClass = v[0]
@@ -102,8 +105,13 @@ func (d *DLQ) walkFailed(ctx context.Context, scope tenant.Scope, s selection.Se
 		return d.Store.ListFailed(ctx, scope, f, cursor, n)
 	}
 	get := func(ctx context.Context, id string) (*record.Request, error) { return d.Store.GetIn(ctx, scope, id) }
-	failed := func(r *record.Request) bool { return r.Status == record.Failed }
-	return s.Walk(ctx, list, get, failed, fn)
+	failed := func(r *record.Request) error {
+		if r.Status != record.Failed {
+			return fmt.Errorf("%w; this one is %s", record.ErrNotFailed, r.Status)
+		}
+		return nil
+	}
+	return s.Walk(ctx, list, get, failed, fn, skip)
 }
 
 func (d *DLQ) list(c *gin.Context) {
@@ -127,7 +135,7 @@ func (d *DLQ) list(c *gin.Context) {
 			return selection.ErrFull
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		Abort(c, d.API.Log, err)
 		return
@@ -257,11 +265,37 @@ const (
 	MaxBulkLimit     = 1000
 )
 
-type skipped struct {
+// Skipped is a request a bulk call selected and did not act on, and why.
+type Skipped struct {
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
 }
 
+// SkipList collects what a bulk call did not do.
+type SkipList []Skipped
+
+// Add lists id as not done because of why.
+func (l *SkipList) Add(id string, why error) {
+	*l = append(*l, Skipped{ID: id, Reason: SkipReason(why)})
+}
+
+// StopsBulk reports whether err, met on one request of a bulk call, stops
+// the call: the store is unavailable or something unknown went wrong. A
+// request gone meanwhile, or in a state the action refuses, is skipped
+// and the call goes on.
+func StopsBulk(err error) bool {
+	var apiErr *Error
+	return !errors.Is(err, record.ErrNotFound) && !errors.Is(err, record.ErrConflict) && !errors.As(err, &apiErr)
+}
+
+// bulkRedrive redrives what the selection names and reports it: every
+// request redriven, and every one selected and not redriven with why (at
+// its redrive limit, no longer failed, deleted meanwhile, a named id that
+// is not there). When the store fails midway, what was redriven is still
+// reported, the rest is skipped with that reason and nextCursor goes on
+// from there; only a call that did nothing answers the error. With
+// dryRun the walk is the same and nothing changes: wouldRedrive lists
+// what the real call would send.
 func (d *DLQ) bulkRedrive(c *gin.Context) {
 	raw, err := readBody(c)
 	if err != nil {
@@ -276,6 +310,12 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 	if err == nil {
 		b, err = (&redriveBody{Actor: s.Params["actor"], Reason: s.Params["reason"]}).check()
 	}
+	dryRun := false
+	if v, ok := s.Params["dryRun"]; ok && err == nil {
+		if dryRun, err = strconv.ParseBool(v); err != nil {
+			err = Errorf(CodeInvalid, "dryRun", "dryRun must be true or false")
+		}
+	}
 	var scope tenant.Scope
 	if err == nil {
 		scope, err = Scope(c, s.Tenant)
@@ -284,27 +324,41 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 		Abort(c, d.API.Log, err)
 		return
 	}
-	out := struct {
-		Redriven []string  `json:"redriven"`
-		Skipped  []skipped `json:"skipped"`
-		Cursor   *string   `json:"nextCursor"`
-	}{Redriven: []string{}, Skipped: []skipped{}}
-	next, err := d.walkFailed(c.Request.Context(), scope, s, func(r *record.Request) error {
-		_, err := d.redriveOne(c.Request.Context(), scope, r.ID, b, "")
-		switch {
+	ctx := c.Request.Context()
+	var skipped SkipList
+	redriven := []string{}
+	next, err := d.walkFailed(ctx, scope, s, func(r *record.Request) error {
+		if dryRun {
+			if r.RedriveCount >= d.RedriveLimit {
+				skipped.Add(r.ID, record.ErrRedriveLimit)
+			} else {
+				redriven = append(redriven, r.ID)
+			}
+			return nil
+		}
+		switch _, err := d.redriveOne(ctx, scope, r.ID, b, ""); {
 		case err == nil:
-			out.Redriven = append(out.Redriven, r.ID)
-		case errors.Is(err, record.ErrRedriveLimit), errors.Is(err, record.ErrNotFailed):
-			out.Skipped = append(out.Skipped, skipped{ID: r.ID, Reason: err.Error()})
-		default:
+			redriven = append(redriven, r.ID)
+		case StopsBulk(err):
 			return err
+		default:
+			skipped.Add(r.ID, err)
 		}
 		return nil
-	})
-	if err != nil {
+	}, skipped.Add)
+	if err != nil && len(redriven) == 0 {
 		Abort(c, d.API.Log, err)
 		return
 	}
-	out.Cursor = nullable(next)
-	c.JSON(http.StatusOK, out)
+	if err != nil {
+		d.API.Log.Error("bulk redrive stopped early; reporting what it did", "redriven", len(redriven), "err", err)
+	}
+	if skipped == nil {
+		skipped = SkipList{}
+	}
+	if dryRun {
+		c.JSON(http.StatusOK, gin.H{"dryRun": true, "wouldRedrive": redriven, "skipped": skipped, "nextCursor": nullable(next)})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"redriven": redriven, "skipped": skipped, "nextCursor": nullable(next)})
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -80,26 +81,56 @@ func Errorf(code Code, field, message string) *Error {
 }
 
 // Abort answers err in the API's error shape and stops the handler chain.
+// On a QStash route (/v2/…) it answers in QStash's shape,
+// {"error": "..."}, whichever layer refuses (keys, rate limit, guards), so
+// the official clients read the message there too.
 func Abort(c *gin.Context, log *slog.Logger, err error) {
 	apiErr := Resolve(c, log, err)
+	if QStashPath(c.Request.URL.Path) {
+		c.AbortWithStatusJSON(apiErr.Code.status(), gin.H{"error": apiErr.Message})
+		return
+	}
 	c.AbortWithStatusJSON(apiErr.Code.status(), gin.H{"error": apiErr})
 }
+
+// QStashPath reports whether path is one of the QStash dialect's routes.
+func QStashPath(path string) bool { return path == "/v2" || strings.HasPrefix(path, "/v2/") }
 
 // Resolve turns err into the API error to answer (setting Retry-After
 // where it belongs). Errors that are not API errors are mapped from the
 // store's sentinels; anything unknown is logged and becomes a bare 500.
 // Other dialects of the API (QStash's) render it in their own shape.
 func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
-	var apiErr *Error
+	apiErr, retryAfter, logAs := explain(err)
+	if logAs != "" {
+		log.Error(logAs, "err", err, "path", c.FullPath())
+	}
+	if retryAfter != "" {
+		c.Header("Retry-After", retryAfter)
+	}
+	return apiErr
+}
+
+// SkipReason is what a bulk call says of a request it did not act on
+// because of err: the message a call on that request alone would get.
+func SkipReason(err error) string {
+	apiErr, _, _ := explain(err)
+	return apiErr.Message
+}
+
+// explain maps err to the API error, the Retry-After it calls for and,
+// for errors that are the server's, what to log them as.
+func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 	var subErr *submit.Error
 	var selErr *selection.Error
 	var partial *PartialFanOut
 	var nameErr *names.Error
 	switch {
 	case errors.As(err, &partial):
-		inner := *Resolve(c, log, partial.Err)
-		inner.Message += "; " + partial.describe()
-		apiErr = &inner
+		inner, ra, l := explain(partial.Err)
+		out := *inner
+		out.Message += "; " + partial.describe()
+		return &out, ra, l
 	case errors.As(err, &apiErr):
 	case errors.As(err, &subErr):
 		apiErr = Errorf(CodeInvalid, subErr.Field, subErr.Message)
@@ -109,25 +140,28 @@ func Resolve(c *gin.Context, log *slog.Logger, err error) *Error {
 		apiErr = Errorf(CodeInvalid, nameErr.Field, nameErr.Message)
 	case errors.Is(err, record.ErrNotFound):
 		apiErr = Errorf(CodeNotFound, "", "no request with this id")
+	case errors.Is(err, record.ErrRedriveLimit):
+		apiErr = Errorf(CodeConflict, "", "redrive limit reached: this request was redriven REDRIVE_LIMIT times already; "+
+			"submit it again as a new request (POST /requests with its url, method, headers and body), or raise REDRIVE_LIMIT")
 	case errors.Is(err, record.ErrConflict):
 		apiErr = Errorf(CodeConflict, "", err.Error())
+	case errors.Is(err, selection.ErrBeyondCount), errors.Is(err, selection.ErrNoMatch):
+		apiErr = Errorf(CodeConflict, "", err.Error())
 	case errors.Is(err, record.ErrOwnerLimit):
-		c.Header("Retry-After", "60")
+		retryAfter = "60"
 		apiErr = Errorf(CodeRateLimited, "", "this tenant (or, without keys, this client address) has too many unfinished requests; "+
 			"wait for some to finish or cancel some (the cap is MAX_UNFINISHED_PER_KEY)")
 	case errors.Is(err, record.ErrFull):
-		log.Error("redis is out of memory", "err", err, "path", c.FullPath())
+		logAs, retryAfter = "redis is out of memory", "5"
 		apiErr = Errorf(CodeUnavailable, "", "Redis is out of memory: nothing was stored, retry later")
-		c.Header("Retry-After", "5")
 	case errors.Is(err, record.ErrUnavailable):
-		log.Error("redis unavailable", "err", err, "path", c.FullPath())
+		logAs, retryAfter = "redis unavailable", "1"
 		apiErr = Errorf(CodeUnavailable, "", "storage is unavailable; nothing was stored, retry later")
-		c.Header("Retry-After", "1")
 	default:
-		log.Error("internal error", "err", err, "path", c.FullPath())
+		logAs = "internal error"
 		apiErr = Errorf(CodeInternal, "", "internal error")
 	}
-	return apiErr
+	return apiErr, retryAfter, logAs
 }
 
 // Status is the HTTP status of an API error.

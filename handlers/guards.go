@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -59,7 +60,7 @@ func SameOrigin(log *slog.Logger) gin.HandlerFunc {
 		}
 		u, err := url.Parse(origin)
 		if err != nil || origin == "null" || !strings.EqualFold(u.Host, c.Request.Host) {
-			Abort(c, log, Errorf(CodeForbidden, "", "request from origin "+strconv.Quote(origin)+" refused: retryd's API and dashboard take state-changing calls only from their own origin"))
+			Abort(c, log, Errorf(CodeForbidden, "", "request from origin "+names.Quote(origin)+" refused: retryd's API and dashboard take state-changing calls only from their own origin"))
 		}
 	}
 }
@@ -74,7 +75,7 @@ func LoopbackHost(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !loopbackName(c.Request.Host) {
 			c.Header("Connection", "close")
-			Abort(c, log, Errorf(CodeForbidden, "", "Host "+strconv.Quote(c.Request.Host)+" refused: in -dev mode retryd answers only requests "+
+			Abort(c, log, Errorf(CodeForbidden, "", "Host "+names.Quote(c.Request.Host)+" refused: in -dev mode retryd answers only requests "+
 				"addressed to localhost, 127.0.0.1 or [::1], so that no web page can drive it through DNS rebinding"))
 		}
 	}

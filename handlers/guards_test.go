@@ -338,8 +338,10 @@ func TestSchedulesAreCappedAndFireAtMostOnceASecond(t *testing.T) {
 		t.Fatalf("second schedule: %d %s", a.status, a.raw)
 	}
 	a := create(`{"cron":"@hourly","request":{"url":"https://example.com"}}`)
-	if code, _ := errorOf(t, a); a.status != 429 || code != "rate_limited" || !strings.Contains(a.raw, "SCHEDULE_LIMIT") {
-		t.Errorf("third schedule over SCHEDULE_LIMIT=2: %d %s", a.status, a.raw)
+	// A limit of how many there may be is a conflict (409), as QUEUE_LIMIT's
+	// is: waiting does not lift it, deleting one does.
+	if code, _ := errorOf(t, a); a.status != 409 || code != "conflict" || !strings.Contains(a.raw, "SCHEDULE_LIMIT") {
+		t.Errorf("third schedule over SCHEDULE_LIMIT=2: %d %s, want 409", a.status, a.raw)
 	}
 }
 

@@ -222,13 +222,19 @@ func TestQueuesHaveAPerTenantLimit(t *testing.T) {
 	}
 	over := []answer{upsert("acme-key", "q3"),
 		do(t, "POST", ts.URL+"/v2/enqueue/q4/http://127.0.0.1:1/x", "text/plain", "x", bearer("acme-key")...),
-		do(t, "POST", ts.URL+"/v2/publish/http://127.0.0.1:1/x", "text/plain", "x", append(bearer("acme-key"), "Upstash-Queue-Name", "q5")...)}
+		do(t, "POST", ts.URL+"/v2/publish/http://127.0.0.1:1/x", "text/plain", "x", append(bearer("acme-key"), "Upstash-Queue-Name", "q5")...),
+		// A schedule's queue is made as a publish's is: the same limit.
+		do(t, "POST", ts.URL+"/v2/schedules/http://127.0.0.1:1/x", "text/plain", "x",
+			append(bearer("acme-key"), "Upstash-Cron", "* * * * *", "Upstash-Queue-Name", "q6")...)}
 	for i, a := range over {
 		if msg, _ := a.body["error"].(string); a.status != 409 || !strings.Contains(msg, "QUEUE_LIMIT") || !strings.Contains(msg, "3 queues") {
 			t.Errorf("queue call %d past the limit: %d %s, want 409 naming QUEUE_LIMIT and 3 queues", i, a.status, a.raw)
 		}
 	}
-	for _, name := range []string{"q3", "q4", "q5"} {
+	if a := do(t, "GET", ts.URL+"/v2/schedules", "", "", bearer("acme-key")...); a.status != 200 || strings.TrimSpace(a.raw) != "[]" {
+		t.Errorf("the refused schedule was made: %d %s", a.status, a.raw)
+	}
+	for _, name := range []string{"q3", "q4", "q5", "q6"} {
 		if a := do(t, "GET", ts.URL+"/v2/queues/"+name, "", "", bearer("acme-key")...); a.status != 404 {
 			t.Errorf("the refused queue %s: %d %s, want 404", name, a.status, a.raw)
 		}
@@ -321,5 +327,35 @@ func TestDashboardActionsOnWhatDoesNotExistAre404(t *testing.T) {
 		if a := do(t, c.method, ts.URL+c.path, "", "", bearer("admin-key")...); a.status != 404 {
 			t.Errorf("%s %s: %d %s, want 404", c.method, c.path, a.status, a.raw)
 		}
+	}
+}
+
+// A topic full of endpoints is a count limit like QUEUE_LIMIT and
+// SCHEDULE_LIMIT: 409, on retryd's route and on QStash's.
+func TestTopicLimitIs409LikeTheOtherCountLimits(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	eps := func(from, n int) string {
+		var b strings.Builder
+		b.WriteString(`{"endpoints":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `{"url":"http://127.0.0.1:1/e%d"}`, from+i)
+		}
+		b.WriteString("]}")
+		return b.String()
+	}
+	if a := do(t, "POST", ts.URL+"/topics/orders/endpoints", "application/json", eps(0, 100), bearer("acme-key")...); a.status != 200 && a.status != 201 {
+		t.Fatalf("100 endpoints: %d %s", a.status, a.raw)
+	}
+	a := do(t, "POST", ts.URL+"/topics/orders/endpoints", "application/json", eps(100, 1), bearer("acme-key")...)
+	if code, _ := errorOf(t, a); a.status != 409 || code != "conflict" || !strings.Contains(a.raw, "100 endpoints") {
+		t.Errorf("the 101st endpoint: %d %s, want 409 naming the limit", a.status, a.raw)
+	}
+	v2 := do(t, "POST", ts.URL+"/v2/topics/orders/endpoints", "application/json", eps(200, 1), bearer("acme-key")...)
+	if msg, _ := v2.body["error"].(string); v2.status != 409 || !strings.Contains(msg, "limit") {
+		t.Errorf("the 101st endpoint through /v2: %d %s, want 409", v2.status, v2.raw)
 	}
 }

@@ -85,6 +85,11 @@ func Auth(keys, devKeys []Key, failures AuthFailures, log *slog.Logger) gin.Hand
 		msg := "missing API key: send Authorization: Bearer <key>"
 		if ok {
 			msg = "wrong API key"
+			if strings.Contains(presented, ":") {
+				// API_KEYS lists tenant:key; a caller who sends the whole
+				// entry sends the tenant as part of the key.
+				msg += "; API_KEYS entries are tenant:key and only the part after the colon is the key: send Authorization: Bearer <key>"
+			}
 		}
 		if dashboard && !ok {
 			// A browser's first visit carries no credentials: it must get

@@ -421,8 +421,7 @@ func (a *API) cancel(c *gin.Context) {
 	}
 	if err := a.Cancel(ctx, scope, id, CancelActor); err != nil {
 		if errors.Is(err, record.ErrConflict) {
-			err = Errorf(CodeConflict, "", strings.TrimPrefix(err.Error(), record.ErrConflict.Error()+": ")+
-				": only a pending or retrying request can be canceled; a failed one can be delivered again with POST /dlq/"+id+"/redrive")
+			err = cancelConflict(ctx, a.Store, scope, id, err)
 		}
 		Abort(c, a.Log, err)
 		return
@@ -466,11 +465,33 @@ func (a *API) Cancel(ctx context.Context, scope tenant.Scope, id, actor string) 
 	return nil
 }
 
+// cancelConflict is the 409 of a cancel of a finished request, naming
+// the next step its status allows: only a failed request can be
+// redriven, so only a failed one is pointed there.
+func cancelConflict(ctx context.Context, store Store, scope tenant.Scope, id string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), record.ErrConflict.Error()+": ") +
+		": only a pending or retrying request can be canceled"
+	r, gerr := store.GetIn(ctx, scope, id)
+	switch {
+	case gerr == nil && r.Status == record.Failed:
+		msg += "; a failed one can be delivered again with POST /dlq/" + id + "/redrive"
+	case gerr == nil:
+		msg += "; this one is " + string(r.Status) + " and has nothing left to cancel (to send it again, submit it as a new request with POST /requests)"
+	}
+	return Errorf(CodeConflict, "", msg)
+}
+
 func tooLarge() *Error {
 	return Errorf(CodeTooLarge, "", "submission is larger than 256 KiB")
 }
 
+// blocked is the 422 of a refused destination, naming the setting that
+// would open it: link-local addresses only open with ALLOWED_CIDRS.
 func blocked(field string, err error) error {
+	if errors.Is(err, egress.ErrLinkLocal) {
+		return Errorf(CodeBlockedDestination, field, err.Error()+
+			"; the operator can open a link-local range only with ALLOWED_CIDRS, and the metadata address 169.254.169.254 is best never opened")
+	}
 	if errors.Is(err, retry.ErrBlocked) {
 		return Errorf(CodeBlockedDestination, field, err.Error()+
 			"; to deliver to your own network, the operator opens its range with ALLOWED_CIDRS (e.g. 10.0.0.0/8), or every private range with ALLOW_PRIVATE_TARGETS=true")

@@ -233,8 +233,9 @@ func (s *Schedules) Save(c *gin.Context, sc *record.Schedule, replace bool) erro
 			return err
 		}
 		if n >= int64(s.Limit) {
-			c.Header("Retry-After", "60")
-			return Errorf(CodeRateLimited, "", fmt.Sprintf("schedule limit reached: this tenant has %d schedules (SCHEDULE_LIMIT); delete one first", n))
+			// A count limit is a conflict, as QUEUE_LIMIT's and the topics'
+			// are: waiting does not lift it, deleting one does.
+			return Errorf(CodeConflict, "", fmt.Sprintf("schedule limit reached: this tenant has %d schedules (SCHEDULE_LIMIT); delete one first", n))
 		}
 	}
 	if sc.ID == "" {

@@ -234,7 +234,8 @@ func (t *Topics) ChangeEndpoints(c *gin.Context, adding bool) (owner, name strin
 	}
 	switch {
 	case errors.Is(err, record.ErrTopicFull):
-		err = Errorf(CodeInvalid, "endpoints", err.Error())
+		err = Errorf(CodeConflict, "endpoints", fmt.Sprintf("topic limit reached: a topic has at most %d endpoints and a tenant at most %d topics; remove some first",
+			record.MaxTopicEndpoints, record.MaxTopics))
 	case errors.Is(err, record.ErrNotFound):
 		err = notFoundTopic(name) // another tenant's topic is none of this one's
 	}

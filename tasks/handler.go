@@ -16,6 +16,7 @@ import (
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
@@ -87,6 +88,9 @@ type Handler struct {
 	// fix them.
 	Clock clock.Clock
 	Rand  func() float64
+	// Events tells the operator's endpoints of each request that failed
+	// (OPERATOR_EVENTS_URL); nil tells nobody.
+	Events *events.Notifier
 	// EarlyWait bounds how long a task handed over early is waited out
 	// (waiting.Tuning's); zero is waiting.DefaultTuning's.
 	EarlyWait time.Duration
@@ -392,6 +396,12 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	switch fin {
 	case record.Stale, record.CanceledMeanwhile:
 		return nil
+	}
+	if o.Status == record.Failed {
+		h.Events.Emit(events.RequestFailed, map[string]any{"requestId": r.ID, "tenant": r.Tenant, "host": r.Host,
+			"attempts": a.N, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
+	}
+	switch fin {
 	case record.RecordedCallback:
 		if err := h.Callbacks.EnqueueCallback(wctx, r.ID); err != nil {
 			// The record says the callback is pending; the sweeper

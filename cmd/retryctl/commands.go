@@ -290,47 +290,22 @@ func (x *cli) redriveCmd() *cobra.Command {
 	return cmd
 }
 
-// dryRun lists what a bulk redrive would select, changing nothing.
+// dryRun asks the API what the bulk redrive would do, changing nothing:
+// the API walks as the real call does, so requests at their redrive
+// limit are listed as skipped, not counted.
 func (x *cli) dryRun(ctx context.Context, in client.BulkRedriveInput) error {
-	limit := in.Limit
-	if limit == 0 {
-		limit = 100
+	in.DryRun = true
+	var res client.BulkRedriveResult
+	if printed, err := x.fetch(ctx, http.MethodPost, client.PathDLQ+"/redrive", nil, in, &res); printed || err != nil {
+		return err
 	}
-	var picked []client.Request
-	var raws []json.RawMessage
-	o := client.DLQOptions{FailureClass: in.FailureClass, Host: in.Host, Tenant: in.Tenant}
-	for len(picked) < limit {
-		o.Limit = min(500, limit-len(picked))
-		raw, err := x.c.Raw(ctx, http.MethodGet, client.PathDLQ, client.DLQQuery(o), nil, nil)
-		if err != nil {
-			return err
-		}
-		var page struct {
-			Data       []json.RawMessage `json:"data"`
-			NextCursor *string           `json:"nextCursor"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return err
-		}
-		for _, d := range page.Data {
-			var r client.Request
-			if err := json.Unmarshal(d, &r); err != nil {
-				return err
-			}
-			picked, raws = append(picked, r), append(raws, d)
-		}
-		if page.NextCursor == nil {
-			break
-		}
-		o.Cursor = *page.NextCursor
+	for _, id := range res.WouldRedrive {
+		fmt.Fprintf(x.out, "%s would be redriven\n", id)
 	}
-	if x.json {
-		b, _ := json.Marshal(map[string]any{"dryRun": true, "wouldRedrive": raws})
-		x.printRaw(b)
-		return nil
+	for _, s := range res.Skipped {
+		fmt.Fprintf(x.out, "%s would be skipped: %s\n", s.ID, s.Reason)
 	}
-	x.requestTable(picked)
-	fmt.Fprintf(x.out, "dry run: %d would be redriven (those at their redrive limit would be skipped); nothing changed\n", len(picked))
+	fmt.Fprintf(x.out, "dry run: %d would be redriven, %d skipped; nothing changed\n", len(res.WouldRedrive), len(res.Skipped))
 	return nil
 }
 

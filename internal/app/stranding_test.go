@@ -24,6 +24,8 @@ import (
 // transitStack is an API and a worker in this process on a Redis of their
 // own, whose worker holds the first request it parks in transit (its park
 // decided, its task not yet back in asynq) until that request is woken.
+// Its destination answers /block when released, /bad with a 400, and
+// anything else with a 200 at once.
 type transitStack struct {
 	api, dest string
 	// block holds the destination's calls to /block until closed.
@@ -48,11 +50,14 @@ func startTransitStack(t *testing.T, env map[string]string) *transitStack {
 		s.mu.Lock()
 		s.hits[r.Header.Get(egress.RequestIDHeader)] = time.Now()
 		s.mu.Unlock()
-		if r.URL.Path == "/block" {
+		switch r.URL.Path {
+		case "/block":
 			select {
 			case <-s.block:
 			case <-r.Context().Done():
 			}
+		case "/bad":
+			w.WriteHeader(http.StatusBadRequest)
 		}
 	}))
 	t.Cleanup(dest.Close)

@@ -34,7 +34,7 @@ var Programs = map[string]Program{
 	"FLOW_FAIR_SHARE": Worker, "FLOW_TENANT_SHARE": Worker, "FLOW_ADAPTIVE": Worker, "FLOW_ADAPTIVE_MIN_RATE": Worker,
 	"BREAKER": Worker, "BREAKER_WINDOW": Worker, "BREAKER_MIN_ATTEMPTS": Worker, "BREAKER_FAILURE_RATIO": Worker,
 	"BREAKER_PROBE_MAX": Worker, "BREAKER_FAIL_AFTER": Worker,
-	"TIMER_SLACK": Both,
+	"TIMER_SLACK": Both, "OPERATOR_EVENTS_URL": Worker,
 }
 
 // DestinationRules are the settings that decide which destinations a

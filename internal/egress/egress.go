@@ -99,9 +99,20 @@ func refusal(addr netip.Addr) (block, bool) {
 	return notGlobal(Canonical(addr))
 }
 
+// ErrLinkLocal marks a refusal of a link-local address, where the cloud
+// metadata endpoints (169.254.169.254) live: ALLOW_PRIVATE_TARGETS does
+// not open it, only ALLOWED_CIDRS does, so an error must not suggest the
+// former.
+var ErrLinkLocal = errors.New("link-local addresses (the cloud metadata endpoints among them) stay refused with ALLOW_PRIVATE_TARGETS=true")
+
 // refusedAddr says why addr is refused: the block it is in.
 func refusedAddr(addr netip.Addr) error {
 	c := Canonical(addr)
+	for _, p := range linkLocal {
+		if p.Contains(c) {
+			return fmt.Errorf("%w: %s is link-local (%w)", retry.ErrBlocked, addr, ErrLinkLocal)
+		}
+	}
 	why := "a private or reserved address"
 	if b, ok := refusal(addr); ok {
 		why = fmt.Sprintf("in %s (%s), which IANA does not mark globally reachable", b.prefix, b.name)

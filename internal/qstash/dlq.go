@@ -52,7 +52,7 @@ func (q *API) listDLQ(c *gin.Context) {
 			return sel.ErrFull // the rest on the next page: bodies make messages large
 		}
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -133,20 +133,48 @@ func (q *API) deleteDLQMany(c *gin.Context) {
 		return
 	}
 	deleted := 0
+	var skipped handlers.SkipList
 	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
 		switch err := q.removeFailed(c, tenant.Only(r.Tenant), r.ID); {
 		case err == nil:
 			deleted++
-		case !errors.Is(err, record.ErrNotFound):
+		case handlers.StopsBulk(err):
 			return err
+		default:
+			skipped.Add(r.ID, err)
 		}
 		return nil
-	})
-	if err != nil {
-		q.fail(c, err)
+	}, skipped.Add)
+	if q.stoppedEmpty(c, err, deleted) {
 		return
 	}
-	c.JSON(http.StatusOK, withCursor(gin.H{"deleted": deleted}, next))
+	c.JSON(http.StatusOK, withSkipped(withCursor(gin.H{"deleted": deleted}, next), skipped))
+}
+
+// stoppedEmpty answers err and reports true when a bulk call stopped on
+// it before doing anything. A call that did something reports it: the
+// caller learns what was done and, from skipped and the cursor, what was
+// not.
+func (q *API) stoppedEmpty(c *gin.Context, err error, done int) bool {
+	if err == nil {
+		return false
+	}
+	if done == 0 {
+		q.fail(c, err)
+		return true
+	}
+	q.API.Log.Error("bulk call stopped early; reporting what it did", "path", c.FullPath(), "done", done, "err", err)
+	return false
+}
+
+// withSkipped adds what a bulk call selected and did not do, with why,
+// when there is any: QStash's own answer has no such field, so a call
+// that did everything it selected answers exactly as QStash does.
+func withSkipped(h gin.H, skipped handlers.SkipList) gin.H {
+	if len(skipped) > 0 {
+		h["skipped"] = skipped
+	}
+	return h
 }
 
 // withCursor adds the cursor a bulk call continues from, when there is
@@ -168,24 +196,25 @@ func (q *API) retryDLQ(c *gin.Context) {
 		return
 	}
 	responses := []gin.H{}
+	var skipped handlers.SkipList
 	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
 		err := q.DLQ.Redrive(c.Request.Context(), tenant.Only(r.Tenant), r.ID, RetryActor, "dlq.retry through the QStash API")
 		switch {
 		case err == nil:
 			responses = append(responses, gin.H{"messageId": r.ID})
-		case errors.Is(err, record.ErrUnavailable):
+		case handlers.StopsBulk(err):
 			return err
 		default:
-			// At its redrive limit, or not failed: QStash leaves it out.
-			q.API.Log.Info("dlq.retry skipped a message", "requestId", r.ID, "err", err)
+			// At its redrive limit, not failed any more or gone: not in
+			// QStash's responses, and said why under skipped.
+			skipped.Add(r.ID, err)
 		}
 		return nil
-	})
-	if err != nil {
-		q.fail(c, err)
+	}, skipped.Add)
+	if q.stoppedEmpty(c, err, len(responses)) {
 		return
 	}
-	c.JSON(http.StatusOK, withCursor(gin.H{"responses": responses}, next))
+	c.JSON(http.StatusOK, withSkipped(withCursor(gin.H{"responses": responses}, next), skipped))
 }
 
 func (q *API) cancelMessages(c *gin.Context) {
@@ -195,18 +224,20 @@ func (q *API) cancelMessages(c *gin.Context) {
 		return
 	}
 	cancelled := 0
+	var skipped handlers.SkipList
 	next, err := q.walk(c, s, []record.Status{record.Pending, record.Retrying}, func(r *record.Request) error {
 		switch err := q.API.Cancel(c.Request.Context(), tenant.Only(r.Tenant), r.ID, RetryActor); {
 		case err == nil:
 			cancelled++
-		case errors.Is(err, record.ErrUnavailable):
+		case handlers.StopsBulk(err):
 			return err
+		default:
+			skipped.Add(r.ID, err)
 		}
 		return nil
-	})
-	if err != nil {
-		q.fail(c, err)
+	}, skipped.Add)
+	if q.stoppedEmpty(c, err, cancelled) {
 		return
 	}
-	c.JSON(http.StatusOK, withCursor(gin.H{"cancelled": cancelled}, next))
+	c.JSON(http.StatusOK, withSkipped(withCursor(gin.H{"cancelled": cancelled}, next), skipped))
 }

@@ -2,8 +2,10 @@ package qstash
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -46,9 +48,10 @@ func selection(c *gin.Context, rt sel.Route) (sel.Selection, error) {
 
 // walk acts with fn on what s selects among the caller's requests of
 // statuses (its tenant's, or an admin's every tenant's or the one s
-// names), and returns the cursor to continue from. "All" calls cover the
+// names), and returns the cursor to continue from; skip (nil for a list)
+// hears of what was selected and not acted on. "All" calls cover the
 // caller's tenant only.
-func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn func(*record.Request) error) (string, error) {
+func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn func(*record.Request) error, skip sel.Skipper) (string, error) {
 	ctx := c.Request.Context()
 	scope, err := handlers.Scope(c, s.Tenant)
 	if err != nil {
@@ -60,6 +63,19 @@ func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn
 	get := func(ctx context.Context, id string) (*record.Request, error) {
 		return q.API.Store.GetIn(ctx, scope, id)
 	}
-	keep := func(r *record.Request) bool { return slices.Contains(statuses, r.Status) }
-	return s.Walk(ctx, list, get, keep, fn)
+	keep := func(r *record.Request) error {
+		if !slices.Contains(statuses, r.Status) {
+			return handlers.Errorf(handlers.CodeConflict, "", fmt.Sprintf("message is %s; this call acts on %s ones", r.Status, joinStatuses(statuses)))
+		}
+		return nil
+	}
+	return s.Walk(ctx, list, get, keep, fn, skip)
+}
+
+func joinStatuses(statuses []record.Status) string {
+	out := make([]string, len(statuses))
+	for i, st := range statuses {
+		out[i] = string(st)
+	}
+	return strings.Join(out, " or ")
 }

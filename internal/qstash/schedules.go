@@ -154,6 +154,14 @@ func (q *API) createSchedule(c *gin.Context) {
 			return
 		}
 	}
+	// A schedule's queue is made as a publish to it would make it, within
+	// QUEUE_LIMIT: otherwise its ticks would fill a queue past the limit.
+	if extra.Queue != "" {
+		if err := q.ensureQueue(c, handlers.TenantOf(c), extra.Queue); err != nil {
+			q.fail(c, err)
+			return
+		}
+	}
 	if err := q.Schedules.Save(c, sc, replace); err != nil {
 		q.fail(c, err)
 		return

@@ -13,26 +13,38 @@ import (
 // Mask replaces a secret value.
 const Mask = "[REDACTED]"
 
-// Header reports whether a header's value is a secret by the header's name
-// alone: credentials by name, and anything named like a token, secret,
-// key, password, signature, credential, session or auth*. Where the value
-// is at hand, ask HeaderValue, which also catches bearer tokens.
-func Header(name string) bool {
+// secretWords make a header's or a query parameter's name secret
+// wherever they appear in it, in any case. One list serves both: a
+// signature sent as X-Sig and as ?sig= is one secret, hidden in both
+// places. "auth" covers Authorization, "cookie" Set-Cookie, "pass"
+// password and passwd, "sig" signature.
+var secretWords = []string{"token", "key", "secret", "sig", "pass", "pwd", "jwt", "auth", "credential", "session", "cookie"}
+
+// secretNames are secret as whole names only: "code" is an OAuth
+// authorization code, while country_code is no secret.
+var secretNames = []string{"code"}
+
+// Name reports whether a header or query parameter named name carries a
+// secret: the one rule Header and Param both apply.
+func Name(name string) bool {
 	n := strings.ToLower(name)
-	switch n {
-	case "authorization", "cookie", "proxy-authorization", "set-cookie":
-		return true
+	for _, exact := range secretNames {
+		if n == exact {
+			return true
+		}
 	}
-	if strings.HasPrefix(n, "auth") || strings.HasPrefix(n, "x-auth") {
-		return true
-	}
-	for _, w := range []string{"token", "secret", "key", "password", "passwd", "signature", "credential", "session"} {
+	for _, w := range secretWords {
 		if strings.Contains(n, w) {
 			return true
 		}
 	}
 	return false
 }
+
+// Header reports whether a header's value is a secret by the header's name
+// alone (Name). Where the value is at hand, ask HeaderValue, which also
+// catches bearer tokens.
+func Header(name string) bool { return Name(name) }
 
 // HeaderValue reports whether the value of header name is a secret: by
 // its name (Header), or because it is a bearer credential, whatever header
@@ -60,22 +72,9 @@ func Headers(h map[string]string) map[string]string {
 	return out
 }
 
-// Param reports whether a query parameter's value is a secret: named like
-// a token, key, secret, signature, password (pass, pwd), JWT, auth*,
-// credential or session, or exactly "code" (an OAuth authorization code;
-// names that merely end in code, such as country_code, are not secrets).
-func Param(name string) bool {
-	n := strings.ToLower(name)
-	if n == "code" {
-		return true
-	}
-	for _, w := range []string{"token", "key", "secret", "sig", "pass", "pwd", "jwt", "auth", "credential", "session"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
+// Param reports whether a query parameter's value is a secret: by its
+// name, under the same rule as a header's (Name).
+func Param(name string) bool { return Name(name) }
 
 // URL masks the secret query parameters of raw, and a password in its
 // user info. Everything else, including the order and spelling of the

@@ -85,3 +85,21 @@ func TestBearerValuesAreSecretUnderAnyName(t *testing.T) {
 		t.Error("Headers changed its argument")
 	}
 }
+
+// Headers and query parameters are judged by one list of names: a name
+// secret in one place is secret in the other.
+func TestHeadersAndParamsShareOneRule(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"X-Sig", "sig", "Authorization", "X-Api-Key", "api_key", "jwt", "X-Jwt", "pwd", "X-Pwd",
+		"passwd", "Cookie", "session_id", "X-Session", "code", "Credential", "country_code", "page", "Content-Type", "X-Request-Id"} {
+		if Header(name) != Param(name) {
+			t.Errorf("%q: header secret %v, query secret %v; want one answer", name, Header(name), Param(name))
+		}
+	}
+	if !Header("X-Sig") {
+		t.Error("header X-Sig is shown while ?sig= is redacted")
+	}
+	if got := Headers(map[string]string{"X-Sig": "s3cr3t"})["X-Sig"]; got != Mask {
+		t.Errorf("X-Sig shown as %q", got)
+	}
+}

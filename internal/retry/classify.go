@@ -84,6 +84,11 @@ const (
 // backoff's own cap).
 const qstashRetryAfterCap = 24 * time.Hour
 
+// MaxRetryAfter is what the longest Retry-After reads as. A longer one
+// (of any size or spelling) is this, so it cannot overflow a Duration
+// or be mistaken for garbage; each caller caps it further.
+const MaxRetryAfter = 365 * 24 * time.Hour
+
 // qstashRetryAfterHeaders are read in this order; the first that parses
 // gives the wait.
 var qstashRetryAfterHeaders = []string{"Retry-After", "X-RateLimit-Reset", "X-RateLimit-Reset-Requests", "X-RateLimit-Reset-Tokens"}

@@ -81,7 +81,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"-3", 0, false},
 		{"", 0, false},
 		{"soon", 0, false},
-		{"1.5", 0, false},
+		{"1.5", 1500 * time.Millisecond, true},
 		{"99999999999999999", 365 * 24 * time.Hour, true},
 		{now.Add(30 * time.Second).Format(http.TimeFormat), 30 * time.Second, true},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0, true},
@@ -273,4 +273,70 @@ func TestClassifyQStashRules(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every spelling of a long wait is read as a long wait, never as garbage
+// that falls back to the ordinary backoff: each caller's cap then holds.
+func TestParseRetryAfterReadsAnySizeAsLong(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, v := range []string{"100d", "1e9", "99999999999999999999999", "9999999999", "1e400", "99999999999h", "1.5e12"} {
+		got, ok := ParseRetryAfter(v, now)
+		if !ok || got < 24*time.Hour || got > MaxRetryAfter {
+			t.Errorf("ParseRetryAfter(%q) = %v, %v; want over a day, at most %v", v, got, ok, MaxRetryAfter)
+		}
+		// /v2: capped at a day.
+		res := QStashRules.Classify(&http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {v}}}, nil, now)
+		if !res.HasRetryAfter || res.RetryAfter != 24*time.Hour {
+			t.Errorf("QStash Retry-After %q: wait %v (%v); want a day", v, res.RetryAfter, res.HasRetryAfter)
+		}
+		// /requests: capped by maxBackoffMs.
+		p := Policy{Base: 100 * time.Millisecond, Max: 4 * time.Second}
+		own := Classify(&http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {v}}}, nil, now)
+		if w := p.Next(1, 0.5, own); w != 4*time.Second {
+			t.Errorf("retryd Retry-After %q: wait %v; want maxBackoffMs 4s", v, w)
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+	}{{"1.5", 1500 * time.Millisecond}, {"2d", 48 * time.Hour}, {"1d1h", 25 * time.Hour}, {"2d12h", 60 * time.Hour}, {"3e1", 30 * time.Second}} {
+		if got, ok := ParseRetryAfter(c.in, now); !ok || got != c.want {
+			t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v", c.in, got, ok, c.want)
+		}
+	}
+	for _, bad := range []string{"inf", "NaN", "-1e9", "0x10", "1_000", "d", "1dd", "1e", "+Inf", "-99999999999999999999999", "1d-1h"} {
+		if got, ok := ParseRetryAfter(bad, now); ok {
+			t.Errorf("ParseRetryAfter(%q) = %v, true; want refused", bad, got)
+		}
+	}
+}
+
+// FuzzParseRetryAfter: whatever a destination sends, the wait is never
+// negative and never past MaxRetryAfter, and the QStash and retryd caps
+// hold on it.
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, seed := range []string{"0", "5", "1.5", "1e9", "100d", "99999999999999999999999", "9999999999",
+		"6m5s", "-3", "soon", "1e400", "Mon, 02 Jan 2006 15:04:05 GMT", "99999999999h", "2d12h", "inf", "NaN", ".5", "5."} {
+		f.Add(seed)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := ParseRetryAfter(v, now)
+		if !ok && d != 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v, false; a refusal must be 0", v, d)
+		}
+		if d < 0 || d > MaxRetryAfter {
+			t.Fatalf("ParseRetryAfter(%q) = %v; want within [0, %v]", v, d, MaxRetryAfter)
+		}
+		res := QStashRules.Classify(&http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {v}}}, nil, now)
+		if res.RetryAfter < 0 || res.RetryAfter > 24*time.Hour {
+			t.Fatalf("QStash Retry-After %q: wait %v; want at most a day", v, res.RetryAfter)
+		}
+		p := Policy{Base: 100 * time.Millisecond, Max: 4 * time.Second}
+		own := Classify(&http.Response{StatusCode: 503, Header: http.Header{"Retry-After": {v}}}, nil, now)
+		if w := p.Next(1, 0.5, own); w < 0 || w > 4*time.Second {
+			t.Fatalf("retryd Retry-After %q: wait %v; want within maxBackoffMs", v, w)
+		}
+	})
 }

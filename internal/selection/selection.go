@@ -291,6 +291,18 @@ func (rt Route) selectors() string {
 	return rt.IDs + " or " + filters
 }
 
+// example is a body this route takes, in its own field names: a body of
+// retryd's API is not pointed at a QStash field.
+func (rt Route) example() string {
+	if rt.IDs != "" {
+		return fmt.Sprintf("{%q: [\"...\"]}", rt.IDs)
+	}
+	if len(rt.Params) > 0 {
+		return fmt.Sprintf("{%q: \"...\"}", rt.Params[0])
+	}
+	return "{}"
+}
+
 func (rt Route) known() []string {
 	var out []string
 	if rt.IDs != "" {
@@ -313,7 +325,7 @@ func (rt Route) known() []string {
 func bodyValues(rt Route, body []byte) (url.Values, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
-		return nil, errorf("", "body must be a JSON object such as {\"messageIds\": [\"...\"]}")
+		return nil, errorf("", "body must be a JSON object such as %s", rt.example())
 	}
 	out := url.Values{}
 	for k, raw := range obj {

@@ -25,59 +25,68 @@ var ErrFull = errors.New("selection: the answer is full")
 // of them: the call then ends early, with a cursor to go on.
 const MaxScan = 5000
 
+// Skipper hears of each request a bulk call selected and did not act on,
+// with why: a named id that is not there (or not the caller's), a request
+// whose status is not the route's (changed meanwhile), one past the
+// count, or one fn or the store failed on.
+type Skipper func(id string, why error)
+
+// Why a walk passed over what it was asked for.
+var (
+	// ErrBeyondCount: the call's count was reached before this id.
+	ErrBeyondCount = errors.New("beyond the call's count")
+	// ErrNoMatch: a named id whose request does not match the filters.
+	ErrNoMatch = errors.New("does not match the filters")
+)
+
 // Walk calls fn on each request s selects, at most s.Count of them, and
 // returns the cursor the next call continues from ("" when nothing is
-// left). Named ids (or a messageId filter's) are read with get, each once; otherwise list is read
-// from s.Cursor on and every request is tested with Match. keep says
-// which requests the route acts on (a status, say); the others are
-// passed over. An error of fn stops the walk.
-func (s Selection) Walk(ctx context.Context, list Lister, get Getter, keep func(*record.Request) bool, fn func(*record.Request) error) (string, error) {
+// left). Named ids (or a messageId filter's) are read with get, each
+// once; otherwise list is read from s.Cursor on and every request is
+// tested with Match. keep says which requests the route acts on (nil) and
+// why it passes over the others (a status, say).
+//
+// A list (skip nil) passes over what it does not show and stops at the
+// first error, with no cursor. A bulk call (skip set) hears of every
+// request it selected and did not act on, with the reason. fn decides
+// what an error on one request means: it calls skip itself and returns
+// nil to go on, or returns the error to stop the walk (the store is
+// unavailable, say). Walk then skips that request and every named id not
+// reached yet with that error, and returns it with a cursor from which
+// the next call goes on; what was done before it stays done and the
+// caller reports it.
+func (s Selection) Walk(ctx context.Context, list Lister, get Getter, keep func(*record.Request) error, fn func(*record.Request) error, skip Skipper) (string, error) {
 	if s.Named || len(s.Values[MessageID]) > 0 {
-		named := s.IDs
-		if !s.Named {
-			named = s.Values[MessageID] // read those, rather than scan for them
-		}
-		seen := map[string]bool{}
-		done := 0
-		for _, id := range named {
-			if seen[id] || done == s.Count || !ids.Valid(id) {
-				continue
-			}
-			seen[id] = true
-			r, err := get(ctx, id)
-			if errors.Is(err, record.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return "", err
-			}
-			if !keep(r) || !s.Match(r) {
-				continue
-			}
-			done++
-			if err := fn(r); errors.Is(err, ErrFull) {
-				return "", errorf("", "the ids named make an answer larger than one call gives (%d MiB); name fewer", record.ListBudget>>20)
-			} else if err != nil {
-				return "", err
-			}
-		}
-		return "", nil
+		return s.walkNamed(ctx, get, keep, fn, skip)
 	}
 	cursor, done, scanned := s.Cursor, 0, 0
 	for {
 		page, err := list(ctx, cursor, min(max(2*(s.Count-done), 50), 500))
 		if err != nil {
-			return "", err
+			if skip == nil {
+				return "", err
+			}
+			return cursor, err
 		}
 		for i, r := range page.Requests {
 			scanned++
 			full := false
-			if keep(r) && s.Match(r) {
-				done++
-				err := fn(r)
-				full = errors.Is(err, ErrFull)
-				if err != nil && !full {
-					return "", err
+			if s.Match(r) {
+				if why := keep(r); why != nil {
+					if skip != nil {
+						skip(r.ID, why) // listed as the route's, and changed meanwhile
+					}
+				} else {
+					done++
+					err := fn(r)
+					full = errors.Is(err, ErrFull)
+					if err != nil && !full {
+						if skip == nil {
+							return "", err
+						}
+						skip(r.ID, err)
+						return r.ID, err
+					}
 				}
 			}
 			if done == s.Count || scanned >= MaxScan || full {
@@ -92,4 +101,58 @@ func (s Selection) Walk(ctx context.Context, list Lister, get Getter, keep func(
 		}
 		cursor = page.NextCursor
 	}
+}
+
+// walkNamed is Walk over named ids.
+func (s Selection) walkNamed(ctx context.Context, get Getter, keep func(*record.Request) error, fn func(*record.Request) error, skip Skipper) (string, error) {
+	named := s.IDs
+	if !s.Named {
+		named = s.Values[MessageID] // read those, rather than scan for them
+	}
+	if skip == nil {
+		skip = func(string, error) {}
+	}
+	seen := map[string]bool{}
+	done := 0
+	var stop error // once set, every id left is skipped with it
+	for _, id := range named {
+		if seen[id] || !ids.Valid(id) {
+			continue
+		}
+		seen[id] = true
+		if stop != nil {
+			skip(id, stop)
+			continue
+		}
+		if done == s.Count {
+			skip(id, ErrBeyondCount)
+			continue
+		}
+		r, err := get(ctx, id)
+		if errors.Is(err, record.ErrNotFound) {
+			skip(id, err)
+			continue
+		}
+		if err != nil {
+			skip(id, err)
+			stop = err
+			continue
+		}
+		if why := keep(r); why != nil {
+			skip(id, why)
+			continue
+		}
+		if !s.Match(r) {
+			skip(id, ErrNoMatch)
+			continue
+		}
+		done++
+		if err := fn(r); errors.Is(err, ErrFull) {
+			return "", errorf("", "the ids named make an answer larger than one call gives (%d MiB); name fewer", record.ListBudget>>20)
+		} else if err != nil {
+			skip(id, err)
+			stop = err
+		}
+	}
+	return "", stop
 }

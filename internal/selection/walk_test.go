@@ -42,7 +42,7 @@ func TestWalkEndsWhereTheAnswerIsFull(t *testing.T) {
 			t.Fatalf("test id %s is not valid", r.ID)
 		}
 	}
-	keep := func(*record.Request) bool { return true }
+	keep := func(*record.Request) error { return nil }
 	get := func(_ context.Context, id string) (*record.Request, error) { return &record.Request{ID: id}, nil }
 	fullAt := func(n int) (func(*record.Request) error, *[]string) {
 		var seen []string
@@ -54,18 +54,18 @@ func TestWalkEndsWhereTheAnswerIsFull(t *testing.T) {
 		}, &seen
 	}
 	fn, seen := fullAt(4)
-	cursor, err := Selection{Count: 100}.Walk(context.Background(), fakeList(reqs), get, keep, fn)
+	cursor, err := Selection{Count: 100}.Walk(context.Background(), fakeList(reqs), get, keep, fn, nil)
 	if err != nil || cursor != reqs[3].ID || len(*seen) != 4 {
 		t.Fatalf("walk to a full answer: cursor %q, %d seen, %v; want cursor %s after 4", cursor, len(*seen), err, reqs[3].ID)
 	}
 	fn, seen = fullAt(100)
-	if cursor, err = (Selection{Count: 100, Cursor: cursor}).Walk(context.Background(), fakeList(reqs), get, keep, fn); err != nil || cursor != "" || len(*seen) != 6 {
+	if cursor, err = (Selection{Count: 100, Cursor: cursor}).Walk(context.Background(), fakeList(reqs), get, keep, fn, nil); err != nil || cursor != "" || len(*seen) != 6 {
 		t.Errorf("the next call: cursor %q, %d seen, %v; want the other 6", cursor, len(*seen), err)
 	}
 	fn, _ = fullAt(2)
 	named := Selection{Named: true, IDs: []string{reqs[0].ID, reqs[1].ID, reqs[2].ID}, Count: 3}
 	var e *Error
-	if _, err := named.Walk(context.Background(), fakeList(reqs), get, keep, fn); !errors.As(err, &e) {
+	if _, err := named.Walk(context.Background(), fakeList(reqs), get, keep, fn, nil); !errors.As(err, &e) {
 		t.Errorf("named ids past a full answer: %v, want a selection error", err)
 	}
 }

@@ -1,12 +1,19 @@
 // Package waiting owns waiting: it is the only code in retryd that makes
-// a request's task sleep or run. It parks a task (Park), wakes it now
-// (Wake, WakeParked) or at a time to the millisecond (WakeAt, through
-// retryd's timer), keeps the safety nets (asynq's own due time Lag after
-// the timer's, and the repair of tasks stranded by a dead worker), and
-// holds asynq's private layout below it (internal/waiting/asynqx, pinned
-// to one asynq version by its test) with the timer
-// (internal/waiting/timer). No package outside this tree imports those
-// two (TestOnlyTheOwnerMovesTasks).
+// a request's task sleep or run. It enqueues a task for later and deletes
+// one (Enqueue, Delete), notes a park (Park), wakes a task now (Wake,
+// WakeParked) or at a time to the millisecond (WakeAt, through retryd's
+// timer), keeps the safety nets (asynq's own due time Lag after the
+// timer's, and the repair of tasks stranded by a dead worker), and holds
+// asynq's private layout below it (internal/waiting/asynqx, pinned to one
+// asynq version by its test) with the timer (internal/waiting/timer) and
+// the line library (internal/waiting/lines). Outside this tree nothing
+// imports asynqx or the timer, names an asynq key, calls asynq's
+// task-moving API or writes a line but through the library
+// (TestOnlyTheOwnerMovesTasks).
+//
+// A wake is never lost to a task in transit: Wake of a task still active
+// (its park on its way to asynq) leaves the task's woken mark, and the
+// timer's look that sees the park land starts it (docs/waiting.md).
 //
 // It decides nothing: flow control decides whether a request may start,
 // and the handler decides when an attempt is due; this package turns
