@@ -167,10 +167,18 @@ func (c *Controller) enterEndpoint(ctx context.Context, t *Ticket) error {
 		return fmt.Errorf("endpoint gate of %s: %w", t.req.ID, err)
 	}
 	switch {
-	case len(res) == 1 && res[0] == 0:
+	case len(res) >= 1 && res[0] == 0:
 		c.mu.Lock()
 		delete(c.endpoints.open, t.endpoint)
 		c.mu.Unlock()
+		if len(res) == 2 {
+			// Its state expired, unused: the list forgets it too (an
+			// endpoint opened meanwhile is listed again by its next
+			// failure).
+			if err := c.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
+				c.log.Warn("could not unlist an endpoint whose state expired", "endpoint", t.endpoint, "err", err)
+			}
+		}
 		return nil
 	case len(res) == 1 && res[0] == 2:
 		t.probe = true

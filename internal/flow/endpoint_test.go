@@ -150,6 +150,13 @@ func TestEndpointScripts(t *testing.T) {
 			wantReply: []any{int64(0)}, wantState: map[string]string{"state": "closed"}, wantLine: nil,
 		},
 		{
+			name: "enter an endpoint with no state (expired): go, its listing stale", state: nil, line: []string{"a"},
+			run: func(s, l string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			},
+			wantReply: []any{int64(0), int64(1)}, wantState: map[string]string{}, wantLine: nil,
+		},
+		{
 			name: "enter an open endpoint before its probe: wait, second in line", state: open, line: []string{"a"},
 			run: func(s, l string) (any, error) {
 				return epEnterScript.Run(ctx, rdb, []string{s, l}, "b", now, 60000, 6000).Result()

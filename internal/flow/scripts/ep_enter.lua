@@ -7,14 +7,18 @@
 -- ARGV[2]: now (ms), its place if it joins
 -- ARGV[3]: the line's time to live (ms)
 -- ARGV[4]: a probe's lease (ms): after it, a probe that never ended is lost and another is due
--- Returns {0} to go; {2} to go as the probe; {1, nextProbe, since, head}
+-- Returns {0} to go ({0, 1}: the endpoint has no state, which expired:
+-- its listing is stale); {2} to go as the probe; {1, nextProbe, since, head}
 -- to wait (head: 1 when it is first in line; nextProbe 0 for an endpoint
 -- an operator opened, which is never probed: an operator closes it).
 local state = redis.call("HGET", KEYS[1], "state")
 if not state or state == "closed" then
   lineLeave(KEYS[2], ARGV[1])
+  if not state then return {0, 1} end
   return {0}
 end
+-- An endpoint in use stays: its state lives as long as its line.
+redis.call("PEXPIRE", KEYS[1], ARGV[3])
 local now = tonumber(ARGV[2])
 local h = redis.call("HMGET", KEYS[1], "since", "nextProbe", "probeUntil", "by", "probe")
 local since, nextProbe, probeUntil = tonumber(h[1]), tonumber(h[2]), tonumber(h[3]) or 0
