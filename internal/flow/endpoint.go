@@ -473,31 +473,109 @@ func (c *Controller) PublishEndpoints(ctx context.Context, worker string) {
 		return
 	}
 	shown := true // whether Redis may hold endpoints of this worker
-	clock.Every(ctx, c.clk, c.tune.PublishEvery, func() {
-		used := c.usedEndpoints(c.now())
-		if len(used) == 0 && !shown {
-			return
+	clock.Every(ctx, c.clk, c.tune.PublishEvery, func() { shown = c.publishEndpoints(ctx, worker, shown) })
+}
+
+// publishEndpoints is one of PublishEndpoints' writes (shown: Redis may
+// hold endpoints of this worker), and says whether Redis holds some now.
+// An endpoint that fails on this worker, with too few attempts here to
+// decide, is then judged on every worker's attempts.
+func (c *Controller) publishEndpoints(ctx context.Context, worker string, shown bool) bool {
+	now := c.now()
+	used := c.usedEndpoints(now)
+	if len(used) == 0 && !shown {
+		return false
+	}
+	fields := make([]any, 0, 2*len(used))
+	for name, u := range used {
+		b, _ := json.Marshal(u)
+		fields = append(fields, name, string(b))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	key := record.FlowWorkerEndpointsKey(worker)
+	pipe := c.rdb.TxPipeline()
+	pipe.Del(wctx, key)
+	if len(fields) > 0 {
+		pipe.HSet(wctx, key, fields...)
+		pipe.PExpire(wctx, key, c.tune.StaleAfter)
+	}
+	if _, err := pipe.Exec(wctx); err != nil {
+		c.log.Debug("could not publish the endpoints used", "err", err)
+		return shown
+	}
+	c.judgeTogether(wctx, used, now)
+	return len(used) > 0
+}
+
+// judgeTogether opens the endpoints whose attempts on every worker,
+// summed, say so, among those this worker used that fail here but had too
+// few attempts here to decide. Healthy endpoints cost nothing: the other
+// workers' counts are read only for such a one.
+func (c *Controller) judgeTogether(ctx context.Context, used map[string]usage, now time.Time) {
+	br := c.cfg.Breaker.withDefaults()
+	c.mu.Lock()
+	var doubtful []string
+	for name, u := range used {
+		if !c.endpoints.open[name] && u.Failed > 0 && u.Attempts < br.MinAttempts &&
+			float64(u.Failed) >= br.FailureRatio*float64(u.Attempts) {
+			doubtful = append(doubtful, name)
 		}
-		fields := make([]any, 0, 2*len(used))
-		for name, u := range used {
-			b, _ := json.Marshal(u)
-			fields = append(fields, name, string(b))
+	}
+	c.mu.Unlock()
+	if len(doubtful) == 0 {
+		return
+	}
+	all, err := usedByAll(ctx, c.rdb, now)
+	if err != nil {
+		c.log.Debug("could not read the endpoints every worker used", "err", err)
+		return
+	}
+	for _, name := range doubtful {
+		u := all[name]
+		if u.Attempts < br.MinAttempts || float64(u.Failed) < br.FailureRatio*float64(u.Attempts) {
+			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		key := record.FlowWorkerEndpointsKey(worker)
-		pipe := c.rdb.TxPipeline()
-		pipe.Del(wctx, key)
-		if len(fields) > 0 {
-			pipe.HSet(wctx, key, fields...)
-			pipe.PExpire(wctx, key, c.tune.StaleAfter)
+		c.mu.Lock()
+		c.endpoints.open[name] = true
+		if ep := c.endpoints.byName[name]; ep != nil {
+			ep.reset()
 		}
-		if _, err := pipe.Exec(wctx); err != nil {
-			c.log.Debug("could not publish the endpoints used", "err", err)
-			return
+		c.mu.Unlock()
+		if _, err := OpenEndpoint(ctx, c.rdb, name, float64(u.Failed)/float64(u.Attempts), "breaker", now, c.tune); err != nil {
+			c.log.Warn("could not open a failing endpoint", "endpoint", name, "err", err)
+			continue
 		}
-		shown = len(used) > 0
-	})
+		c.log.Info("endpoint opened: its attempts fail on every worker", "endpoint", name, "attempts", u.Attempts, "failures", u.Failed)
+	}
+}
+
+// usedByAll sums what the live workers published of the endpoints they
+// used in the window.
+func usedByAll(ctx context.Context, rdb redis.UniversalClient, now time.Time) (map[string]usage, error) {
+	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
+		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the live workers: %w", err)
+	}
+	used := map[string]usage{}
+	for _, w := range workers {
+		h, err := rdb.HGetAll(ctx, record.FlowWorkerEndpointsKey(w)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("read the endpoints worker %s used: %w", w, err)
+		}
+		for name, v := range h {
+			var u usage
+			if json.Unmarshal([]byte(v), &u) != nil {
+				continue
+			}
+			sum := used[name]
+			sum.Attempts += u.Attempts
+			sum.Failed += u.Failed
+			used[name] = sum
+		}
+	}
+	return used, nil
 }
 
 // EndpointInfo is an endpoint's breaker as GET /endpoints shows it.
@@ -525,27 +603,9 @@ func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([
 	if err != nil {
 		return nil, fmt.Errorf("list the open endpoints: %w", err)
 	}
-	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
-		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+	used, err := usedByAll(ctx, rdb, now)
 	if err != nil {
-		return nil, fmt.Errorf("list the live workers: %w", err)
-	}
-	used := map[string]usage{}
-	for _, w := range workers {
-		h, err := rdb.HGetAll(ctx, record.FlowWorkerEndpointsKey(w)).Result()
-		if err != nil {
-			return nil, fmt.Errorf("read the endpoints worker %s used: %w", w, err)
-		}
-		for name, v := range h {
-			var u usage
-			if json.Unmarshal([]byte(v), &u) != nil {
-				continue
-			}
-			sum := used[name]
-			sum.Attempts += u.Attempts
-			sum.Failed += u.Failed
-			used[name] = sum
-		}
+		return nil, err
 	}
 	for name := range used {
 		if !slices.Contains(names, name) {

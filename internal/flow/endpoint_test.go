@@ -254,3 +254,31 @@ func TestEndpointScripts(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint failing on two workers, each with too few attempts to
+// decide alone, opens on their attempts summed.
+func TestEndpointOpensOnEveryWorkersAttempts(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	ctx := context.Background()
+	cfg := Config{Concurrency: 100, FairShare: 1, Breaker: BreakerConfig{MinAttempts: 4}}
+	workers := []*Controller{newController(t, rdb, cfg, &waker{}, clk), newController(t, rdb, cfg, &waker{}, clk)}
+	name := EndpointName("", "https://h:443")
+	for i, c := range workers {
+		rdb.ZAdd(ctx, record.FlowWorkersKey, redis.Z{Score: float64(clk.Now().UnixMilli()), Member: fmt.Sprint("w", i)})
+		for j := range 2 {
+			admit(t, c, Request{ID: fmt.Sprint(i, "-", j), HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Timeout: time.Second}).
+				Done(ctx, Failed)
+		}
+		if info, _ := ReadEndpoint(ctx, rdb, name); info.State != EndpointClosed {
+			t.Fatalf("the endpoint is %s after 2 failures on each of %d workers, want closed", info.State, i)
+		}
+	}
+	for i, c := range workers {
+		c.publishEndpoints(ctx, fmt.Sprint("w", i), true)
+	}
+	if info, err := ReadEndpoint(ctx, rdb, name); err != nil || info.State != EndpointOpen || info.FailureRatio != 1 {
+		t.Errorf("after the workers published: %+v %v, want it open, all failed", info, err)
+	}
+}
