@@ -551,3 +551,23 @@ func TestACanceledFirstWaiterLeavesTheProbeToTheNext(t *testing.T) {
 		t.Errorf("the canceled request was sent %d times", n)
 	}
 }
+
+// An admin opens and closes a tenant's endpoint by naming the tenant; the
+// tenant sees it, another tenant does not.
+func TestAnAdminDecidesForATenant(t *testing.T) {
+	t.Parallel()
+	s := startHealthStack(t, nil)
+	id := "http:" + s.host
+	if code, body := s.call(t, "adm", "POST", "/endpoints/"+id+"/open?tenant=ta", ""); code != http.StatusOK || !strings.Contains(body, `"tenant":"ta"`) {
+		t.Fatalf("an admin's open of tenant a's endpoint: %d %s", code, body)
+	}
+	if eps := s.notClosed(t, "ka"); len(eps) != 1 {
+		t.Errorf("tenant a sees %v, want the endpoint the admin opened", eps)
+	}
+	if eps := s.notClosed(t, "kb"); len(eps) != 0 {
+		t.Errorf("tenant b sees %v, want none", eps)
+	}
+	if code, body := s.call(t, "adm", "POST", "/endpoints/"+id+"/close?tenant=ta", ""); code != http.StatusOK || !strings.Contains(body, `"state":"closed"`) {
+		t.Fatalf("an admin's close of tenant a's endpoint: %d %s", code, body)
+	}
+}
