@@ -215,9 +215,11 @@ func (a *API) submit(c *gin.Context) {
 // before. Both APIs (retryd's and the QStash dialect) submit through it.
 func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []byte, now time.Time) (replay *record.Replay, err error) {
 	ctx := c.Request.Context()
-	var endSpan func(id, tenant, endpoint string, err error)
-	r.TraceParent, endSpan = a.Traces.Submit(ctx, c.Request.Header)
-	defer func() { endSpan(r.ID, r.Tenant, r.HostPort(), err) }()
+	if a.Traces != nil {
+		var endSpan func(id, tenant, endpoint string, err error)
+		r.TraceParent, endSpan = a.Traces.Submit(ctx, c.Request.Header)
+		defer func() { endSpan(r.ID, r.Tenant, r.HostPort(), err) }()
+	}
 	if err := a.checkDestinations(c, r, ""); err != nil {
 		return nil, err
 	}
