@@ -24,6 +24,7 @@ import (
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 )
 
@@ -88,6 +89,9 @@ type Handler struct {
 	// fix them.
 	Clock clock.Clock
 	Rand  func() float64
+	// Traces exports a span per attempt, and tells the destination its
+	// traceparent (nil: off).
+	Traces *tracing.Tracer
 	// Events tells the operator's endpoints of each request that failed
 	// (OPERATOR_EVENTS_URL); nil tells nobody.
 	Events *events.Notifier
@@ -266,8 +270,14 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 
 func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket *flow.Ticket) error {
 	h.Faults.Hit(faultpoint.BeforeCall)
+	var traced http.Header // the attempt span's traceparent, when traces are on
+	endSpan := func(int, string, bool) {}
+	if h.Traces != nil {
+		traced = http.Header{}
+		endSpan = h.Traces.Attempt(ctx, r.TraceParent, r.ID, r.Tenant, r.HostPort(), n, traced)
+	}
 	start := h.Clock.Now()
-	resp, body, truncated, callErr := h.call(ctx, r, n)
+	resp, body, truncated, callErr := h.call(ctx, r, n, traced)
 	end := h.Clock.Now()
 	if ticket != nil {
 		// The slot is free as soon as the destination answered: whoever
@@ -279,10 +289,16 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 		// attempt marked in flight: the next run records it as
 		// interrupted (it does not count against the budget) and repeats it.
 		h.Log.Info("attempt interrupted by shutdown", "requestId", r.ID, "attempt", n)
+		endSpan(0, string(retry.Interrupted), true)
 		return retry.At(end, ErrShutdown)
 	}
 	h.Faults.Hit(faultpoint.AfterCall)
 	res := rulesOf(r).Classify(resp, callErr, end)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	endSpan(status, string(res.Kind), res.Kind != retry.Success)
 
 	dur := end.Sub(start).Milliseconds()
 	a := record.Attempt{N: n, StartedAt: start, DurationMs: &dur, Outcome: string(res.Kind), FailureClass: string(res.Class)}
@@ -473,7 +489,9 @@ var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
 
 // call performs the HTTP request of attempt n under its own deadline, and
 // gives up when the worker must stop.
-func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *http.Response, body []byte, truncated bool, err error) {
+// call makes attempt n of r, with the headers extra (its trace's) set
+// over the request's own.
+func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
 	defer cancel()
 	if h.Stopping != nil {
@@ -490,6 +508,9 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 	}
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
+	}
+	for k, v := range extra {
+		req.Header[k] = v
 	}
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "retryd/1")

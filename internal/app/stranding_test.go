@@ -36,6 +36,8 @@ type transitStack struct {
 	held   string
 	landed time.Time
 	hits   map[string]time.Time
+	// headers are what the destination received, by request id.
+	headers map[string]http.Header
 	// woken closes when held was woken (by the worker's owner, or by the
 	// test through wokenByTest).
 	woken     chan struct{}
@@ -44,11 +46,18 @@ type transitStack struct {
 
 func startTransitStack(t *testing.T, env map[string]string) *transitStack {
 	t.Helper()
-	s := &transitStack{block: make(chan struct{}), hits: map[string]time.Time{}, woken: make(chan struct{})}
+	return startTransitStackWith(t, env, app.EngineOptions{})
+}
+
+// startTransitStackWith is startTransitStack with the API's options eo.
+func startTransitStackWith(t *testing.T, env map[string]string, eo app.EngineOptions) *transitStack {
+	t.Helper()
+	s := &transitStack{block: make(chan struct{}), hits: map[string]time.Time{}, woken: make(chan struct{}), headers: map[string]http.Header{}}
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.mu.Lock()
 		s.hits[r.Header.Get(egress.RequestIDHeader)] = time.Now()
+		s.headers[r.Header.Get(egress.RequestIDHeader)] = r.Header.Clone()
 		s.mu.Unlock()
 		switch r.URL.Path {
 		case "/block":
@@ -74,7 +83,7 @@ func startTransitStack(t *testing.T, env map[string]string) *transitStack {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	engine, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, app.EngineOptions{}, log)
+	engine, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, eo, log)
 	api := httptest.NewServer(engine)
 	t.Cleanup(func() { api.Close(); closeEngine() })
 	s.api = api.URL

@@ -34,6 +34,7 @@ import (
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/sweeper"
+	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/tasks"
 )
@@ -125,6 +126,15 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return fmt.Errorf("SIGNING_SECRETS: %w", err)
 	}
 	qsigner := &sign.QStash{Current: cfg.QStashCurrentSigningKey, Next: cfg.QStashNextSigningKey}
+	traces, err := tracing.New(ctx, "retryd-worker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = traces.Shutdown(sctx)
+	}()
 	// The operator's events: request.failed here, endpoint changes in flow
 	// control. What is given up is counted cluster-wide.
 	notifier := events.New(cfg.OperatorEventsURLs, signer, func(n int) {
@@ -154,6 +164,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Waiting:      wait,
 		InTransit:    opts.InTransit,
 		Events:       notifier,
+		Traces:       traces,
 		EarlyWait:    tune.EarlyWait,
 	}
 	// Fairness between tenants works from the tenant stamped on each
