@@ -109,6 +109,23 @@ type Request struct {
 
 	Attempts []Attempt
 	Redrives []Redrive
+
+	// ResentFrom is the resend that made this request from another (nil
+	// for a request submitted); Resends are the ids of the requests
+	// resent from this one, oldest first.
+	ResentFrom *ResentFrom
+	Resends    []string
+	// Expunged: the payload (body, headers, result and response bodies)
+	// was erased; the record's metadata stays.
+	Expunged bool
+}
+
+// ResentFrom is the audit of a resend, kept on the request it made.
+type ResentFrom struct {
+	ID     string `json:"id"`
+	AtMs   int64  `json:"atMs"`
+	Actor  string `json:"actor"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Callback is the delivery state of a request's outcome callback.
@@ -186,6 +203,10 @@ const (
 	fCbLastCode  = "cbLastStatusCode"
 	fCbLastError = "cbLastError"
 	fCbUpdatedAt = "cbUpdatedAt"
+	// fResends lists the ids of the requests resent from this one,
+	// space-separated; fExpunged is "1" once the payload was erased.
+	fResends  = "resends"
+	fExpunged = "expunged"
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -217,6 +238,7 @@ type spec struct {
 	FlowControl    *FlowControl      `json:"fc,omitempty"`
 	Topic          string            `json:"t,omitempty"`
 	Publication    string            `json:"p,omitempty"`
+	ResentFrom     *ResentFrom       `json:"rf,omitempty"`
 }
 
 // FlowControl limits the requests that share its Key (by default their
@@ -321,7 +343,7 @@ func (r *Request) HasCallback() bool {
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
 		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
-		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication})
+		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, ResentFrom: r.ResentFrom})
 	return string(b)
 }
 
@@ -425,6 +447,9 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		CreatedAt:       fromMs(h[fCreatedAt]),
 		UpdatedAt:       fromMs(h[fUpdatedAt]),
 		CompletedAt:     fromMs(h[fCompletedAt]),
+		ResentFrom:      sp.ResentFrom,
+		Resends:         strings.Fields(h[fResends]),
+		Expunged:        h[fExpunged] == "1",
 	}
 	r.HasResult = h[fHasResult] == "1"
 	r.FailedRun = -1

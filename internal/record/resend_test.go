@@ -1,0 +1,117 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestResendScript(t *testing.T) {
+	t.Parallel()
+	const other = "01m8mhyychtfy2pdj6gb"
+	spec := `{"u":"https://e.com/hook","m":"POST","h":{"X-A":"1"},"b":"hello","k":"sub-key","fc":{"key":"k1","parallelism":2}}`
+	cases := []struct {
+		name    string
+		initial state
+		in      ResendInput
+		// twice resends a second time with the same input.
+		twice   bool
+		wantErr error
+		check   func(t *testing.T, s *Store, got state, res *ResendResult)
+	}{
+		{
+			name:    "a completed request makes a new pending one with the same payload, linked both ways",
+			initial: state{k0.req(tid): reqHash(Completed, fAttemptCount, "2"), k0.spec(tid): spec},
+			in:      ResendInput{Actor: "erin", Reason: "partner lost it", Now: t0},
+			check: func(t *testing.T, s *Store, got state, res *ResendResult) {
+				n, err := s.Get(context.Background(), res.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n.Status != Pending || n.URL != "https://e.com/hook" || n.Method != "POST" || n.Body != "hello" ||
+					n.Headers["X-A"] != "1" || n.MaxRetries != 1 || n.AttemptCount != 0 || n.FlowControl == nil || n.FlowControl.Key != "k1" {
+					t.Errorf("new request %+v", n)
+				}
+				if n.IdempotencyKey != "" {
+					t.Errorf("the new request carries the original's Idempotency-Key %q", n.IdempotencyKey)
+				}
+				want := &ResentFrom{ID: tid, AtMs: t0.UnixMilli(), Actor: "erin", Reason: "partner lost it"}
+				if diff := cmp.Diff(want, n.ResentFrom); diff != "" {
+					t.Errorf("resentFrom (-want +got):\n%s", diff)
+				}
+				o, _ := s.Get(context.Background(), tid)
+				if diff := cmp.Diff([]string{res.ID}, o.Resends); diff != "" || o.Status != Completed {
+					t.Errorf("original's resends (-want +got):\n%s (status %s)", diff, o.Status)
+				}
+				if diff := cmp.Diff(zset{res.ID}, got[d0.index(Pending)]); diff != "" {
+					t.Errorf("pending index (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:    "the same Idempotency-Key gives the same new request",
+			initial: state{k0.req(tid): reqHash(Failed), k0.spec(tid): spec},
+			in:      ResendInput{Actor: "erin", IdemKey: "k", Now: t0}, twice: true,
+			check: func(t *testing.T, s *Store, got state, res *ResendResult) {
+				if !res.Replayed {
+					t.Error("second call not a replay")
+				}
+				if diff := cmp.Diff(zset{res.ID}, got[d0.index(Pending)]); diff != "" {
+					t.Errorf("pending index (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:    "the same Idempotency-Key on another request: refused",
+			initial: state{k0.req(tid): reqHash(Canceled), k0.spec(tid): spec, d0.resendIdem("k"): other + " 01m8mhyychtfy2pdj6gc"},
+			in:      ResendInput{Actor: "erin", IdemKey: "k", Now: t0}, wantErr: ErrResendKeyReused,
+		},
+		{
+			name:    "a retrying request: refused, nothing written",
+			initial: state{k0.req(tid): reqHash(Retrying), k0.spec(tid): spec},
+			in:      ResendInput{Actor: "erin", Now: t0}, wantErr: ErrUnfinished,
+		},
+		{
+			name:    "an expunged request: refused",
+			initial: state{k0.req(tid): reqHash(Completed, fExpunged, "1"), k0.spec(tid): spec},
+			in:      ResendInput{Actor: "erin", Now: t0}, wantErr: ErrExpunged,
+		},
+		{
+			name:    "the owner at its limit: refused",
+			initial: state{k0.req(tid): reqHash(Completed), k0.spec(tid): spec, k0.req(other): reqHash(Pending), d0.owner("o"): zset{other}},
+			in:      ResendInput{Actor: "erin", Owner: Owner{ID: "o", Limit: 1}, Now: t0}, wantErr: ErrOwnerLimit,
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, rdb := newStoreOn(t)
+			seed(t, rdb, c.initial)
+			ctx := context.Background()
+			orig, err := s.Get(ctx, tid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Resend(ctx, orig, c.in)
+			if err == nil && c.twice {
+				res, err = s.Resend(ctx, orig, c.in)
+			}
+			if !errors.Is(err, c.wantErr) {
+				t.Fatalf("Resend = %v, want %v", err, c.wantErr)
+			}
+			got := dump(t, rdb, d0.index(Pending), d0.all(), k0.req(tid))
+			if c.wantErr != nil {
+				if got[d0.index(Pending)] != nil || got[d0.all()] != nil {
+					t.Errorf("a refused resend stored a request: %v", got)
+				}
+				if diff := cmp.Diff(c.initial[k0.req(tid)], got[k0.req(tid)]); diff != "" {
+					t.Errorf("a refused resend changed the original (-want +got):\n%s", diff)
+				}
+				return
+			}
+			c.check(t, s, got, res)
+		})
+	}
+}
