@@ -75,6 +75,21 @@ type Document struct {
 	WaitingFor *string            `json:"waitingFor"`
 	Attempts   *[]AttemptDocument `json:"attempts,omitempty"`
 	Redrives   []RedriveDocument  `json:"redrives"`
+	// ResentFrom is the resend that made this request (null for one
+	// submitted); Resends are the ids of the requests resent from it.
+	ResentFrom *ResentDocument `json:"resentFrom"`
+	Resends    []string        `json:"resends"`
+	// Expunged: the body, headers, result and response bodies were
+	// erased; what shows of them is empty because of that.
+	Expunged bool `json:"expunged"`
+}
+
+// ResentDocument is the audit of the resend that made a request.
+type ResentDocument struct {
+	ID     string  `json:"id"`
+	At     *string `json:"at"`
+	Actor  string  `json:"actor"`
+	Reason *string `json:"reason"`
 }
 
 // FlowDocument is a request's flowControl as submitted.
@@ -149,6 +164,11 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 		CompletedAt:     timePtr(r.CompletedAt),
 		CallbackURL:     strPtr(redact.URL(r.CallbackURL)),
 		Redrives:        make([]RedriveDocument, 0, len(r.Redrives)),
+		Resends:         append([]string{}, r.Resends...),
+		Expunged:        r.Expunged,
+	}
+	if rf := r.ResentFrom; rf != nil {
+		d.ResentFrom = &ResentDocument{ID: rf.ID, At: timePtr(time.UnixMilli(rf.AtMs)), Actor: rf.Actor, Reason: strPtr(rf.Reason)}
 	}
 	if fc := r.FlowControl; fc != nil {
 		d.FlowControl = &FlowDocument{Key: fc.Key, Parallelism: fc.Parallelism, Rate: fc.Rate, PeriodMs: fc.PeriodMs}

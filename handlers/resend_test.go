@@ -1,0 +1,118 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/retryd/retryd/tasks"
+)
+
+// canceledRequest submits a request due in an hour and cancels it: a
+// finished request that no worker touches.
+func canceledRequest(t *testing.T, ts string, body string) string {
+	t.Helper()
+	a := do(t, "POST", ts+"/requests", "application/json", body)
+	if a.status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", a.status, a.raw)
+	}
+	id := a.body["id"].(string)
+	if c := do(t, "DELETE", ts+"/requests/"+id, "", ""); c.status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", c.status, c.raw)
+	}
+	return id
+}
+
+func TestResendMakesALinkedNewRequest(t *testing.T) {
+	t.Parallel()
+	ts, b := setup(t, nil)
+	orig := canceledRequest(t, ts.URL, `{"url":"https://example.com/x","method":"PUT","headers":{"X-Trace":"7"},"body":"hi","maxRetries":4,"backoffMs":500,"delayMs":3600000,"flowControl":{"key":"acme","parallelism":2}}`)
+
+	a := do(t, "POST", ts.URL+"/requests/"+orig+"/resend", "application/json", `{"actor":"erin","reason":"partner lost it"}`, "Idempotency-Key", "r1")
+	if a.status != http.StatusAccepted {
+		t.Fatalf("resend: %d %s", a.status, a.raw)
+	}
+	id, _ := a.body["id"].(string)
+	if id == "" || id == orig || a.header.Get("Location") != "/requests/"+id {
+		t.Fatalf("resend answered id %q, Location %q", id, a.header.Get("Location"))
+	}
+	if a.body["status"] != "pending" || a.body["method"] != "PUT" || a.body["maxRetries"] != 4.0 || a.body["backoffMs"] != 500.0 ||
+		a.body["attemptCount"] != 0.0 || a.body["redriveCount"] != 0.0 {
+		t.Errorf("new request %s", a.raw)
+	}
+	if h, _ := a.body["headers"].(map[string]any); h["X-Trace"] != "7" {
+		t.Errorf("headers not kept: %s", a.raw)
+	}
+	if fc, _ := a.body["flowControl"].(map[string]any); fc["key"] != "acme" {
+		t.Errorf("flowControl not kept: %s", a.raw)
+	}
+	rf, _ := a.body["resentFrom"].(map[string]any)
+	if rf["id"] != orig || rf["actor"] != "erin" || rf["reason"] != "partner lost it" || rf["at"] == nil {
+		t.Errorf("resentFrom = %v", a.body["resentFrom"])
+	}
+	if _, err := b.inspector.GetTaskInfo(tasks.Queue, id); err != nil {
+		t.Errorf("no asynq task for the resend %s: %v", id, err)
+	}
+	o := do(t, "GET", ts.URL+"/requests/"+orig, "", "")
+	if rs, _ := o.body["resends"].([]any); len(rs) != 1 || rs[0] != id || o.body["status"] != "canceled" {
+		t.Errorf("original after the resend: %s", o.raw)
+	}
+
+	// The same key returns the same new request and makes no other.
+	again := do(t, "POST", ts.URL+"/requests/"+orig+"/resend", "application/json", `{"actor":"erin"}`, "Idempotency-Key", "r1")
+	if again.status != http.StatusOK || again.body["id"] != id || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("replay: %d %v %s", again.status, again.header, again.raw)
+	}
+	if o := do(t, "GET", ts.URL+"/requests/"+orig, "", ""); len(o.body["resends"].([]any)) != 1 {
+		t.Errorf("a replay resent again: %s", o.raw)
+	}
+	// Without a key, each call is a resend of its own.
+	if x := do(t, "POST", ts.URL+"/requests/"+orig+"/resend", "", ""); x.status != http.StatusAccepted || x.body["id"] == id {
+		t.Errorf("resend without a key or body: %d %s", x.status, x.raw)
+	} else if rf, _ := x.body["resentFrom"].(map[string]any); rf["actor"] != "api" {
+		t.Errorf("default actor: %v", x.body["resentFrom"])
+	}
+}
+
+func TestResendRejections(t *testing.T) {
+	t.Parallel()
+	ts, _ := setup(t, nil)
+	const sub = `{"url":"https://example.com/x","delayMs":3600000}`
+	orig := canceledRequest(t, ts.URL, sub)
+	other := canceledRequest(t, ts.URL, sub)
+	first := do(t, "POST", ts.URL+"/requests/"+orig+"/resend", "", "", "Idempotency-Key", "k")
+	if first.status != http.StatusAccepted {
+		t.Fatalf("resend: %d %s", first.status, first.raw)
+	}
+	pending := first.body["id"].(string)
+	cases := []struct {
+		name, id, body string
+		headers        []string
+		status         int
+		code, field    string
+		says           string
+	}{
+		{"an unfinished request", pending, "", nil, 409, "conflict", "", "DELETE /requests/" + pending},
+		{"the key used to resend another request", other, "", []string{"Idempotency-Key", "k"}, 409, "conflict", "", "another request"},
+		{"an actor too long", orig, `{"actor":"` + strings.Repeat("a", 201) + `"}`, nil, 400, "invalid_request", "actor", "200"},
+		{"a reason too long", orig, `{"reason":"` + strings.Repeat("a", 2001) + `"}`, nil, 400, "invalid_request", "reason", "2000"},
+		{"a body that is not JSON", orig, `actor=erin`, nil, 400, "invalid_request", "", "JSON"},
+		{"an Idempotency-Key too long", orig, "", []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "invalid_request", "Idempotency-Key", "255"},
+		{"an unknown id", "01m8mg842n8nbsaee7cq", "", nil, 404, "not_found", "", ""},
+		{"a malformed id", "nope", "", nil, 404, "not_found", "", ""},
+	}
+	for _, c := range cases {
+		a := do(t, "POST", ts.URL+"/requests/"+c.id+"/resend", "application/json", c.body, c.headers...)
+		if a.status != c.status {
+			t.Errorf("%s: status %d, want %d (%s)", c.name, a.status, c.status, a.raw)
+			continue
+		}
+		code, field := errorOf(t, a)
+		if code != c.code || field != c.field || !strings.Contains(a.raw, c.says) {
+			t.Errorf("%s: error %s, want code %s field %q saying %q", c.name, a.raw, c.code, c.field, c.says)
+		}
+	}
+	if o := do(t, "GET", ts.URL+"/requests/"+other, "", ""); len(o.body["resends"].([]any)) != 0 {
+		t.Errorf("a refused resend was made: %s", o.raw)
+	}
+}
