@@ -78,7 +78,7 @@ func TestRoutesAreInTheOpenAPIDocument(t *testing.T) {
 	s := loadSpec(t)
 	for _, r := range []struct{ method, path string }{
 		{"post", PathRequests}, {"get", PathRequests}, {"get", PathRequests + "/{id}"}, {"delete", PathRequests + "/{id}"},
-		{"get", PathDLQ}, {"post", PathDLQ + "/{id}/redrive"}, {"post", PathDLQ + "/redrive"},
+		{"get", PathDLQ}, {"post", PathDLQ + "/{id}/redrive"}, {"post", PathRequests + "/{id}/resend"}, {"post", PathDLQ + "/redrive"},
 		{"get", PathSchedules}, {"get", PathFlows},
 	} {
 		if _, ok := s.Paths[r.path][r.method]; !ok {

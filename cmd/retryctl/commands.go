@@ -45,14 +45,19 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
+	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 
 // fetch calls the API. With --json it prints the answer as sent and
 // reports printed; otherwise it decodes the answer into out.
 func (x *cli) fetch(ctx context.Context, method, path string, query url.Values, body, out any) (printed bool, err error) {
-	raw, err := x.c.Raw(ctx, method, path, query, body, nil)
+	return x.fetchWith(ctx, method, path, query, body, nil, out)
+}
+
+// fetchWith is fetch with request headers.
+func (x *cli) fetchWith(ctx context.Context, method, path string, query url.Values, body any, header http.Header, out any) (printed bool, err error) {
+	raw, err := x.c.Raw(ctx, method, path, query, body, header)
 	if err != nil {
 		return false, err
 	}
@@ -170,6 +175,19 @@ func (x *cli) requestDetail(r *client.Request) {
 		row("failure class", *r.FailureClass)
 	}
 	row("redrives", fmt.Sprint(r.RedriveCount))
+	if rf := r.ResentFrom; rf != nil {
+		v := rf.ID + " at " + when(rf.At) + " by " + rf.Actor
+		if rf.Reason != nil {
+			v += ": " + *rf.Reason
+		}
+		row("resent from", v)
+	}
+	if len(r.Resends) > 0 {
+		row("resends", strings.Join(r.Resends, " "))
+	}
+	if r.Expunged {
+		row("payload", "expunged (body, headers and response bodies erased)")
+	}
 	row("created", when(r.CreatedAt))
 	row("updated", when(r.UpdatedAt))
 	if r.Callback != nil {
@@ -214,6 +232,33 @@ func (x *cli) cancelCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func (x *cli) resendCmd() *cobra.Command {
+	var in client.ResendInput
+	var idemKey string
+	cmd := &cobra.Command{
+		Use:   "resend ID [--reason R] [--actor A] [--idempotency-key K]",
+		Short: "Send a finished request (completed, failed or canceled) again, as a new request",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var h http.Header
+			if idemKey != "" {
+				h = http.Header{"Idempotency-Key": {idemKey}}
+			}
+			var r client.Request
+			if printed, err := x.fetchWith(cmd.Context(), http.MethodPost, client.PathRequests+"/"+url.PathEscape(args[0])+"/resend", nil,
+				in, h, &r); printed || err != nil {
+				return err
+			}
+			fmt.Fprintf(x.out, "%s resent as %s (%s)\n", args[0], r.ID, r.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in.Actor, "actor", "", "who resends (recorded on the new request; the API's default is api)")
+	cmd.Flags().StringVar(&in.Reason, "reason", "", "why (recorded on the new request)")
+	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "a repeated call with the same key returns the same new request")
+	return cmd
 }
 
 func (x *cli) dlqCmd() *cobra.Command {
