@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 func TestResendScript(t *testing.T) {
@@ -113,5 +115,44 @@ func TestResendScript(t *testing.T) {
 			}
 			c.check(t, s, got, res)
 		})
+	}
+}
+
+// A resend racing a redrive of the same failed request: either the resend
+// saw it failed (both succeed, the resend first), or the redrive came
+// first and the resend is refused; never a resend of a request already
+// back in delivery, and the original lists exactly the resends made.
+func TestResendRacingARedrive(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	for i := range 20 {
+		id := tid[:len(tid)-2] + string("0123456789abcdefghjk"[i]) + "0"
+		seed(t, rdb, state{k0.req(id): reqHash(Failed), k0.spec(id): `{"u":"https://e.com","m":"GET"}`, d0.index(Failed): zset{id}})
+		orig, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resendErr, redriveErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, resendErr = s.Resend(ctx, orig, ResendInput{Actor: "a", Now: t0})
+		}()
+		_, redriveErr = s.Redrive(ctx, id, RedriveInput{Scope: tenant.All, Actor: "b", Limit: 3, Now: t0})
+		<-done
+		if redriveErr != nil {
+			t.Fatalf("redrive %d: %v", i, redriveErr)
+		}
+		if resendErr != nil && !errors.Is(resendErr, ErrUnfinished) {
+			t.Fatalf("resend %d: %v", i, resendErr)
+		}
+		o, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[resendErr == nil]; len(o.Resends) != want || o.Status != Pending {
+			t.Errorf("%d: resend err %v, original %s with resends %v", i, resendErr, o.Status, o.Resends)
+		}
 	}
 }
