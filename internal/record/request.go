@@ -116,8 +116,10 @@ type Request struct {
 	ResentFrom *ResentFrom
 	Resends    []string
 	// Expunged: the payload (body, headers, result and response bodies)
-	// was erased; the record's metadata stays.
-	Expunged bool
+	// was erased, at ExpungedAt by ExpungedBy; the metadata stays.
+	Expunged   bool
+	ExpungedAt time.Time
+	ExpungedBy string
 }
 
 // ResentFrom is the audit of a resend, kept on the request it made.
@@ -205,8 +207,10 @@ const (
 	fCbUpdatedAt = "cbUpdatedAt"
 	// fResends lists the ids of the requests resent from this one,
 	// space-separated; fExpunged is "1" once the payload was erased.
-	fResends  = "resends"
-	fExpunged = "expunged"
+	fResends    = "resends"
+	fExpunged   = "expunged"
+	fExpungedAt = "expungedAt"
+	fExpungedBy = "expungedBy"
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -450,6 +454,8 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		ResentFrom:      sp.ResentFrom,
 		Resends:         strings.Fields(h[fResends]),
 		Expunged:        h[fExpunged] == "1",
+		ExpungedAt:      fromMs(h[fExpungedAt]),
+		ExpungedBy:      h[fExpungedBy],
 	}
 	r.HasResult = h[fHasResult] == "1"
 	r.FailedRun = -1
