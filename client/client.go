@@ -217,9 +217,12 @@ type Request struct {
 	// submitted); Resends the ids of the requests resent from it.
 	ResentFrom *ResentFrom `json:"resentFrom"`
 	Resends    []string    `json:"resends"`
-	// Expunged: the payload was erased; the empty body, headers and
-	// response bodies shown are erased, not what was sent.
-	Expunged bool `json:"expunged"`
+	// Expunged: the payload was erased (at ExpungedAt, by ExpungedBy);
+	// the empty headers and response bodies shown are erased, not what
+	// was sent.
+	Expunged   bool       `json:"expunged"`
+	ExpungedAt *time.Time `json:"expungedAt"`
+	ExpungedBy *string    `json:"expungedBy"`
 }
 
 // ResentFrom is the audit of the resend that made a request.
@@ -291,6 +294,8 @@ type Attempt struct {
 	FailureClass *string    `json:"failureClass"`
 	Error        *string    `json:"error"`
 	ResponseBody *string    `json:"responseBody"`
+	// Expunged: the response body was erased with the request's payload.
+	Expunged bool `json:"expunged,omitempty"`
 }
 
 // Redrive is one redrive of a request.
@@ -436,6 +441,18 @@ func (c *Client) Resend(ctx context.Context, id string, in ResendInput, idempote
 	}
 	var out Request
 	return &out, c.call(ctx, http.MethodPost, PathRequests+"/"+url.PathEscape(id)+"/resend", nil, in, &out, h)
+}
+
+// ExpungeInput names who erases a payload.
+type ExpungeInput struct {
+	Actor string `json:"actor,omitempty"`
+}
+
+// Expunge erases finished request id's payload (body, headers, result and
+// response bodies), keeping its metadata, and returns its document.
+func (c *Client) Expunge(ctx context.Context, id string, in ExpungeInput) (*Request, error) {
+	var out Request
+	return &out, c.call(ctx, http.MethodDelete, PathRequests+"/"+url.PathEscape(id)+"/payload", nil, in, &out, nil)
 }
 
 // BulkRedriveInput selects the failed requests to send again.

@@ -45,7 +45,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
+	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 
@@ -186,7 +186,11 @@ func (x *cli) requestDetail(r *client.Request) {
 		row("resends", strings.Join(r.Resends, " "))
 	}
 	if r.Expunged {
-		row("payload", "expunged (body, headers and response bodies erased)")
+		by := "-"
+		if r.ExpungedBy != nil {
+			by = *r.ExpungedBy
+		}
+		row("payload", "expunged at "+when(r.ExpungedAt)+" by "+by+" (body, headers and response bodies erased)")
 	}
 	row("created", when(r.CreatedAt))
 	row("updated", when(r.UpdatedAt))
@@ -258,6 +262,30 @@ func (x *cli) resendCmd() *cobra.Command {
 	cmd.Flags().StringVar(&in.Actor, "actor", "", "who resends (recorded on the new request; the API's default is api)")
 	cmd.Flags().StringVar(&in.Reason, "reason", "", "why (recorded on the new request)")
 	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "a repeated call with the same key returns the same new request")
+	return cmd
+}
+
+func (x *cli) expungeCmd() *cobra.Command {
+	var in client.ExpungeInput
+	cmd := &cobra.Command{
+		Use:   "expunge ID [--actor A]",
+		Short: "Erase a finished request's body, headers and response bodies, keeping its metadata",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r client.Request
+			if printed, err := x.fetch(cmd.Context(), http.MethodDelete, client.PathRequests+"/"+url.PathEscape(args[0])+"/payload", nil,
+				in, &r); printed || err != nil {
+				return err
+			}
+			by := "-"
+			if r.ExpungedBy != nil {
+				by = *r.ExpungedBy
+			}
+			fmt.Fprintf(x.out, "%s payload expunged (%s, by %s at %s)\n", r.ID, r.Status, by, when(r.ExpungedAt))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in.Actor, "actor", "", "who erases (recorded as expungedBy; the API's default is api)")
 	return cmd
 }
 

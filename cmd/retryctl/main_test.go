@@ -116,3 +116,28 @@ func TestResend(t *testing.T) {
 		t.Errorf("resend of a pending request (%d): %s", code, errOut)
 	}
 }
+
+func TestExpunge(t *testing.T) {
+	t.Parallel()
+	base := apiFor(t)
+	id := canceled(t, base)
+	out, errOut, code := ctl(t, base, "expunge", id, "--actor", "dpo")
+	if code != 0 || !strings.Contains(out, id+" payload expunged (canceled, by dpo at ") {
+		t.Fatalf("expunge (%d): %s %s", code, out, errOut)
+	}
+	if doc := api(t, base, "GET", "/requests/"+id, ""); doc["expunged"] != true || doc["expungedBy"] != "dpo" {
+		t.Errorf("after expunge: %v", doc)
+	}
+	if out, _, _ := ctl(t, base, "get", id); !strings.Contains(out, "payload:") || !strings.Contains(out, "expunged at") {
+		t.Errorf("get of an expunged request:\n%s", out)
+	}
+	// An expunged request cannot be resent; a pending one cannot be
+	// expunged: the API's 409 with what to do, and exit 1.
+	if _, errOut, code := ctl(t, base, "resend", id); code != 1 || !strings.Contains(errOut, "expunged") {
+		t.Errorf("resend of an expunged request (%d): %s", code, errOut)
+	}
+	pending := api(t, base, "POST", "/requests", `{"url":"https://example.com/x","delayMs":3600000}`)["id"].(string)
+	if _, errOut, code := ctl(t, base, "expunge", pending); code != 1 || !strings.Contains(errOut, "cancel it first") {
+		t.Errorf("expunge of a pending request (%d): %s", code, errOut)
+	}
+}

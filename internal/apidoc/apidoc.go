@@ -80,8 +80,11 @@ type Document struct {
 	ResentFrom *ResentDocument `json:"resentFrom"`
 	Resends    []string        `json:"resends"`
 	// Expunged: the body, headers, result and response bodies were
-	// erased; what shows of them is empty because of that.
-	Expunged bool `json:"expunged"`
+	// erased (at ExpungedAt, by ExpungedBy); what shows of them is empty
+	// because of that.
+	Expunged   bool    `json:"expunged"`
+	ExpungedAt *string `json:"expungedAt"`
+	ExpungedBy *string `json:"expungedBy"`
 }
 
 // ResentDocument is the audit of the resend that made a request.
@@ -131,6 +134,8 @@ type AttemptDocument struct {
 	FailureClass *string `json:"failureClass"`
 	Error        *string `json:"error"`
 	ResponseBody *string `json:"responseBody"`
+	// Expunged: the response body was erased with the request's payload.
+	Expunged bool `json:"expunged,omitempty"`
 }
 
 // NewDocument renders r as of now. Attempts are included when
@@ -166,6 +171,8 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 		Redrives:        make([]RedriveDocument, 0, len(r.Redrives)),
 		Resends:         append([]string{}, r.Resends...),
 		Expunged:        r.Expunged,
+		ExpungedAt:      timePtr(r.ExpungedAt),
+		ExpungedBy:      strPtr(r.ExpungedBy),
 	}
 	if rf := r.ResentFrom; rf != nil {
 		d.ResentFrom = &ResentDocument{ID: rf.ID, At: timePtr(time.UnixMilli(rf.AtMs)), Actor: rf.Actor, Reason: strPtr(rf.Reason)}
@@ -206,6 +213,7 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 				FailureClass: strPtr(a.FailureClass),
 				Error:        strPtr(redact.Text(a.Error)),
 				ResponseBody: a.ResponseBody,
+				Expunged:     r.Expunged,
 			})
 		}
 		d.Attempts = &attempts
