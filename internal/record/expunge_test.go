@@ -48,7 +48,7 @@ func TestExpungeScript(t *testing.T) {
 				return
 			}
 			want := state{
-				k0.req(tid): reqHash(c.status, fAttemptCount, "2", fLastStatusCode, "200", fExpunged, "1", fExpungedAt, t0ms, fExpungedBy, "erin"),
+				k0.req(tid):  reqHash(c.status, fAttemptCount, "2", fLastStatusCode, "200", fExpunged, "1", fExpungedAt, t0ms, fExpungedBy, "erin"),
 				k0.spec(tid): `{"u":"https://e.com/hook","m":"POST","k":"sub-key","fc":{"key":"k1","periodMs":3600000},"rf":{"id":"01m8mhyychtfy2pdj6g0","atMs":1800000000000,"actor":"a"}}`,
 				k0.attempts(tid): []string{
 					`{"n":1,"startedAtMs":1800000000000,"durationMs":12,"statusCode":500,"outcome":"retryable","failureClass":"server_error"}`,
