@@ -45,7 +45,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
+	root.AddCommand(x.submitCmd(), x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 
@@ -109,7 +109,7 @@ func (x *cli) listPage(ctx context.Context, path string, query url.Values) error
 // requestTable prints requests as a table.
 func (x *cli) requestTable(rs []client.Request) {
 	w := x.table()
-	fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tLAST\tMETHOD\tURL\tUPDATED")
+	fmt.Fprintln(w, "ID\tSTATUS\tWAITING FOR\tNEXT ATTEMPT\tATTEMPTS\tLAST\tMETHOD\tURL\tUPDATED")
 	for _, r := range rs {
 		last := "-"
 		switch {
@@ -118,10 +118,30 @@ func (x *cli) requestTable(rs []client.Request) {
 		case r.FailureClass != nil:
 			last = *r.FailureClass
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Counts(), last, r.Method,
+		waiting := "-"
+		if r.WaitingFor != nil {
+			waiting = *r.WaitingFor
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, waiting, nextAttempt(&r), r.Counts(), last, r.Method,
 			shorten(r.URL, 60), when(r.UpdatedAt))
 	}
 	_ = w.Flush()
+}
+
+// nextAttempt is when retryd starts r's next attempt (its nextRetryAt);
+// for a request that waits for an event rather than a time, that event.
+func nextAttempt(r *client.Request) string {
+	switch {
+	case r.NextRetryAt != nil:
+		return when(r.NextRetryAt)
+	case r.WaitingFor != nil:
+		if event, ok := map[string]string{"paused": "resume", "queue": "its turn", "parallelism": "a free slot",
+			"fair_share": "a free share", "endpoint_open": "a good probe"}[*r.WaitingFor]; ok {
+			return "on " + event
+		}
+		return "on an event"
+	}
+	return "-"
 }
 
 func shorten(s string, n int) string {
@@ -420,12 +440,15 @@ func (x *cli) schedulesCmd() *cobra.Command {
 	}
 	list.Flags().IntVar(&limit, "limit", 0, "how many (1-500)")
 	list.Flags().StringVar(&cursor, "cursor", "", "continue after this page")
-	schedules.AddCommand(list)
+	schedules.AddCommand(list, x.scheduleCreateCmd(),
+		x.scheduleActionCmd("pause", "Pause a schedule: no tick fires until it is resumed"),
+		x.scheduleActionCmd("resume", "Resume a paused schedule from its next tick"),
+		x.scheduleActionCmd("delete", "Delete a schedule (the requests it made stay)"))
 	return schedules
 }
 
 func (x *cli) flowsCmd() *cobra.Command {
-	return &cobra.Command{
+	flows := &cobra.Command{
 		Use:   "flows",
 		Short: "Active flow-control keys: in flight, waiting, limits, effective rate",
 		Args:  cobra.NoArgs,
@@ -458,4 +481,7 @@ func (x *cli) flowsCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
+	flows.AddCommand(x.flowActionCmd("pause", "Pause a flow-control key: its requests wait (nothing is lost) until it is resumed"),
+		x.flowActionCmd("resume", "Resume a paused flow-control key: its waiting requests start in order"))
+	return flows
 }
