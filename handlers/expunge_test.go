@@ -72,10 +72,13 @@ func TestExpungeErasesThePayloadEverywhereItIsShown(t *testing.T) {
 	if again := do(t, "DELETE", b.ts.URL+"/requests/"+id+"/payload", "", ""); again.status != http.StatusOK || again.body["expungedBy"] != "dpo" {
 		t.Errorf("second expunge: %d %s", again.status, again.raw)
 	}
-	// An expunged request cannot be resent.
-	rs := do(t, "POST", b.ts.URL+"/requests/"+id+"/resend", "", "")
-	if code, _ := errorOf(t, rs); rs.status != http.StatusConflict || code != "conflict" || !strings.Contains(rs.raw, "expunged") {
-		t.Errorf("resend of an expunged request: %d %s", rs.status, rs.raw)
+	// An expunged request cannot be resent or redriven: nothing is left
+	// to send.
+	for _, path := range []string{"/requests/" + id + "/resend", "/dlq/" + id + "/redrive"} {
+		rs := do(t, "POST", b.ts.URL+path, "", "")
+		if code, _ := errorOf(t, rs); rs.status != http.StatusConflict || code != "conflict" || !strings.Contains(rs.raw, "expunged") {
+			t.Errorf("POST %s of an expunged request: %d %s", path, rs.status, rs.raw)
+		}
 	}
 }
 
