@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -114,5 +115,44 @@ func TestResendRejections(t *testing.T) {
 	}
 	if o := do(t, "GET", ts.URL+"/requests/"+other, "", ""); len(o.body["resends"].([]any)) != 0 {
 		t.Errorf("a refused resend was made: %s", o.raw)
+	}
+}
+
+// A resend is its tenant's: another tenant's resend or expunge of it is
+// 404 and changes nothing; the new request is the original's tenant's,
+// counts among its unfinished requests and is capped with them.
+func TestResendAndExpungeStayWithinTheTenant(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), map[string]string{
+		"API_KEYS": "team-a:a,team-b:b", "MAX_UNFINISHED_PER_KEY": "2"})
+	as := func(key string) []string { return []string{"Authorization", "Bearer " + key} }
+	sub := do(t, "POST", ts.URL+"/requests", "application/json", `{"url":"https://example.com","body":"x","delayMs":600000}`, as("a")...)
+	if sub.status != 202 {
+		t.Fatalf("submit: %d %s", sub.status, sub.raw)
+	}
+	orig := sub.body["id"].(string)
+	if c := do(t, "DELETE", ts.URL+"/requests/"+orig, "", "", as("a")...); c.status != 200 {
+		t.Fatalf("cancel: %d %s", c.status, c.raw)
+	}
+	for _, c := range []struct{ method, path string }{{"POST", "/requests/" + orig + "/resend"}, {"DELETE", "/requests/" + orig + "/payload"}} {
+		if a := do(t, c.method, ts.URL+c.path, "application/json", "", as("b")...); a.status != 404 {
+			t.Errorf("team-b's %s %s: %d %s, want 404", c.method, c.path, a.status, a.raw)
+		}
+	}
+	if o := do(t, "GET", ts.URL+"/requests/"+orig, "", "", as("a")...); o.body["expunged"] != false || len(o.body["resends"].([]any)) != 0 {
+		t.Errorf("team-b's calls changed team-a's request: %s", o.raw)
+	}
+	for i := range 2 {
+		a := do(t, "POST", ts.URL+"/requests/"+orig+"/resend", "", "", as("a")...)
+		if a.status != 202 || a.body["tenant"] != "team-a" {
+			t.Fatalf("resend %d: %d %s", i+1, a.status, a.raw)
+		}
+		if b := do(t, "GET", ts.URL+"/requests/"+a.body["id"].(string), "", "", as("b")...); b.status != 404 {
+			t.Errorf("team-b reads team-a's resend: %d", b.status)
+		}
+	}
+	a := do(t, "POST", ts.URL+"/requests/"+orig+"/resend", "", "", as("a")...)
+	if code, _ := errorOf(t, a); a.status != 429 || code != "rate_limited" || !strings.Contains(a.raw, "unfinished") {
+		t.Errorf("a third unfinished request by resend: %d %s, want 429", a.status, a.raw)
 	}
 }
