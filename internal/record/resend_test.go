@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/partition"
+	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -153,6 +157,46 @@ func TestResendRacingARedrive(t *testing.T) {
 		}
 		if want := map[bool]int{true: 1, false: 0}[resendErr == nil]; len(o.Resends) != want || o.Status != Pending {
 			t.Errorf("%d: resend err %v, original %s with resends %v", i, resendErr, o.Status, o.Resends)
+		}
+	}
+}
+
+// On a Redis Cluster with several partitions, a resend and an expunge
+// each run in one slot, whatever the request's partition.
+func TestResendAndExpungeOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t, 3)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	parts, err := partition.New(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewPartitioned(rdb, time.Hour, parts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	now := time.Now()
+	for p := range parts.Len() {
+		r := newRequest(parts.NewIDIn(now, p), now)
+		r.Tenant = "team-a"
+		if _, err := s.Create(ctx, r, "", nil, CreateOptions{}); err != nil {
+			t.Fatalf("partition %d: create: %v", p, err)
+		}
+		if _, err := s.Cancel(ctx, tenant.All, r.ID, "api", now); err != nil {
+			t.Fatalf("partition %d: cancel: %v", p, err)
+		}
+		orig, err := s.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Resend(ctx, orig, ResendInput{Actor: "a", IdemKey: "k", Owner: Owner{ID: "o", Limit: 100}, Now: now})
+		if err != nil {
+			t.Fatalf("partition %d: resend: %v", p, err)
+		}
+		if parts.OfID(res.ID) != p {
+			t.Errorf("partition %d: the resend %s is in partition %d", p, res.ID, parts.OfID(res.ID))
+		}
+		if _, err := s.Expunge(ctx, tenant.All, r.ID, "dpo", now); err != nil {
+			t.Fatalf("partition %d: expunge: %v", p, err)
 		}
 	}
 }
