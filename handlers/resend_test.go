@@ -1,9 +1,20 @@
 package handlers_test
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/app"
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/record"
 
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/tasks"
@@ -154,5 +165,42 @@ func TestResendAndExpungeStayWithinTheTenant(t *testing.T) {
 	a := do(t, "POST", ts.URL+"/requests/"+orig+"/resend", "", "", as("a")...)
 	if code, _ := errorOf(t, a); a.status != 429 || code != "rate_limited" || !strings.Contains(a.raw, "unfinished") {
 		t.Errorf("a third unfinished request by resend: %d %s, want 429", a.status, a.raw)
+	}
+}
+
+// A resend meets the destination rules in force now: a destination the
+// API accepted under other rules is refused with 422 naming the setting,
+// and nothing is made. A body over 64 KiB is 413, on resend and expunge.
+func TestResendMeetsTodaysDestinationRules(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, redistest.Options{})
+	rdb := srv.Client()
+	serve := func(guard *egress.Guard) string {
+		api := &handlers.API{
+			Store:        record.NewStore(rdb, time.Hour),
+			Queue:        &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)},
+			Destinations: guard,
+			Log:          slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Now:          time.Now,
+		}
+		ts := httptest.NewServer(app.NewEngine(api, app.Access{}, api.Log))
+		t.Cleanup(ts.Close)
+		return ts.URL
+	}
+	open, strict := serve(&egress.Guard{AllowPrivate: true}), serve(&egress.Guard{})
+	orig := canceledRequest(t, open, `{"url":"http://10.1.2.3:8080/hook","delayMs":3600000}`)
+	a := do(t, "POST", strict+"/requests/"+orig+"/resend", "", "")
+	if code, field := errorOf(t, a); a.status != http.StatusUnprocessableEntity || code != "blocked_destination" || field != "url" ||
+		!strings.Contains(a.raw, "ALLOWED_CIDRS") {
+		t.Errorf("resend to a destination refused now: %d %s", a.status, a.raw)
+	}
+	if o := do(t, "GET", open+"/requests/"+orig, "", ""); len(o.body["resends"].([]any)) != 0 {
+		t.Errorf("a refused resend was made: %s", o.raw)
+	}
+	big := `{"actor":"` + strings.Repeat("a", 65<<10) + `"}`
+	for _, c := range []struct{ method, path string }{{"POST", "/requests/" + orig + "/resend"}, {"DELETE", "/requests/" + orig + "/payload"}} {
+		if a := do(t, c.method, open+c.path, "application/json", big); a.status != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s %s with a 65 KiB body: %d %s, want 413", c.method, c.path, a.status, a.raw)
+		}
 	}
 }
