@@ -20,7 +20,7 @@ import (
 // tenants and they waited behind the whole flood.
 func TestTenantStartsSoonAtADestinationAnotherTenantFloods(t *testing.T) {
 	t.Parallel()
-	lat, floodMax := runTenantLine(t, 2*time.Second, 600, 10)
+	lat, floodMax := runTenantLine(t, 2*time.Second, 600, 10, false)
 	if worst := lat[len(lat)-1]; worst > time.Second {
 		t.Errorf("the quiet tenant's first attempts started after %v at worst (all: %v), want within 1s", worst, lat)
 	}
@@ -28,6 +28,17 @@ func TestTenantStartsSoonAtADestinationAnotherTenantFloods(t *testing.T) {
 	// tenant's share of that 5.
 	if floodMax > 10 {
 		t.Errorf("the flood held %d of the destination's slots at once, want at most its share, 2 x 5", floodMax)
+	}
+}
+
+// The same for a tenant whose first request ever comes while another
+// floods the destination: no worker has seen it yet, and it starts within
+// a second and a half all the same.
+func TestFreshTenantStartsSoonAtADestinationAnotherTenantFloods(t *testing.T) {
+	t.Parallel()
+	lat, _ := runTenantLine(t, 5*time.Second, 600, 5, true)
+	if worst := lat[len(lat)-1]; worst > 1500*time.Millisecond {
+		t.Errorf("the fresh tenant's first attempts started after %v at worst (all: %v), want within 1.5 s", worst, lat)
 	}
 }
 
@@ -40,7 +51,7 @@ func BenchmarkTenantLine(b *testing.B) {
 	delay := time.Duration(envInt("BENCH_TENANT_LINE_DELAY_MS", 2000)) * time.Millisecond
 	flood, probes := envInt("BENCH_TENANT_LINE_FLOOD", 600), envInt("BENCH_TENANT_LINE_PROBES", 20)
 	for i := 0; i < b.N; i++ {
-		lat, _ := runTenantLine(b, delay, flood, probes)
+		lat, _ := runTenantLine(b, delay, flood, probes, false)
 		pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
 		fmt.Printf("TENANT LINE delay=%v flood=%d quiet_first_attempt_p50_ms %.1f p99_ms %.1f max_ms %.1f\n", delay, flood,
 			ms(pct(0.5)), ms(pct(0.99)), ms(lat[len(lat)-1]))
@@ -52,8 +63,9 @@ func BenchmarkTenantLine(b *testing.B) {
 // fill its slots, tenant "quiet" sends probes to the same host:port, one
 // every 200 ms. It returns how soon after it was sent each probe's first
 // attempt reached the destination, sorted, and the most flood requests
-// the destination had in hand at once.
-func runTenantLine(t testing.TB, delay time.Duration, flood, probes int) ([]time.Duration, int64) {
+// the destination had in hand at once. A fresh quiet tenant sends
+// nothing before the flood: its first probe is its first request ever.
+func runTenantLine(t testing.TB, delay time.Duration, flood, probes int, fresh bool) ([]time.Duration, int64) {
 	const kf, kq = "flooder-key", "quiet-key"
 	var busy inFlight
 	var mu sync.Mutex
@@ -99,14 +111,20 @@ func runTenantLine(t testing.TB, delay time.Duration, flood, probes int) ([]time
 		return at, ok
 	}
 	// The quiet tenant has used retryd before the flood, as tenants do, and
-	// the workers start since: they know it is about from Redis.
-	first, err := post(kq, fmt.Sprintf(`{"url":%q}`, dest+"/quiet"))
-	if err != nil {
-		t.Fatal(err)
+	// the workers start since: they know it is about from Redis. Unless
+	// it is fresh.
+	if !fresh {
+		first, err := post(kq, fmt.Sprintf(`{"url":%q}`, dest+"/quiet"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.startWorker(t)
+		s.startWorker(t)
+		waitFor(t, 20*time.Second, "the quiet tenant's first request", func() bool { _, ok := started(first); return ok })
+	} else {
+		s.startWorker(t)
+		s.startWorker(t)
 	}
-	s.startWorker(t)
-	s.startWorker(t)
-	waitFor(t, 20*time.Second, "the quiet tenant's first request", func() bool { _, ok := started(first); return ok })
 
 	var next atomic.Int64
 	var wg sync.WaitGroup

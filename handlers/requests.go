@@ -25,6 +25,7 @@ import (
 	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 )
 
@@ -73,6 +74,8 @@ type Destinations interface {
 
 // API holds the dependencies of the request handlers.
 type API struct {
+	// Traces exports a span per submission (nil: off).
+	Traces       *tracing.Tracer
 	Store        Store
 	Queue        Queue
 	Destinations Destinations
@@ -216,8 +219,13 @@ func (a *API) submit(c *gin.Context) {
 // memory gate, the record (claiming idemKey, counting the owner's cap) and
 // the enqueue. It returns the earlier request when idemKey was used
 // before. Both APIs (retryd's and the QStash dialect) submit through it.
-func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []byte, now time.Time) (*record.Replay, error) {
+func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []byte, now time.Time) (replay *record.Replay, err error) {
 	ctx := c.Request.Context()
+	if a.Traces != nil {
+		var endSpan func(id, tenant, endpoint string, err error)
+		r.TraceParent, endSpan = a.Traces.Submit(ctx, c.Request.Header)
+		defer func() { endSpan(r.ID, r.Tenant, r.HostPort(), err) }()
+	}
 	if err := a.checkDestinations(c, r, ""); err != nil {
 		return nil, err
 	}
@@ -230,7 +238,7 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 		}
 	}
 	rang := a.Store.RingsOnCreate() && a.Queue.PendingAtOnce(r.NextAttemptAt)
-	replay, err := a.Store.Create(ctx, r, idemKey, body, record.CreateOptions{
+	replay, err = a.Store.Create(ctx, r, idemKey, body, record.CreateOptions{
 		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang})
 	unconfirmed := errors.Is(err, record.ErrNotReplicated)
 	if err == nil && replay == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
@@ -23,6 +24,7 @@ import (
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 )
 
@@ -87,6 +89,12 @@ type Handler struct {
 	// fix them.
 	Clock clock.Clock
 	Rand  func() float64
+	// Traces exports a span per attempt, and tells the destination its
+	// traceparent (nil: off).
+	Traces *tracing.Tracer
+	// Events tells the operator's endpoints of each request that failed
+	// (OPERATOR_EVENTS_URL); nil tells nobody.
+	Events *events.Notifier
 	// EarlyWait bounds how long a task handed over early is waited out
 	// (waiting.Tuning's); zero is waiting.DefaultTuning's.
 	EarlyWait time.Duration
@@ -257,8 +265,14 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 
 func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket *flow.Ticket) error {
 	h.Faults.Hit(faultpoint.BeforeCall)
+	var traced http.Header // the attempt span's traceparent, when traces are on
+	endSpan := func(int, string, bool) {}
+	if h.Traces != nil {
+		traced = http.Header{}
+		endSpan = h.Traces.Attempt(ctx, r.TraceParent, r.ID, r.Tenant, r.HostPort(), n, traced)
+	}
 	start := h.Clock.Now()
-	resp, body, truncated, callErr := h.call(ctx, r, n)
+	resp, body, truncated, callErr := h.call(ctx, r, n, traced)
 	end := h.Clock.Now()
 	if ticket != nil {
 		// The slot is free as soon as the destination answered: whoever
@@ -270,10 +284,16 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 		// attempt marked in flight: the next run records it as
 		// interrupted (it does not count against the budget) and repeats it.
 		h.Log.Info("attempt interrupted by shutdown", "requestId", r.ID, "attempt", n)
+		endSpan(0, string(retry.Interrupted), true)
 		return retry.At(end, ErrShutdown)
 	}
 	h.Faults.Hit(faultpoint.AfterCall)
 	res := rulesOf(r).Classify(resp, callErr, end)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	endSpan(status, string(res.Kind), res.Kind != retry.Success)
 
 	dur := end.Sub(start).Milliseconds()
 	a := record.Attempt{N: n, StartedAt: start, DurationMs: &dur, Outcome: string(res.Kind), FailureClass: string(res.Class)}
@@ -369,6 +389,12 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	switch fin {
 	case record.Stale, record.CanceledMeanwhile:
 		return nil
+	}
+	if o.Status == record.Failed {
+		h.Events.Emit(events.RequestFailed, map[string]any{"requestId": r.ID, "tenant": r.Tenant, "host": r.Host,
+			"attempts": a.N, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
+	}
+	switch fin {
 	case record.RecordedCallback:
 		if err := h.Callbacks.EnqueueCallback(wctx, r.ID); err != nil {
 			// The record says the callback is pending; the sweeper
@@ -440,7 +466,9 @@ var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
 
 // call performs the HTTP request of attempt n under its own deadline, and
 // gives up when the worker must stop.
-func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *http.Response, body []byte, truncated bool, err error) {
+// call makes attempt n of r, with the headers extra (its trace's) set
+// over the request's own.
+func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
 	defer cancel()
 	if h.Stopping != nil {
@@ -457,6 +485,9 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int) (resp *htt
 	}
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
+	}
+	for k, v := range extra {
+		req.Header[k] = v
 	}
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "retryd/1")

@@ -37,6 +37,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/tasks"
 )
@@ -197,7 +198,16 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 	if err := agreement.Refresh(ctx); err != nil {
 		log.Warn("could not record this API's settings in Redis; the next renewal will", "err", err)
 	}
-	eo := EngineOptions{Faults: opts.Faults, Own: own, Agreement: agreement}
+	traces, err := tracing.New(ctx, "retryd-api")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = traces.Shutdown(sctx)
+	}()
+	eo := EngineOptions{Faults: opts.Faults, Own: own, Agreement: agreement, Traces: traces}
 	if opts.Dev {
 		eo.LoopbackOnly = true
 		if opts.QStashDevAddr != "" {
@@ -275,6 +285,8 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 type EngineOptions struct {
 	// Faults are crash-test fault points; nil in production.
 	Faults *faultpoint.Points
+	// Traces exports the submissions' spans; nil: off.
+	Traces *tracing.Tracer
 	// DevListenerKeys and LoopbackOnly: see Access (-dev sets them).
 	DevListenerKeys []handlers.Key
 	LoopbackOnly    bool
@@ -309,7 +321,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
-	api := &handlers.API{Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
+	api := &handlers.API{Traces: eo.Traces, Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
 		Parts: parts, Workers: liveWorkers(inspector), Replicas: store}
 	if eo.Agreement != nil {

@@ -24,6 +24,8 @@ import (
 // transitStack is an API and a worker in this process on a Redis of their
 // own, whose worker holds the first request it parks in transit (its park
 // decided, its task not yet back in asynq) until that request is woken.
+// Its destination answers /block when released, /bad with a 400, and
+// anything else with a 200 at once.
 type transitStack struct {
 	api, dest string
 	// block holds the destination's calls to /block until closed.
@@ -34,6 +36,8 @@ type transitStack struct {
 	held   string
 	landed time.Time
 	hits   map[string]time.Time
+	// headers are what the destination received, by request id.
+	headers map[string]http.Header
 	// woken closes when held was woken (by the worker's owner, or by the
 	// test through wokenByTest).
 	woken     chan struct{}
@@ -42,17 +46,27 @@ type transitStack struct {
 
 func startTransitStack(t *testing.T, env map[string]string) *transitStack {
 	t.Helper()
-	s := &transitStack{block: make(chan struct{}), hits: map[string]time.Time{}, woken: make(chan struct{})}
+	return startTransitStackWith(t, env, app.EngineOptions{})
+}
+
+// startTransitStackWith is startTransitStack with the API's options eo.
+func startTransitStackWith(t *testing.T, env map[string]string, eo app.EngineOptions) *transitStack {
+	t.Helper()
+	s := &transitStack{block: make(chan struct{}), hits: map[string]time.Time{}, woken: make(chan struct{}), headers: map[string]http.Header{}}
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.mu.Lock()
 		s.hits[r.Header.Get(egress.RequestIDHeader)] = time.Now()
+		s.headers[r.Header.Get(egress.RequestIDHeader)] = r.Header.Clone()
 		s.mu.Unlock()
-		if r.URL.Path == "/block" {
+		switch r.URL.Path {
+		case "/block":
 			select {
 			case <-s.block:
 			case <-r.Context().Done():
 			}
+		case "/bad":
+			w.WriteHeader(http.StatusBadRequest)
 		}
 	}))
 	t.Cleanup(dest.Close)
@@ -69,7 +83,7 @@ func startTransitStack(t *testing.T, env map[string]string) *transitStack {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	engine, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, app.EngineOptions{}, log)
+	engine, closeEngine := app.APIEngine(cfg, srv.Client(), asynq.RedisClientOpt{Addr: srv.Addr}, eo, log)
 	api := httptest.NewServer(engine)
 	t.Cleanup(func() { api.Close(); closeEngine() })
 	s.api = api.URL

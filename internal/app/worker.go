@@ -23,6 +23,7 @@ import (
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/listeners"
@@ -33,6 +34,7 @@ import (
 	"github.com/retryd/retryd/internal/scheduler"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/sweeper"
+	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/tasks"
 )
@@ -124,6 +126,27 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return fmt.Errorf("SIGNING_SECRETS: %w", err)
 	}
 	qsigner := &sign.QStash{Current: cfg.QStashCurrentSigningKey, Next: cfg.QStashNextSigningKey}
+	traces, err := tracing.New(ctx, "retryd-worker")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = traces.Shutdown(sctx)
+	}()
+	// The operator's events: request.failed here, endpoint changes in flow
+	// control. What is given up is counted cluster-wide.
+	notifier := events.New(cfg.OperatorEventsURLs, signer, func(n int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = store.Count(ctx, "events", "given_up", int64(n))
+	}, log.With("component", "events"), events.Tuning{})
+	eventsCtx, stopEvents := context.WithCancel(context.Background())
+	eventsDone := make(chan struct{})
+	go func() { defer close(eventsDone); notifier.Run(eventsCtx) }()
+	// Stopped last: the attempts cut short at shutdown may still fail.
+	defer func() { stopEvents(); <-eventsDone }()
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
 	h := &tasks.Handler{
@@ -140,6 +163,8 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		QStash:       qsigner,
 		Waiting:      wait,
 		InTransit:    opts.InTransit,
+		Events:       notifier,
+		Traces:       traces,
 		EarlyWait:    tune.EarlyWait,
 	}
 	// Fairness between tenants works from the tenant stamped on each

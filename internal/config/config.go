@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,6 +96,10 @@ type Config struct {
 	// nearby wake-ups merge (TIMER_SLACK, default 0: the system's 50µs,
 	// and the program is not executed again): internal/timerslack.
 	TimerSlack time.Duration
+	// OperatorEventsURLs receive the operator's events (request.failed,
+	// endpoint.opened, endpoint.closed): OPERATOR_EVENTS_URL,
+	// comma-separated http(s) URLs; none by default.
+	OperatorEventsURLs []string
 }
 
 // Names lists every environment variable Load reads. Tests use it to check
@@ -107,7 +112,7 @@ var Names = []string{
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "QUEUE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
-	"TIMER_SLACK",
+	"TIMER_SLACK", "OPERATOR_EVENTS_URL",
 }
 
 // Defaults.
@@ -311,6 +316,12 @@ func Load(getenv func(string) string) (Config, error) {
 			c.TimerSlack = d
 		}
 	}
+	c.OperatorEventsURLs = list(getenv("OPERATOR_EVENTS_URL"))
+	for i, raw := range c.OperatorEventsURLs {
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("OPERATOR_EVENTS_URL", "entry %d is not an http(s) URL such as https://ops.example.com/retryd-events", i+1)
+		}
+	}
 	c.CallbackSigningSecret = getenv("CALLBACK_SIGNING_SECRET")
 	c.SigningSecrets = list(getenv("SIGNING_SECRETS"))
 	c.QStashCurrentSigningKey = strings.TrimSpace(getenv("QSTASH_CURRENT_SIGNING_KEY"))
@@ -412,12 +423,13 @@ func (c Config) String() string {
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
 		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
-		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g TIMER_SLACK=%s",
+		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g TIMER_SLACK=%s OPERATOR_EVENTS_URL=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
 		c.ScheduleLimit, c.QueueLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
-		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, c.TimerSlack)
+		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, c.TimerSlack,
+		map[bool]string{true: fmt.Sprintf("%d URL(s) ****", len(c.OperatorEventsURLs)), false: "unset"}[len(c.OperatorEventsURLs) > 0])
 }
 
 // MaskURL hides the password of a redis:// URL.

@@ -32,7 +32,7 @@ var Programs = map[string]Program{
 	"SCHEDULE_LIMIT": API, "QUEUE_LIMIT": API, "MAX_UNFINISHED_PER_KEY": API, "PARTITIONS": Both, "SIGNING_SECRETS": Worker,
 	"QSTASH_CURRENT_SIGNING_KEY": Both, "QSTASH_NEXT_SIGNING_KEY": Both,
 	"FLOW_FAIR_SHARE": Worker, "FLOW_TENANT_SHARE": Worker, "FLOW_ADAPTIVE": Worker, "FLOW_ADAPTIVE_MIN_RATE": Worker,
-	"TIMER_SLACK": Both,
+	"TIMER_SLACK": Both, "OPERATOR_EVENTS_URL": Worker,
 }
 
 // DestinationRules are the settings that decide which destinations a

@@ -17,8 +17,9 @@ import (
 )
 
 // enterFairness is the fairness gate: the destination's share of the
-// worker's slots, then (while another tenant is about) the tenant's share
-// of the destination's and of the worker's. A request over one waits in
+// worker's slots, then the tenant's share of the destination's and of the
+// worker's (while it is the only tenant about, all of each but one slot,
+// kept for another tenant's first request). A request over one waits in
 // that one's line. The destination's comes first: there tenants take
 // turns, so a tenant's waiter for a full destination is not in a line of
 // its own tenant's, whose freed slot would wake it with another tenant's
@@ -28,8 +29,9 @@ func (c *Controller) enterFairness(ctx context.Context, t *Ticket) error {
 	req, now := t.req, t.start
 	lanes := []string{req.HostPort}
 	c.mu.Lock()
-	if c.tenantFair(req.Tenant, now) {
-		lanes = []string{req.HostPort, tenantAtLane(req.Tenant, req.HostPort), tenantLane(req.Tenant)}
+	if _, on := c.TenantCap(); on {
+		c.tenantFair(req.Tenant, now)
+		lanes = append(lanes, tenantAtLane(req.Tenant, req.HostPort), tenantLane(req.Tenant))
 	}
 	for _, name := range lanes {
 		h := c.lane(name)

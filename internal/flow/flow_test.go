@@ -288,7 +288,7 @@ func TestTenantsTakeTurnsInADestinationsLine(t *testing.T) {
 }
 
 // While another tenant is about, one tenant holds at most its share of a
-// destination's slots: another tenant's requests to a destination it
+// destination's slots, and while it is alone all of them but one: another tenant's requests to a destination it
 // floods start at once, without waiting for one of the flood's attempts
 // to end. The flood waits in its own line there, and a freed slot of its
 // goes to its next waiter.
@@ -312,12 +312,21 @@ func TestTenantLeavesAShareOfAFloodedDestinationFree(t *testing.T) {
 	held[0].Done(context.Background(), Succeeded)
 	waitWoken(t, w, []string{"f2"})
 	admit(t, c, req("f2", "flooder"))
-	// A lone tenant (the other not about) may use the destination's share.
+	// A lone tenant (the other not about) may use the destination's share
+	// but one slot, which another tenant's first request takes at once.
 	alone := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, &waker{}, clk)
-	for i := range 4 {
+	for i := range 3 {
 		admit(t, alone, req(fmt.Sprint("a", i), "flooder"))
 	}
-	parked(t, alone, req("a4", "flooder"))
+	parked(t, alone, req("a3", "flooder"))
+	admit(t, alone, req("fresh", "newcomer"))
+	parked(t, alone, req("fresh2", "newcomer")) // the destination's share is full
+	// A deployment without tenants keeps every slot: no other tenant comes.
+	untenanted := newController(t, redistest.Start(t).Client(), Config{Concurrency: 8, FairShare: 0.5, TenantShare: 0.5}, &waker{}, clk)
+	for i := range 4 {
+		admit(t, untenanted, req(fmt.Sprint("d", i), ""))
+	}
+	parked(t, untenanted, req("d4", ""))
 }
 
 // A line made before tenants took turns in it (places in ms) keeps its

@@ -5,7 +5,12 @@ package flow
 // it uses (its lane, beside its destination's), and the same share of one
 // destination's slots (its lane at that destination), so that another
 // tenant's request to a destination it floods finds a slot free instead
-// of waiting for one of its attempts to end. Its waiters over either share
+// of waiting for one of its attempts to end. While a named tenant is the
+// only tenant about, it holds all of the worker's slots and of a
+// destination's share but one: a tenant no worker has seen yet finds that
+// one free for its first request, and from then on both are about. (A
+// deployment without tenants, the default tenant's alone, keeps every
+// slot.) Its waiters over either share
 // wait in that lane's line in Redis. A worker learns which tenants are
 // about from the tenant stamped on each request it admits and from the
 // tenants Redis lists (record.TenantsKey, read with the lines every
@@ -45,27 +50,51 @@ func tenantAtLane(t, hostPort string) string {
 	return tenantAtLanePrefix + tenant.Of(t) + "\x1f" + hostPort
 }
 
-// capOf is how many of this worker's slots lane may hold.
+// capOf is how many of this worker's slots lane may hold. c.mu is held.
 func (c *Controller) capOf(lane string) int {
 	n, ok := c.TenantCap()
 	switch {
 	case ok && strings.HasPrefix(lane, tenantLanePrefix):
+		if t := strings.TrimPrefix(lane, tenantLanePrefix); !c.othersAbout(t, c.now()) {
+			return c.aloneCap(t, c.cfg.Concurrency)
+		}
 		return n
 	case ok && strings.HasPrefix(lane, tenantAtLanePrefix):
+		t, _, _ := strings.Cut(strings.TrimPrefix(lane, tenantAtLanePrefix), "\x1f")
+		if !c.othersAbout(t, c.now()) {
+			return c.aloneCap(t, c.FairCap())
+		}
 		return max(1, int(float64(c.FairCap())*c.cfg.TenantShare))
 	}
 	return c.FairCap()
 }
 
+// aloneCap is how many of the all slots of a lane tenant t may hold while
+// it is the only tenant about: a named tenant all but one, kept for
+// another tenant's first request; the default tenant (a deployment
+// without tenants, or one whose named tenants never stored a request)
+// all.
+func (c *Controller) aloneCap(t string, all int) int {
+	if t == tenant.Default {
+		return all
+	}
+	return max(1, all-1)
+}
+
 // tenantFair notes that a request of tenant t is being admitted and says
-// whether its tenant's share applies to it: fairness between tenants is on
-// and another tenant is about. c.mu is held.
+// whether another tenant is about (fairness between tenants on). c.mu is
+// held.
 func (c *Controller) tenantFair(t string, now time.Time) bool {
 	if _, ok := c.TenantCap(); !ok {
 		return false
 	}
 	t = tenant.Of(t)
 	c.tenantsSeen[t] = now
+	return c.othersAbout(t, now)
+}
+
+// othersAbout says whether a tenant other than t is about. c.mu is held.
+func (c *Controller) othersAbout(t string, now time.Time) bool {
 	for _, other := range c.tenantsListed {
 		if other != t {
 			return true

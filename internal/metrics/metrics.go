@@ -89,6 +89,8 @@ var (
 		"Outcome callback attempts by resulting state (cluster-wide).", []string{"status"}, nil)
 	descSweeper = prometheus.NewDesc("retryd_sweeper_repairs_total",
 		"Requests the sweeper handed back to the workers, by kind (cluster-wide).", []string{"kind"}, nil)
+	descEventsGivenUp = prometheus.NewDesc("retryd_operator_events_given_up_total",
+		"Operator events (OPERATOR_EVENTS_URL) given up after their retries, or dropped from a full buffer (cluster-wide).", nil, nil)
 	descRequests = prometheus.NewDesc("retryd_requests",
 		"Requests by status and tenant (retained records).", []string{"status", "tenant"}, nil)
 	descDLQ = prometheus.NewDesc("retryd_dlq_size", "Failed requests in the dead-letter queue, of every tenant.", nil, nil)
@@ -98,7 +100,7 @@ var (
 type cluster struct{ src Source }
 
 func (c *cluster) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAttempts, descDuration, descLateness, descRedrives, descCallbacks, descSweeper, descRequests, descDLQ} {
+	for _, d := range []*prometheus.Desc{descAttempts, descDuration, descLateness, descRedrives, descCallbacks, descSweeper, descEventsGivenUp, descRequests, descDLQ} {
 		ch <- d
 	}
 }
@@ -128,6 +130,8 @@ func (c *cluster) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descCallbacks, prometheus.CounterValue, v, parts[1])
 		case parts[0] == "sweep" && len(parts) == 2:
 			ch <- prometheus.MustNewConstMetric(descSweeper, prometheus.CounterValue, v, parts[1])
+		case k == "events|given_up":
+			ch <- prometheus.MustNewConstMetric(descEventsGivenUp, prometheus.CounterValue, v)
 		}
 	}
 	ch <- histogram(descDuration, stats, "dur", record.DurationBuckets)

@@ -78,6 +78,9 @@ type Request struct {
 	// and Publication the publish that made it, one request per endpoint
 	// ("" for a request sent to its URL).
 	Topic, Publication string
+	// TraceParent is the W3C traceparent its attempts' spans are children
+	// of ("" unless traces are exported; internal/tracing).
+	TraceParent string
 	// WaitingFor says why a due request is not in an attempt (one of
 	// WaitingReasons), else "". WaitUntil is when retryd starts it, zero
 	// when an event (a resume, a free slot, a turn given) will.
@@ -242,6 +245,7 @@ type spec struct {
 	FlowControl    *FlowControl      `json:"fc,omitempty"`
 	Topic          string            `json:"t,omitempty"`
 	Publication    string            `json:"p,omitempty"`
+	TraceParent    string            `json:"tp,omitempty"`
 	ResentFrom     *ResentFrom       `json:"rf,omitempty"`
 }
 
@@ -347,7 +351,7 @@ func (r *Request) HasCallback() bool {
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
 		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
-		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, ResentFrom: r.ResentFrom})
+		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, TraceParent: r.TraceParent, ResentFrom: r.ResentFrom})
 	return string(b)
 }
 
@@ -435,6 +439,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		FlowControl:     sp.FlowControl,
 		Topic:           sp.Topic,
 		Publication:     sp.Publication,
+		TraceParent:     sp.TraceParent,
 		WaitingFor:      h[fWaitingFor],
 		WaitUntil:       fromMs(h[fWaitUntil]),
 		InFlight:        h[fInflightN] != "",

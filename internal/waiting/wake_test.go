@@ -28,19 +28,7 @@ func TestWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	q := "q"
-	client := asynq.NewClientFromRedisClient(rdb)
-	k := asynqx.QueueKeys(q)
-	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue(q), asynq.TaskID("w")); err != nil {
-		t.Fatal(err)
-	}
-	// The run of w: taken by a worker, whose handler decides to park it.
-	pipe := rdb.TxPipeline()
-	pipe.LRem(ctx, k.Pending(), 0, "w")
-	pipe.LPush(ctx, k.Active(), "w")
-	pipe.HSet(ctx, k.Task("w"), "state", "active")
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
+	running(t, rdb, q, "w") // its handler decides to park it
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tm := NewTimer(rdb, partition.Set{}, q, nil, log, Tuning{})
 	o := New(Config{Queue: q, Redis: rdb, Timer: tm})
@@ -63,23 +51,7 @@ func TestWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	if err := o.Park(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
-	pipe = rdb.TxPipeline()
-	pipe.LRem(ctx, k.Active(), 0, "w")
-	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(time.Now().Add(5 * time.Minute).Unix()), Member: "w"})
-	pipe.HSet(ctx, k.Task("w"), "state", "retry")
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
-	landed := time.Now()
-	for deadline := landed.Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if ok, err := o.Pending(ctx, "w"); err != nil || ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task woken in transit was not pending 10 s after it landed")
-		}
-	}
-	t.Logf("pending %v after it landed", time.Since(landed).Round(100*time.Microsecond))
+	startsSoon(t, o, "w", lands(t, rdb, q, "w"))
 
 	if err := o.Wake(ctx, "missing"); !errors.Is(err, ErrGone) {
 		t.Errorf("Wake of a missing task = %v, want ErrGone", err)
@@ -96,18 +68,7 @@ func TestTimedWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	q := "q"
-	client := asynq.NewClientFromRedisClient(rdb)
-	k := asynqx.QueueKeys(q)
-	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue(q), asynq.TaskID("w")); err != nil {
-		t.Fatal(err)
-	}
-	pipe := rdb.TxPipeline()
-	pipe.LRem(ctx, k.Pending(), 0, "w")
-	pipe.LPush(ctx, k.Active(), "w")
-	pipe.HSet(ctx, k.Task("w"), "state", "active")
-	if _, err := pipe.Exec(ctx); err != nil {
-		t.Fatal(err)
-	}
+	running(t, rdb, q, "w")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tune := Tuning{Timer: timer.Tuning{ActiveGrace: 20 * time.Millisecond}}
 	tm := NewTimer(rdb, partition.Set{}, q, nil, log, tune)
@@ -130,20 +91,51 @@ func TestTimedWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	if err := o.Park(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
-	pipe = rdb.TxPipeline()
-	pipe.LRem(ctx, k.Active(), 0, "w")
-	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(time.Now().Add(5 * time.Minute).Unix()), Member: "w"})
-	pipe.HSet(ctx, k.Task("w"), "state", "retry")
+	startsSoon(t, o, "w", lands(t, rdb, q, "w"))
+}
+
+// running makes request id's task of queue q a run a worker took.
+func running(t *testing.T, rdb *redis.Client, q, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask("t", nil), asynq.Queue(q), asynq.TaskID(id)); err != nil {
+		t.Fatal(err)
+	}
+	k := asynqx.QueueKeys(q)
+	pipe := rdb.TxPipeline()
+	pipe.LRem(ctx, k.Pending(), 0, id)
+	pipe.LPush(ctx, k.Active(), id)
+	pipe.HSet(ctx, k.Task(id), "state", "active")
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	landed := time.Now()
+}
+
+// lands is asynq's side of a park of id: the run ends, the task is a
+// retry due in five minutes. It returns when.
+func lands(t *testing.T, rdb *redis.Client, q, id string) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	k := asynqx.QueueKeys(q)
+	pipe := rdb.TxPipeline()
+	pipe.LRem(ctx, k.Active(), 0, id)
+	pipe.ZAdd(ctx, k.Retry(), redis.Z{Score: float64(time.Now().Add(5 * time.Minute).Unix()), Member: id})
+	pipe.HSet(ctx, k.Task(id), "state", "retry")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// startsSoon waits for id's task, landed at landed, to be pending.
+func startsSoon(t *testing.T, o *Owner, id string, landed time.Time) {
+	t.Helper()
 	for deadline := landed.Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if ok, err := o.Pending(ctx, "w"); err != nil || ok {
+		if ok, err := o.Pending(context.Background(), id); err != nil || ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the task whose timed wake met it in transit was not pending 10 s after it landed")
+			t.Fatalf("the task woken in transit was not pending 10 s after it landed")
 		}
 	}
 	t.Logf("pending %v after it landed", time.Since(landed).Round(100*time.Microsecond))
