@@ -42,8 +42,9 @@ var resendScript = script("resend")
 // flow control, labels and tenant, a fresh budget, resentFrom on it and
 // its id among orig's resends. The new request gets an id of its own in
 // orig's partition and no Idempotency-Key of the original's, so its
-// destination sees a new delivery. A QStash message's queue is not kept:
-// the resend is delivered on its own. It returns ErrUnfinished,
+// destination sees a new delivery, nor its traceparent: the resend's
+// spans start a trace of their own. A QStash message's queue is not
+// kept: the resend is delivered on its own. It returns ErrUnfinished,
 // ErrExpunged, ErrResendKeyReused or ErrOwnerLimit.
 func (s *Store) Resend(ctx context.Context, orig *Request, in ResendInput) (*ResendResult, error) {
 	p := s.parts.OfID(orig.ID)
