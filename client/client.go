@@ -214,6 +214,24 @@ type Request struct {
 	RunAttempts     int               `json:"runAttempts"`
 	Attempts        []Attempt         `json:"attempts,omitempty"`
 	Redrives        []Redrive         `json:"redrives"`
+	// ResentFrom is the resend that made this request (nil for one
+	// submitted); Resends the ids of the requests resent from it.
+	ResentFrom *ResentFrom `json:"resentFrom"`
+	Resends    []string    `json:"resends"`
+	// Expunged: the payload was erased (at ExpungedAt, by ExpungedBy);
+	// the empty headers and response bodies shown are erased, not what
+	// was sent.
+	Expunged   bool       `json:"expunged"`
+	ExpungedAt *time.Time `json:"expungedAt"`
+	ExpungedBy *string    `json:"expungedBy"`
+}
+
+// ResentFrom is the audit of the resend that made a request.
+type ResentFrom struct {
+	ID     string     `json:"id"`
+	At     *time.Time `json:"at"`
+	Actor  string     `json:"actor"`
+	Reason *string    `json:"reason"`
 }
 
 // Counts is a request's attempt numbers in the words every surface of
@@ -277,6 +295,8 @@ type Attempt struct {
 	FailureClass *string    `json:"failureClass"`
 	Error        *string    `json:"error"`
 	ResponseBody *string    `json:"responseBody"`
+	// Expunged: the response body was erased with the request's payload.
+	Expunged bool `json:"expunged,omitempty"`
 }
 
 // Redrive is one redrive of a request.
@@ -407,6 +427,33 @@ type RedriveInput struct {
 func (c *Client) Redrive(ctx context.Context, id string, in RedriveInput) (*Request, error) {
 	var out Request
 	return &out, c.call(ctx, http.MethodPost, PathDLQ+"/"+url.PathEscape(id)+"/redrive", nil, in, &out, nil)
+}
+
+// ResendInput is who resends and why (as a redrive's RedriveInput).
+type ResendInput = RedriveInput
+
+// Resend makes a new request from finished request id (completed, failed
+// or canceled) and returns the new request's document; idempotencyKey
+// (may be empty) makes a repeated call return the same new request.
+func (c *Client) Resend(ctx context.Context, id string, in ResendInput, idempotencyKey string) (*Request, error) {
+	var h http.Header
+	if idempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {idempotencyKey}}
+	}
+	var out Request
+	return &out, c.call(ctx, http.MethodPost, PathRequests+"/"+url.PathEscape(id)+"/resend", nil, in, &out, h)
+}
+
+// ExpungeInput names who erases a payload.
+type ExpungeInput struct {
+	Actor string `json:"actor,omitempty"`
+}
+
+// Expunge erases finished request id's payload (body, headers, result and
+// response bodies), keeping its metadata, and returns its document.
+func (c *Client) Expunge(ctx context.Context, id string, in ExpungeInput) (*Request, error) {
+	var out Request
+	return &out, c.call(ctx, http.MethodDelete, PathRequests+"/"+url.PathEscape(id)+"/payload", nil, in, &out, nil)
 }
 
 // BulkRedriveInput selects the failed requests to send again.

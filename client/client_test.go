@@ -52,7 +52,7 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 	for schema, v := range map[string]any{
 		"Submission": Submission{}, "FlowControl": FlowControl{}, "Accepted": Accepted{}, "Request": Request{},
 		"Attempt": Attempt{}, "Redrive": Redrive{}, "Callback": Callback{}, "Page": Page{},
-		"RedriveBody": RedriveInput{}, "BulkRedriveBody": BulkRedriveInput{}, "BulkRedriveResult": BulkRedriveResult{},
+		"RedriveBody": RedriveInput{}, "ExpungeBody": ExpungeInput{}, "BulkRedriveBody": BulkRedriveInput{}, "BulkRedriveResult": BulkRedriveResult{},
 		"Schedule": Schedule{}, "SchedulePage": SchedulePage{}, "Flow": Flow{},
 		"Endpoint": Endpoint{}, "Endpoints": Endpoints{}, "Topic": Topic{}, "TopicList": TopicList{}, "Publication": Publication{},
 	} {
@@ -78,7 +78,7 @@ func TestRoutesAreInTheOpenAPIDocument(t *testing.T) {
 	s := loadSpec(t)
 	for _, r := range []struct{ method, path string }{
 		{"post", PathRequests}, {"get", PathRequests}, {"get", PathRequests + "/{id}"}, {"delete", PathRequests + "/{id}"},
-		{"get", PathDLQ}, {"post", PathDLQ + "/{id}/redrive"}, {"post", PathDLQ + "/redrive"},
+		{"get", PathDLQ}, {"post", PathDLQ + "/{id}/redrive"}, {"post", PathRequests + "/{id}/resend"}, {"delete", PathRequests + "/{id}/payload"}, {"post", PathDLQ + "/redrive"},
 		{"get", PathSchedules}, {"get", PathFlows},
 		{"get", PathEndpoints}, {"post", PathEndpoints + "/{endpoint}/open"}, {"post", PathEndpoints + "/{endpoint}/close"},
 	} {

@@ -139,6 +139,40 @@ func TestRetryctl(t *testing.T) {
 		}
 		wait(broken, "completed")
 	})
+	t.Run("resend and expunge", func(t *testing.T) {
+		orig := submit(fmt.Sprintf(`{"url":%q,"method":"POST","headers":{"X-Trace":"7"},"body":"order 42"}`, dest.script("/resent", 200)))
+		wait(orig, "completed")
+		out, errOut, code := s.retryctl(t, auth, "resend", orig, "--reason", "partner lost it")
+		if code != 0 || !strings.Contains(out, orig+" resent as ") {
+			t.Fatalf("resend (%d): %s %s", code, out, errOut)
+		}
+		id := strings.Fields(strings.TrimPrefix(out, orig+" resent as "))[0]
+		wait(id, "completed")
+		calls := dest.calls("/resent")
+		if len(calls) != 2 {
+			t.Fatalf("the destination got %d calls, want the original's and the resend's", len(calls))
+		}
+		first, second := calls[0], calls[1]
+		if second.method != "POST" || second.body != "order 42" || second.header.Get("X-Trace") != "7" {
+			t.Errorf("the resend delivered %s %q %v, want the original's method, body and headers", second.method, second.body, second.header)
+		}
+		if second.header.Get("Retryd-Request-Id") != id || second.header.Get("Idempotency-Key") == first.header.Get("Idempotency-Key") {
+			t.Errorf("the resend's delivery: Retryd-Request-Id %q, Idempotency-Key %q (the original's was %q): want a new delivery",
+				second.header.Get("Retryd-Request-Id"), second.header.Get("Idempotency-Key"), first.header.Get("Idempotency-Key"))
+		}
+		out, errOut, code = s.retryctl(t, auth, "expunge", orig, "--actor", "dpo")
+		if code != 0 || !strings.Contains(out, orig+" payload expunged") {
+			t.Fatalf("expunge (%d): %s %s", code, out, errOut)
+		}
+		doc := authed("GET", s.api+"/requests/"+orig, "")
+		if doc.body["expunged"] != true || strings.Contains(doc.raw, "X-Trace") || strings.Contains(doc.raw, "answer 200") ||
+			doc.body["status"] != "completed" || doc.body["lastStatusCode"] != 200.0 {
+			t.Errorf("after expunge: %s", doc.raw)
+		}
+		if _, errOut, code := s.retryctl(t, auth, "resend", orig); code == 0 || !strings.Contains(errOut, "expunged") {
+			t.Errorf("resend of an expunged request: exit %d, stderr %q", code, errOut)
+		}
+	})
 	t.Run("schedules", func(t *testing.T) {
 		sc := authed("POST", s.api+"/schedules", fmt.Sprintf(`{"cron":"0 3 * * *","request":{"url":%q}}`, dest.URL+"/nightly"))
 		out, _, code := s.retryctl(t, auth, "schedules", "list")

@@ -102,6 +102,21 @@ func TestSurfacesTellTheSameTruth(t *testing.T) {
 	if want := "for paused · starts when its flow-control key is resumed"; !strings.Contains(out, want) || strings.Contains(out, "next attempt") {
 		t.Errorf("retryctl get of the paused request: want %q and no next attempt in:\n%s", want, out)
 	}
+	// retryctl list says why each waits and until when: the paused one
+	// until a resume, the delayed one until its due time.
+	out, _, _ = s.retryctl(t, auth, "list", "--status", "pending")
+	dueAt, _ := time.Parse(time.RFC3339, due)
+	for id, want := range map[string]string{paused: "pending paused on resume", delayed: "pending - " + dueAt.UTC().Format(time.RFC3339)} {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, id) {
+				line = strings.Join(strings.Fields(l), " ")
+			}
+		}
+		if !strings.HasPrefix(line, id+" "+want+" ") {
+			t.Errorf("retryctl list line of %s: %q, want it to start %q", id, line, id+" "+want)
+		}
+	}
 	failingKey := strings.TrimPrefix(failing.URL, "http://")
 	var flowLine string
 	waitFor(t, 15*time.Second, "retryctl flows to show the failing destination", func() bool {

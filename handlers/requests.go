@@ -44,6 +44,10 @@ type Store interface {
 	List(ctx context.Context, scope tenant.Scope, status record.Status, cursor string, limit int) (*record.Page, error)
 	ListIn(ctx context.Context, scope tenant.Scope, statuses []record.Status, cursor string, limit int) (*record.Page, error)
 	Cancel(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (callbackDue bool, err error)
+	// Resend makes a new pending request from finished request orig.
+	Resend(ctx context.Context, orig *record.Request, in record.ResendInput) (*record.ResendResult, error)
+	// Expunge erases a finished request's payload, keeping its metadata.
+	Expunge(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (already bool, err error)
 	Ping(ctx context.Context) error
 }
 
@@ -122,6 +126,8 @@ func (a *API) Routes(r gin.IRouter) {
 	r.GET("/requests", a.list)
 	r.GET("/requests/:id", a.get)
 	r.DELETE("/requests/:id", a.cancel)
+	r.POST("/requests/:id/resend", a.resend)
+	r.DELETE("/requests/:id/payload", a.expunge)
 }
 
 // Health registers /, /healthz and /readyz; they never need an API key.

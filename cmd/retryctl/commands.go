@@ -45,14 +45,19 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.listCmd(), x.getCmd(), x.cancelCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.endpointsCmd(), x.tailCmd(), x.listenCmd())
+	root.AddCommand(x.submitCmd(), x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.endpointsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 
 // fetch calls the API. With --json it prints the answer as sent and
 // reports printed; otherwise it decodes the answer into out.
 func (x *cli) fetch(ctx context.Context, method, path string, query url.Values, body, out any) (printed bool, err error) {
-	raw, err := x.c.Raw(ctx, method, path, query, body, nil)
+	return x.fetchWith(ctx, method, path, query, body, nil, out)
+}
+
+// fetchWith is fetch with request headers.
+func (x *cli) fetchWith(ctx context.Context, method, path string, query url.Values, body any, header http.Header, out any) (printed bool, err error) {
+	raw, err := x.c.Raw(ctx, method, path, query, body, header)
 	if err != nil {
 		return false, err
 	}
@@ -104,7 +109,7 @@ func (x *cli) listPage(ctx context.Context, path string, query url.Values) error
 // requestTable prints requests as a table.
 func (x *cli) requestTable(rs []client.Request) {
 	w := x.table()
-	fmt.Fprintln(w, "ID\tSTATUS\tATTEMPTS\tLAST\tMETHOD\tURL\tUPDATED")
+	fmt.Fprintln(w, "ID\tSTATUS\tWAITING FOR\tNEXT ATTEMPT\tATTEMPTS\tLAST\tMETHOD\tURL\tUPDATED")
 	for _, r := range rs {
 		last := "-"
 		switch {
@@ -113,10 +118,30 @@ func (x *cli) requestTable(rs []client.Request) {
 		case r.FailureClass != nil:
 			last = *r.FailureClass
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Counts(), last, r.Method,
+		waiting := "-"
+		if r.WaitingFor != nil {
+			waiting = *r.WaitingFor
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, waiting, nextAttempt(&r), r.Counts(), last, r.Method,
 			shorten(r.URL, 60), when(r.UpdatedAt))
 	}
 	_ = w.Flush()
+}
+
+// nextAttempt is when retryd starts r's next attempt (its nextRetryAt);
+// for a request that waits for an event rather than a time, that event.
+func nextAttempt(r *client.Request) string {
+	switch {
+	case r.NextRetryAt != nil:
+		return when(r.NextRetryAt)
+	case r.WaitingFor != nil:
+		if event, ok := map[string]string{"paused": "resume", "queue": "its turn", "parallelism": "a free slot",
+			"fair_share": "a free share", "endpoint_open": "a good probe"}[*r.WaitingFor]; ok {
+			return "on " + event
+		}
+		return "on an event"
+	}
+	return "-"
 }
 
 func shorten(s string, n int) string {
@@ -170,6 +195,23 @@ func (x *cli) requestDetail(r *client.Request) {
 		row("failure class", *r.FailureClass)
 	}
 	row("redrives", fmt.Sprint(r.RedriveCount))
+	if rf := r.ResentFrom; rf != nil {
+		v := rf.ID + " at " + when(rf.At) + " by " + rf.Actor
+		if rf.Reason != nil {
+			v += ": " + *rf.Reason
+		}
+		row("resent from", v)
+	}
+	if len(r.Resends) > 0 {
+		row("resends", strings.Join(r.Resends, " "))
+	}
+	if r.Expunged {
+		by := "-"
+		if r.ExpungedBy != nil {
+			by = *r.ExpungedBy
+		}
+		row("payload", "expunged at "+when(r.ExpungedAt)+" by "+by+" (body, headers and response bodies erased)")
+	}
 	row("created", when(r.CreatedAt))
 	row("updated", when(r.UpdatedAt))
 	if r.Callback != nil {
@@ -214,6 +256,57 @@ func (x *cli) cancelCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func (x *cli) resendCmd() *cobra.Command {
+	var in client.ResendInput
+	var idemKey string
+	cmd := &cobra.Command{
+		Use:   "resend ID [--reason R] [--actor A] [--idempotency-key K]",
+		Short: "Send a finished request (completed, failed or canceled) again, as a new request",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var h http.Header
+			if idemKey != "" {
+				h = http.Header{"Idempotency-Key": {idemKey}}
+			}
+			var r client.Request
+			if printed, err := x.fetchWith(cmd.Context(), http.MethodPost, client.PathRequests+"/"+url.PathEscape(args[0])+"/resend", nil,
+				in, h, &r); printed || err != nil {
+				return err
+			}
+			fmt.Fprintf(x.out, "%s resent as %s (%s)\n", args[0], r.ID, r.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in.Actor, "actor", "", "who resends (recorded on the new request; the API's default is api)")
+	cmd.Flags().StringVar(&in.Reason, "reason", "", "why (recorded on the new request)")
+	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "a repeated call with the same key returns the same new request")
+	return cmd
+}
+
+func (x *cli) expungeCmd() *cobra.Command {
+	var in client.ExpungeInput
+	cmd := &cobra.Command{
+		Use:   "expunge ID [--actor A]",
+		Short: "Erase a finished request's body, headers and response bodies, keeping its metadata",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r client.Request
+			if printed, err := x.fetch(cmd.Context(), http.MethodDelete, client.PathRequests+"/"+url.PathEscape(args[0])+"/payload", nil,
+				in, &r); printed || err != nil {
+				return err
+			}
+			by := "-"
+			if r.ExpungedBy != nil {
+				by = *r.ExpungedBy
+			}
+			fmt.Fprintf(x.out, "%s payload expunged (%s, by %s at %s)\n", r.ID, r.Status, by, when(r.ExpungedAt))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in.Actor, "actor", "", "who erases (recorded as expungedBy; the API's default is api)")
+	return cmd
 }
 
 func (x *cli) dlqCmd() *cobra.Command {
@@ -347,7 +440,10 @@ func (x *cli) schedulesCmd() *cobra.Command {
 	}
 	list.Flags().IntVar(&limit, "limit", 0, "how many (1-500)")
 	list.Flags().StringVar(&cursor, "cursor", "", "continue after this page")
-	schedules.AddCommand(list)
+	schedules.AddCommand(list, x.scheduleCreateCmd(),
+		x.scheduleActionCmd("pause", "Pause a schedule: no tick fires until it is resumed"),
+		x.scheduleActionCmd("resume", "Resume a paused schedule from its next tick"),
+		x.scheduleActionCmd("delete", "Delete a schedule (the requests it made stay)"))
 	return schedules
 }
 
@@ -400,7 +496,7 @@ func (x *cli) endpointsCmd() *cobra.Command {
 }
 
 func (x *cli) flowsCmd() *cobra.Command {
-	return &cobra.Command{
+	flows := &cobra.Command{
 		Use:   "flows",
 		Short: "Active flow-control keys: in flight, waiting, limits, effective rate",
 		Args:  cobra.NoArgs,
@@ -433,4 +529,7 @@ func (x *cli) flowsCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
+	flows.AddCommand(x.flowActionCmd("pause", "Pause a flow-control key: its requests wait (nothing is lost) until it is resumed"),
+		x.flowActionCmd("resume", "Resume a paused flow-control key: its waiting requests start in order"))
+	return flows
 }

@@ -1,6 +1,6 @@
-// Command retryctl is retryd's operator CLI: list, inspect and cancel
-// requests, work the dead-letter queue, see schedules and flow control, and
-// follow outcomes live. It reads RETRYD_URL (default http://127.0.0.1:3000)
+// Command retryctl is retryd's operator CLI: submit, list, inspect,
+// cancel, resend and expunge requests, work the dead-letter queue, manage
+// schedules, pause and resume flow-control keys, and follow outcomes live. It reads RETRYD_URL (default http://127.0.0.1:3000)
 // and RETRYD_API_KEY. Tables are for people; --json prints the API's JSON
 // as sent. Any error exits non-zero with the API's message.
 package main

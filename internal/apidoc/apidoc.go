@@ -75,6 +75,24 @@ type Document struct {
 	WaitingFor *string            `json:"waitingFor"`
 	Attempts   *[]AttemptDocument `json:"attempts,omitempty"`
 	Redrives   []RedriveDocument  `json:"redrives"`
+	// ResentFrom is the resend that made this request (null for one
+	// submitted); Resends are the ids of the requests resent from it.
+	ResentFrom *ResentDocument `json:"resentFrom"`
+	Resends    []string        `json:"resends"`
+	// Expunged: the body, headers, result and response bodies were
+	// erased (at ExpungedAt, by ExpungedBy); what shows of them is empty
+	// because of that.
+	Expunged   bool    `json:"expunged"`
+	ExpungedAt *string `json:"expungedAt"`
+	ExpungedBy *string `json:"expungedBy"`
+}
+
+// ResentDocument is the audit of the resend that made a request.
+type ResentDocument struct {
+	ID     string  `json:"id"`
+	At     *string `json:"at"`
+	Actor  string  `json:"actor"`
+	Reason *string `json:"reason"`
 }
 
 // FlowDocument is a request's flowControl as submitted.
@@ -116,6 +134,8 @@ type AttemptDocument struct {
 	FailureClass *string `json:"failureClass"`
 	Error        *string `json:"error"`
 	ResponseBody *string `json:"responseBody"`
+	// Expunged: the response body was erased with the request's payload.
+	Expunged bool `json:"expunged,omitempty"`
 }
 
 // NewDocument renders r as of now. Attempts are included when
@@ -149,6 +169,13 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 		CompletedAt:     timePtr(r.CompletedAt),
 		CallbackURL:     strPtr(redact.URL(r.CallbackURL)),
 		Redrives:        make([]RedriveDocument, 0, len(r.Redrives)),
+		Resends:         append([]string{}, r.Resends...),
+		Expunged:        r.Expunged,
+		ExpungedAt:      timePtr(r.ExpungedAt),
+		ExpungedBy:      strPtr(r.ExpungedBy),
+	}
+	if rf := r.ResentFrom; rf != nil {
+		d.ResentFrom = &ResentDocument{ID: rf.ID, At: timePtr(time.UnixMilli(rf.AtMs)), Actor: rf.Actor, Reason: strPtr(rf.Reason)}
 	}
 	if fc := r.FlowControl; fc != nil {
 		d.FlowControl = &FlowDocument{Key: fc.Key, Parallelism: fc.Parallelism, Rate: fc.Rate, PeriodMs: fc.PeriodMs}
@@ -186,6 +213,7 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 				FailureClass: strPtr(a.FailureClass),
 				Error:        strPtr(redact.Text(a.Error)),
 				ResponseBody: a.ResponseBody,
+				Expunged:     r.Expunged,
 			})
 		}
 		d.Attempts = &attempts

@@ -123,6 +123,9 @@ func Summary(r *record.Request, now time.Time) string {
 		s += " · " + client.Waiting(r.WaitingFor, startsAt(r, now))
 	}
 	s += fmt.Sprintf(" · %s · %s %s · %s", client.Counts(r.AttemptCount, r.BudgetUsed, r.MaxRetries, r.RedriveCount), r.Method, target, last)
+	if r.Expunged {
+		s += " · payload expunged"
+	}
 	if r.Tenant != "" && r.Tenant != tenant.Default {
 		s += " · tenant " + r.Tenant // the dashboard is an admin's: every tenant's rows
 	}

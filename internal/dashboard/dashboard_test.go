@@ -41,6 +41,8 @@ func TestSummaryShowsTheRequest(t *testing.T) {
 			"completed · 1 attempt · run 1: 1 of 1 allowed · GET e.com/ · last 200 · tenant team-a"},
 		{record.Request{Tenant: "default", Method: "GET", URL: "http://e.com/", Status: record.Completed, AttemptCount: 1, BudgetUsed: 1, LastStatusCode: 200},
 			"completed · 1 attempt · run 1: 1 of 1 allowed · GET e.com/ · last 200"},
+		{record.Request{Method: "POST", URL: "http://e.com/", Status: record.Failed, AttemptCount: 1, BudgetUsed: 1, LastStatusCode: 410, Expunged: true},
+			"failed · 1 attempt · run 1: 1 of 1 allowed · POST e.com/ · last 410 · payload expunged"},
 	} {
 		if got := Summary(&c.r, t0); got != c.want {
 			t.Errorf("Summary = %q\n want %q", got, c.want)

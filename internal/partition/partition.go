@@ -115,6 +115,16 @@ func (s Set) NewID(now time.Time, idemKey string) string {
 	return id[:ids.Len-1] + ids.Char(p)
 }
 
+// NewIDIn returns a new id at now in partition p (a request made from
+// another, in its partition, so one script can write both).
+func (s Set) NewIDIn(now time.Time, p int) string {
+	id := ids.New(now)
+	if len(s.tags) <= 1 {
+		return id
+	}
+	return id[:ids.Len-1] + ids.Char(p%len(s.tags))
+}
+
 // Slot is the Redis Cluster slot of a hash tag: CRC16 (XMODEM) mod 16384.
 func Slot(tag string) int {
 	var crc uint16

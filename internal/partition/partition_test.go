@@ -91,3 +91,19 @@ func TestIDsAndKeysTellTheirPartition(t *testing.T) {
 		t.Error("New(33) accepted")
 	}
 }
+
+// A request made from another (a resend) is in its partition, so one
+// script writes both.
+func TestNewIDInIsInThatPartition(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, n := range []int{1, 6, Max} {
+		s, _ := New(n)
+		for p := range n {
+			id := s.NewIDIn(now, p)
+			if !ids.Valid(id) || s.OfID(id) != p {
+				t.Errorf("%d partitions: NewIDIn(%d) = %q, valid %v, in partition %d", n, p, id, ids.Valid(id), s.OfID(id))
+			}
+		}
+	}
+}

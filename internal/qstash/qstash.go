@@ -319,6 +319,9 @@ type Message struct {
 	Parallelism          int                 `json:"parallelism,omitempty"`
 	Rate                 int                 `json:"rate,omitempty"`
 	Period               int64               `json:"period,omitempty"` // seconds
+	// Expunged: retryd erased the message's body, headers and response
+	// bodies (DELETE /requests/{id}/payload); their absence is that.
+	Expunged bool `json:"expunged,omitempty"`
 }
 
 // notFound is QStash's answer for a message id it does not know.
@@ -372,6 +375,7 @@ func message(r *record.Request) Message {
 		}
 	}
 	m.TopicName = r.Topic
+	m.Expunged = r.Expunged
 	if fc := r.FlowControl; fc != nil {
 		m.Parallelism, m.Rate, m.Period = fc.Parallelism, fc.Rate, periodSeconds(fc)
 	}

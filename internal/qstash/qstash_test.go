@@ -291,3 +291,20 @@ func FuzzExtras(f *testing.F) {
 		}
 	})
 }
+
+// An expunged message says so in the /v2 views, message and DLQ alike:
+// its missing body and headers are erased, not empty.
+func TestExpungedMessageSaysSo(t *testing.T) {
+	t.Parallel()
+	r := &record.Request{ID: "01m8mhyychtfy2pdj6g7", URL: "https://e.com/x", Method: "POST", Status: record.Failed, Expunged: true,
+		Headers: map[string]string{}, Attempts: []record.Attempt{{N: 1, StatusCode: 500, Outcome: "permanent"}}}
+	if m := message(r); !m.Expunged || m.Body != "" || len(m.Header) != 0 {
+		t.Errorf("message %+v", m)
+	}
+	if d := dlqMessage(r); !d.Expunged || d.ResponseBody != "" {
+		t.Errorf("DLQ message %+v", d)
+	}
+	if m := message(&record.Request{ID: "01m8mhyychtfy2pdj6g8", Body: "b"}); m.Expunged {
+		t.Errorf("a message not expunged says it is: %+v", m)
+	}
+}

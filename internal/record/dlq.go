@@ -17,6 +17,9 @@ import (
 var (
 	ErrNotFailed    = fmt.Errorf("%w: only a failed request can be redriven", ErrConflict)
 	ErrRedriveLimit = fmt.Errorf("%w: redrive limit reached", ErrConflict)
+	// ErrRedriveExpunged: the request's payload was expunged, so there
+	// is nothing left to send.
+	ErrRedriveExpunged = fmt.Errorf("%w: the request's payload was expunged; it cannot be redriven", ErrConflict)
 	// ErrKeyReused: the redrive's Idempotency-Key was used for another request.
 	ErrKeyReused = fmt.Errorf("%w: Idempotency-Key was already used to redrive another request", ErrConflict)
 )
@@ -46,7 +49,7 @@ var redriveScript = script("redrive")
 
 // Redrive puts failed request id back to pending with a fresh retry budget
 // and an audit entry. It returns ErrNotFound, ErrNotFailed, ErrRedriveLimit
-// or ErrKeyReused.
+// ErrRedriveExpunged or ErrKeyReused.
 func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*RedriveResult, error) {
 	flag := "0"
 	if in.IdemKey != "" {
@@ -68,7 +71,7 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 	if err != nil {
 		return nil, wrap(err)
 	}
-	if len(res) < 1 || (res[0] != "missing" && len(res) < 2) {
+	if len(res) < 1 || (res[0] != "missing" && res[0] != "expunged" && len(res) < 2) {
 		return nil, errReply("redrive", res)
 	}
 	switch res[0] {
@@ -79,6 +82,8 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 		return &RedriveResult{Replayed: true}, nil
 	case "missing":
 		return nil, ErrNotFound
+	case "expunged":
+		return nil, ErrRedriveExpunged
 	case "notfailed":
 		return nil, fmt.Errorf("%w (it is %s)", ErrNotFailed, res[1])
 	case "limit":

@@ -44,6 +44,7 @@ func (k tkeys) index(s Status) string         { return string(k) + "idx:" + stri
 func (k tkeys) all() string                   { return string(k) + "idx:all" }
 func (k tkeys) idem(key string) string        { return string(k) + "idem:" + hashHex(key) }
 func (k tkeys) redriveIdem(key string) string { return string(k) + "idem-redrive:" + hashHex(key) }
+func (k tkeys) resendIdem(key string) string  { return string(k) + "idem-resend:" + hashHex(key) }
 
 // failedHost indexes failed requests by destination host name (no port),
 // for the DLQ's host filter.

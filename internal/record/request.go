@@ -112,6 +112,25 @@ type Request struct {
 
 	Attempts []Attempt
 	Redrives []Redrive
+
+	// ResentFrom is the resend that made this request from another (nil
+	// for a request submitted); Resends are the ids of the requests
+	// resent from this one, oldest first.
+	ResentFrom *ResentFrom
+	Resends    []string
+	// Expunged: the payload (body, headers, result and response bodies)
+	// was erased, at ExpungedAt by ExpungedBy; the metadata stays.
+	Expunged   bool
+	ExpungedAt time.Time
+	ExpungedBy string
+}
+
+// ResentFrom is the audit of a resend, kept on the request it made.
+type ResentFrom struct {
+	ID     string `json:"id"`
+	AtMs   int64  `json:"atMs"`
+	Actor  string `json:"actor"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Callback is the delivery state of a request's outcome callback.
@@ -189,6 +208,12 @@ const (
 	fCbLastCode  = "cbLastStatusCode"
 	fCbLastError = "cbLastError"
 	fCbUpdatedAt = "cbUpdatedAt"
+	// fResends lists the ids of the requests resent from this one,
+	// space-separated; fExpunged is "1" once the payload was erased.
+	fResends    = "resends"
+	fExpunged   = "expunged"
+	fExpungedAt = "expungedAt"
+	fExpungedBy = "expungedBy"
 )
 
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
@@ -221,6 +246,7 @@ type spec struct {
 	Topic          string            `json:"t,omitempty"`
 	Publication    string            `json:"p,omitempty"`
 	TraceParent    string            `json:"tp,omitempty"`
+	ResentFrom     *ResentFrom       `json:"rf,omitempty"`
 }
 
 // FlowControl limits the requests that share its Key (by default their
@@ -335,7 +361,7 @@ func (r *Request) HasCallback() bool {
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
 		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
-		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, TraceParent: r.TraceParent})
+		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, TraceParent: r.TraceParent, ResentFrom: r.ResentFrom})
 	return string(b)
 }
 
@@ -440,6 +466,11 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		CreatedAt:       fromMs(h[fCreatedAt]),
 		UpdatedAt:       fromMs(h[fUpdatedAt]),
 		CompletedAt:     fromMs(h[fCompletedAt]),
+		ResentFrom:      sp.ResentFrom,
+		Resends:         strings.Fields(h[fResends]),
+		Expunged:        h[fExpunged] == "1",
+		ExpungedAt:      fromMs(h[fExpungedAt]),
+		ExpungedBy:      h[fExpungedBy],
 	}
 	r.HasResult = h[fHasResult] == "1"
 	r.FailedRun = -1

@@ -540,6 +540,16 @@ func TestRedriveScript(t *testing.T) {
 			},
 		},
 		{
+			name:    "expunged: refused, nothing changes",
+			initial: state{k0.req(tid): reqHash(Failed, fExpunged, "1"), d0.index(Failed): zset{tid}},
+			in:      RedriveInput{Scope: tenant.All, Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrRedriveExpunged,
+			check: func(t *testing.T, got state) {
+				if diff := cmp.Diff(state{k0.req(tid): reqHash(Failed, fExpunged, "1"), d0.index(Failed): zset{tid}}, got); diff != "" {
+					t.Errorf("state (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
 			name:    "not failed: refused",
 			initial: state{k0.req(tid): reqHash(Retrying), d0.index(Retrying): zset{tid}},
 			in:      RedriveInput{Scope: tenant.All, Actor: "erin", Limit: 3, Now: t0}, wantErr: ErrNotFailed,

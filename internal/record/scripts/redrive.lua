@@ -17,7 +17,8 @@
 -- ARGV[6]: idempotency TTL (ms)
 -- ARGV[7]: "1" when an idempotency key was given
 -- ARGV[8]: the redrive's source for the stats (api or dashboard)
--- Returns: {"replay", id}, {"missing"}, {"notfailed", status}, {"limit", count} or {"ok", n}
+-- Returns: {"replay", id}, {"missing"}, {"notfailed", status}, {"expunged"} (its
+-- payload was erased: nothing to send), {"limit", count} or {"ok", n}
 if ARGV[7] == "1" then
   local prev = redis.call("GET", KEYS[6])
   if prev then return {"replay", prev} end
@@ -25,6 +26,7 @@ end
 local st = redis.call("HGET", KEYS[1], "status")
 if not st then return {"missing"} end
 if st ~= "failed" then return {"notfailed", st} end
+if redis.call("HGET", KEYS[1], "expunged") == "1" then return {"expunged"} end
 local rc = tonumber(redis.call("HGET", KEYS[1], "redriveCount") or "0")
 if rc >= tonumber(ARGV[3]) then return {"limit", tostring(rc)} end
 local n = rc + 1

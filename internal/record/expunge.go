@@ -1,0 +1,50 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/retryd/retryd/internal/tenant"
+)
+
+// ErrExpungeUnfinished: a pending or retrying request's payload is still
+// needed for its next attempt; it wraps ErrConflict.
+var ErrExpungeUnfinished = fmt.Errorf("%w: only a finished request's payload can be expunged", ErrConflict)
+
+// expungeScript: scripts/expunge.lua.
+var expungeScript = script("expunge")
+
+// Expunge erases the payload of finished request id of scope, as actor, in
+// one script: its body and headers, its result and its attempts' response
+// bodies (and so its DLQ entry's, the same record), keeping the metadata.
+// A request expunged before is left as it is (already is then true). It
+// returns ErrNotFound, or ErrExpungeUnfinished for a pending or retrying
+// request.
+func (s *Store) Expunge(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (already bool, err error) {
+	if _, err := s.tenantOf(ctx, scope, id); err != nil {
+		return false, err
+	}
+	k := s.k(id)
+	res, err := expungeScript.Run(ctx, s.rdb, []string{k.req(id), k.attempts(id), k.spec(id), k.result(id)}, now.UnixMilli(), actor).StringSlice()
+	if err != nil {
+		return false, wrap(err)
+	}
+	if len(res) < 1 {
+		return false, errReply("expunge", res)
+	}
+	switch res[0] {
+	case "ok":
+		return false, nil
+	case "already":
+		return true, nil
+	case "missing":
+		return false, ErrNotFound
+	case "unfinished":
+		if len(res) < 2 {
+			return false, errReply("expunge", res)
+		}
+		return false, fmt.Errorf("%w; this one is %s: cancel it first with DELETE /requests/%s, then expunge it", ErrExpungeUnfinished, res[1], id)
+	}
+	return false, errReply("expunge", res)
+}
