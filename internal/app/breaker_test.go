@@ -22,6 +22,7 @@ import (
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -274,7 +275,12 @@ func (s *healthStack) notClosed(t *testing.T, apiKey string) []map[string]any {
 // delivered in the order they came.
 func TestAnOpenEndpointHoldsItsRequestsUntilAProbeSucceeds(t *testing.T) {
 	t.Parallel()
-	s := startHealthStackWith(t, breakerEnv, breakerTuning)
+	opsURL, told := operatorEndpoint(t, nil)
+	env := map[string]string{"OPERATOR_EVENTS_URL": opsURL}
+	for k, v := range breakerEnv {
+		env[k] = v
+	}
+	s := startHealthStackWith(t, env, breakerTuning)
 	s.answer(http.StatusInternalServerError)
 	s.failOnce(t, "k1", "/x", 5)
 	var waiters []string
@@ -316,6 +322,27 @@ func TestAnOpenEndpointHoldsItsRequestsUntilAProbeSucceeds(t *testing.T) {
 	}
 	if eps := s.notClosed(t, "k1"); len(eps) != 0 {
 		t.Errorf("GET /endpoints after a probe succeeded: %v, want it closed", eps)
+	}
+	// The operator heard of it: the failed requests, the endpoint opened,
+	// then closed.
+	var kinds []string
+	eventually(t, 10*time.Second, "the operator's events", func() bool {
+		kinds = kinds[:0]
+		for _, e := range told() {
+			if e.Type != events.RequestFailed {
+				if e.Data["endpoint"] != "http://"+s.host {
+					t.Errorf("event %+v names another endpoint than http://%s", e, s.host)
+				}
+				kinds = append(kinds, e.Type)
+			}
+		}
+		return len(kinds) >= 2
+	})
+	if !slices.Equal(kinds, []string{events.EndpointOpened, events.EndpointClosed}) {
+		t.Errorf("endpoint events %v, want opened then closed", kinds)
+	}
+	if n := len(told()) - len(kinds); n != 5 {
+		t.Errorf("%d request.failed events, want 5", n)
 	}
 }
 

@@ -175,6 +175,13 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 			return errors.Is(err, record.ErrNotFound) || (err == nil && r.Status.Terminal())
 		}, Breaker: flow.BreakerConfig{Off: !cfg.Breaker, Window: cfg.BreakerWindow, MinAttempts: cfg.BreakerMinAttempts,
 			FailureRatio: cfg.BreakerFailureRatio, ProbeMax: cfg.BreakerProbeMax, FailAfter: cfg.BreakerFailAfter},
+		OnEndpoint: func(e flow.EndpointChange) {
+			typ, data := events.EndpointClosed, map[string]any{"tenant": e.Tenant, "endpoint": e.Endpoint}
+			if e.Open {
+				typ, data["failureRatio"], data["attempts"] = events.EndpointOpened, e.FailureRatio, e.Attempts
+			}
+			notifier.Emit(typ, data)
+		},
 		Tuning: opts.Flow}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
 	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}

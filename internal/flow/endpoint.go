@@ -301,11 +301,15 @@ func (c *Controller) exitEndpoint(ctx context.Context, t *Ticket, e ending) {
 	c.mu.Unlock()
 	if trip {
 		ratio := float64(failures) / float64(attempts)
-		if _, err := OpenEndpoint(ctx, c.rdb, t.endpoint, ratio, "breaker", e.at, c.tune); err != nil {
+		opened, err := OpenEndpoint(ctx, c.rdb, t.endpoint, ratio, "breaker", e.at, c.tune)
+		if err != nil {
 			c.log.Warn("could not open a failing endpoint", "endpoint", t.endpoint, "err", err)
 			return
 		}
 		c.log.Info("endpoint opened: its attempts fail", "endpoint", t.endpoint, "attempts", attempts, "failures", failures)
+		if opened {
+			c.changed(t.endpoint, true, ratio, attempts)
+		}
 	}
 }
 
@@ -326,6 +330,7 @@ func (c *Controller) probed(ctx context.Context, t *Ticket, verdict string, now 
 	switch {
 	case code == 1:
 		c.log.Info("endpoint closed: its probe succeeded", "endpoint", t.endpoint)
+		c.changed(t.endpoint, false, 0, 0)
 		if err := c.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
 			c.log.Warn("could not unlist a closed endpoint", "endpoint", t.endpoint, "err", err)
 		}
@@ -395,6 +400,24 @@ func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, waker Wake
 		return fmt.Errorf("wake %s for the next probe: %w", res[0], err)
 	}
 	return nil
+}
+
+// EndpointChange is a change of an endpoint's state the breaker made.
+type EndpointChange struct {
+	Tenant, Endpoint string // whose, and scheme://host:port
+	Open             bool   // opened; else closed
+	// FailureRatio and Attempts are the window's that opened it.
+	FailureRatio float64
+	Attempts     int
+}
+
+// changed tells Config.OnEndpoint of a change of endpoint name.
+func (c *Controller) changed(name string, open bool, ratio float64, attempts int) {
+	if c.cfg.OnEndpoint == nil {
+		return
+	}
+	t, endpoint := tenant.Split(name)
+	c.cfg.OnEndpoint(EndpointChange{Tenant: t, Endpoint: endpoint, Open: open, FailureRatio: ratio, Attempts: attempts})
 }
 
 // OpenEndpoint opens endpoint name (tenant-qualified scheme://host:port)
@@ -542,11 +565,16 @@ func (c *Controller) judgeTogether(ctx context.Context, used map[string]usage, n
 			ep.reset()
 		}
 		c.mu.Unlock()
-		if _, err := OpenEndpoint(ctx, c.rdb, name, float64(u.Failed)/float64(u.Attempts), "breaker", now, c.tune); err != nil {
+		ratio := float64(u.Failed) / float64(u.Attempts)
+		opened, err := OpenEndpoint(ctx, c.rdb, name, ratio, "breaker", now, c.tune)
+		if err != nil {
 			c.log.Warn("could not open a failing endpoint", "endpoint", name, "err", err)
 			continue
 		}
 		c.log.Info("endpoint opened: its attempts fail on every worker", "endpoint", name, "attempts", u.Attempts, "failures", u.Failed)
+		if opened {
+			c.changed(name, true, ratio, u.Attempts)
+		}
 	}
 }
 

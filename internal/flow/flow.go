@@ -53,6 +53,9 @@ type Config struct {
 	Finished func(ctx context.Context, id string) bool
 	// Breaker is the endpoints' circuit breaker (endpoint.go).
 	Breaker BreakerConfig
+	// OnEndpoint hears of each endpoint the breaker opens (open) or whose
+	// probe closes it (the operator's events); nil: nobody.
+	OnEndpoint func(e EndpointChange)
 	// Tuning are the timings; a zero field is DefaultTuning's.
 	Tuning Tuning
 }
