@@ -598,3 +598,62 @@ func TestAnAdminDecidesForATenant(t *testing.T) {
 		t.Fatalf("an admin's close of tenant a's endpoint: %d %s", code, body)
 	}
 }
+
+// An open endpoint's waiter, woken by the endpoint's close while its park
+// is on its way to asynq, starts as soon as the park lands.
+func TestWokenInTransitStartsWhenItsEndpointCloses(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var held string
+	var landed time.Time
+	release := make(chan struct{})
+	opts := breakerTuning
+	opts.Flow.StalledWakeEvery, opts.Flow.ParkFallback = time.Minute, 5*time.Minute // far away: a start there is a stranding
+	opts.InTransit = func(ctx context.Context, id string) {
+		mu.Lock()
+		first := held == ""
+		if first {
+			held = id
+		}
+		mu.Unlock()
+		if !first {
+			return
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		mu.Lock()
+		landed = time.Now()
+		mu.Unlock()
+	}
+	s := startHealthStackWith(t, breakerEnv, opts)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	id := "http:" + s.host
+	if code, body := s.call(t, "k1", "POST", "/endpoints/"+id+"/open", ""); code != http.StatusOK {
+		t.Fatalf("open: %d %s", code, body)
+	}
+	waiter := s.submit(t, "k1", "/w", "")
+	eventually(t, 20*time.Second, "the waiter to be held in transit", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return held != ""
+	})
+	if held != waiter {
+		t.Fatalf("held %s, want the waiter %s", held, waiter)
+	}
+	if code, body := s.call(t, "k1", "POST", "/endpoints/"+id+"/close", ""); code != http.StatusOK {
+		t.Fatalf("close: %d %s", code, body)
+	}
+	close(release) // it lands after its wake
+	eventually(t, 10*time.Second, "the waiter woken in transit starts", func() bool { return s.hitsOf(waiter) > 0 })
+	mu.Lock()
+	t.Logf("the waiter started within %v of landing", time.Since(landed).Round(100*time.Microsecond))
+	mu.Unlock()
+}
