@@ -24,8 +24,8 @@ import (
 // transitStack is an API and a worker in this process on a Redis of their
 // own, whose worker holds the first request it parks in transit (its park
 // decided, its task not yet back in asynq) until that request is woken.
-// Its destination answers /block when released, /bad with a 400, and
-// anything else with a 200 at once.
+// Its destination answers /block when released, /bad with a 400, /flaky
+// with a 500 twice and then a 200, and anything else with a 200 at once.
 type transitStack struct {
 	api, dest string
 	// block holds the destination's calls to /block until closed.
@@ -36,8 +36,10 @@ type transitStack struct {
 	held   string
 	landed time.Time
 	hits   map[string]time.Time
-	// headers are what the destination received, by request id.
+	// headers are what the destination received, by request id; tries
+	// how often /flaky was called.
 	headers map[string]http.Header
+	tries   map[string]int
 	// woken closes when held was woken (by the worker's owner, or by the
 	// test through wokenByTest).
 	woken     chan struct{}
@@ -52,7 +54,7 @@ func startTransitStack(t *testing.T, env map[string]string) *transitStack {
 // startTransitStackWith is startTransitStack with the API's options eo.
 func startTransitStackWith(t *testing.T, env map[string]string, eo app.EngineOptions) *transitStack {
 	t.Helper()
-	s := &transitStack{block: make(chan struct{}), hits: map[string]time.Time{}, woken: make(chan struct{}), headers: map[string]http.Header{}}
+	s := &transitStack{block: make(chan struct{}), hits: map[string]time.Time{}, woken: make(chan struct{}), headers: map[string]http.Header{}, tries: map[string]int{}}
 	dest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.mu.Lock()
@@ -67,6 +69,14 @@ func startTransitStackWith(t *testing.T, env map[string]string, eo app.EngineOpt
 			}
 		case "/bad":
 			w.WriteHeader(http.StatusBadRequest)
+		case "/flaky":
+			s.mu.Lock()
+			s.tries[r.Header.Get(egress.RequestIDHeader)]++
+			n := s.tries[r.Header.Get(egress.RequestIDHeader)]
+			s.mu.Unlock()
+			if n <= 2 {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
 		}
 	}))
 	t.Cleanup(dest.Close)

@@ -47,27 +47,38 @@ func (c *collector) start(t *testing.T) string {
 	return srv.URL
 }
 
-// span is the span named name of request id, or nil.
-func (c *collector) span(name, id string) *tracepb.Span {
+// spansOf are the spans named name of request id.
+func (c *collector) spansOf(name, id string) []*tracepb.Span {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var out []*tracepb.Span
 	for _, s := range c.spans {
 		if s.Name != name {
 			continue
 		}
 		for _, a := range s.Attributes {
 			if a.Key == tracing.AttrRequestID && a.Value.GetStringValue() == id {
-				return s
+				out = append(out, s)
 			}
 		}
 	}
-	return nil
+	return out
 }
 
-// With OTEL_EXPORTER_OTLP_ENDPOINT set, a submission and its attempt are
-// spans of the submitter's trace, the attempt a child of the submitter's
-// span, and the destination receives a traceparent naming the attempt's
-// span.
+// attr is span s's integer attribute key.
+func attr(s *tracepb.Span, key string) int64 {
+	for _, a := range s.Attributes {
+		if a.Key == key {
+			return a.Value.GetIntValue()
+		}
+	}
+	return -1
+}
+
+// With OTEL_EXPORTER_OTLP_ENDPOINT set, a submission and its attempts (a
+// request that fails twice, then succeeds) are spans of the submitter's
+// trace, each a child of the submitter's span, and the destination
+// receives a traceparent naming the attempt's span.
 func TestAttemptsAreSpansOfTheSubmittersTrace(t *testing.T) {
 	var c collector
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.start(t))
@@ -79,7 +90,8 @@ func TestAttemptsAreSpansOfTheSubmittersTrace(t *testing.T) {
 	t.Cleanup(func() { _ = traces.Shutdown(context.Background()) })
 	s := startTransitStackWith(t, nil, app.EngineOptions{Traces: traces})
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	code, body := s.call(t, "POST", "/requests", `{"url":"`+s.dest+`/ok"}`, "traceparent", "00-"+traceID+"-"+parentID+"-01")
+	code, body := s.call(t, "POST", "/requests", `{"url":"`+s.dest+`/flaky","backoffMs":100,"maxBackoffMs":200}`,
+		"traceparent", "00-"+traceID+"-"+parentID+"-01")
 	if code != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", code, body)
 	}
@@ -87,20 +99,35 @@ func TestAttemptsAreSpansOfTheSubmittersTrace(t *testing.T) {
 	if s.hit(id, 10*time.Second).IsZero() {
 		t.Fatal("the request never reached its destination")
 	}
-	var submit, attempt *tracepb.Span
-	for deadline := time.Now().Add(15 * time.Second); submit == nil || attempt == nil; time.Sleep(10 * time.Millisecond) {
+	var submits, attempts []*tracepb.Span
+	for deadline := time.Now().Add(15 * time.Second); len(submits) < 1 || len(attempts) < 3; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("spans: submit %v, attempt %v; want both", submit != nil, attempt != nil)
+			t.Fatalf("spans: %d submit, %d attempts; want 1 and 3", len(submits), len(attempts))
 		}
-		submit, attempt = c.span("retryd.submit", id), c.span("retryd.attempt", id)
+		submits, attempts = c.spansOf("retryd.submit", id), c.spansOf("retryd.attempt", id)
 	}
-	for name, sp := range map[string]*tracepb.Span{"submit": submit, "attempt": attempt} {
+	seen := map[int64]bool{}
+	var attempt *tracepb.Span
+	for i, sp := range append(submits, attempts...) {
 		if got := hex.EncodeToString(sp.TraceId); got != traceID {
-			t.Errorf("%s span in trace %s, want the submitter's %s", name, got, traceID)
+			t.Errorf("span %d (%s) in trace %s, want the submitter's %s", i, sp.Name, got, traceID)
 		}
 		if got := hex.EncodeToString(sp.ParentSpanId); got != parentID {
-			t.Errorf("%s span's parent %s, want the submitter's span %s", name, got, parentID)
+			t.Errorf("span %d (%s): parent %s, want the submitter's span %s", i, sp.Name, got, parentID)
 		}
+		if sp.Name == "retryd.attempt" {
+			n := attr(sp, tracing.AttrAttempt)
+			seen[n] = true
+			if n == 3 {
+				attempt = sp
+			}
+			if want := map[int64]int64{1: 500, 2: 500, 3: 200}[n]; attr(sp, tracing.AttrStatus) != want {
+				t.Errorf("attempt %d's span: status code %d, want %d", n, attr(sp, tracing.AttrStatus), want)
+			}
+		}
+	}
+	if len(seen) != 3 || attempt == nil {
+		t.Fatalf("attempt spans of attempts %v, want 1, 2 and 3", seen)
 	}
 	s.mu.Lock()
 	got := s.headers[id].Get("traceparent")

@@ -58,7 +58,7 @@ func New(ctx context.Context, service string) (*Tracer, error) {
 	if !Configured(os.Getenv) {
 		return nil, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	exp, err := otlptracehttp.New(context.WithoutCancel(ctx)) // it dials nothing yet
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
