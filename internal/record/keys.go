@@ -123,12 +123,6 @@ func TimerKey(tag string) string { return string(keysOf(tag)) + "timer" }
 // (see internal/waiting/asynqx.MoveDue): the others look less often meanwhile.
 func TimerMoverKey(tag string) string { return string(keysOf(tag)) + "timer:mover" }
 
-// WokenPrefix is the prefix of the woken marks of the partition (and asynq
-// queue) named tag: WokenPrefix(tag) + id is request id's, left by a wake
-// that found its task still on its way to waiting (see
-// internal/waiting/asynqx.Run).
-func WokenPrefix(tag string) string { return string(keysOf(tag)) + "woken:" }
-
 // TimerChannel is where a timer entry earlier than any before is announced.
 const TimerChannel = "retryd:timer"
 

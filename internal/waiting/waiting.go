@@ -90,7 +90,7 @@ type Bell = asynqx.Bell
 // for a process that only sets entries.
 func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell timer.Ringer, log *slog.Logger, tune Tuning) *Timer {
 	names := timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
-		Woken: record.WokenPrefix, Channel: record.TimerChannel}
+		Channel: record.TimerChannel}
 	queues := []string{queue}
 	if parts.Len() > 0 {
 		queues = parts.Tags()
@@ -202,7 +202,7 @@ func (o *Owner) Wake(ctx context.Context, id string) (err error) {
 	}
 	q := o.QueueOf(id)
 	now := o.cfg.Clock.Now()
-	state, err := asynqx.Run(ctx, o.cfg.Redis, q, o.bellIn(q), record.WokenPrefix(q)+id, id, now, o.cfg.Tuning.Timer.Woken)
+	state, err := asynqx.Run(ctx, o.cfg.Redis, q, o.bellIn(q), id, now, o.cfg.Tuning.Timer.Woken)
 	if err != nil {
 		return err
 	}

@@ -43,8 +43,8 @@ func TestWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	if waited := time.Since(start); waited > time.Second {
 		t.Errorf("Wake of a task in transit took %v, want no wait", waited)
 	}
-	if n, err := rdb.Exists(ctx, record.WokenPrefix(q)+"w").Result(); err != nil || n != 1 {
-		t.Fatalf("no woken mark (%d, %v)", n, err)
+	if ok, err := rdb.HExists(ctx, asynqx.QueueKeys(q).Task("w"), asynqx.WokenField).Result(); err != nil || !ok {
+		t.Fatalf("no woken mark (%v)", err)
 	}
 	// The handler notes the park and returns; asynq's side of the park:
 	// the run ends, the task is a retry due in five minutes.

@@ -47,6 +47,11 @@ func (k Keys) Scheduled() string { return k.prefix() + "scheduled" }
 // Lease is the queue's set of running task ids by lease expiry (Unix s).
 func (k Keys) Lease() string { return k.prefix() + "lease" }
 
+// WokenField is the field of a task's hash that holds its woken mark
+// (retryd's, not asynq's; see Run). The scripts name it too
+// (scripts/move_waiting.lua).
+const WokenField = "retryd_woken"
+
 // Task is the hash of task id.
 func (k Keys) Task(id string) string { return k.taskPrefix() + id }
 

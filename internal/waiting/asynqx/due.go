@@ -53,14 +53,13 @@ type Due struct {
 // (at most limit) to pending. When it moved any, it notes me as the
 // timer's mover in moverKey, and rings the doorbell at bell unless bell is
 // "" (the doorbell is not in the queue's cluster slot: the caller rings).
-// A task still active gets its woken mark (woken, the marks' prefix in
-// the queue's slot).
-func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, woken, me string, now time.Time, limit int, g Graces) (Due, error) {
+// A task still active gets its woken mark (see Run).
+func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, me string, now time.Time, limit int, g Graces) (Due, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, timer)
 	res, err := dueScript.Run(ctx, rdb, []string{timer, k.Pending(), moverKey, bell, k.Retry(), k.Scheduled()}, now.UnixMilli(), limit,
 		k.taskPrefix(), now.UnixNano(), g.Active.Milliseconds(), g.ActiveRetry.Milliseconds(), me, g.MoverNote.Milliseconds(), ring,
-		woken, g.Woken.Milliseconds()).Slice()
+		g.Woken.Milliseconds()).Slice()
 	if err != nil {
 		return Due{}, fmt.Errorf("move due tasks of %s: %w", queue, err)
 	}
@@ -117,12 +116,15 @@ const (
 // Run makes task id of queue pending now if it waits (retry or scheduled),
 // unlike asynq's Inspector.RunTask, which also runs an archived task. A
 // move rings the doorbell at bell, unless bell is "" (the caller rings).
-// An active task gets its woken mark (mark, in the queue's slot), lasting
-// woken: the script that sees its park land reads it (HoldParked).
-func Run(ctx context.Context, rdb redis.UniversalClient, queue, bell, mark, id string, now time.Time, woken time.Duration) (RunState, error) {
+// An active task gets its woken mark, in force for woken: a field of its
+// hash (WokenField) holding when it was first seen active, which the
+// script that sees its park land reads (HoldParked) and clears. asynq's
+// own scripts never touch a field they do not know, and the hash goes
+// with the task.
+func Run(ctx context.Context, rdb redis.UniversalClient, queue, bell, id string, now time.Time, woken time.Duration) (RunState, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, k.Pending())
-	state, err := runScript.Run(ctx, rdb, []string{k.Pending(), bell, k.Task(id), k.Retry(), k.Scheduled(), mark},
+	state, err := runScript.Run(ctx, rdb, []string{k.Pending(), bell, k.Task(id), k.Retry(), k.Scheduled()},
 		id, now.UnixNano(), ring, now.UnixMilli(), woken.Milliseconds()).Text()
 	if err != nil {
 		return 0, fmt.Errorf("run task %s of %s: %w", id, queue, err)
@@ -169,15 +171,15 @@ func ParkMember(id string, at time.Time) string {
 
 // HoldParked moves the parked tasks of queue whose entries in parked are
 // due at now (at most limit) from asynq's retry set to its scheduled set,
-// or to pending when they were woken on their way (their woken mark:
-// woken is the marks' prefix, in the queue's slot), and returns when the
-// earliest entry left is due (zero: none) and how many it woke. A wake
-// rings the doorbell at bell, unless bell is "" (the caller rings).
-func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked, woken, bell string, now time.Time, limit int, g Graces) (time.Time, int, error) {
+// or to pending when they were woken on their way (their woken mark in
+// force, see Run), and returns when the earliest entry left is due (zero:
+// none) and how many it woke. A wake rings the doorbell at bell, unless
+// bell is "" (the caller rings).
+func HoldParked(ctx context.Context, rdb redis.UniversalClient, queue, parked, bell string, now time.Time, limit int, g Graces) (time.Time, int, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, parked)
 	res, err := holdScript.Run(ctx, rdb, []string{parked, k.Retry(), k.Scheduled(), k.Pending(), bell}, now.UnixMilli(), limit,
-		k.taskPrefix(), g.Park.Milliseconds(), g.ParkRetry.Milliseconds(), woken, now.UnixNano(), ring).Slice()
+		k.taskPrefix(), g.Park.Milliseconds(), g.ParkRetry.Milliseconds(), g.Woken.Milliseconds(), now.UnixNano(), ring).Slice()
 	if err != nil {
 		return time.Time{}, 0, fmt.Errorf("hold parked tasks of %s: %w", queue, err)
 	}

@@ -16,9 +16,6 @@ import (
 var graces = Graces{Active: 2 * time.Second, ActiveRetry: 5 * time.Millisecond, Park: 250 * time.Millisecond,
 	ParkRetry: 25 * time.Millisecond, MoverNote: 3 * time.Second, Woken: 7 * time.Second}
 
-// woken is the woken marks' prefix in these tests.
-const woken = "{q}:woken:"
-
 func state(t *testing.T, inspector *asynq.Inspector, queue, id string) asynq.TaskState {
 	t.Helper()
 	info, err := inspector.GetTaskInfo(queue, id)
@@ -68,7 +65,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 
 	mover := "{q}:timer:mover"
 	bell := "{q}:bell"
-	d, err := MoveDue(ctx, rdb, "q", timer, mover, bell, woken, "w1", now, 100, graces)
+	d, err := MoveDue(ctx, rdb, "q", timer, mover, bell, "w1", now, 100, graces)
 	if err != nil || d.Moved != 2 || d.Mover != "w1" {
 		t.Fatalf("MoveDue = %+v, %v; want 2 moved by w1", d, err)
 	}
@@ -94,19 +91,19 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 	}
 	// The active task is marked woken, as first seen active then; looks
 	// within the grace keep that time, so the grace ends.
-	if first, err := rdb.Get(ctx, woken+"active").Int64(); err != nil || first != now.UnixMilli() {
+	if first, err := rdb.HGet(ctx, k.Task("active"), WokenField).Int64(); err != nil || first != now.UnixMilli() {
 		t.Errorf("woken mark of the active task = %d, %v; want %d", first, err, now.UnixMilli())
 	}
-	if _, err := MoveDue(ctx, rdb, "q", timer, mover, bell, woken, "w1", now.Add(graces.Active/2), 100, graces); err != nil {
+	if _, err := MoveDue(ctx, rdb, "q", timer, mover, bell, "w1", now.Add(graces.Active/2), 100, graces); err != nil {
 		t.Fatal(err)
 	}
-	if first, err := rdb.Get(ctx, woken+"active").Int64(); err != nil || first != now.UnixMilli() {
+	if first, err := rdb.HGet(ctx, k.Task("active"), WokenField).Int64(); err != nil || first != now.UnixMilli() {
 		t.Errorf("woken mark after a second look = %d, %v; want still %d", first, err, now.UnixMilli())
 	}
 	// Past the grace, an entry whose task is still active is dropped.
 	// Another worker that moves nothing learns who moves; the note lives
 	// graces.MoverNote.
-	d, err = MoveDue(ctx, rdb, "q", timer, mover, bell, woken, "w2", now.Add(graces.Active+time.Second), 100, graces)
+	d, err = MoveDue(ctx, rdb, "q", timer, mover, bell, "w2", now.Add(graces.Active+time.Second), 100, graces)
 	if err != nil || d.Moved != 0 || d.Mover != "w1" {
 		t.Fatalf("MoveDue by w2 = %+v, %v; want nothing moved, mover w1", d, err)
 	}
@@ -121,7 +118,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 		t.Errorf("doorbell holds %d tokens (%v) after moves of nothing, want still 1", tokens, err)
 	}
 	rdb.Del(ctx, mover)
-	if d, err := MoveDue(ctx, rdb, "q", timer, mover, "", woken, "w1", now, 100, graces); err != nil || d.Moved != 0 || !d.First.IsZero() || d.Mover != "" {
+	if d, err := MoveDue(ctx, rdb, "q", timer, mover, "", "w1", now, 100, graces); err != nil || d.Moved != 0 || !d.First.IsZero() || d.Mover != "" {
 		t.Errorf("empty timer: MoveDue = %+v, %v", d, err)
 	}
 }
@@ -153,7 +150,7 @@ func TestRunMovesOnlyWaitingTasks(t *testing.T) {
 		want  RunState
 		rings int64
 	}{{"now", Pending, 0}, {"dead", Gone, 0}, {"missing", Gone, 0}, {"later", Moved, 1}} {
-		if got, err := Run(ctx, rdb, "q", bell, woken+c.id, c.id, time.Now(), graces.Woken); err != nil || got != c.want {
+		if got, err := Run(ctx, rdb, "q", bell, c.id, time.Now(), graces.Woken); err != nil || got != c.want {
 			t.Errorf("Run(%s) = %v, %v; want %v", c.id, got, err, c.want)
 		}
 		if tokens, err := rdb.LLen(ctx, bell).Result(); err != nil || tokens != c.rings {
@@ -166,8 +163,10 @@ func TestRunMovesOnlyWaitingTasks(t *testing.T) {
 	if got := state(t, inspector, "q", "dead"); got != asynq.TaskStateArchived {
 		t.Errorf("dead: %v, want archived (not run)", got)
 	}
-	if n, err := rdb.Exists(ctx, woken+"now", woken+"dead", woken+"missing", woken+"later").Result(); err != nil || n != 0 {
-		t.Errorf("%d woken marks (%v) of tasks not active, want none", n, err)
+	for _, id := range []string{"now", "dead", "missing", "later"} {
+		if n, err := rdb.HExists(ctx, QueueKeys("q").Task(id), WokenField).Result(); err != nil || n {
+			t.Errorf("a woken mark (%v) on %s, not active; want none", err, id)
+		}
 	}
 }
 
@@ -195,15 +194,15 @@ func TestWakeOfAParkInTransitStartsItAsItLands(t *testing.T) {
 		t.Fatal(err)
 	}
 	bell := "{q}:bell"
-	if got, err := Run(ctx, rdb, "q", bell, woken+"w", "w", now, graces.Woken); err != nil || got != Active {
+	if got, err := Run(ctx, rdb, "q", bell, "w", now, graces.Woken); err != nil || got != Active {
 		t.Fatalf("Run of a task in transit = %v, %v; want Active", got, err)
 	}
-	if ttl, err := rdb.PTTL(ctx, woken+"w").Result(); err != nil || ttl <= 0 || ttl > graces.Woken {
-		t.Fatalf("woken mark lives %v (%v), want at most %v", ttl, err, graces.Woken)
+	if at, err := rdb.HGet(ctx, k.Task("w"), WokenField).Int64(); err != nil || at != now.UnixMilli() {
+		t.Fatalf("woken mark %d (%v), want %d", at, err, now.UnixMilli())
 	}
 	// Past the park's grace, still on its way: looked at again, not dropped.
 	late := now.Add(graces.Park + time.Second)
-	next, woke, err := HoldParked(ctx, rdb, "q", "{q}:parked", woken, bell, late, 100, graces)
+	next, woke, err := HoldParked(ctx, rdb, "q", "{q}:parked", bell, late, 100, graces)
 	if err != nil || woke != 0 || next.UnixMilli() != late.Add(graces.ParkRetry).UnixMilli() {
 		t.Fatalf("HoldParked in transit = %v, %d, %v; want looked at again at %v", next, woke, err, late.Add(graces.ParkRetry))
 	}
@@ -215,7 +214,7 @@ func TestWakeOfAParkInTransitStartsItAsItLands(t *testing.T) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	next, woke, err = HoldParked(ctx, rdb, "q", "{q}:parked", woken, bell, late.Add(graces.ParkRetry), 100, graces)
+	next, woke, err = HoldParked(ctx, rdb, "q", "{q}:parked", bell, late.Add(graces.ParkRetry), 100, graces)
 	if err != nil || woke != 1 || !next.IsZero() {
 		t.Fatalf("HoldParked as it landed = %v, %d, %v; want it woken, no entry left", next, woke, err)
 	}
@@ -225,8 +224,8 @@ func TestWakeOfAParkInTransitStartsItAsItLands(t *testing.T) {
 	if tokens, err := rdb.LLen(ctx, bell).Result(); err != nil || tokens != 1 {
 		t.Errorf("%d tokens on the doorbell (%v), want 1", tokens, err)
 	}
-	if n, err := rdb.Exists(ctx, woken+"w").Result(); err != nil || n != 0 {
-		t.Errorf("woken mark left after it was read (%d, %v)", n, err)
+	if n, err := rdb.HExists(ctx, k.Task("w"), WokenField).Result(); err != nil || n {
+		t.Errorf("woken mark left after it was read (%v)", err)
 	}
 }
 
@@ -305,7 +304,7 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 	if st, err := TaskStates(ctx, rdb, "q", []string{"parked", "onitsway"}); err != nil || st[0].State != "retry" || st[1].State != "active" {
 		t.Errorf("TaskStates = %+v, %v; want retry, active", st, err)
 	}
-	next, _, err := HoldParked(ctx, rdb, "q", "{q}:parked", woken, "{q}:bell", now, 100, graces)
+	next, _, err := HoldParked(ctx, rdb, "q", "{q}:parked", "{q}:bell", now, 100, graces)
 	if err != nil || next.UnixMilli() != now.Add(graces.ParkRetry).UnixMilli() {
 		t.Fatalf("HoldParked = %v, %v; want the active one's next look, %v", next, err, now.Add(graces.ParkRetry))
 	}
@@ -320,7 +319,7 @@ func TestHoldParkedMovesParkedTasksOutOfTheRetries(t *testing.T) {
 		t.Errorf("pending: %v", got)
 	}
 	// Past the grace, a task still active was woken and runs: dropped.
-	next, _, err = HoldParked(ctx, rdb, "q", "{q}:parked", woken, "{q}:bell", now.Add(graces.Park), 100, graces)
+	next, _, err = HoldParked(ctx, rdb, "q", "{q}:parked", "{q}:bell", now.Add(graces.Park), 100, graces)
 	if err != nil || next.UnixMilli() != now.Add(time.Hour).UnixMilli() {
 		t.Errorf("after the grace: HoldParked = %v, %v; want only the later entry left", next, err)
 	}

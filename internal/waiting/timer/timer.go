@@ -75,11 +75,10 @@ type Names struct {
 	// Timer names the timer of a queue; Parked its list of tasks just
 	// parked; Mover who moved its due tasks last. Bell is the doorbell
 	// when it shares the queue's cluster slot (the move rings it), else ""
-	// (Run rings through the Ringer); nil: "" for every queue. Woken is
-	// the prefix of a queue's woken marks (asynqx.Run). Channel is where
-	// earlier entries are announced.
-	Timer, Parked, Mover, Bell, Woken func(queue string) string
-	Channel                           string
+	// (Run rings through the Ringer); nil: "" for every queue. Channel is
+	// where earlier entries are announced.
+	Timer, Parked, Mover, Bell func(queue string) string
+	Channel                    string
 }
 
 // New returns the timer of queues; tune's zero fields take DefaultTuning's.
@@ -253,7 +252,7 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 	moved := 0
 	for {
 		cctx, cancel := context.WithTimeout(ctx, t.tune.CallTimeout)
-		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.bellOf(q), t.Names.Woken(q), t.id,
+		d, err := asynqx.MoveDue(cctx, t.Client, q, t.Names.Timer(q), t.Names.Mover(q), t.bellOf(q), t.id,
 			t.Clock.Now().Add(t.tune.Early), Batch, t.tune.graces())
 		cancel()
 		if err != nil {
@@ -285,7 +284,7 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 func (t *Timer) holdParked(ctx context.Context, q string) (time.Time, int) {
 	next := t.Clock.Now().Add(t.tune.MaxSleep)
 	cctx, cancel := context.WithTimeout(ctx, t.tune.CallTimeout)
-	first, woke, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.Names.Woken(q), t.bellOf(q), t.Clock.Now(), Batch, t.tune.graces())
+	first, woke, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.bellOf(q), t.Clock.Now(), Batch, t.tune.graces())
 	cancel()
 	switch {
 	case err != nil && ctx.Err() == nil:

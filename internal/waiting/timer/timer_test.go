@@ -21,7 +21,6 @@ func (b *countingBell) Ring(context.Context) error { b.rings.Add(1); return nil 
 
 var names = Names{Timer: func(q string) string { return "{" + q + "}:timer" }, Parked: func(q string) string { return "{" + q + "}:parked" },
 	Mover:   func(q string) string { return "{" + q + "}:timer:mover" },
-	Woken:   func(q string) string { return "{" + q + "}:woken:" },
 	Channel: "test:timer"}
 
 // A task whose entry another process adds (earlier than anything the

@@ -45,10 +45,10 @@ type Tuning struct {
 	// entry is dropped: its handler has returned, asynq moves it within
 	// milliseconds, and a task still active later was woken and runs.
 	ParkGrace time.Duration
-	// Woken is how long a woken mark lasts: a wake that finds its task
-	// still active (its park on its way to asynq) leaves one, and the
-	// look that sees the park land starts the task at once. It bounds how
-	// long a park may take to land and still be woken by it.
+	// Woken is how long a woken mark is in force: a wake that finds its
+	// task still active (its park on its way to asynq) leaves one, and
+	// the look that sees the park land starts the task at once. It bounds
+	// how long a park may take to land and still be woken by it.
 	Woken time.Duration
 	// CallTimeout bounds each of the timer's Redis calls.
 	CallTimeout time.Duration

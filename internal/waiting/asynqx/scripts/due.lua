@@ -2,7 +2,7 @@
 -- An active task is one whose handler is returning it to asynq (or one
 -- running): it gets its woken mark (so a park that lands reads it,
 -- hold.lua) and its entry is looked at again soon, until ARGV[5] after it
--- was first seen active (the mark's value). move_waiting.lua is prepended.
+-- was first seen active (the mark's time). move_waiting.lua is prepended.
 -- KEYS[1]: the timer (member: task id, score: due, ms)
 -- KEYS[2]: asynq's pending list
 -- KEYS[3]: the timer's mover note (a string)
@@ -20,23 +20,22 @@
 -- ARGV[7]: who moves (noted in KEYS[3] when it moved any)
 -- ARGV[8]: how long the note lives (ms)
 -- ARGV[9]: "1" to ring the doorbell after a move
--- ARGV[10]: the prefix of the woken marks (prefix .. id; in the slot of
---           KEYS[1])
--- ARGV[11]: how long a woken mark lasts (ms)
+-- ARGV[10]: how long a woken mark is in force (ms)
 -- Returns: {moved, the earliest entry left (ms) or -1, the last mover
 -- within its note's life or ""}
 local now = tonumber(ARGV[1])
 local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, tonumber(ARGV[2]))
 local moved = 0
 for _, id in ipairs(due) do
-  local task, mark = ARGV[3] .. id, ARGV[10] .. id
-  local state = redis.call("HGET", task, "state")
+  local task = ARGV[3] .. id
+  local cur = redis.call("HMGET", task, "state", "retryd_woken")
+  local state, mark = cur[1], cur[2]
   if state == "retry" or state == "scheduled" then
     move(task, state == "retry" and KEYS[5] or KEYS[6], KEYS[2], id, ARGV[4])
-    redis.call("DEL", mark)
+    if mark then redis.call("HDEL", task, "retryd_woken") end
     moved = moved + 1
     redis.call("ZREM", KEYS[1], id)
-  elseif state == "active" and now - woken(mark, now, ARGV[11]) < tonumber(ARGV[5]) then
+  elseif state == "active" and now - woken(task, mark, now, ARGV[10]) < tonumber(ARGV[5]) then
     redis.call("ZADD", KEYS[1], now + tonumber(ARGV[6]), id)
   else
     redis.call("ZREM", KEYS[1], id)

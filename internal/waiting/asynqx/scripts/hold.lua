@@ -1,8 +1,8 @@
 -- Looks at the tasks just parked, as they land in asynq's retry set: one
--- woken meanwhile (its woken mark) goes to the pending list at once; the
--- others move to the scheduled set at the same due time, since a request
--- waiting for flow control is not a retry (no attempt failed) and the
--- dashboard must not show it as one. move_waiting.lua is prepended.
+-- woken meanwhile (its woken mark in force) goes to the pending list at
+-- once; the others move to the scheduled set at the same due time, since a
+-- request waiting for flow control is not a retry (no attempt failed) and
+-- the dashboard must not show it as one. move_waiting.lua is prepended.
 -- KEYS[1]: the parked tasks (member: "<task id>|<when parked, ms>",
 --          score: when to look, ms)
 -- KEYS[2]: asynq's retry set
@@ -17,8 +17,7 @@
 --          returning it to asynq) before its entry is dropped, unless it
 --          was woken meanwhile (ms)
 -- ARGV[5]: how soon such an entry is looked at again (ms)
--- ARGV[6]: the prefix of the woken marks (prefix .. id; in the slot of
---          KEYS[1])
+-- ARGV[6]: how long a woken mark is in force (ms)
 -- ARGV[7]: now (ns, asynq's pending_since)
 -- ARGV[8]: "1" to ring the doorbell after a wake
 -- Returns: {the earliest entry left (ms) or -1, how many it woke}
@@ -31,10 +30,12 @@ for _, member in ipairs(due) do
   if sep then
     id, at = string.sub(member, 1, sep - 1), tonumber(string.sub(member, sep + 1)) or now
   end
-  local task, mark = ARGV[3] .. id, ARGV[6] .. id
-  local state = redis.call("HGET", task, "state")
+  local task = ARGV[3] .. id
+  local cur = redis.call("HMGET", task, "state", "retryd_woken")
+  local state, mark = cur[1], cur[2]
   if state == "retry" then
-    if redis.call("DEL", mark) == 1 then
+    if mark then redis.call("HDEL", task, "retryd_woken") end
+    if wokenAt(mark, now, ARGV[6]) then
       move(task, KEYS[2], KEYS[4], id, ARGV[7])
       woke = woke + 1
     else
@@ -44,7 +45,7 @@ for _, member in ipairs(due) do
       redis.call("HSET", task, "state", "scheduled")
     end
     redis.call("ZREM", KEYS[1], member)
-  elseif state == "active" and (now - at < tonumber(ARGV[4]) or redis.call("EXISTS", mark) == 1) then
+  elseif state == "active" and (now - at < tonumber(ARGV[4]) or wokenAt(mark, now, ARGV[6])) then
     redis.call("ZADD", KEYS[1], now + tonumber(ARGV[5]), member)
   else
     redis.call("ZREM", KEYS[1], member)

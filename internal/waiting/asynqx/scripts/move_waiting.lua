@@ -6,10 +6,13 @@
 -- move(task, from, pending, id, nowNs): moves task id (its hash task)
 --   from asynq's set from (its retry or scheduled set) to the pending
 --   list.
--- woken(mark, now, ttl): notes a wake of a task still active (on its way
---   to waiting, or running) in its woken mark, a string in the task's
---   slot whose value is when the task was first seen active (ms); keeps
---   the first time, and returns it.
+-- wokenAt(mark, now, ttl): when the task was first seen active (on its
+--   way to waiting, or running) by a wake still in force, from its woken
+--   mark (the value of its hash's field "retryd_woken", ms, or false);
+--   nil when none is, or it lapsed (older than ttl ms).
+-- woken(task, mark, now, ttl): notes a wake of a task still active in
+--   its hash's woken mark, keeping the first time in force, and returns
+--   that time.
 local function ring(bell, on)
   if on == "1" and redis.call("LLEN", bell) == 0 then
     redis.call("RPUSH", bell, "1")
@@ -20,9 +23,14 @@ local function move(task, from, pending, id, nowNs)
   redis.call("LPUSH", pending, id)
   redis.call("HSET", task, "state", "pending", "pending_since", nowNs)
 end
-local function woken(mark, now, ttl)
-  local first = redis.call("GET", mark)
-  if first then return tonumber(first) or now end
-  redis.call("SET", mark, now, "PX", ttl)
+local function wokenAt(mark, now, ttl)
+  local at = tonumber(mark)
+  if at and now - at < tonumber(ttl) then return at end
+  return nil
+end
+local function woken(task, mark, now, ttl)
+  local at = wokenAt(mark, now, ttl)
+  if at then return at end
+  redis.call("HSET", task, "retryd_woken", now)
   return now
 end
