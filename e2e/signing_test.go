@@ -96,3 +96,37 @@ func TestDeliveriesAndCallbacksAreSignedWithStandardWebhooks(t *testing.T) {
 		}
 	}
 }
+
+// The operator's events (OPERATOR_EVENTS_URL) are signed like deliveries:
+// the reference implementation accepts each POST with each secret.
+func TestOperatorEventsAreSignedWithStandardWebhooks(t *testing.T) {
+	t.Parallel()
+	secrets := []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_" + strings.Repeat("cm90YXRl", 4)}
+	ops := newDestination(t)
+	s := startStack(t, 1, "SIGNING_SECRETS="+strings.Join(secrets, ","), "OPERATOR_EVENTS_URL="+ops.script("/events", 200))
+	dest := newDestination(t)
+	failed := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":0}`, dest.script("/gone", 410)))
+	waitFor(t, 20*time.Second, "the request.failed event", func() bool { return len(ops.calls("/events")) > 0 })
+	var lines bytes.Buffer
+	n := 0
+	for _, h := range ops.calls("/events") {
+		if !strings.Contains(h.body, `"request.failed"`) || !strings.Contains(h.body, failed) {
+			t.Errorf("operator event %s, want request.failed of %s", h.body, failed)
+		}
+		for _, secret := range secrets {
+			b, _ := json.Marshal(map[string]string{"secret": secret, "id": h.header.Get("webhook-id"),
+				"timestamp": h.header.Get("webhook-timestamp"), "signature": h.header.Get("webhook-signature"), "body": h.body})
+			lines.Write(append(b, '\n'))
+			n++
+		}
+	}
+	results := oracle(t, lines.Bytes(), "verify-standardwebhooks.js")
+	if len(results) != n {
+		t.Fatalf("%d verdicts for %d messages: %v", len(results), n, results)
+	}
+	for i, r := range results {
+		if r != "ok" {
+			t.Errorf("event POST %d: standardwebhooks says %s", i, r)
+		}
+	}
+}
