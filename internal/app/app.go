@@ -321,6 +321,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
+	m.RegisterEndpoints(func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.Endpoints(ctx, rdb, time.Now()) })
 	api := &handlers.API{Traces: eo.Traces, Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
 		Parts: parts, Workers: liveWorkers(inspector), Replicas: store}
@@ -372,7 +373,8 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait},
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
-		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now}),
+		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now,
+			Endpoints: func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.Endpoints(ctx, rdb, time.Now()) }}),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })

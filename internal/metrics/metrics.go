@@ -243,3 +243,59 @@ func (f flows) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFlowRecent, prometheus.GaugeValue, float64(s.Overloaded), key, owner, "overloaded")
 	}
 }
+
+var (
+	descEndpoints = prometheus.NewDesc("retryd_endpoints",
+		"Endpoints whose breaker is open or half_open (its probe out), of every tenant.", []string{"state"}, nil)
+	descEndpointWaiting = prometheus.NewDesc("retryd_endpoint_waiting",
+		"Requests waiting for an open endpoint to close, per endpoint that is not closed (the first ten by waiters; the rest under endpoint=\"other\").",
+		[]string{"endpoint", "tenant", "state"}, nil)
+)
+
+// EndpointSource reads the endpoints' breakers.
+type EndpointSource func(ctx context.Context) ([]flow.EndpointInfo, error)
+
+// RegisterEndpoints adds the breaker series, read at scrape time.
+func (m *Metrics) RegisterEndpoints(read EndpointSource) { m.Registry.MustRegister(endpoints{read}) }
+
+type endpoints struct{ read EndpointSource }
+
+func (e endpoints) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descEndpoints
+	ch <- descEndpointWaiting
+}
+
+func (e endpoints) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	infos, err := e.read(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descEndpoints, err)
+		return
+	}
+	count := map[string]int{flow.EndpointOpen: 0, flow.EndpointHalfOpen: 0}
+	var held []flow.EndpointInfo
+	for _, in := range infos {
+		if in.State == flow.EndpointClosed {
+			continue
+		}
+		count[in.State]++
+		held = append(held, in)
+	}
+	for _, st := range []string{flow.EndpointOpen, flow.EndpointHalfOpen} {
+		ch <- prometheus.MustNewConstMetric(descEndpoints, prometheus.GaugeValue, float64(count[st]), st)
+	}
+	sort.SliceStable(held, func(i, j int) bool { return held[i].Waiting > held[j].Waiting })
+	var other int64
+	for i, in := range held {
+		if i >= FlowKeys {
+			other += in.Waiting
+			continue
+		}
+		owner, ep := tenant.Split(in.Name)
+		ch <- prometheus.MustNewConstMetric(descEndpointWaiting, prometheus.GaugeValue, float64(in.Waiting), ep, owner, in.State)
+	}
+	if len(held) > FlowKeys {
+		ch <- prometheus.MustNewConstMetric(descEndpointWaiting, prometheus.GaugeValue, float64(other), "other", "", "")
+	}
+}

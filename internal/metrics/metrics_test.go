@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/retryd/retryd/internal/flow"
@@ -78,5 +79,46 @@ func TestFlowLabelValuesHoldNoControlCharacters(t *testing.T) {
 	want := map[string]string{"acmeflow": "acme", "api.example.com:443": "default", "oldkey": "default"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("key→tenant of the series = %v, want %v", got, want)
+	}
+}
+
+// The breaker series count the endpoints that are not closed, both states
+// always present, and name each held endpoint apart from its tenant.
+func TestEndpointSeriesCountWhatIsHeld(t *testing.T) {
+	t.Parallel()
+	infos := []flow.EndpointInfo{
+		{Name: tenant.Qualify("acme", "https://api.example.com:443"), State: flow.EndpointOpen, Waiting: 7},
+		{Name: "http://10.0.0.1:80", State: flow.EndpointClosed, Waiting: 0},
+	}
+	m := New(nil, nil)
+	m.RegisterEndpoints(func(context.Context) ([]flow.EndpointInfo, error) { return infos, nil })
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			name := f.GetName()
+			for _, l := range s.GetLabel() {
+				name += "|" + l.GetName() + "=" + l.GetValue()
+			}
+			got[name] = s.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"retryd_endpoints|state=open":      1,
+		"retryd_endpoints|state=half_open": 0,
+		"retryd_endpoint_waiting|endpoint=https://api.example.com:443|state=open|tenant=acme": 7,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "10.0.0.1") {
+			t.Errorf("a closed endpoint has a series: %s", k)
+		}
 	}
 }
