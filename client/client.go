@@ -270,13 +270,18 @@ var startsOn = map[string]string{
 // Waiting is why a request waits and until when, in the words every
 // surface uses: "waiting for paused · starts when its flow-control key is
 // resumed", or "waiting for rate · starts 2026-01-02T15:04:05.000Z" when
-// retryd knows the time (startsAt non-nil). "" when reason is.
+// retryd knows the time (startsAt non-nil; for endpoint_open, "next
+// probe" and the probe's time). "" when reason is.
 func Waiting(reason string, startsAt *time.Time) string {
 	if reason == "" {
 		return ""
 	}
 	s := "waiting for " + reason
 	switch {
+	case startsAt != nil && reason == "endpoint_open":
+		// A probe is a try, not a start: the request starts once one
+		// succeeds.
+		s += " · next probe " + startsAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	case startsAt != nil:
 		s += " · starts " + startsAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 	case startsOn[reason] != "":

@@ -99,6 +99,9 @@ func TestCountsAndWaitingWording(t *testing.T) {
 		{Waiting("paused", nil), "waiting for paused · starts when its flow-control key is resumed"},
 		{Waiting("rate", func() *time.Time { at := time.Date(2026, 1, 2, 7, 6, 11, 152e6, time.UTC); return &at }()),
 			"waiting for rate · starts 2026-01-02T07:06:11.152Z"},
+		{Waiting("endpoint_open", func() *time.Time { at := time.Date(2026, 1, 2, 7, 6, 11, 0, time.UTC); return &at }()),
+			"waiting for endpoint_open · next probe 2026-01-02T07:06:11.000Z"},
+		{Waiting("endpoint_open", nil), "waiting for endpoint_open · starts when its endpoint answers a probe"},
 		{Waiting("", nil), ""},
 	} {
 		if c.got != c.want {

@@ -208,4 +208,24 @@ func TestDashboardInABrowser(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// An endpoint an operator opened holds its requests: the headline of
+	// every page names it, and the request's row says why it waits.
+	if r := authed("POST", s.api+"/endpoints/http:"+host+"/open", ""); r.status != 200 {
+		t.Fatalf("open the endpoint: %d %s", r.status, r.raw)
+	}
+	held := authed("POST", s.api+"/requests", fmt.Sprintf(`{"url":%q}`, dest.script("/browser/held", 200))).body["id"].(string)
+	waitFor(t, 10*time.Second, "the request waits for its endpoint", func() bool {
+		return authed("GET", s.api+"/requests/"+held, "").body["waitingFor"] == "endpoint_open"
+	})
+	rowXPath = fmt.Sprintf(`//tr[contains(., %q) and contains(., "waiting for endpoint_open")]`, held[:10])
+	banner := fmt.Sprintf(`//*[@id="retryd-requests" and contains(., "endpoint http://%s open, 1 waiting")]`, host)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=scheduled"),
+		chromedp.WaitVisible(rowXPath),
+		chromedp.WaitVisible(banner),
+	); err != nil {
+		t.Fatalf("the page names neither the open endpoint nor why its request waits: %v", err)
+	}
+	screenshot(t, ctx, "dashboard-open-endpoint")
 }

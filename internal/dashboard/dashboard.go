@@ -44,6 +44,7 @@ import (
 	"github.com/retryd/retryd/client"
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/apidoc"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/tenant"
@@ -148,9 +149,12 @@ type Dashboard struct {
 	Root    string       // where it is mounted, e.g. /monitoring
 	Records Records      // the requests' real state, which decides actions
 	Counter Counter      // the headline: requests by status
-	Actions Actions
-	Log     *slog.Logger
-	Now     func() time.Time
+	// Endpoints reads the endpoints' breakers, for the headline's open
+	// endpoints; nil shows none.
+	Endpoints func(ctx context.Context) ([]flow.EndpointInfo, error)
+	Actions   Actions
+	Log       *slog.Logger
+	Now       func() time.Time
 }
 
 // countsPath (under Root) answers the requests by status that every page
@@ -314,11 +318,44 @@ func (d *Dashboard) counts(c *gin.Context) {
 		handlers.Abort(c, d.Log, err)
 		return
 	}
-	out := make(map[string]int64, len(record.Statuses))
+	out := make(gin.H, len(record.Statuses)+1)
 	for _, st := range record.Statuses {
 		out[string(st)] = n[st]
 	}
+	held := []heldEndpoint{}
+	if d.Endpoints != nil {
+		infos, err := d.Endpoints(c.Request.Context())
+		if err != nil {
+			handlers.Abort(c, d.Log, err)
+			return
+		}
+		for _, in := range infos {
+			if in.State == flow.EndpointClosed {
+				continue
+			}
+			owner, ep := tenant.Split(in.Name)
+			if owner == tenant.Default {
+				owner = "" // as rows name only other tenants
+			}
+			h := heldEndpoint{Endpoint: ep, Tenant: owner, State: in.State, Waiting: in.Waiting}
+			if !in.NextProbe.IsZero() {
+				h.NextProbe = in.NextProbe.UTC().Format("2006-01-02T15:04:05Z07:00")
+			}
+			held = append(held, h)
+		}
+	}
+	out["endpoints"] = held
 	c.JSON(http.StatusOK, out)
+}
+
+// heldEndpoint is an endpoint that is not closed, as the headline shows
+// it: why its requests wait, and when the next probe goes.
+type heldEndpoint struct {
+	Endpoint  string `json:"endpoint"`
+	Tenant    string `json:"tenant"` // "" for the default tenant
+	State     string `json:"state"`
+	Waiting   int64  `json:"waiting"`
+	NextProbe string `json:"nextProbe,omitempty"` // none: opened by an operator
 }
 
 func refuse(c *gin.Context, msg string) {

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -33,6 +34,9 @@ func TestSummaryShowsTheRequest(t *testing.T) {
 		{record.Request{Method: "GET", URL: "http://e.com/", Status: record.Pending, AttemptCount: 1, BudgetUsed: 1, MaxRetries: 3,
 			WaitingFor: record.WaitingRate, WaitUntil: t0.Add(1152 * time.Millisecond), LastStatusCode: 503},
 			"pending · waiting for rate · starts 2026-01-02T07:06:02.152Z · 1 attempt · run 1: 1 of 4 allowed · GET e.com/ · last 503"},
+		{record.Request{Method: "POST", URL: "http://e.com/", Status: record.Retrying, AttemptCount: 1, BudgetUsed: 1, MaxRetries: 3,
+			WaitingFor: record.WaitingEndpointOpen, WaitUntil: t0.Add(4 * time.Second), LastStatusCode: 503},
+			"retrying · waiting for endpoint_open · next probe 2026-01-02T07:06:05.000Z · 1 attempt · run 1: 1 of 4 allowed · POST e.com/ · last 503"},
 		// A redriven request: 4 attempts in its life, the second run spent
 		// its 2; the run number says it was redriven once.
 		{record.Request{Method: "PUT", URL: "http://e.com/x", Status: record.Failed, AttemptCount: 4, BudgetUsed: 2, MaxRetries: 1, FailureClass: "timeout", RedriveCount: 1},
@@ -120,20 +124,34 @@ func TestTaskJSONShowsRetrydsTimesAndBudget(t *testing.T) {
 	}
 }
 
-// The headline numbers are requests by status, every status named.
+// The headline numbers are requests by status, every status named, and
+// the endpoints that hold their requests with their next probe.
 func TestCountsAreRequestsByStatus(t *testing.T) {
 	t.Parallel()
-	d := &Dashboard{Root: "/monitoring", Counter: counter{record.Completed: 16, record.Failed: 12, record.Pending: 4}}
+	probe := time.Date(2026, 1, 2, 7, 6, 11, 0, time.UTC)
+	d := &Dashboard{Root: "/monitoring", Counter: counter{record.Completed: 16, record.Failed: 12, record.Pending: 4},
+		Endpoints: func(context.Context) ([]flow.EndpointInfo, error) {
+			return []flow.EndpointInfo{
+				{Name: tenant.Qualify("acme", "https://api.example.com:443"), State: flow.EndpointOpen, Waiting: 7, NextProbe: probe},
+				{Name: "http://up.example.com:80", State: flow.EndpointClosed},
+				{Name: "http://held.example.com:80", State: flow.EndpointOpen, Waiting: 2},
+			}, nil
+		}}
 	gin.SetMode(gin.TestMode)
 	e := gin.New()
 	d.Routes(e)
 	rec := httptest.NewRecorder()
 	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/monitoring"+countsPath, nil))
-	var got map[string]int64
+	var got map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
-	want := map[string]int64{"pending": 4, "retrying": 0, "completed": 16, "failed": 12, "canceled": 0}
+	want := map[string]any{"pending": 4.0, "retrying": 0.0, "completed": 16.0, "failed": 12.0, "canceled": 0.0,
+		"endpoints": []any{
+			map[string]any{"endpoint": "https://api.example.com:443", "tenant": "acme", "state": "open", "waiting": 7.0,
+				"nextProbe": "2026-01-02T07:06:11Z"},
+			map[string]any{"endpoint": "http://held.example.com:80", "tenant": "", "state": "open", "waiting": 2.0},
+		}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}

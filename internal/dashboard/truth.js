@@ -1,7 +1,8 @@
 // Makes asynqmon's pages say what retryd means. asynq counts task runs,
 // and one request's task runs once per attempt, so asynq's counters are
 // attempts: they are relabelled as such, and every page first shows the
-// requests by status, the numbers GET /requests lists. Times and budgets
+// requests by status, the numbers GET /requests lists, and the endpoints
+// whose breaker holds their requests. Times and budgets
 // in asynqmon's task JSON are retryd's already (the dashboard rewrites
 // them); a request that an event, not a time, starts has no time, which
 // asynqmon would print as "in NaN…": it reads "on an event" instead.
@@ -62,6 +63,12 @@
       if (!n) return;
       line = "Requests: " + STATUSES.map(function (s) { return s + " " + n[s]; }).join(" · ") +
         " (asynq's counters below count attempts)";
+      // Endpoints whose breaker is open hold their requests: say which,
+      // and when each is next probed.
+      (n.endpoints || []).forEach(function (e) {
+        line += " · endpoint " + e.endpoint + (e.tenant ? " (tenant " + e.tenant + ")" : "") + " " + e.state +
+          ", " + e.waiting + " waiting, " + (e.nextProbe ? "next probe " + e.nextProbe : "no probe: opened by an operator");
+      });
       banner();
     }).catch(function () {});
   }
