@@ -272,6 +272,11 @@ func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }
 // knows the others' and refuses them as destinations.
 const ListenersKey = "{retryd}:listeners"
 
+// ScheduleChangesKey counts the changes that can make a schedule due
+// sooner than a scheduler knows (a schedule created or resumed), so that
+// the schedulers look at every partition only when it moved.
+const ScheduleChangesKey = "{retryd}:sch-changes"
+
 // ReplicaMarkKey is written just before a WAIT that confirms earlier
 // changes (Store.Replicated): WAIT counts the replicas that hold its own
 // connection's last write, and the replication stream is in order, so

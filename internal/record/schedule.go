@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -57,6 +58,9 @@ const MaxFires = 100
 // CreateSchedule stores a new schedule and makes it due at NextFireAt.
 func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) error {
 	if err := s.register(ctx, sc.Tenant); err != nil {
+		return err
+	}
+	if err := s.noteScheduleChange(ctx); err != nil {
 		return err
 	}
 	k := s.k(sc.ID)
@@ -211,6 +215,8 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool, next time
 	flag := "0"
 	if paused {
 		flag = "1"
+	} else if err := s.noteScheduleChange(ctx); err != nil {
+		return err
 	}
 	n, err := pauseScript.Run(ctx, s.rdb, []string{s.k(id).schedule(id), s.k(id).scheduleDue()}, id, flag, next.UnixMilli()).Int()
 	if err != nil {
@@ -220,6 +226,23 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool, next time
 		return ErrNotFound
 	}
 	return nil
+}
+
+// noteScheduleChange counts a change that can make a schedule due sooner
+// than the schedulers know. It is counted before the change is stored (a
+// change that then fails only costs a look), never after: a scheduler
+// that reads the count unchanged knows of every schedule it has to.
+func (s *Store) noteScheduleChange(ctx context.Context) error {
+	return wrap(s.rdb.Incr(ctx, ScheduleChangesKey).Err())
+}
+
+// ScheduleChanges is the count of changes noteScheduleChange made.
+func (s *Store) ScheduleChanges(ctx context.Context) (int64, error) {
+	n, err := s.rdb.Get(ctx, ScheduleChangesKey).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, wrap(err)
 }
 
 // DueSchedules returns up to n ids per partition of schedules due at now,

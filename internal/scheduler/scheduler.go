@@ -62,6 +62,7 @@ const MinInterval = time.Second
 // Store is what the scheduler needs of the record store.
 type Store interface {
 	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, time.Time, error)
+	ScheduleChanges(ctx context.Context) (int64, error)
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
 	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
@@ -82,28 +83,73 @@ type Scheduler struct {
 	Clock    clock.Clock
 }
 
-// Run fires due schedules until ctx ends: it sleeps until the next fire it
-// knows of (at least Interval, at most MaxSleep).
+// Run fires due schedules until ctx ends. It wakes at the next fire it
+// knows of, at most MaxSleep on, and looks at every partition only when
+// that fire is due, when a schedule was created or resumed since its last
+// look (one read of a counter), or FullLook after its last look: an idle
+// worker pays one command a MaxSleep, not one per partition.
 func (s *Scheduler) Run(ctx context.Context) {
 	t := s.Clock.NewTimer(0)
 	defer t.Stop()
+	var w watch
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
-		next, err := s.tick(ctx)
+		now := s.Clock.Now()
+		changes, err := s.Store.ScheduleChanges(ctx)
 		if err != nil {
-			s.Log.Warn("scheduler tick failed", "err", err)
+			s.Log.Warn("scheduler could not read the schedules' changes; it looks at every one", "err", err)
 		}
-		t.Reset(s.sleep(next))
+		if w.due(now, changes, err) {
+			next, err := s.tick(ctx)
+			if err != nil {
+				s.Log.Warn("scheduler tick failed", "err", err)
+			}
+			w.looked(now, next, err)
+		}
+		t.Reset(s.sleep(w.next))
 	}
 }
 
 // MaxSleep bounds the wait for the next known fire: a schedule created (or
 // moved earlier) meanwhile is seen within it.
 const MaxSleep = time.Second
+
+// FullLook bounds the time between two looks at every partition, however
+// little changed: the safety net of the change counter.
+const FullLook = 30 * time.Second
+
+// watch is what a scheduler knows between its looks at every partition.
+type watch struct {
+	looks   int       // full looks made
+	last    time.Time // the last one
+	next    time.Time // the earliest fire it found (zero: none)
+	changes int64     // the change count it last acted on
+	again   bool      // look once more: a change is counted just before it is stored
+	failed  bool      // the last look failed
+}
+
+// due says whether a scheduler looks at every partition now, the change
+// counter reading changes (err: unread).
+func (w *watch) due(now time.Time, changes int64, err error) bool {
+	moved := err != nil || changes != w.changes
+	if err == nil {
+		w.changes = changes
+	}
+	look := w.looks == 0 || moved || w.again || w.failed || now.Sub(w.last) >= FullLook ||
+		(!w.next.IsZero() && !now.Before(w.next))
+	w.again = moved && w.looks > 0
+	return look
+}
+
+// looked notes a full look made at now that found next (or failed).
+func (w *watch) looked(now, next time.Time, err error) {
+	w.looks++
+	w.last, w.next, w.failed = now, next, err != nil
+}
 
 // sleep is how long Run waits before looking again, for the earliest known
 // fire at next (zero: none): at least Interval, at most MaxSleep.

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -131,4 +132,38 @@ func TestParseRefusesMoreThanOnceASecond(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, want ok=%v", spec, err, ok)
 		}
 	}
+}
+
+// A scheduler looks at every partition only when it has to: first, when
+// a fire it knows of is due, when the change count moved (and once more
+// after, as a change is counted before it is stored), when the count
+// cannot be read, after a failed look, and FullLook after its last look.
+func TestWatchLooksOnlyWhenItHasTo(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 2, 7, 0, 0, 0, time.UTC)
+	var w watch
+	step := func(at time.Duration, changes int64, err error, want bool, next time.Time, lookErr error) {
+		t.Helper()
+		now := t0.Add(at)
+		if got := w.due(now, changes, err); got != want {
+			t.Fatalf("at %v (changes %d, err %v): look %v, want %v", at, changes, err, got, want)
+		}
+		if want {
+			w.looked(now, next, lookErr)
+		}
+	}
+	fire := t0.Add(10 * time.Second)
+	step(0, 3, nil, true, fire, nil)              // the first wake looks
+	step(time.Second, 3, nil, false, fire, nil)   // nothing moved, nothing due
+	step(2*time.Second, 4, nil, true, fire, nil)  // a schedule was created
+	step(3*time.Second, 4, nil, true, fire, nil)  // and once more, in case it was not stored yet
+	step(4*time.Second, 4, nil, false, fire, nil) // then quiet again
+	step(5*time.Second, 4, errors.New("down"), true, fire, nil)
+	step(6*time.Second, 4, nil, true, fire, errors.New("look failed")) // the count unread last time
+	step(7*time.Second, 4, nil, true, fire, nil)                       // the last look failed
+	step(8*time.Second, 4, nil, false, fire, nil)
+	step(10*time.Second, 4, nil, true, time.Time{}, nil) // the known fire is due
+	step(11*time.Second, 4, nil, false, time.Time{}, nil)
+	step(10*time.Second+FullLook-time.Millisecond, 4, nil, false, time.Time{}, nil)
+	step(10*time.Second+FullLook, 4, nil, true, time.Time{}, nil) // the safety net
 }

@@ -17,8 +17,11 @@ type Tuning struct {
 	// written.
 	Lag time.Duration
 	// BellWait is the longest a worker's empty fetch waits on the
-	// doorbell; BellErrorPause how long a failed fetch is held, so an
-	// outage does not turn asynq's fetch loop into a busy loop;
+	// doorbell (every path that makes a task pending rings, so it bounds
+	// only a lost ring, and at rest costs an idle worker one empty
+	// dequeue per queue each BellWait); BellErrorPause how long a failed
+	// fetch is held, so an outage does not turn asynq's fetch loop into a
+	// busy loop;
 	// BellLatePause how far apart a worker woken by a ring that found the
 	// queue empty looks again (covering the submission's own enqueue, one
 	// round trip after its ring).
@@ -27,9 +30,10 @@ type Tuning struct {
 	// (its TaskCheckInterval); AsynqForward how often asynq itself moves
 	// due retries and scheduled tasks to pending (its
 	// DelayedTaskCheckInterval): the timer starts them to the
-	// millisecond, so asynq's forwarding is only the safety net, and at
-	// one call per queue and interval it is what an idle worker costs per
-	// partition.
+	// millisecond, so asynq's forwarding is only the safety net (for an
+	// entry lost with its worker: the task then starts Lag to
+	// Lag+AsynqForward late), and at two calls per queue and interval it
+	// is what an idle worker costs per partition.
 	AsynqPoll, AsynqForward time.Duration
 	// EarlyWait bounds how long a handler waits out a task handed over
 	// early (the timer's Early, and a clock a few milliseconds off between
@@ -48,11 +52,11 @@ type Tuning struct {
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
 	Lag:            2 * time.Second,
-	BellWait:       time.Second,
+	BellWait:       2 * time.Second,
 	BellErrorPause: 100 * time.Millisecond,
 	BellLatePause:  time.Millisecond,
 	AsynqPoll:      2 * time.Millisecond,
-	AsynqForward:   time.Second,
+	AsynqForward:   5 * time.Second,
 	EarlyWait:      20 * time.Millisecond,
 	TroubleBase:    500 * time.Millisecond,
 	TroubleMax:     30 * time.Second,

@@ -147,8 +147,10 @@ func (t *Timer) plan(looks *map[string]time.Time, queue string, at time.Time) {
 func (t *Timer) Run(ctx context.Context) {
 	sub := t.Client.Subscribe(ctx, t.Names.Channel)
 	defer sub.Close()
-	announced := sub.Channel()
-	sleep := t.Clock.NewTimer(0)
+	announced := sub.ChannelWithSubscriptions()
+	// The first look comes with the subscription's confirmation, so none
+	// is missed between the two; MaxSleep if it is slow to come.
+	sleep := t.Clock.NewTimer(t.tune.MaxSleep)
 	defer sleep.Stop()
 	for {
 		select {
@@ -156,9 +158,18 @@ func (t *Timer) Run(ctx context.Context) {
 			return
 		case <-sleep.C():
 		case msg := <-announced:
-			// An entry earlier than any before, added by another process.
-			if msg != nil {
-				t.plan(&t.looks, msg.Payload, t.Clock.Now())
+			switch m := msg.(type) {
+			case *redis.Message:
+				// An entry earlier than any before, added by another process.
+				t.plan(&t.looks, m.Payload, t.Clock.Now())
+			case *redis.Subscription:
+				// Subscribed, or subscribed again: announcements made while
+				// the channel was down are lost, so every queue is looked
+				// at now rather than at the next MaxSleep.
+				now := t.Clock.Now()
+				for _, q := range t.Queues {
+					t.plan(&t.looks, q, now)
+				}
 			}
 		case <-t.local:
 		}

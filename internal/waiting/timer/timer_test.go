@@ -230,3 +230,56 @@ func TestIdleTimerLooksOncePerMaxSleep(t *testing.T) {
 		t.Errorf("an idle timer ran %d scripts in %v, want at most %d", got, looks*tune.MaxSleep-tune.MaxSleep/2, want)
 	}
 }
+
+// An announcement made while a timer's channel was down is lost; the timer
+// looks at every queue when it subscribes again, so an entry announced
+// then starts at its time, not a MaxSleep later.
+func TestAResubscribedTimerLooksAtEveryQueue(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	hook := &countingHook{}
+	rdb.AddHook(hook)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	client := asynq.NewClientFromRedisClient(rdb)
+	inspector := asynq.NewInspectorFromRedisClient(rdb)
+	tm := New(rdb, []string{"p0"}, names, nil, log, Tuning{MaxSleep: time.Hour})
+	done := make(chan struct{})
+	go func() { defer close(done); tm.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	// Its first look done (an entry and a hold script), it sleeps an hour.
+	deadline := time.Now().Add(10 * time.Second)
+	for hook.scripts.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the timer never looked")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// An entry whose announcement the timer never gets (as one published
+	// while its channel is down), then the channel goes down.
+	if _, err := client.Enqueue(asynq.NewTask("t", nil), asynq.Queue("p0"), asynq.TaskID("lost"), asynq.ProcessIn(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ZAdd(ctx, names.Timer("p0"), redis.Z{Score: float64(time.Now().UnixMilli()), Member: "lost"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for {
+		info, err := inspector.GetTaskInfo("p0", "lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State == asynq.TaskStatePending {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task is still %v a minute after the channel came back (MaxSleep an hour)", info.State)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

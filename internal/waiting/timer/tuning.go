@@ -19,7 +19,10 @@ type Tuning struct {
 	// starts on time and never early.
 	Early time.Duration
 	// MaxSleep bounds a worker's sleep between looks at the timers, in case
-	// an announcement was lost (a reconnect of the channel).
+	// an announcement was lost: one whose publish failed (its publisher
+	// still looks at its own time) or that came while the channel was down
+	// (a resubscription looks at every queue at once). At rest it is what
+	// an idle worker pays per partition: two scripts each MaxSleep.
 	MaxSleep time.Duration
 	// HoldAlong is how early a look at a queue's parked tasks is made
 	// when Run looks at its entries anyway.
@@ -57,7 +60,7 @@ type Tuning struct {
 // DefaultTuning are the timings retryd runs with.
 var DefaultTuning = Tuning{
 	Early:       10 * time.Millisecond,
-	MaxSleep:    time.Second,
+	MaxSleep:    5 * time.Second,
 	HoldAlong:   100 * time.Millisecond,
 	FollowGrace: 100 * time.Millisecond,
 	MoverNote:   2 * time.Second,
