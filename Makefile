@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog bench-outage bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
+.PHONY: help run test deps bench bench-backlog bench-outage bench-idle bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
 
 ## help: list the targets
 help:
@@ -50,6 +50,10 @@ bench-backlog: deps
 ## bench-outage: a destination down with a backlog waiting, then back: attempts while down (probes only), Redis commands and CPU a second while down and idle in the same run, time to drain, lost, out of order per key (BENCH_OUTAGE_N=10000, BENCH_OUTAGE=60 s)
 bench-outage: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkOutage$$' -benchtime 1x -timeout 60m ./e2e/ | grep -E '^(OUTAGE|ok|FAIL|---|    [a-z_]+\.go:)'
+
+## bench-idle: Redis commands and CPU a second of one idle worker, at PARTITIONS=1 and 16 (BENCH_IDLE_WINDOW=10 s)
+bench-idle: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 10m ./e2e/ | grep -E '^(IDLE|ok|FAIL|---)'
 
 ## bench-tenants: fairness between tenants: another tenant's first attempts while one floods slow destinations, FLOW_TENANT_SHARE 0.5 and 1 (BENCH_TENANT_FLOOD=3000, BENCH_TENANT_PROBES=20)
 bench-tenants: deps
