@@ -17,9 +17,16 @@ type failoverResult struct {
 	afterFinal   int // calls that reached the destination after the record said completed or canceled
 	twice        int // Idempotency-Keys that became two requests
 	replayed     int // final replays of an acknowledged key that named another id or none
-	// uncanceled: requests whose DELETE answered 200 but whose record
-	// ended otherwise (a cancel is not confirmed by replicas).
-	uncanceled int
+	// canceled: DELETEs answered 200; uncanceled: of those, requests whose
+	// record ended otherwise; calledAfterCancel: requests the destination
+	// heard of after their DELETE was answered, by an attempt the record
+	// does not count (one begun before the cancel, still on its way, is
+	// not a fault).
+	canceled, uncanceled, calledAfterCancel int
+	// redriven: redrives answered 202; unredriven: of those, requests
+	// whose record did not end completed after a redrive, or that the
+	// destination did not hear of after it.
+	redriven, unredriven int
 	// recover: from the SIGKILL until submissions are acknowledged and
 	// delivered again; cutAPI, cutWorker: from the end of a cut until the
 	// API acknowledges again / the worker hears from Redis again.
@@ -118,12 +125,7 @@ func (res *failoverResult) check(t *testing.T, s *stack, l *ledger, drain time.D
 			}
 		}
 	}
-	for id := range l.canceled {
-		if d := docs[id]; d != nil && d["status"] != "canceled" {
-			res.uncanceled++
-			t.Logf("%s: its DELETE answered 200, its record ended %v", id, d["status"])
-		}
-	}
+	res.checkControls(l, docs, t.Logf)
 	for key, ids := range l.keyIDs {
 		if len(ids) > 1 {
 			res.twice++
@@ -139,6 +141,45 @@ func (res *failoverResult) check(t *testing.T, s *stack, l *ledger, drain time.D
 	}
 	l.mu.Unlock()
 	res.replayed = replayAll(s.api, acked, bodies)
+}
+
+// checkControls compares the acknowledged cancels and redrives with the
+// records (docs, the terminal ones by id) and the destination's calls;
+// l.mu is held.
+func (res *failoverResult) checkControls(l *ledger, docs map[string]map[string]any, logf func(string, ...any)) {
+	res.canceled, res.redriven = len(l.canceled), len(l.redriven)
+	for id, at := range l.canceled {
+		d := docs[id]
+		if d == nil {
+			continue // lost or stuck: counted as such
+		}
+		if d["status"] != "canceled" {
+			res.uncanceled++
+			logf("%s: its DELETE answered 200, its record ended %v", id, d["status"])
+		}
+		begun, _ := d["attemptCount"].(float64)
+		for _, h := range l.hits[id] {
+			if h.at.After(at.Add(afterFinalSlack)) && h.n > int(begun) {
+				res.calledAfterCancel++
+				logf("%s reached the destination %v after its DELETE answered 200", id, h.at.Sub(at))
+				break
+			}
+		}
+	}
+	for id, sent := range l.redriven {
+		d := docs[id]
+		if d == nil {
+			continue
+		}
+		called := false
+		for _, h := range l.hits[id] {
+			called = called || (h.ok && h.at.After(sent))
+		}
+		if rc, _ := d["redriveCount"].(float64); d["status"] != "completed" || rc < 1 || !called {
+			res.unredriven++
+			logf("%s: its redrive answered 202, its record ended %v with redriveCount %v, a successful call after it: %v", id, d["status"], d["redriveCount"], called)
+		}
+	}
 }
 
 // replayAll submits every acknowledged key once more: each must answer
@@ -196,18 +237,21 @@ func terminal(doc map[string]any) bool {
 // line is the run's one-line summary.
 func (res *failoverResult) line(p failoverPlan) string {
 	return fmt.Sprintf("FAILOVER run=%d wait=%d acknowledged=%d lost=%d stuck=%d duplicates=%d recover_s=%.2f "+
-		"failovers=%d promote_s=%.2f rejoin_s=%.2f cut_api_recover_s=%.2f cut_worker_recover_s=%.2f after_final=%d created_twice=%d replay_mismatch=%d lost_but_delivered=%d lost_sent_s=%.2f..%.2f uncanceled=%d "+
+		"failovers=%d promote_s=%.2f rejoin_s=%.2f cut_api_recover_s=%.2f cut_worker_recover_s=%.2f after_final=%d created_twice=%d replay_mismatch=%d lost_but_delivered=%d lost_sent_s=%.2f..%.2f "+
+		"canceled=%d uncanceled=%d called_after_cancel=%d redriven=%d unredriven=%d "+
 		"answers_503=%d no_retry_after=%d unexpected=%d dropped_mid_call=%d never_acknowledged=%d",
 		p.run, p.wait, res.acknowledged, res.lost, res.stuck, res.duplicates, res.recover.Seconds(),
-		res.failovers, res.promoted.Seconds(), res.rejoined.Seconds(), res.cutAPI.Seconds(), res.cutWorker.Seconds(), res.afterFinal, res.twice, res.replayed, res.lostSeen, res.lostFrom.Seconds(), res.lostTo.Seconds(), res.uncanceled,
+		res.failovers, res.promoted.Seconds(), res.rejoined.Seconds(), res.cutAPI.Seconds(), res.cutWorker.Seconds(), res.afterFinal, res.twice, res.replayed, res.lostSeen, res.lostFrom.Seconds(), res.lostTo.Seconds(),
+		res.canceled, res.uncanceled, res.calledAfterCancel, res.redriven, res.unredriven,
 		res.unavailable, res.noRetryAfter, len(res.unexpected), res.dropped, res.abandoned)
 }
 
 // assert fails the run on what retryd promises: with wait ≥ 1 nothing
-// acknowledged is lost; always, nothing is stuck, no key becomes two
+// acknowledged is lost, and every acknowledged cancel and redrive holds;
+// always, nothing is stuck, no key becomes two
 // requests, nothing is delivered after its record ended, every 503 says
 // when to retry, and no other error reaches a client.
-func (res *failoverResult) assert(t *testing.T, p failoverPlan) {
+func (res *failoverResult) assert(t errorer, p failoverPlan) {
 	t.Helper()
 	if p.wait >= 1 && res.lost != 0 {
 		t.Errorf("wait=%d: %d acknowledged requests lost: %v", p.wait, res.lost, first(res.lostIDs, 10))
@@ -217,6 +261,15 @@ func (res *failoverResult) assert(t *testing.T, p failoverPlan) {
 	}
 	if p.wait >= 1 && (res.twice != 0 || res.replayed != 0) {
 		t.Errorf("Idempotency-Keys that became two requests: %d; final replays naming another request: %d", res.twice, res.replayed)
+	}
+	if p.wait >= 1 && (res.uncanceled != 0 || res.calledAfterCancel != 0) {
+		t.Errorf("acknowledged cancels undone: %d ended otherwise, %d called after the cancel's answer", res.uncanceled, res.calledAfterCancel)
+	}
+	if p.wait >= 1 && res.unredriven != 0 {
+		t.Errorf("acknowledged redrives undone: %d did not complete after their redrive", res.unredriven)
+	}
+	if res.canceled == 0 || res.redriven == 0 {
+		t.Errorf("%d cancels and %d redrives acknowledged: the run checked none of one kind", res.canceled, res.redriven)
 	}
 	if res.afterFinal != 0 {
 		t.Errorf("%d calls reached the destination after their record said completed or canceled", res.afterFinal)
@@ -232,4 +285,65 @@ func (res *failoverResult) assert(t *testing.T, p failoverPlan) {
 	}
 }
 
+// errorer is the part of testing.T assert reports to.
+type errorer interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
 func first(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// failures records what assert reports.
+type failures struct{ msgs []string }
+
+func (f *failures) Helper() {}
+func (f *failures) Errorf(format string, args ...any) {
+	f.msgs = append(f.msgs, fmt.Sprintf(format, args...))
+}
+
+// The checker fails a run whose acknowledged cancel or redrive was undone:
+// a canceled request that completed, or was called by an attempt begun
+// after the cancel; a redriven request that ended failed, or that no
+// successful call followed.
+func TestFailoverCheckerCatchesUndoneCancelsAndRedrives(t *testing.T) {
+	t.Parallel()
+	at := time.Now()
+	late := at.Add(time.Second)
+	good := func() (*ledger, map[string]map[string]any) {
+		l := newLedger()
+		l.canceled["c1"], l.redriven["r1"] = at, at
+		l.hits["c1"] = []destHit{{at: at.Add(-time.Second), ok: true, n: 1}, {at: late, ok: true, n: 1}} // begun before the cancel
+		l.hits["r1"] = []destHit{{at: at.Add(-time.Second), n: 1}, {at: late, ok: true, n: 2}}
+		docs := map[string]map[string]any{
+			"c1": {"status": "canceled", "attemptCount": 1.0},
+			"r1": {"status": "completed", "attemptCount": 2.0, "redriveCount": 1.0},
+		}
+		return l, docs
+	}
+	plan := failoverPlan{wait: 1}
+	for _, tc := range []struct {
+		name  string
+		undo  func(l *ledger, docs map[string]map[string]any)
+		fails bool
+	}{
+		{"both held", func(*ledger, map[string]map[string]any) {}, false},
+		{"a canceled request completed", func(_ *ledger, d map[string]map[string]any) { d["c1"]["status"] = "completed" }, true},
+		{"an attempt begun after the cancel", func(l *ledger, _ map[string]map[string]any) {
+			l.hits["c1"] = append(l.hits["c1"], destHit{at: late, ok: true, n: 2})
+		}, true},
+		{"a redriven request ended failed", func(_ *ledger, d map[string]map[string]any) {
+			d["r1"]["status"], d["r1"]["redriveCount"] = "failed", 0.0
+		}, true},
+		{"no call after the redrive", func(l *ledger, _ map[string]map[string]any) { l.hits["r1"] = l.hits["r1"][:1] }, true},
+	} {
+		l, docs := good()
+		tc.undo(l, docs)
+		res := &failoverResult{acknowledged: 20}
+		res.checkControls(l, docs, func(string, ...any) {})
+		var f failures
+		res.assert(&f, plan)
+		if (len(f.msgs) != 0) != tc.fails {
+			t.Errorf("%s: the checker reported %q; want a failure: %v", tc.name, f.msgs, tc.fails)
+		}
+	}
+}

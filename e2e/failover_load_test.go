@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,8 +26,13 @@ type ledger struct {
 	sent map[string]time.Time
 	// ackTimes: when each acknowledgement arrived, by when it was sent.
 	acks []ackEvent
-	// canceled: ids whose DELETE answered 200.
-	canceled map[string]bool
+	// canceled: ids whose DELETE answered 200, and when it did.
+	canceled map[string]time.Time
+	// redriven: ids whose POST /dlq/{id}/redrive answered 202, and when
+	// the first call of that redrive was sent.
+	redriven map[string]time.Time
+	// ops: the cancels and redrives still under way.
+	ops sync.WaitGroup
 	// hits: the destination's calls by Retryd-Request-Id.
 	hits map[string][]destHit
 	// keyIDs: Idempotency-Key → the request ids that reached the destination.
@@ -45,27 +51,38 @@ type ackEvent struct{ sent, at time.Time }
 type destHit struct {
 	at time.Time
 	ok bool
+	n  int // its Retryd-Attempt
 }
 
 func newLedger() *ledger {
 	return &ledger{acked: map[string]string{}, bodies: map[string]string{}, sent: map[string]time.Time{},
-		canceled: map[string]bool{}, hits: map[string][]destHit{}, keyIDs: map[string]map[string]bool{}}
+		canceled: map[string]time.Time{}, redriven: map[string]time.Time{}, hits: map[string][]destHit{}, keyIDs: map[string]map[string]bool{}}
 }
 
 // destination answers 503 to one call in ten (so retries happen through
-// the faults too) and 200 to the others, noting every call.
+// the faults too) and 200 to the others, noting every call. On /flaky it
+// answers 500 to a request's first call and 200 to the others: a request
+// with no retries left fails, and a redrive completes it.
 func (l *ledger) destination(t testing.TB) string {
 	return newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		ok := rand.IntN(10) != 0
 		id, key := r.Header.Get("Retryd-Request-Id"), r.Header.Get("Idempotency-Key")
 		l.mu.Lock()
-		l.hits[id] = append(l.hits[id], destHit{at: time.Now(), ok: ok})
+		if r.URL.Path == "/flaky" {
+			ok = len(l.hits[id]) > 0
+		}
+		n, _ := strconv.Atoi(r.Header.Get("Retryd-Attempt"))
+		l.hits[id] = append(l.hits[id], destHit{at: time.Now(), ok: ok, n: n})
 		if l.keyIDs[key] == nil {
 			l.keyIDs[key] = map[string]bool{}
 		}
 		l.keyIDs[key][id] = true
 		l.mu.Unlock()
+		if !ok && r.URL.Path == "/flaky" {
+			w.WriteHeader(500)
+			return
+		}
 		if !ok {
 			w.WriteHeader(503)
 			return
@@ -77,20 +94,29 @@ func (l *ledger) destination(t testing.TB) string {
 // submitter submits until stop, each submission retried with its
 // Idempotency-Key until acknowledged. One call in twenty is abandoned
 // after a few milliseconds (a client whose connection dies mid-call); one
-// submission in ten is delayed a second and canceled once acknowledged.
+// submission in ten is delayed a second and canceled once acknowledged;
+// one in ten goes to /flaky with no retries, fails, and is redriven (by
+// another goroutine, so the load goes on).
 func (l *ledger) submitter(api, dest string, next *atomic.Int64, pace time.Duration, stop *atomic.Bool) {
 	for !stop.Load() {
 		i := next.Add(1)
 		key := fmt.Sprintf("fo-%d", i)
-		extra := ""
-		if i%10 == 0 {
+		extra, path, retries := "", "/job", 20
+		switch i % 10 {
+		case 0:
 			extra = `,"delayMs":1000`
+		case 5:
+			path, retries = "/flaky", 0
 		}
-		body := fmt.Sprintf(`{"url":%q,"method":"POST","body":"job %d","maxRetries":20,"backoffMs":100,"maxBackoffMs":1000,"timeoutMs":5000%s}`,
-			dest+"/job", i, extra)
+		body := fmt.Sprintf(`{"url":%q,"method":"POST","body":"job %d","maxRetries":%d,"backoffMs":100,"maxBackoffMs":1000,"timeoutMs":5000%s}`,
+			dest+path, i, retries, extra)
 		id := l.submit(api, key, body, time.Now().Add(2*time.Minute))
-		if id != "" && i%10 == 0 {
+		switch {
+		case id != "" && i%10 == 0:
 			l.cancel(api, id, time.Now().Add(10*time.Second))
+		case id != "" && i%10 == 5:
+			l.ops.Add(1)
+			go func() { defer l.ops.Done(); l.redriveWhenFailed(api, id, time.Now().Add(time.Minute)) }()
 		}
 		time.Sleep(pace)
 	}
@@ -164,10 +190,45 @@ func (l *ledger) cancel(api, id string, giveUp time.Time) {
 		if err == nil && resp.StatusCode != 503 && resp.StatusCode < 500 {
 			if resp.StatusCode == 200 {
 				l.mu.Lock()
-				l.canceled[id] = true
+				l.canceled[id] = time.Now()
 				l.mu.Unlock()
 			}
 			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// redriveWhenFailed waits for request id to fail, then redrives it,
+// retrying through outages with the redrive's own Idempotency-Key (a
+// repeat of a redrive made but not confirmed answers 202 again); a 202
+// marks it redriven.
+func (l *ledger) redriveWhenFailed(api, id string, giveUp time.Time) {
+	for {
+		a, err := tryCall("GET", api+"/requests/"+id, "")
+		if err == nil && a.status == 200 && a.body["status"] == "failed" {
+			break
+		}
+		if err == nil && a.status == 200 && terminal(a.body) || time.Now().After(giveUp) {
+			return // completed (its failure lost to a fault) or canceled: nothing to redrive
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var first time.Time
+	for time.Now().Before(giveUp) {
+		sent := time.Now()
+		if first.IsZero() {
+			first = sent
+		}
+		status, _, _, err := post(api+"/dlq/"+id+"/redrive", `{"actor":"failover","reason":"redrive check"}`, "redrive-"+id, 15*time.Second)
+		if err == nil && status == 202 {
+			l.mu.Lock()
+			l.redriven[id] = first
+			l.mu.Unlock()
+			return
+		}
+		if err == nil && status != 503 && status < 500 {
+			return // refused: not acknowledged
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

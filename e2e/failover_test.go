@@ -33,7 +33,8 @@ type failoverPlan struct {
 // proxies the test can cut. Under a steady submit load the primary is
 // SIGKILLed (Sentinel promotes the replica; the old primary comes back as
 // its replica), then the API's and a worker's connections to Redis are
-// cut. Every acknowledged submission must end terminal, created once.
+// cut. Every acknowledged submission must end terminal, created once;
+// every acknowledged cancel and redrive must hold.
 func TestFailover(t *testing.T) {
 	t.Parallel()
 	plans := []failoverPlan{{run: 1, wait: 1, cut: 2 * time.Second, settle: time.Second, clients: 4, pace: 20 * time.Millisecond, drain: 90 * time.Second}}
@@ -99,7 +100,7 @@ func runFailover(t *testing.T, p failoverPlan) *failoverResult {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.submitter(s.api, dest, &next, p.pace, &stop) }()
 	}
-	defer func() { stop.Store(true); wg.Wait() }()
+	defer func() { stop.Store(true); wg.Wait(); l.ops.Wait() }()
 	res := &failoverResult{}
 	waitFor(t, 30*time.Second, "the first acknowledged submissions", func() bool { return l.ackCount() >= 20 })
 
@@ -124,6 +125,7 @@ func runFailover(t *testing.T, p failoverPlan) *failoverResult {
 
 	stop.Store(true)
 	wg.Wait()
+	l.ops.Wait() // the redrives under way end before the records are read
 	res.failovers = sn.Failovers(sn.SentinelAddrs[0])
 	res.check(t, s, l, p.drain)
 	return res

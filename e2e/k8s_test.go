@@ -253,6 +253,28 @@ func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 	if _, ok := objs["Service/redis"]; !ok || !strings.HasPrefix(objs["ConfigMap/retryd-config"].Data["REDIS_URL"], "redis://redis:6379") {
 		t.Errorf("REDIS_URL %q does not point at the redis Service", objs["ConfigMap/retryd-config"].Data["REDIS_URL"])
 	}
+	// The destination rules reach both programs from the one ConfigMap,
+	// they open in-cluster destinations, and the programs accept them.
+	cm := objs["ConfigMap/retryd-config"].Data
+	for _, name := range config.DestinationRules {
+		if _, ok := cm[name]; !ok {
+			t.Errorf("ConfigMap/retryd-config does not set %s: the API and the workers read it, and in-cluster destinations need it", name)
+		}
+	}
+	if cm["ALLOWED_CIDRS"] == "" && cm["ALLOW_PRIVATE_TARGETS"] != "true" {
+		t.Error("ConfigMap/retryd-config opens no private range: every in-cluster destination would be refused")
+	}
+	if cfg, err := config.Load(func(k string) string { return cm[k] }); err != nil {
+		t.Errorf("the programs refuse ConfigMap/retryd-config: %v", err)
+	} else if len(cfg.AllowedCIDRs) == 0 && !cfg.AllowPrivateTargets {
+		t.Errorf("ConfigMap/retryd-config as the programs read it opens no private range: %+v", cm)
+	}
+	for _, f := range []string{"api.yaml", "worker.yaml"} {
+		raw, _ := os.ReadFile("../deployments/k8s/" + f)
+		if !strings.Contains(string(raw), "configMapRef: {name: retryd-config}") {
+			t.Errorf("%s does not read ConfigMap/retryd-config", f)
+		}
+	}
 	if conf := objs["ConfigMap/retryd-redis-config"].Data["redis.conf"]; !strings.Contains(conf, "appendonly yes") || !strings.Contains(conf, "maxmemory-policy noeviction") {
 		t.Errorf("redis.conf of the StatefulSet: %q", conf)
 	}

@@ -16,15 +16,20 @@ import (
 
 // quickStart is the README's quick start: its commands, continuation lines
 // joined, comments dropped.
-func quickStart(t *testing.T) []string {
+func quickStart(t *testing.T) []string { return readmeCommands(t, "quickstart") }
+
+// readmeCommands are the commands of the README's sh block between
+// <!-- mark --> and <!-- /mark -->, continuation lines joined, comments
+// dropped.
+func readmeCommands(t *testing.T, mark string) []string {
 	t.Helper()
 	raw, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)<!-- quickstart -->\\s*```sh\\n(.*?)```\\s*<!-- /quickstart -->").FindSubmatch(raw)
+	m := regexp.MustCompile("(?s)<!-- " + mark + " -->\\s*```sh\\n(.*?)```\\s*<!-- /" + mark + " -->").FindSubmatch(raw)
 	if m == nil {
-		t.Fatal("README.md has no quick start between <!-- quickstart --> and <!-- /quickstart -->")
+		t.Fatalf("README.md has no sh block between <!-- %s --> and <!-- /%s -->", mark, mark)
 	}
 	var cmds []string
 	cur := ""

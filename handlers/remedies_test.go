@@ -97,3 +97,27 @@ func TestRefusedOriginIsEchoedCut(t *testing.T) {
 		t.Errorf("a 5 kB Origin: %d, %d bytes answered; want 403 with the origin cut", a.status, len(a.raw))
 	}
 }
+
+// An admin key reaches every tenant's topics, but a topic named alone is
+// looked up in the key's own tenant: the 404 says how to name another
+// tenant's, and with ?tenant= the topic is found.
+func TestAdminTopicNotFoundNamesTheTenantParameter(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, redistest.Options{})
+	ts := engineServer(t, srv, map[string]string{"ALLOW_PRIVATE_TARGETS": "true", "API_KEYS": "team-a:change-me", "ADMIN_KEYS": "admin-key"})
+	if a := do(t, "POST", ts.URL+"/topics/orders/endpoints", "application/json", `{"endpoints":[{"url":"http://127.0.0.1:1/x"}]}`, bearer("change-me")...); a.status/100 != 2 {
+		t.Fatalf("team-a creates its topic: %d %s", a.status, a.raw)
+	}
+	a := do(t, "GET", ts.URL+"/topics/orders", "", "", bearer("admin-key")...)
+	if msg := message(a); a.status != 404 || !strings.Contains(msg, "?tenant=") {
+		t.Errorf("an admin's GET /topics/orders without ?tenant=: %d %q; want 404 naming ?tenant=", a.status, msg)
+	}
+	if a := do(t, "GET", ts.URL+"/topics/orders?tenant=team-a", "", "", bearer("admin-key")...); a.status != 200 {
+		t.Errorf("an admin's GET /topics/orders?tenant=team-a: %d %s; want 200", a.status, a.raw)
+	}
+	// A tenant key reaches its own tenant only: no word of a parameter it
+	// may not use.
+	if a := do(t, "GET", ts.URL+"/topics/missing", "", "", bearer("change-me")...); a.status != 404 || strings.Contains(message(a), "?tenant=") {
+		t.Errorf("a tenant key's unknown topic: %d %q; want 404 without the admin's hint", a.status, message(a))
+	}
+}

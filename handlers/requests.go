@@ -267,8 +267,12 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 // answered 503, so a retried submission does not deliver twice. A request
 // that a replay of its Idempotency-Key saw in the meantime (the replay may
 // have been acknowledged), or that a worker has begun (the enqueue did
-// reach Redis), stays and is enqueued. If the removal fails, the sweeper
-// enqueues the record it finds without a task.
+// reach Redis), stays and is enqueued, once the replicas hold it: a
+// request only this primary holds may be thrown away by a failover, and
+// its key then made into a second request on the node that survives; were
+// it delivered meanwhile, the destination would get both. Unconfirmed, it
+// is left to the sweeper, which confirms before it enqueues. If the
+// removal fails, the sweeper enqueues the record it finds without a task.
 func (a *API) takeBack(ctx context.Context, r *record.Request, idemKey string) {
 	removed, err := a.Store.TakeBack(ctx, r.Tenant, r.ID, idemKey)
 	if err != nil {
@@ -277,6 +281,12 @@ func (a *API) takeBack(ctx context.Context, r *record.Request, idemKey string) {
 	}
 	if removed {
 		return
+	}
+	if a.Replicas != nil {
+		if err := a.Replicas.Replicated(ctx); err != nil {
+			a.Log.Warn("a replayed request the replicas do not hold yet is left to the sweeper", "requestId", r.ID, "err", err)
+			return
+		}
 	}
 	if err := a.Queue.Enqueue(ctx, r.ID, r.NextAttemptAt, time.Duration(r.TimeoutMs)*time.Millisecond, r.MaxRetries); err != nil {
 		a.Log.Warn("a replayed request could not be enqueued; the sweeper will", "requestId", r.ID, "err", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
+	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -127,6 +128,12 @@ func (t *Topics) load(c *gin.Context) (*record.Topic, string, error) {
 	tp, err := t.Store.GetTopic(c.Request.Context(), owner, name)
 	if errors.Is(err, record.ErrNotFound) {
 		err = notFoundTopic(name)
+		if caller(c).Admin && c.Query(selection.TenantParam) == "" {
+			// An admin key reaches every tenant's topics, but a name
+			// alone is looked up in the key's own tenant.
+			err = Errorf(CodeNotFound, "", fmt.Sprintf("no topic named %s in tenant %s; an admin key names another tenant's topic with ?tenant=NAME (GET /topics lists every tenant's topics)",
+				names.Quote(name), names.Quote(owner)))
+		}
 	}
 	return tp, owner, err
 }

@@ -337,7 +337,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	default:
 		failures := r.BudgetUsed + 1 // finished attempts in this run, this one included
 		if failures >= r.MaxRetries+1 {
-			o.Status = record.Failed
+			o.Status, o.Attempt.Outcome = record.Failed, string(retry.Exhausted)
 			next = fmt.Errorf("retry budget spent after %d attempts (%s): %s: %w", failures, res.Class, a.Error, asynq.SkipRetry)
 			break
 		}

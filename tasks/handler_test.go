@@ -190,6 +190,11 @@ func TestBudgetSpentFails(t *testing.T) {
 	if got.Status != record.Failed || got.AttemptCount != 2 || b.hitCount() != 2 {
 		t.Errorf("record %+v, hits %d", got, b.hitCount())
 	}
+	// The first failure was retried; the last one spent the budget and
+	// says so, promising no retry.
+	if len(got.Attempts) != 2 || got.Attempts[0].Outcome != "retryable" || got.Attempts[1].Outcome != "exhausted" {
+		t.Errorf("attempt outcomes %+v, want retryable then exhausted", got.Attempts)
+	}
 	if got.Attempts[1].StartedAt.Before(due.Due.Truncate(time.Millisecond)) { // records keep ms
 		t.Errorf("second attempt at %v, due at %v: early", got.Attempts[1].StartedAt, due.Due)
 	}
@@ -212,7 +217,7 @@ func TestTimeoutBelowOneSecondIsEnforced(t *testing.T) {
 		t.Errorf("attempt took %v, want it cut at 150ms", el)
 	}
 	got := b.get(t, r.ID)
-	if got.FailureClass != "timeout" || got.Attempts[0].Outcome != "retryable" {
+	if got.FailureClass != "timeout" || got.Attempts[0].Outcome != "exhausted" {
 		t.Errorf("record %+v", got)
 	}
 }

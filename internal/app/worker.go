@@ -289,8 +289,12 @@ func serveWorkerMetrics(ctx context.Context, addr string, reg *metrics.Metrics, 
 // cluster-wide stats.
 func newSweeper(cfg config.Config, rdb redis.UniversalClient, store *record.Store, queue *tasks.Enqueuer, log *slog.Logger) *sweeper.Sweeper {
 	host, _ := os.Hostname()
+	var q sweeper.Queue = queue
+	if cfg.RedisWaitReplicas > 0 {
+		q = confirmingQueue{Enqueuer: queue, rdb: rdb, replicas: cfg.RedisWaitReplicas, wait: time.Second}
+	}
 	return &sweeper.Sweeper{
-		RDB: rdb, Store: store, Queue: queue,
+		RDB: rdb, Store: store, Queue: q,
 		Log: log.With("component", "sweeper"), Interval: cfg.SweepInterval, Grace: SweepGrace,
 		Owner: fmt.Sprintf("%s:%d:%d", host, os.Getpid(), time.Now().UnixNano()),
 		OnSweep: func(st sweeper.Stats) {
@@ -354,4 +358,28 @@ func refuseOwnCalls(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// confirmingQueue is the sweeper's queue under REDIS_WAIT_REPLICAS: a
+// record found without a task is handed to the workers only once the
+// replicas hold it. The API enqueues what it acknowledged itself; what
+// the sweeper finds without a task may be a submission answered 503 that
+// only this primary holds, and a primary's writes no replica holds are
+// thrown away by a failover (or by the resync of a restarted old primary
+// that clients reached before Sentinel turned it into a replica). Were it
+// delivered meanwhile, its Idempotency-Key, retried on the node that
+// survives, would become a second request. Unconfirmed, the sweep stops
+// there and the next one tries again.
+type confirmingQueue struct {
+	*tasks.Enqueuer
+	rdb      redis.UniversalClient
+	replicas int
+	wait     time.Duration
+}
+
+func (q confirmingQueue) Enqueue(ctx context.Context, id string, due time.Time, attemptTimeout time.Duration, maxRetries int) error {
+	if err := record.Confirm(ctx, q.rdb, q.replicas, q.wait); err != nil {
+		return fmt.Errorf("request %s is left without a task until the replicas hold it (REDIS_WAIT_REPLICAS): %w", id, err)
+	}
+	return q.Enqueuer.Enqueue(ctx, id, due, attemptTimeout, maxRetries)
 }

@@ -61,7 +61,9 @@ type Config struct {
 	QStashCurrentSigningKey, QStashNextSigningKey string
 	// RedisWaitReplicas makes the API confirm a submission only once this
 	// many replicas hold it (REDIS_WAIT_REPLICAS, default 0; use 1 or more
-	// with Sentinel so a failover cannot lose an accepted request).
+	// with Sentinel so a failover cannot lose an accepted request); a
+	// worker's sweeper hands a record it finds without a task to the
+	// workers only once that many replicas hold it.
 	RedisWaitReplicas int
 	// ScheduleLimit caps how many schedules may exist (SCHEDULE_LIMIT,
 	// default 1000).

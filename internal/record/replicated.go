@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ErrChangeNotReplicated: a change was made, but too few replicas
@@ -25,20 +27,31 @@ func (s *Store) Replicated(ctx context.Context) error {
 	if s.replicas == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.replicaWait+2*time.Second)
+	return Confirm(ctx, s.rdb, s.replicas, s.replicaWait)
+}
+
+// Confirm returns once n replicas hold every write any connection of
+// this process had answered before the call, waiting at most wait, or
+// ErrChangeNotReplicated. A worker confirms so before it hands a record
+// it did not write itself to the workers: a record only a primary holds
+// may be one that primary's failover will throw away, and delivering it
+// would let its Idempotency-Key become a second request on the node that
+// survives (docs/reliability.md).
+func Confirm(ctx context.Context, rdb redis.UniversalClient, n int, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait+2*time.Second)
 	defer cancel()
-	pipe := s.rdb.Pipeline()
+	pipe := rdb.Pipeline()
 	pipe.Set(ctx, ReplicaMarkKey, "1", time.Minute)
-	wait := pipe.Do(ctx, "WAIT", s.replicas, s.replicaWait.Milliseconds())
+	waited := pipe.Do(ctx, "WAIT", n, wait.Milliseconds())
 	if _, err := pipe.Exec(ctx); err != nil {
 		return wrap(err)
 	}
-	n, err := wait.Int()
+	got, err := waited.Int()
 	if err != nil {
 		return wrap(err)
 	}
-	if n < s.replicas {
-		return fmt.Errorf("%w: %d of %d within %s", ErrChangeNotReplicated, n, s.replicas, s.replicaWait)
+	if got < n {
+		return fmt.Errorf("%w: %d of %d within %s", ErrChangeNotReplicated, got, n, wait)
 	}
 	return nil
 }

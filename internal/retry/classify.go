@@ -18,6 +18,10 @@ const (
 	Retryable   Kind = "retryable"
 	Permanent   Kind = "permanent"
 	Interrupted Kind = "interrupted"
+	// Exhausted is the outcome recorded for a retryable failure that was
+	// its run's last allowed attempt: the request failed on it, and
+	// "retryable" would promise a retry that does not come.
+	Exhausted Kind = "exhausted"
 )
 
 // FailureClass names why an attempt failed.
