@@ -310,6 +310,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: eo.Own}
 	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
+	store.SetPayloadRetention(cfg.PayloadRetention)
 	if cfg.RedisWaitReplicas > 0 {
 		wait := eo.ReplicaWait
 		if wait == 0 {
