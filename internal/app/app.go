@@ -365,6 +365,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	admin := func(r Router) Router {
 		return RouterFunc(func(g gin.IRouter) { r.Routes(g.Group("/", handlers.AdminOnly(log))) })
 	}
+	dash := &dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now}
 	engine = NewEngine(api, Access{Keys: AccessKeys(cfg), RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store,
 		DevListenerKeys: eo.DevListenerKeys, LoopbackOnly: eo.LoopbackOnly}, log,
 		dlq,
@@ -374,11 +375,12 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		&handlers.Retention{Store: store, API: api},
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
-		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now}),
+		admin(dash),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })
 		}))
+	dash.API = engine
 	return engine, func() { _ = ui.Close() }
 }
 
