@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,9 @@ type retentionState struct {
 	payload    time.Duration // PAYLOAD_RETENTION; records' is Store.retention
 	view       atomic.Pointer[retentionView]
 	refreshing atomic.Bool
+	// dropped are the tenants whose payload-expiry indexes this process
+	// dropped (or found in use) since it started.
+	dropped sync.Map
 }
 
 // SetPayloadRetention sets the default payload retention (0: payloads live
@@ -172,8 +176,24 @@ func (s *Store) SetTenantRetention(ctx context.Context, t string, set Retention,
 	if err := s.register(ctx, t); err != nil {
 		return err
 	}
+	if s.DefaultRetention().Over(set).Payload <= 0 {
+		if err := s.dropPayloadIndexes(ctx, t); err != nil {
+			return err
+		}
+	}
 	_, err = s.readRetention(ctx, now)
 	return err
+}
+
+// dropPayloadIndexes drops tenant t's payload-expiry index in every
+// partition: its payloads live as long as their records now.
+func (s *Store) dropPayloadIndexes(ctx context.Context, t string) error {
+	for _, k := range s.each() {
+		if err := s.rdb.Unlink(ctx, k.of(t).payloadDue()).Err(); err != nil {
+			return wrap(err)
+		}
+	}
+	return nil
 }
 
 // formatRetention is a RetentionKey value: "<records ms> <payload ms>".
@@ -202,21 +222,31 @@ func parseRetention(v string) Retention {
 // (the finish and cancel scripts add them), so each sweep reads only the
 // entries due, oldest first, and each entry is read once: the script
 // removes it, erasing or not (a request redriven since is indexed again
-// when it finishes). A tenant whose payloads now live as long as their
-// records has its index dropped.
+// when it finishes). A tenant without a payload retention costs no
+// command.
 func (s *Store) ExpirePayloads(ctx context.Context, now time.Time, n int) (int, error) {
 	rets, err := s.Retentions(ctx, now)
 	if err != nil {
 		return 0, err
+	}
+	for t, r := range rets {
+		// An index left by a payload retention since turned off (by a
+		// restart without PAYLOAD_RETENTION) is dropped once per process;
+		// SetTenantRetention drops it when an admin turns one off.
+		if _, done := s.ret.dropped.LoadOrStore(t, true); r.Payload <= 0 && !done {
+			if err := s.dropPayloadIndexes(ctx, t); err != nil {
+				return 0, err
+			}
+		}
+		if r.Payload > 0 {
+			s.ret.dropped.Delete(t)
+		}
 	}
 	erased := 0
 	for _, k := range s.each() {
 		for t, r := range rets {
 			due := k.of(t).payloadDue()
 			if r.Payload <= 0 {
-				if err := s.rdb.Unlink(ctx, due).Err(); err != nil {
-					return erased, wrap(err)
-				}
 				continue
 			}
 			ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: due, Start: "-inf", Stop: strconv.FormatInt(now.Add(-r.Payload).UnixMilli(), 10),

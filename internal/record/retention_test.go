@@ -215,8 +215,16 @@ func TestExpirePayloads(t *testing.T) {
 	if err := s.SetTenantRetention(ctx, "gdpr", Retention{}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ExpirePayloads(ctx, now, 100); err != nil || rdb.Exists(ctx, k0.of("gdpr").payloadDue()).Val() != 0 {
-		t.Errorf("the index of a tenant whose payload retention is off stays: %v", err)
+	if rdb.Exists(ctx, k0.of("gdpr").payloadDue()).Val() != 0 {
+		t.Errorf("the index of a tenant whose payload retention was turned off stays")
+	}
+	// One left by a default payload retention since turned off (a restart
+	// without PAYLOAD_RETENTION): the first sweep of a process drops it.
+	other := NewStore(rdb, time.Hour)
+	other.SetPayloadRetention(time.Minute)
+	finished(t, other, "", Completed, now)
+	if _, err := NewStore(rdb, time.Hour).ExpirePayloads(ctx, now, 100); err != nil || rdb.Exists(ctx, d0.payloadDue()).Val() != 0 {
+		t.Errorf("a payload-expiry index of before stays: %v", err)
 	}
 }
 
