@@ -12,6 +12,9 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redistest"
 )
 
 // chromiumPath finds Debian's Chromium; it is never downloaded.
@@ -228,4 +231,126 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Fatalf("the page names neither the open endpoint nor why its request waits: %v", err)
 	}
 	screenshot(t, ctx, "dashboard-open-endpoint")
+}
+
+// An operator resends and expunges a finished request from the dashboard,
+// and finds retryd's schedules where asynqmon's Schedulers page was:
+//   - asynqmon's Schedulers address leads to retryd's schedules page,
+//     listing the schedule made through the API;
+//   - a finished request's page has Resend and Expunge: Resend makes a
+//     new request through POST /requests/{id}/resend (actor dashboard,
+//     the reason typed, linked both ways, delivered); Expunge, once
+//     confirmed, erases the payload through DELETE /requests/{id}/payload,
+//     and the page says so and offers no resend any more;
+//   - a payload its tenant's payload retention erased reads "expired".
+func TestDashboardResendsAndExpungesInABrowser(t *testing.T) {
+	const key = "dash-key"
+	r := redistest.StartServer(t, redistest.Options{})
+	ctx0, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// A one-second payload retention for tenant gdpr (the API refuses
+	// less than a minute).
+	if err := r.Client().HSet(ctx0, record.RetentionKey, "gdpr", "0 1000").Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := startStackOn(t, r, 1, "API_KEYS="+key+",gdpr:gdpr-key", "SWEEP_INTERVAL=1s")
+	authed := func(method, url, body string) answer {
+		return call(t, method, url, body, "Authorization", "Bearer "+key, "Content-Type", "application/json")
+	}
+	dest := newDestination(t)
+	sch := authed("POST", s.api+"/schedules", fmt.Sprintf(`{"cron":"0 3 * * *","request":{"url":%q}}`, dest.script("/browser/nightly", 200)))
+	if sch.status != 201 {
+		t.Fatalf("schedule: %d %s", sch.status, sch.raw)
+	}
+	a := authed("POST", s.api+"/requests", fmt.Sprintf(`{"url":%q,"method":"POST","headers":{"X-Card":"4242"},"body":"card 4242"}`,
+		dest.script("/browser/receipt", 200)))
+	if a.status != 202 {
+		t.Fatalf("submit: %d %s", a.status, a.raw)
+	}
+	id := a.body["id"].(string)
+	get := func(id string) answer { return authed("GET", s.api+"/requests/"+id, "") }
+	waitFor(t, 10*time.Second, "request completed", func() bool { return get(id).body["status"] == "completed" })
+
+	ctx := browser(t, key)
+	// asynqmon's Schedulers page is retryd's schedules.
+	schRow := fmt.Sprintf(`//table[@id="schedules"]//tr[contains(., %q) and contains(., "0 3 * * *") and contains(., "/browser/nightly")]`, sch.body["id"])
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/schedulers"),
+		chromedp.WaitVisible(schRow),
+	); err != nil {
+		t.Fatalf("the Schedulers page does not list retryd's schedule: %v", err)
+	}
+	screenshot(t, ctx, "dashboard-schedules")
+
+	// Resend, with a reason.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(s.api+"/monitoring/retryd/requests/"+id),
+		chromedp.WaitVisible(`#resend:not([disabled])`),
+		chromedp.SendKeys(`#reason`, "partner lost it"),
+		chromedp.Click(`#resend`),
+		chromedp.WaitVisible(`#message a`),
+	); err != nil {
+		t.Fatalf("resend from the dashboard: %v", err)
+	}
+	newID, err := chromedp.Run(ctx, chromedp.Text(`#message a`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := get(id)
+	if rs, _ := orig.body["resends"].([]any); len(rs) != 1 || rs[0] != newID {
+		t.Fatalf("the page says resent as %q; the original lists %v", newID, orig.body["resends"])
+	}
+	n := get(newID)
+	if rf, _ := n.body["resentFrom"].(map[string]any); rf["id"] != id || rf["actor"] != "dashboard" || rf["reason"] != "partner lost it" {
+		t.Errorf("the resend's resentFrom: %s", n.raw)
+	}
+	waitFor(t, 10*time.Second, "the resend delivered", func() bool { return len(dest.calls("/browser/receipt")) == 2 })
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(fmt.Sprintf(`//td[@id="resends"]/a[text()=%q]`, newID))); err != nil {
+		t.Errorf("the page does not list the resend: %v", err)
+	}
+	screenshot(t, ctx, "dashboard-request-resent")
+
+	// Expunge: a click, then the confirmation.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#expunge`)),
+		chromedp.WaitVisible(chromedp.CSS(`#expunge-confirm`)),
+		chromedp.Click(chromedp.CSS(`#expunge-confirm`)),
+	); err != nil {
+		t.Fatalf("expunge from the dashboard: %v", err)
+	}
+	pageSays(t, ctx, "payload", "expunged by dashboard")
+	if doc := get(id); doc.body["expunged"] != true || doc.body["expungedBy"] != "dashboard" || strings.Contains(doc.raw, "4242") {
+		t.Errorf("after the dashboard's expunge: %s", doc.raw)
+	}
+	screenshot(t, ctx, "dashboard-request-expunged")
+
+	// A payload erased by its retention reads as expired, not as empty.
+	g := call(t, "POST", s.api+"/requests", fmt.Sprintf(`{"url":%q,"body":"card 4242"}`, dest.script("/browser/gdpr", 200)),
+		"Authorization", "Bearer gdpr-key", "Content-Type", "application/json")
+	if g.status != 202 {
+		t.Fatalf("submit as gdpr: %d %s", g.status, g.raw)
+	}
+	gid := g.body["id"].(string)
+	waitFor(t, 20*time.Second, "the gdpr payload expired", func() bool { return get(gid).body["expungedBy"] == "retention" })
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.api+"/monitoring/retryd/requests/"+gid)); err != nil {
+		t.Fatal(err)
+	}
+	pageSays(t, ctx, "payload", "expired: erased by its payload retention")
+}
+
+// pageSays waits until the element of id holds want, and that the page
+// offers no resend then; else it fails with what the page says.
+func pageSays(t *testing.T, ctx context.Context, id, want string) {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		got, _ = chromedp.Run(ctx, chromedp.Evaluate[[]string](fmt.Sprintf(`[document.getElementById(%q).textContent,
+			document.getElementById("message").textContent, String(document.getElementById("resend").disabled)]`, id)))
+		if len(got) == 3 && strings.Contains(got[0], want) && got[2] == "true" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("#%s: the page says %q, want %q and no resend", id, got, want)
 }

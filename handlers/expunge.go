@@ -51,6 +51,12 @@ func (a *API) expunge(c *gin.Context) {
 		Abort(c, a.Log, Errorf(CodeInvalid, "actor", "actor must be at most 200 characters"))
 		return
 	}
+	if b.Actor == record.RetentionActor {
+		// expungedBy "retention" says the payload retention erased it.
+		Abort(c, a.Log, Errorf(CodeInvalid, "actor", `actor "retention" is retryd's own, for payloads erased by their payload retention: `+
+			`name who erases (such as "dpo")`))
+		return
+	}
 	scope, err := ScopeOf(c)
 	if err != nil {
 		Abort(c, a.Log, err)

@@ -117,3 +117,19 @@ func TestExpungeRejections(t *testing.T) {
 		}
 	}
 }
+
+// "retention" as expungedBy says the payload retention erased a payload:
+// a caller cannot claim it.
+func TestExpungeRefusesTheRetentionActor(t *testing.T) {
+	t.Parallel()
+	b := dlqSetup(t, 3)
+	id := b.failedWithPayload(t)
+	a := do(t, "DELETE", b.ts.URL+"/requests/"+id+"/payload", "application/json", `{"actor":"retention"}`)
+	if code, field := errorOf(t, a); a.status != http.StatusBadRequest || code != "invalid_request" || field != "actor" ||
+		!strings.Contains(a.raw, `name who erases`) {
+		t.Errorf("actor retention: %d %s", a.status, a.raw)
+	}
+	if doc := do(t, "GET", b.ts.URL+"/requests/"+id, "", ""); doc.body["expunged"] != false {
+		t.Errorf("the refused expunge erased: %s", doc.raw)
+	}
+}

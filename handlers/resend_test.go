@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -201,6 +202,96 @@ func TestResendMeetsTodaysDestinationRules(t *testing.T) {
 	for _, c := range []struct{ method, path string }{{"POST", "/requests/" + orig + "/resend"}, {"DELETE", "/requests/" + orig + "/payload"}} {
 		if a := do(t, c.method, open+c.path, "application/json", big); a.status != http.StatusRequestEntityTooLarge {
 			t.Errorf("%s %s with a 65 KiB body: %d %s, want 413", c.method, c.path, a.status, a.raw)
+		}
+	}
+}
+
+// resendRace is the real store with a hook run inside a resend, after the
+// handler read the original and before the store's script runs.
+type resendRace struct {
+	*record.Store
+	before func()
+}
+
+func (s *resendRace) Resend(ctx context.Context, orig *record.Request, in record.ResendInput) (*record.ResendResult, error) {
+	if s.before != nil {
+		s.before()
+	}
+	return s.Store.Resend(ctx, orig, in)
+}
+
+// A resend racing a redrive of the same failed request, through the API:
+// both answer the truth and agree with what is stored. The redrive always
+// goes (the resend leaves the original failed); the resend either went
+// first (202, linked once both ways) or found the request back in
+// delivery (409, no new request, no link). Three ways: the resend's
+// script runs after the redrive though its handler read the request
+// failed; the redrive after the resend; and both at once.
+func TestResendRacingARedriveAnswersTruthfully(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.StartServer(t, redistest.Options{}).Client()
+	store := record.NewStore(rdb, time.Hour)
+	enq := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)}
+	hooked := &resendRace{Store: store}
+	api := &handlers.API{Store: hooked, Queue: enq, Destinations: &egress.Guard{AllowPrivate: true},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}
+	race := &raceStore{Store: store}
+	ts := httptest.NewServer(app.NewEngine(api, app.Access{}, api.Log, &handlers.DLQ{Store: race, Queue: enq, RedriveLimit: 3, API: api}))
+	t.Cleanup(ts.Close)
+	b := &dlqBundle{ts: ts, store: store, race: race}
+
+	for i, order := range []string{"redrive first", "resend first", "together", "together", "together", "together", "together", "together"} {
+		id := b.failed(t, 0)
+		redrove := make(chan struct{})
+		resent := make(chan struct{})
+		hooked.before, race.beforeRedrive = nil, nil
+		switch order {
+		case "redrive first":
+			hooked.before = func() { <-redrove }
+		case "resend first":
+			race.beforeRedrive = func(string) { <-resent }
+		}
+		var rs answer
+		go func() {
+			defer close(resent)
+			rs = do(t, "POST", ts.URL+"/requests/"+id+"/resend", "application/json", `{"actor":"erin"}`)
+		}()
+		rd := do(t, "POST", ts.URL+"/dlq/"+id+"/redrive", "application/json", `{"actor":"bob"}`)
+		close(redrove)
+		<-resent
+
+		if rd.status != http.StatusAccepted {
+			t.Fatalf("%d (%s): redrive %d %s", i, order, rd.status, rd.raw)
+		}
+		o := do(t, "GET", ts.URL+"/requests/"+id, "", "")
+		resends, _ := o.body["resends"].([]any)
+		redrives, _ := o.body["redrives"].([]any)
+		if o.body["status"] != "pending" || len(redrives) != 1 || o.body["redriveCount"] != 1.0 {
+			t.Errorf("%d (%s): the original after both: %s", i, order, o.raw)
+		}
+		var made []string
+		for _, r := range do(t, "GET", ts.URL+"/requests?limit=100", "", "").body["data"].([]any) {
+			if rf, _ := r.(map[string]any)["resentFrom"].(map[string]any); rf != nil && rf["id"] == id {
+				made = append(made, r.(map[string]any)["id"].(string))
+			}
+		}
+		switch rs.status {
+		case http.StatusAccepted:
+			if order == "redrive first" {
+				t.Errorf("%d: a resend of a request already redriven went: %s", i, rs.raw)
+			}
+			if len(resends) != 1 || resends[0] != rs.body["id"] || len(made) != 1 || made[0] != rs.body["id"] {
+				t.Errorf("%d (%s): resend answered %v; the original lists %v, requests resent from it %v", i, order, rs.body["id"], resends, made)
+			}
+		case http.StatusConflict:
+			if order == "resend first" {
+				t.Errorf("%d: a resend before the redrive was refused: %s", i, rs.raw)
+			}
+			if !strings.Contains(rs.raw, "pending") || len(resends) != 0 || len(made) != 0 {
+				t.Errorf("%d (%s): refused resend %s; the original lists %v, requests resent from it %v", i, order, rs.raw, resends, made)
+			}
+		default:
+			t.Errorf("%d (%s): resend %d %s", i, order, rs.status, rs.raw)
 		}
 	}
 }

@@ -210,7 +210,11 @@ func (x *cli) requestDetail(r *client.Request) {
 		if r.ExpungedBy != nil {
 			by = *r.ExpungedBy
 		}
-		row("payload", "expunged at "+when(r.ExpungedAt)+" by "+by+" (body, headers and response bodies erased)")
+		if by == "retention" {
+			row("payload", "expired at "+when(r.ExpungedAt)+": its payload retention ended (body, headers and response bodies erased)")
+		} else {
+			row("payload", "expunged at "+when(r.ExpungedAt)+" by "+by+" (body, headers and response bodies erased)")
+		}
 	}
 	row("created", when(r.CreatedAt))
 	row("updated", when(r.UpdatedAt))

@@ -310,6 +310,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	guard := &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets, Allowed: cfg.AllowedCIDRs, Own: eo.Own}
 	parts, _ := partition.New(cfg.Partitions) // validated by config.Load
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
+	store.SetPayloadRetention(cfg.PayloadRetention)
 	if cfg.RedisWaitReplicas > 0 {
 		wait := eo.ReplicaWait
 		if wait == 0 {
@@ -365,20 +366,23 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	admin := func(r Router) Router {
 		return RouterFunc(func(g gin.IRouter) { r.Routes(g.Group("/", handlers.AdminOnly(log))) })
 	}
+	dash := &dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now,
+		Endpoints: func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.Endpoints(ctx, rdb, time.Now()) }}
 	engine = NewEngine(api, Access{Keys: AccessKeys(cfg), RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store,
 		DevListenerKeys: eo.DevListenerKeys, LoopbackOnly: eo.LoopbackOnly}, log,
 		dlq,
 		schedules,
 		flows,
 		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait},
+		&handlers.Retention{Store: store, API: api},
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
-		admin(&dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now,
-			Endpoints: func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.Endpoints(ctx, rdb, time.Now()) }}),
+		admin(dash),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {
 			r.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", openapi.Document) })
 		}))
+	dash.API = engine
 	return engine, func() { _ = ui.Close() }
 }
 

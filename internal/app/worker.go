@@ -80,6 +80,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return err
 	}
 	store := record.NewPartitioned(rdb, cfg.Retention, parts)
+	store.SetPayloadRetention(cfg.PayloadRetention)
 	// The doorbell turns asynq's empty fetch into a wait.
 	// Worker fetching: asynq polls for pending tasks; the doorbell (see
 	// internal/waiting) makes an empty dequeue wait for a new task

@@ -41,12 +41,16 @@ type Config struct {
 	// APIKeys (API_KEYS) are the keys and their tenants; AdminKeys
 	// (ADMIN_KEYS) see and act on every tenant. While AdminKeys is empty,
 	// the default tenant's keys are the admins.
-	APIKeys               []APIKey
-	AdminKeys             []string
-	AllowPrivateTargets   bool
-	AllowedCIDRs          []netip.Prefix
-	RedriveLimit          int
-	Retention             time.Duration
+	APIKeys             []APIKey
+	AdminKeys           []string
+	AllowPrivateTargets bool
+	AllowedCIDRs        []netip.Prefix
+	RedriveLimit        int
+	Retention           time.Duration
+	// PayloadRetention (PAYLOAD_RETENTION) erases a finished request's
+	// body, headers and response bodies this long after it finished,
+	// before its record expires; 0: they live as long as the record.
+	PayloadRetention      time.Duration
 	RateLimitRPS          int
 	LogLevel              string
 	MetricsAddr           string
@@ -125,7 +129,7 @@ var Names = []string{
 	"REDIS_URL", "REDIS_SENTINEL_ADDRS", "REDIS_SENTINEL_MASTER", "REDIS_CLUSTER_ADDRS",
 	"REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD", "REDIS_TLS", "REDIS_TLS_CA_FILE",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ADMIN_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
-	"REDRIVE_LIMIT", "RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
+	"REDRIVE_LIMIT", "RETENTION", "PAYLOAD_RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "QUEUE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
@@ -342,6 +346,18 @@ func Load(getenv func(string) string) (Config, error) {
 			c.Retention = d
 		}
 	}
+	if v := strings.TrimSpace(getenv("PAYLOAD_RETENTION")); v != "" {
+		d, err := ParseDuration(v)
+		switch {
+		case err != nil || d < time.Minute:
+			bad("PAYLOAD_RETENTION", "must be a duration of at least 1m such as 7d or 24h, got %q", v)
+		case d > c.Retention:
+			bad("PAYLOAD_RETENTION", "%s is longer than RETENTION (%s): a payload cannot outlive its record; shorten PAYLOAD_RETENTION "+
+				"or lengthen RETENTION", v, FormatDuration(c.Retention))
+		default:
+			c.PayloadRetention = d
+		}
+	}
 	if v := strings.ToLower(strings.TrimSpace(getenv("LOG_LEVEL"))); v != "" {
 		switch v {
 		case "debug", "info", "warn", "error":
@@ -395,6 +411,18 @@ func ParseDuration(s string) (time.Duration, error) {
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	return time.ParseDuration(s)
+}
+
+// FormatDuration writes d as ParseDuration reads it, in whole days when
+// it is whole days ("30d"); "" for 0.
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return ""
+	case d%(24*time.Hour) == 0:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
 }
 
 // APIKey is one API_KEYS entry: "tenant:key", or a bare key of the
@@ -474,12 +502,12 @@ func (c Config) String() string {
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"REDIS_USERNAME=%s REDIS_PASSWORD=%s REDIS_SENTINEL_PASSWORD=%s REDIS_TLS=%t REDIS_TLS_CA_FILE=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
-		"REDRIVE_LIMIT=%d RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
+		"REDRIVE_LIMIT=%d RETENTION=%s PAYLOAD_RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
 		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
 		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g TIMER_SLACK=%s OPERATOR_EVENTS_URL=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
-		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
+		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, orUnset(FormatDuration(c.PayloadRetention)), c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
 		c.ScheduleLimit, c.QueueLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
 		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, c.TimerSlack,
 		map[bool]string{true: fmt.Sprintf("%d URL(s) ****", len(c.OperatorEventsURLs)), false: "unset"}[len(c.OperatorEventsURLs) > 0])

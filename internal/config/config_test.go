@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -197,5 +198,44 @@ func TestRedisDefaulted(t *testing.T) {
 		if err != nil || c.RedisDefaulted() != want {
 			t.Errorf("REDIS_URL=%q: defaulted %v (%v), want %v", url, c.RedisDefaulted(), err, want)
 		}
+	}
+}
+
+// PAYLOAD_RETENTION erases payloads before their records end: unset it is
+// off; it may not be longer than RETENTION, nor anything but a duration of
+// at least a minute.
+func TestPayloadRetention(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(nil))
+	if err != nil || c.PayloadRetention != 0 || c.Fate(Worker)["PAYLOAD_RETENTION"] != "unset" {
+		t.Errorf("default: %v (%s), %v", c.PayloadRetention, c.Fate(Worker)["PAYLOAD_RETENTION"], err)
+	}
+	c, err = Load(env(map[string]string{"RETENTION": "30d", "PAYLOAD_RETENTION": "7d"}))
+	if err != nil || c.PayloadRetention != 7*24*time.Hour || c.Fate(API)["PAYLOAD_RETENTION"] != "7d" ||
+		!strings.Contains(c.String(), "PAYLOAD_RETENTION=7d") {
+		t.Errorf("7d: %v, %v, %s", c.PayloadRetention, err, c.String())
+	}
+	if c, err = Load(env(map[string]string{"RETENTION": "2h", "PAYLOAD_RETENTION": "2h"})); err != nil || c.PayloadRetention != 2*time.Hour {
+		t.Errorf("equal to RETENTION: %v, %v", c.PayloadRetention, err)
+	}
+	for _, tc := range []struct{ env map[string]string }{
+		{map[string]string{"PAYLOAD_RETENTION": "soon"}},
+		{map[string]string{"PAYLOAD_RETENTION": "30s"}},
+		{map[string]string{"PAYLOAD_RETENTION": "-1d"}},
+	} {
+		_, err := Load(env(tc.env))
+		want := fmt.Sprintf("PAYLOAD_RETENTION: must be a duration of at least 1m such as 7d or 24h, got %q", tc.env["PAYLOAD_RETENTION"])
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: %v, want %q", tc.env, err, want)
+		}
+	}
+	_, err = Load(env(map[string]string{"RETENTION": "7d", "PAYLOAD_RETENTION": "8d"}))
+	want := "PAYLOAD_RETENTION: 8d is longer than RETENTION (7d): a payload cannot outlive its record; shorten PAYLOAD_RETENTION or lengthen RETENTION"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("longer than RETENTION: %v, want %q", err, want)
+	}
+	// The default RETENTION (30d) bounds it too.
+	if _, err := Load(env(map[string]string{"PAYLOAD_RETENTION": "31d"})); err == nil || !strings.Contains(err.Error(), "longer than RETENTION (30d)") {
+		t.Errorf("longer than the default RETENTION: %v", err)
 	}
 }

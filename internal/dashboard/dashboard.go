@@ -124,7 +124,10 @@ func Summary(r *record.Request, now time.Time) string {
 		s += " · " + client.Waiting(r.WaitingFor, startsAt(r, now))
 	}
 	s += fmt.Sprintf(" · %s · %s %s · %s", client.Counts(r.AttemptCount, r.BudgetUsed, r.MaxRetries, r.RedriveCount), r.Method, target, last)
-	if r.Expunged {
+	switch {
+	case r.Expunged && r.ExpungedBy == record.RetentionActor:
+		s += " · payload expired (payload retention)"
+	case r.Expunged:
 		s += " · payload expunged"
 	}
 	if r.Tenant != "" && r.Tenant != tenant.Default {
@@ -155,6 +158,9 @@ type Dashboard struct {
 	Actions   Actions
 	Log       *slog.Logger
 	Now       func() time.Time
+	// API serves the API routes retryd's own pages call (resend, expunge,
+	// the schedules): the engine the dashboard is mounted on.
+	API http.Handler
 }
 
 // countsPath (under Root) answers the requests by status that every page
@@ -185,6 +191,9 @@ var batchNames = map[string][2]string{
 func (d *Dashboard) serve(c *gin.Context) {
 	path := strings.TrimPrefix(c.Request.URL.Path, d.Root)
 	method := c.Request.Method
+	if d.ownPage(c, path) {
+		return
+	}
 	switch {
 	case method == http.MethodGet && path == countsPath:
 		d.counts(c)
@@ -528,7 +537,7 @@ func (d *Dashboard) page(c *gin.Context) {
 	d.UI.ServeHTTP(rec, c.Request)
 	body := rec.Body.Bytes()
 	if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
-		script := strings.ReplaceAll(truthScript, "{{COUNTS}}", d.Root+countsPath)
+		script := strings.NewReplacer("{{COUNTS}}", d.Root+countsPath, "{{ROOT}}", d.Root).Replace(truthScript)
 		body = bytes.Replace(body, []byte("</head>"), []byte("<script>"+errorScript+"</script><script>"+script+"</script></head>"), 1)
 	}
 	for k, v := range rec.Header() {

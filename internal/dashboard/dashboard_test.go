@@ -3,6 +3,8 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,6 +49,8 @@ func TestSummaryShowsTheRequest(t *testing.T) {
 			"completed · 1 attempt · run 1: 1 of 1 allowed · GET e.com/ · last 200"},
 		{record.Request{Method: "POST", URL: "http://e.com/", Status: record.Failed, AttemptCount: 1, BudgetUsed: 1, LastStatusCode: 410, Expunged: true},
 			"failed · 1 attempt · run 1: 1 of 1 allowed · POST e.com/ · last 410 · payload expunged"},
+		{record.Request{Method: "POST", URL: "http://e.com/", Status: record.Completed, AttemptCount: 1, BudgetUsed: 1, LastStatusCode: 200, Expunged: true,
+			ExpungedBy: record.RetentionActor}, "completed · 1 attempt · run 1: 1 of 1 allowed · POST e.com/ · last 200 · payload expired (payload retention)"},
 	} {
 		if got := Summary(&c.r, t0); got != c.want {
 			t.Errorf("Summary = %q\n want %q", got, c.want)
@@ -174,6 +178,63 @@ func TestPagesCarryTheTruthScript(t *testing.T) {
 	for _, want := range []string{`"/monitoring/retryd/requests"`, `"Attempts processed"`, "retryd-requests"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %s", want)
+		}
+	}
+}
+
+// retryd's own pages are served below the dashboard, and their calls reach
+// the API's routes (the same method, credentials and body, at the API's
+// path); any other path below apiPrefix is refused, never forwarded.
+func TestOwnPagesCallTheAPIsRoutes(t *testing.T) {
+	t.Parallel()
+	type call struct{ method, path, auth, body string }
+	var got []call
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, call{r.Method, r.URL.Path, r.Header.Get("Authorization"), string(b)})
+		w.WriteHeader(http.StatusAccepted)
+	})
+	d := &Dashboard{Root: "/monitoring", API: api, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	gin.SetMode(gin.TestMode)
+	e := gin.New()
+	d.Routes(e)
+	serve := func(method, path, body string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.SetBasicAuth("", "admin-key")
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	const id = "01m8mg842n8nbsaee7cq"
+	for path, want := range map[string]string{
+		"/monitoring/retryd/schedules":      `/retryd/api/schedules?limit=100`,
+		"/monitoring/retryd/requests/" + id: `"01m8mg842n8nbsaee7cq"`,
+	} {
+		rec := serve("GET", path, "")
+		if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("GET %s: %d %s, want a page holding %s", path, rec.Code, rec.Header().Get("Content-Type"), want)
+		}
+	}
+	if rec := serve("GET", "/monitoring/retryd/requests/NOT-AN-ID", ""); rec.Code != http.StatusNotFound {
+		t.Errorf("a request page for a bad id: %d", rec.Code)
+	}
+	for _, c := range []call{
+		{"POST", "/requests/" + id + "/resend", "", `{"actor":"dashboard"}`},
+		{"DELETE", "/requests/" + id + "/payload", "", `{"actor":"dashboard"}`},
+		{"GET", "/requests/" + id, "", ""},
+		{"GET", "/schedules", "", ""},
+	} {
+		got = nil
+		rec := serve(c.method, "/monitoring/retryd/api"+c.path, c.body)
+		c.auth = "Basic OmFkbWluLWtleQ=="
+		if rec.Code != http.StatusAccepted || len(got) != 1 || got[0] != c {
+			t.Errorf("%s %s: %d, the API got %+v; want %+v", c.method, c.path, rec.Code, got, c)
+		}
+	}
+	for _, c := range []call{{"DELETE", "/requests/" + id, "", ""}, {"POST", "/dlq/redrive", "", "{}"}, {"GET", "/metrics", "", ""}} {
+		got = nil
+		if rec := serve(c.method, "/monitoring/retryd/api"+c.path, c.body); rec.Code != http.StatusNotFound || len(got) != 0 {
+			t.Errorf("%s %s was forwarded: %d %+v", c.method, c.path, rec.Code, got)
 		}
 	}
 }

@@ -6,8 +6,12 @@
 // in asynqmon's task JSON are retryd's already (the dashboard rewrites
 // them); a request that an event, not a time, starts has no time, which
 // asynqmon would print as "in NaN…": it reads "on an event" instead.
+// asynqmon's Schedulers page lists asynq's periodic tasks, which retryd
+// does not use: its link leads to retryd's schedules instead, and a
+// task's page links to retryd's page of the request (Resend, Expunge).
 (function () {
-  var COUNTS = "{{COUNTS}}";
+  var COUNTS = "{{COUNTS}}", ROOT = "{{ROOT}}";
+  var SCHEDULES = ROOT + "/retryd/schedules";
   var STATUSES = ["pending", "retrying", "completed", "failed", "canceled"];
   var LABELS = {
     "Processed": "Attempts processed",
@@ -22,7 +26,8 @@
     "Max Retry": "Allowed",
     "Next Process Time:": "Next attempt:",
     "Process In": "Next attempt",
-    "Retry In": "Next attempt"
+    "Retry In": "Next attempt",
+    "Schedulers": "Schedules"
   };
   var line = "";
 
@@ -55,8 +60,43 @@
         "font:500 15px sans-serif";
     }
     if (wrap.firstChild !== b) wrap.insertBefore(b, wrap.firstChild);
-    if (b.textContent !== line) b.textContent = line;
+    var counts = document.getElementById("retryd-counts");
+    if (!counts) {
+      counts = document.createElement("span");
+      counts.id = "retryd-counts";
+      b.appendChild(counts);
+      b.appendChild(anchor("retryd-schedules", SCHEDULES, "Schedules"));
+    }
+    if (counts.textContent !== line) counts.textContent = line;
+    // A task's page: its request's own page, with Resend and Expunge.
+    var m = location.pathname.match(/\/queues\/[^/]+\/tasks\/([0-9a-z]+)$/);
+    var open = document.getElementById("retryd-open-request");
+    var href = m ? ROOT + "/retryd/requests/" + m[1] : "";
+    if (open && open.getAttribute("href") !== href) { open.remove(); open = null; }
+    if (m && !open) b.appendChild(anchor("retryd-open-request", href, "Resend or expunge this request"));
   }
+
+  function anchor(id, href, label) {
+    var a = document.createElement("a");
+    a.id = id;
+    a.href = href;
+    a.textContent = label;
+    a.style.cssText = "margin-left:24px;color:#0d47a1;font-weight:700";
+    return a;
+  }
+
+  // asynqmon's Schedulers link (a client-side route) goes to retryd's
+  // schedules page instead, as does a visit to its address.
+  function schedulers(path) { return /\/schedulers\/?$/.test(path); }
+  if (schedulers(location.pathname)) location.replace(SCHEDULES);
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest && e.target.closest("a[href]");
+    if (a && schedulers(new URL(a.href, location.href).pathname)) {
+      e.preventDefault();
+      e.stopPropagation();
+      location.href = SCHEDULES;
+    }
+  }, true);
 
   function refresh() {
     fetch(COUNTS, { credentials: "same-origin" }).then(function (r) { return r.ok ? r.json() : null; }).then(function (n) {

@@ -240,10 +240,17 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if o.Status == Failed {
 		fields = append(fields, fFailedRun, o.Run)
 	}
+	ret, err := s.retentionOf(ctx, o.Tenant, now)
+	if err != nil {
+		return 0, err
+	}
 	k := s.k(id)
 	tk := k.of(o.Tenant)
 	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, tk.statusIndexes()...), k.callbackDue(), k.stats(),
 		k.spec(id), k.result(id), tk.failedHost(o.Host))
+	if ret.Payload > 0 {
+		keys = append(keys, tk.payloadDue())
+	}
 	var durMs int64
 	if a.DurationMs != nil {
 		durMs = *a.DurationMs
@@ -251,7 +258,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	late := max(o.Lateness, 0)
 	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
 		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
-	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), s.retention.Milliseconds(),
+	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),
 		stats, durMs, late.Milliseconds(), hasResult, result}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {

@@ -22,16 +22,14 @@ var expungeScript = script("expunge")
 // returns ErrNotFound, or ErrExpungeUnfinished for a pending or retrying
 // request.
 func (s *Store) Expunge(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (already bool, err error) {
-	if _, err := s.tenantOf(ctx, scope, id); err != nil {
+	t, err := s.tenantOf(ctx, scope, id)
+	if err != nil {
 		return false, err
 	}
 	k := s.k(id)
-	res, err := expungeScript.Run(ctx, s.rdb, []string{k.req(id), k.attempts(id), k.spec(id), k.result(id)}, now.UnixMilli(), actor).StringSlice()
+	res, err := s.expunge(ctx, k, k.of(t).payloadDue(), id, actor, now)
 	if err != nil {
-		return false, wrap(err)
-	}
-	if len(res) < 1 {
-		return false, errReply("expunge", res)
+		return false, err
 	}
 	switch res[0] {
 	case "ok":
@@ -41,10 +39,21 @@ func (s *Store) Expunge(ctx context.Context, scope tenant.Scope, id, actor strin
 	case "missing":
 		return false, ErrNotFound
 	case "unfinished":
-		if len(res) < 2 {
-			return false, errReply("expunge", res)
-		}
 		return false, fmt.Errorf("%w; this one is %s: cancel it first with DELETE /requests/%s, then expunge it", ErrExpungeUnfinished, res[1], id)
 	}
 	return false, errReply("expunge", res)
+}
+
+// expunge runs expungeScript on request id of partition k, whose tenant's
+// payload-expiry index is due, and returns its answer: at least one
+// element, two when the first is "unfinished".
+func (s *Store) expunge(ctx context.Context, k keys, due, id, actor string, now time.Time) ([]string, error) {
+	res, err := expungeScript.Run(ctx, s.rdb, []string{k.req(id), k.attempts(id), k.spec(id), k.result(id), due}, now.UnixMilli(), actor, id).StringSlice()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	if len(res) < 1 || (res[0] == "unfinished" && len(res) < 2) {
+		return nil, errReply("expunge", res)
+	}
+	return res, nil
 }

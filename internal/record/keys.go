@@ -46,6 +46,11 @@ func (k tkeys) idem(key string) string        { return string(k) + "idem:" + has
 func (k tkeys) redriveIdem(key string) string { return string(k) + "idem-redrive:" + hashHex(key) }
 func (k tkeys) resendIdem(key string) string  { return string(k) + "idem-resend:" + hashHex(key) }
 
+// payloadDue indexes the tenant's finished requests by finish time (ms)
+// while the tenant has a payload retention: the sweeper erases their
+// payloads when it ends (Store.ExpirePayloads).
+func (k tkeys) payloadDue() string { return string(k) + "idx:payload-due" }
+
 // failedHost indexes failed requests by destination host name (no port),
 // for the DLQ's host filter.
 func (k tkeys) failedHost(host string) string { return string(k) + "idx:failed-host:" + host }
@@ -287,3 +292,7 @@ const ReplicaMarkKey = "{retryd}:replicamark"
 // decide a request's fate there and until when the entry holds
 // (internal/agree).
 const SettingsKey = "{retryd}:settings"
+
+// RetentionKey holds the retention an admin set per tenant (field: the
+// tenant; value: "<records ms> <payload ms>", 0 for the default's).
+const RetentionKey = "{retryd}:retention"

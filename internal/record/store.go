@@ -51,6 +51,8 @@ type Store struct {
 	hostIndexReady atomic.Bool
 	// registered are the tenants this process saw listed in TenantsKey.
 	registered sync.Map
+	// ret is the default payload retention and the tenants' retention.
+	ret retentionState
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself
@@ -593,10 +595,17 @@ func (s *Store) Cancel(ctx context.Context, scope tenant.Scope, id, actor string
 	if err != nil {
 		return false, err
 	}
+	ret, err := s.retentionOf(ctx, t, now)
+	if err != nil {
+		return false, err
+	}
 	k := s.k(id)
 	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.of(t).statusIndexes()...), k.spec(id), k.result(id),
 		k.callbackDue())
-	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), s.retention.Milliseconds(), actor).Text()
+	if ret.Payload > 0 {
+		keys = append(keys, k.of(t).payloadDue())
+	}
+	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), ret.Records.Milliseconds(), actor).Text()
 	if err != nil {
 		return false, wrap(err)
 	}

@@ -119,7 +119,7 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 }
 
 // TrimIndexes drops index entries whose record has expired after its
-// retention. Ids sort by creation time, and a record expires at the
+// tenant's retention. Ids sort by creation time, and a record expires at the
 // earliest a retention after it was made (it finished later still), so the
 // candidates are the oldest n entries of each index made over a retention
 // before now: the unfinished requests of a backlog are never looked at
@@ -127,14 +127,14 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 // retention of before, is dropped by the list that finds it missing.) It
 // returns how many entries it removed.
 func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (int, error) {
-	tenants, err := s.Tenants(ctx)
+	rets, err := s.Retentions(ctx, now)
 	if err != nil {
 		return 0, err
 	}
-	before := "(" + ids.Prefix(now.Add(-s.retention))
 	removed := 0
 	for _, k := range s.each() {
-		for _, t := range tenants {
+		for t, r := range rets {
+			before := "(" + ids.Prefix(now.Add(-r.Records))
 			n, err := s.trimPartition(ctx, k, k.of(t), before, n)
 			removed += n
 			if err != nil {

@@ -4,8 +4,9 @@
 // task stays "active", a task archived while its record says pending, Redis
 // eviction). The sweeper finds every pending or retrying request whose task
 // is missing, archived, or active without a live lease, and hands it back
-// to the workers; every due callback whose task is missing; and it drops
-// index entries of records that expired after their retention. Every
+// to the workers; every due callback whose task is missing; it drops
+// index entries of records that expired after their retention, and erases
+// the payloads whose payload retention ended. Every
 // worker runs a sweeper; they take turns, so all of them together sweep
 // once per interval, and never two at once (a Redis lock).
 //
@@ -44,6 +45,7 @@ type Store interface {
 	Partitions() partition.Set
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
 	TrimIndexes(ctx context.Context, now time.Time, n int) (int, error)
+	ExpirePayloads(ctx context.Context, now time.Time, n int) (int, error)
 }
 
 // Queue hands tasks back to asynq.
@@ -61,6 +63,9 @@ type Stats struct {
 	Stranded     int // task active without a live lease: put back to pending
 	CallbackLost int // due callback without a task: enqueued
 	Trimmed      int // index entries of expired records removed
+	// PayloadsExpired: payloads erased at the end of their tenant's
+	// payload retention.
+	PayloadsExpired int
 	// Full: the sweep looked at the records (the interval's turn), not
 	// only at the tasks of dead workers.
 	Full bool
@@ -148,6 +153,9 @@ func (s *Sweeper) Run(ctx context.Context) {
 			s.Log.Warn("sweeper repaired requests", "checked", st.Checked, "missing", st.Missing,
 				"archived", st.Archived, "stranded", st.Stranded, "callbacks", st.CallbackLost)
 		}
+		if st.PayloadsExpired > 0 {
+			s.Log.Info("payloads erased at the end of their payload retention", "requests", st.PayloadsExpired)
+		}
 		if ran && s.OnSweep != nil {
 			s.OnSweep(st)
 		}
@@ -225,6 +233,11 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	st.Trimmed = trimmed
+	expired, err := s.Store.ExpirePayloads(ctx, now, 500)
+	st.PayloadsExpired = expired
+	if err != nil {
+		return st, err
+	}
 	due, err := s.Store.CallbacksDue(ctx, 1000)
 	if err != nil {
 		return st, err

@@ -237,3 +237,50 @@ func TestWorkersTakeTurnsToSweep(t *testing.T) {
 		t.Error("no tick without the turn looked for the tasks of dead workers")
 	}
 }
+
+// A sweep erases the payloads of the requests whose tenant's payload
+// retention ended, and only theirs, and says how many.
+func TestASweepErasesPayloadsPastTheirRetention(t *testing.T) {
+	t.Parallel()
+	sw, b := setup(t)
+	ctx := context.Background()
+	b.store.SetPayloadRetention(10 * time.Minute)
+	if err := b.store.SetTenantRetention(ctx, "gdpr", record.Retention{Payload: time.Minute}, b.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	finish := func(owner string) string {
+		t.Helper()
+		r, err := submit.Parse([]byte(`{"url":"https://example.com","body":"card 4242"}`), b.clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID, r.Tenant = ids.New(b.clk.Now()), owner
+		if _, err := b.store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.store.Cancel(ctx, tenant.All, r.ID, "test", b.clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	gdpr, other := finish("gdpr"), finish("")
+	b.clk.Add(2 * time.Minute)
+	st, ran, err := sw.SweepOnce(ctx)
+	if err != nil || !ran || st.PayloadsExpired != 1 {
+		t.Fatalf("sweep: %+v ran=%v err=%v; want one payload erased", st, ran, err)
+	}
+	for id, want := range map[string]bool{gdpr: true, other: false} {
+		r, err := b.store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Expunged != want || (want && (r.ExpungedBy != record.RetentionActor || r.Body != "")) || (!want && r.Body != "card 4242") {
+			t.Errorf("request of tenant %q: expunged %v by %q body %q; want expunged %v", r.Tenant, r.Expunged, r.ExpungedBy, r.Body, want)
+		}
+	}
+	// The default tenant's (10 minutes) ends later.
+	b.clk.Add(9 * time.Minute)
+	if st, _, err := sw.SweepOnce(ctx); err != nil || st.PayloadsExpired != 1 {
+		t.Errorf("second sweep: %+v, %v; want the default tenant's payload erased", st, err)
+	}
+}

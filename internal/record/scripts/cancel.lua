@@ -7,9 +7,11 @@
 -- KEYS[9]: spec
 -- KEYS[10]: result
 -- KEYS[11]: callback-due index
+-- KEYS[12]: the tenant's payload-expiry index, only while the tenant has a
+--   payload retention
 -- ARGV[1]: request id
 -- ARGV[2]: now (ms)
--- ARGV[3]: retention (ms)
+-- ARGV[3]: the tenant's retention (ms)
 -- ARGV[4]: who cancels (the audit's actor)
 -- Returns: "missing"; the status when it cannot be canceled; "callback"
 -- (canceled, callback due); "ok"
@@ -28,6 +30,7 @@ if redis.call("HGET", KEYS[1], "redriveOpen") then
   redis.call("HDEL", KEYS[1], "redriveOpen")
 end
 for _, i in ipairs({1, 2, 3, 9, 10}) do redis.call("PEXPIRE", KEYS[i], ARGV[3]) end
+if KEYS[12] then redis.call("ZADD", KEYS[12], ARGV[2], ARGV[1]) end
 if redis.call("HGET", KEYS[1], "cb") == "1" then
   redis.call("HSET", KEYS[1], "cbStatus", "pending")
   redis.call("ZADD", KEYS[11], 0, ARGV[1])

@@ -1,16 +1,22 @@
 -- Erases a finished request's payload at once, keeping its metadata: the
 -- body and headers of its spec, its result, and the response body of each
 -- attempt. The DLQ shows the same records, so its entry is erased too.
--- Expunging twice changes nothing more.
+-- Expunging twice changes nothing more. The request leaves its tenant's
+-- payload-expiry index whatever the answer: erased, it has nothing left to
+-- expire; gone, nothing to erase; unfinished (redriven since), it is
+-- indexed again when it finishes.
 -- KEYS[1]: request hash
 -- KEYS[2]: attempts list
 -- KEYS[3]: spec
 -- KEYS[4]: result
+-- KEYS[5]: the payload-expiry index of the request's tenant
 -- ARGV[1]: now (ms)
 -- ARGV[2]: actor
+-- ARGV[3]: request id
 -- Returns: {"ok"}; {"already"} when it was expunged before; {"missing"};
 -- {"unfinished", status} for a pending or retrying request (nothing
 -- written)
+redis.call("ZREM", KEYS[5], ARGV[3])
 local cur = redis.call("HMGET", KEYS[1], "status", "expunged")
 local st = cur[1]
 if not st then return {"missing"} end

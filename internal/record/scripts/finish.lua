@@ -12,12 +12,14 @@
 -- KEYS[11]: spec
 -- KEYS[12]: result
 -- KEYS[13]: the failed-by-host index of the request's host (the DLQ's host filter)
+-- KEYS[14]: the tenant's payload-expiry index, only while the tenant has a
+--   payload retention (absent: the payload lives as long as the record)
 -- ARGV[1]: request id
 -- ARGV[2]: the attempt's n
 -- ARGV[3]: the attempt as JSON
 -- ARGV[4]: the next status
 -- ARGV[5]: now (ms)
--- ARGV[6]: retention (ms)
+-- ARGV[6]: the tenant's retention (ms)
 -- ARGV[7]: the attempt's stats fields "counter,durBucket,lateBucket"
 -- ARGV[8]: duration (ms)
 -- ARGV[9]: lateness (ms)
@@ -66,6 +68,7 @@ end
 redis.call("HSET", KEYS[1], unpack(set))
 redis.call("HDEL", KEYS[1], unpack(del))
 if not terminal then return "ok" end
+if KEYS[14] then redis.call("ZADD", KEYS[14], ARGV[5], ARGV[1]) end
 if ARGV[4] == "failed" then
   -- Entries of requests redriven or expired since are dropped when read.
   redis.call("ZADD", KEYS[13], "0", ARGV[1])
