@@ -205,6 +205,11 @@ func (p position) cursor(byFinish bool) string {
 	return p.id + "." + strconv.FormatInt(p.score, 10)
 }
 
+// CursorAt is the cursor of a list of f that goes on after r.
+func (f Filter) CursorAt(r *Request) string {
+	return position{id: r.ID, score: r.CompletedAt.UnixMilli()}.cursor(f.finished())
+}
+
 // ErrCursor: the cursor is not one this list returned.
 var ErrCursor = &FilterError{Field: "cursor", Message: "cursor is not one this list returned (a list with finishedFrom or finishedTo " +
 	"has cursors of its own: keep the filters of the page that gave it)"}
