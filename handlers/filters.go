@@ -74,6 +74,11 @@ func parseFilterQuery(rt filterRoute, query url.Values, body []byte) (filterQuer
 			return filterQuery{}, Errorf(CodeInvalid, k, k+" is given more than once; give it once")
 		}
 		v := strings.TrimSpace(vs[0])
+		known := slices.Contains(RequestFilters, k) || slices.Contains(rt.Params, k) ||
+			k == "limit" || k == "cursor" || k == selection.TenantParam
+		if known && vs[0] == notScalar {
+			return filterQuery{}, Errorf(CodeInvalid, k, k+" must be a string, a number or a boolean")
+		}
 		switch k {
 		case "limit":
 			n, err := strconv.Atoi(v)
@@ -134,7 +139,7 @@ func parseFilterQuery(rt filterRoute, query url.Values, body []byte) (filterQuer
 			}
 			f.URLContains = v
 		default:
-			if !slices.Contains(rt.Params, k) {
+			if !known {
 				known := append(append([]string{}, RequestFilters...), "tenant", "limit", "cursor")
 				return filterQuery{}, Errorf(CodeInvalid, names.Short(k), "unknown parameter "+names.Quote(k)+"; this call takes "+
 					strings.Join(append(known, rt.Params...), ", "))
@@ -178,6 +183,10 @@ func statusNames() string {
 	return strings.Join(out, ", ")
 }
 
+// notScalar stands for a body value that is not a string, a number or a
+// boolean.
+const notScalar = "\x00"
+
 // mergeBody joins the keys of query and a JSON body (an object of
 // strings, numbers and booleans; empty is none).
 func mergeBody(query url.Values, body []byte) (url.Values, error) {
@@ -204,7 +213,7 @@ func mergeBody(query url.Values, body []byte) (url.Values, error) {
 		case bool:
 			s = strconv.FormatBool(t)
 		default:
-			return nil, Errorf(CodeInvalid, k, k+" must be a string, a number or a boolean")
+			s = notScalar // refused once the key is known to be one the call takes
 		}
 		if _, inQuery := query[k]; inQuery {
 			return nil, Errorf(CodeInvalid, k, k+" is given both in the query and in the body; give it once")
