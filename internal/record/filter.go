@@ -397,29 +397,34 @@ func atoi64(s string) int64 {
 func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src source, p position, limit int) (*Page, error) {
 	page := &Page{Requests: []*Request{}}
 	scanned, loaded := 0, 0
-	chunk := 100
+	// Records are read in chunks of about 1 MiB (of 10 to 200 records),
+	// starting small where every spec is read, so that a page of large
+	// bodies stops near ListBudget.
+	chunk := 200
+	if f.needsSpec() {
+		chunk = listChunk
+	}
 	for {
-		batch, err := s.next(ctx, src, p, max(limit*2, 200))
+		want := max(limit*2, 200)
+		batch, err := s.next(ctx, src, p, want)
 		if err != nil {
 			return nil, err
 		}
-		for start := 0; start < len(batch); start += chunk {
-			part := batch[start:min(start+chunk, len(batch))]
-			found, bytes, err := s.check(ctx, scope, f, src, part)
+		for start := 0; start < len(batch); {
+			part := batch[start:min(start+chunk, len(batch), start+FindScan-scanned)]
+			found, examined, bytes, err := s.check(ctx, scope, f, src, part, ListBudget-loaded)
 			if err != nil {
 				return nil, err
 			}
 			loaded += bytes
-			// A chunk holds about 1 MiB, so a page of large bodies stays
-			// near ListBudget.
 			chunk = max(10, min(200, (1<<20)*len(part)/max(bytes, 1)))
-			for i, e := range part {
+			for i, e := range part[:examined] {
 				scanned++
 				p = e
 				if r := found[i]; r != nil {
 					page.Requests = append(page.Requests, r)
 				}
-				last := start+i == len(batch)-1 && len(batch) < max(limit*2, 200)
+				last := start+i == len(batch)-1 && len(batch) < want
 				if len(page.Requests) == limit || scanned >= FindScan || loaded >= ListBudget {
 					if !last {
 						page.NextCursor = p.cursor(src.byFinish)
@@ -427,18 +432,21 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 					return page, nil
 				}
 			}
+			start += examined
 		}
-		if len(batch) < max(limit*2, 200) {
+		if len(batch) < want {
 			return page, nil
 		}
 	}
 }
 
 // check loads the records of entries and returns, at each entry's
-// place, its request when f and scope select it (nil otherwise), and the
-// bytes it read. The spec is read only where f needs it, or for a
-// request selected. Entries of records gone are dropped here.
-func (s *Store) check(ctx context.Context, scope tenant.Scope, f Filter, src source, entries []position) ([]*Request, int, error) {
+// place, its request when f and scope select it (nil otherwise), how
+// many entries it examined (all, unless reading the selected ones' specs
+// took more than allow bytes) and the bytes it read. The spec is read
+// only where f needs it, or for a request selected. Entries of records
+// gone are passed over; the sweeper removes them.
+func (s *Store) check(ctx context.Context, scope tenant.Scope, f Filter, src source, entries []position, allow int) ([]*Request, int, int, error) {
 	pipe := s.rdb.Pipeline()
 	hs := make([]*redis.MapStringStringCmd, len(entries))
 	specs := make([]*redis.StringCmd, len(entries))
@@ -450,7 +458,7 @@ func (s *Store) check(ctx context.Context, scope tenant.Scope, f Filter, src sou
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, wrap(err)
+		return nil, 0, 0, wrap(err)
 	}
 	out := make([]*Request, len(entries))
 	bytes := 0
@@ -463,7 +471,7 @@ func (s *Store) check(ctx context.Context, scope tenant.Scope, f Filter, src sou
 		}
 		bytes += storedSize(h, spec)
 		if len(h) == 0 {
-			continue // expired: the sweeper removes its entries
+			continue
 		}
 		r := decode(e.id, h, spec)
 		if src.byFinish && r.CompletedAt.UnixMilli() != e.score {
@@ -477,21 +485,24 @@ func (s *Store) check(ctx context.Context, scope tenant.Scope, f Filter, src sou
 			need = append(need, i)
 		}
 	}
-	if len(need) == 0 {
-		return out, bytes, nil
+	for start := 0; start < len(need); start += listChunk {
+		if start > 0 && bytes >= allow {
+			// Full: the entries from this one on are the next page's.
+			return out, need[start], bytes, nil
+		}
+		part := need[start:min(start+listChunk, len(need))]
+		pipe = s.rdb.Pipeline()
+		more := make([]*redis.StringCmd, len(part))
+		for j, i := range part {
+			more[j] = pipe.Get(ctx, s.k(entries[i].id).spec(entries[i].id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, 0, 0, wrap(err)
+		}
+		for j, i := range part {
+			out[i] = decode(entries[i].id, hs[i].Val(), more[j].Val())
+			bytes += len(more[j].Val())
+		}
 	}
-	pipe = s.rdb.Pipeline()
-	more := make([]*redis.StringCmd, len(need))
-	for j, i := range need {
-		more[j] = pipe.Get(ctx, s.k(entries[i].id).spec(entries[i].id))
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, wrap(err)
-	}
-	for j, i := range need {
-		r := decode(entries[i].id, hs[i].Val(), more[j].Val())
-		bytes += len(more[j].Val())
-		out[i] = r
-	}
-	return out, bytes, nil
+	return out, len(entries), bytes, nil
 }

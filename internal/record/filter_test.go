@@ -388,3 +388,29 @@ func TestFindShowsARefinishedRequestOnce(t *testing.T) {
 		t.Errorf("its first failure still shows: %v", got)
 	}
 }
+
+// A resend is a new request: it enters its host and label indexes, and
+// its original keeps every entry it had.
+func TestResendEntersTheNewRequestsIndexes(t *testing.T) {
+	t.Parallel()
+	x := newFindFixture(t)
+	orig := x.add(0, "", "POST", "https://a.com/x", []string{"l"}, fail404)
+	r, err := x.s.Get(x.ctx, orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := x.s.Resend(x.ctx, r, ResendInput{Actor: "t", Now: x.at(60)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := x.indexed(res.ID), []string{"idx:host:a.com", "idx:label:l"}; !slices.Equal(got, want) {
+		t.Errorf("the resend is in %v, want %v", got, want)
+	}
+	want := []string{"idx:class:client_error", "idx:code:404", "idx:finished", "idx:host:a.com", "idx:label:l"}
+	if got := x.indexed(orig); !slices.Equal(got, want) {
+		t.Errorf("the original is in %v, want %v", got, want)
+	}
+	if got := x.find(tenant.All, Filter{Label: "l", Status: Pending}, 10); !slices.Equal(got, []string{res.ID}) {
+		t.Errorf("pending with label l: %v", got)
+	}
+}
