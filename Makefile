@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
+.PHONY: help run test deps bench bench-backlog bench-find bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
 
 ## help: list the targets
 help:
@@ -46,6 +46,10 @@ bench: deps
 ## bench-backlog: what waiting costs: commands, CPU and context switches per attempt with a backlog queued (BENCH_BACKLOG=20000, BENCH_WINDOW=30 s, BENCH_SCENARIOS=rate,slow,parallel,failing, BENCH_WORKER_ENV="K=V ...", BENCH_COMMANDSTATS=1, BENCH_PERF=dir to perf-record the window)
 bench-backlog: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkBacklog$$' -benchtime 1x -timeout 60m ./e2e/ | grep -E '^(BACKLOG|ok|FAIL|---)'
+
+## bench-find: the filtered list of GET /requests over 1,000,000 stored requests: p50/p99 of a page per filter, and Redis memory per request before and after the filter indexes (BENCH_FIND_N=1000000, BENCH_FIND_RUNS=200)
+bench-find:
+	$(GO) test -run '^$$' -bench '^BenchmarkFind$$' -benchtime 1x -timeout 60m ./internal/record/ | grep -E '^(FIND|ok|FAIL|---|    [a-z_]+\.go:)'
 
 ## bench-tenants: fairness between tenants: another tenant's first attempts while one floods slow destinations, FLOW_TENANT_SHARE 0.5 and 1 (BENCH_TENANT_FLOOD=3000, BENCH_TENANT_PROBES=20)
 bench-tenants: deps
