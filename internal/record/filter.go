@@ -156,7 +156,7 @@ func (f Filter) candidates() []index {
 
 // FindScan bounds the index entries one page examines when the filters
 // skip most of them: the page then ends early, with a cursor to go on.
-const FindScan = 2000
+const FindScan = 1000
 
 // Find returns the requests of scope that f selects, newest first, after
 // cursor (a page's NextCursor), at most limit of them. Attempts are not
@@ -440,19 +440,22 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 	}
 }
 
-// check loads the records of entries and returns, at each entry's
-// place, its request when f and scope select it (nil otherwise), how
-// many entries it examined (all, unless reading the selected ones' specs
-// took more than allow bytes) and the bytes it read. The spec is read
-// only where f needs it, or for a request selected. Entries of records
+// probeFields are the hash fields Filter.Match reads.
+var probeFields = []string{fStatus, fTenant, fCreatedAt, fCompletedAt, fFailureClass, fLastStatusCode}
+
+// check reads what f needs of the records of entries (a few hash
+// fields, and the spec where f needs it) and returns, at each entry's
+// place, its full request when f and scope select it (nil otherwise),
+// how many entries it examined (all, unless loading the selected ones
+// took more than allow bytes) and the bytes it read. Entries of records
 // gone are passed over; the sweeper removes them.
 func (s *Store) check(ctx context.Context, scope tenant.Scope, f Filter, src source, entries []position, allow int) ([]*Request, int, int, error) {
 	pipe := s.rdb.Pipeline()
-	hs := make([]*redis.MapStringStringCmd, len(entries))
+	hs := make([]*redis.SliceCmd, len(entries))
 	specs := make([]*redis.StringCmd, len(entries))
 	for i, e := range entries {
 		k := s.k(e.id)
-		hs[i] = pipe.HGetAll(ctx, k.req(e.id))
+		hs[i] = pipe.HMGet(ctx, k.req(e.id), probeFields...)
 		if f.needsSpec() {
 			specs[i] = pipe.Get(ctx, k.spec(e.id))
 		}
@@ -462,47 +465,56 @@ func (s *Store) check(ctx context.Context, scope tenant.Scope, f Filter, src sou
 	}
 	out := make([]*Request, len(entries))
 	bytes := 0
-	var need []int // selected, spec not read yet
+	var selected []int
 	for i, e := range entries {
-		h := hs[i].Val()
+		h := make(map[string]string, len(probeFields))
+		for j, v := range hs[i].Val() {
+			if v, ok := v.(string); ok {
+				h[probeFields[j]] = v
+				bytes += len(v)
+			}
+		}
 		spec := ""
 		if specs[i] != nil {
 			spec = specs[i].Val()
+			bytes += len(spec)
 		}
-		bytes += storedSize(h, spec)
-		if len(h) == 0 {
+		if h[fStatus] == "" {
 			continue
 		}
 		r := decode(e.id, h, spec)
 		if src.byFinish && r.CompletedAt.UnixMilli() != e.score {
 			continue // a stale entry of a request finished again since
 		}
-		if !f.Match(r) || !scope.Has(r.Tenant) {
-			continue
-		}
-		out[i] = r
-		if specs[i] == nil {
-			need = append(need, i)
+		if f.Match(r) && scope.Has(r.Tenant) {
+			selected = append(selected, i)
 		}
 	}
-	for start := 0; start < len(need); start += listChunk {
+	// The selected ones are read in full, a chunk at a time.
+	for start := 0; start < len(selected); start += listChunk {
 		if start > 0 && bytes >= allow {
 			// Full: the entries from this one on are the next page's.
-			return out, need[start], bytes, nil
+			return out, selected[start], bytes, nil
 		}
-		part := need[start:min(start+listChunk, len(need))]
-		pipe = s.rdb.Pipeline()
-		more := make([]*redis.StringCmd, len(part))
-		for j, i := range part {
-			more[j] = pipe.Get(ctx, s.k(entries[i].id).spec(entries[i].id))
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, 0, 0, wrap(err)
+		part := selected[start:min(start+listChunk, len(selected))]
+		full, specs, err := s.loadMany(ctx, idsOf(entries, part))
+		if err != nil {
+			return nil, 0, 0, err
 		}
 		for j, i := range part {
-			out[i] = decode(entries[i].id, hs[i].Val(), more[j].Val())
-			bytes += len(more[j].Val())
+			bytes += storedSize(full[j], specs[j])
+			if len(full[j]) > 0 {
+				out[i] = decode(entries[i].id, full[j], specs[j])
+			}
 		}
 	}
 	return out, len(entries), bytes, nil
+}
+
+func idsOf(entries []position, at []int) []string {
+	out := make([]string, len(at))
+	for j, i := range at {
+		out[j] = entries[i].id
+	}
+	return out
 }

@@ -117,15 +117,18 @@ func BenchmarkFind(b *testing.B) {
 		{"sparse: busy host + DELETE + 404", tenant.All, func() Filter { return Filter{Host: hotHost(rng), Method: "DELETE", StatusCode: 404} }},
 	}
 	b.ResetTimer()
-	fmt.Printf("FIND %-34s %9s %9s %9s %9s\n", "filter (page of 50)", "p50 ms", "p99 ms", "deep p50", "deep p99")
+	fmt.Printf("FIND %-34s %9s %9s %9s %9s %7s\n", "filter (page of 50)", "p50 ms", "p99 ms", "deep p50", "deep p99", "found")
 	for _, c := range cases {
 		var first, deep []time.Duration
+		found := 0
 		for range runs {
 			f := c.f()
 			start := time.Now()
-			if _, err := s.Find(ctx, c.scope, f, "", 50); err != nil {
+			page, err := s.Find(ctx, c.scope, f, "", 50)
+			if err != nil {
 				b.Fatalf("%s: %v", c.name, err)
 			}
+			found += len(page.Requests)
 			first = append(first, time.Since(start))
 			// A page after a cursor deep in the list: a random
 			// request's place.
@@ -140,7 +143,8 @@ func BenchmarkFind(b *testing.B) {
 			}
 			deep = append(deep, time.Since(start))
 		}
-		fmt.Printf("FIND %-34s %9.2f %9.2f %9.2f %9.2f\n", c.name, pct(first, 50), pct(first, 99), pct(deep, 50), pct(deep, 99))
+		fmt.Printf("FIND %-34s %9.2f %9.2f %9.2f %9.2f %7.1f\n", c.name, pct(first, 50), pct(first, 99), pct(deep, 50), pct(deep, 99),
+			float64(found)/float64(runs))
 	}
 }
 
@@ -201,7 +205,7 @@ func (x benchRequest) tk() tkeys { return keysOf("retryd").of(x.r.Tenant) }
 // newBenchRequest is request i of n, made over the last day: mostly
 // delivered, some failed, retrying, pending or canceled.
 func newBenchRequest(rng *rand.Rand, now time.Time, i, n int) benchRequest {
-	created := now.Add(-24 * time.Hour).Add(time.Duration(i) * 24 * time.Hour / time.Duration(n))
+	created := now.Add(-24 * time.Hour).Add(time.Duration(float64(24*time.Hour) * float64(i) / float64(n)))
 	host := quietHost(rng)
 	if rng.IntN(2) == 0 {
 		host = hotHost(rng)
