@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog bench-outage bench-idle bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
+.PHONY: help run test deps bench bench-backlog bench-outage bench-idle bench-find bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
 
 ## help: list the targets
 help:
@@ -54,6 +54,10 @@ bench-outage: deps
 ## bench-idle: Redis commands and CPU a second of one idle worker, at PARTITIONS=1 and 16 (BENCH_IDLE_WINDOW=10 s)
 bench-idle: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkIdle$$' -benchtime 1x -timeout 10m ./e2e/ | grep -E '^(IDLE|ok|FAIL|---)'
+
+## bench-find: the filtered list of GET /requests over 1,000,000 stored requests: p50/p99 of a page per filter, and Redis memory per request before and after the filter indexes (BENCH_FIND_N=1000000, BENCH_FIND_RUNS=200)
+bench-find:
+	$(GO) test -run '^$$' -bench '^BenchmarkFind$$' -benchtime 1x -timeout 60m ./internal/record/ | grep -E '^(FIND|ok|FAIL|---|    [a-z_]+\.go:)'
 
 ## bench-tenants: fairness between tenants: another tenant's first attempts while one floods slow destinations, FLOW_TENANT_SHARE 0.5 and 1 (BENCH_TENANT_FLOOD=3000, BENCH_TENANT_PROBES=20)
 bench-tenants: deps

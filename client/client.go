@@ -349,8 +349,8 @@ func (c *Client) Get(ctx context.Context, id string) (*Request, error) {
 
 // ListOptions select a page of requests.
 type ListOptions struct {
-	Status string // pending, retrying, completed, failed, canceled; "" for all
-	Limit  int    // 1–500; 0 for the API's default
+	Filter     // Status, Host, ... ; the zero Filter lists every request
+	Limit  int // 1–500; 0 for the API's default
 	Cursor string
 	Tenant string // an admin key's filter: that tenant's only; "" for every tenant the key sees
 }
@@ -371,9 +371,7 @@ func PageQuery(limit int, cursor string) url.Values {
 // ListQuery is the query of GET /requests for o.
 func ListQuery(o ListOptions) url.Values {
 	q := PageQuery(o.Limit, o.Cursor)
-	if o.Status != "" {
-		q.Set("status", o.Status)
-	}
+	o.set(q)
 	if o.Tenant != "" {
 		q.Set("tenant", o.Tenant)
 	}

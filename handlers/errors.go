@@ -125,6 +125,7 @@ func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 	var selErr *selection.Error
 	var partial *PartialFanOut
 	var nameErr *names.Error
+	var filterErr *record.FilterError
 	switch {
 	case errors.As(err, &partial):
 		inner, ra, l := explain(partial.Err)
@@ -138,6 +139,8 @@ func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 		apiErr = Errorf(CodeInvalid, selErr.Field, selErr.Message)
 	case errors.As(err, &nameErr):
 		apiErr = Errorf(CodeInvalid, nameErr.Field, nameErr.Message)
+	case errors.As(err, &filterErr):
+		apiErr = Errorf(CodeInvalid, filterErr.Field, filterErr.Message)
 	case errors.Is(err, record.ErrNotFound):
 		apiErr = Errorf(CodeNotFound, "", "no request with this id")
 	case errors.Is(err, record.ErrRedriveLimit):

@@ -22,7 +22,6 @@ import (
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
-	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/submit"
 	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/tracing"
@@ -43,6 +42,8 @@ type Store interface {
 	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
 	List(ctx context.Context, scope tenant.Scope, status record.Status, cursor string, limit int) (*record.Page, error)
 	ListIn(ctx context.Context, scope tenant.Scope, statuses []record.Status, cursor string, limit int) (*record.Page, error)
+	// Find lists the requests a filter selects (GET /requests).
+	Find(ctx context.Context, scope tenant.Scope, f record.Filter, cursor string, limit int) (*record.Page, error)
 	Cancel(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (callbackDue bool, err error)
 	// Resend makes a new pending request from finished request orig.
 	Resend(ctx context.Context, orig *record.Request, in record.ResendInput) (*record.ResendResult, error)
@@ -128,6 +129,8 @@ func (a *API) Routes(r gin.IRouter) {
 	r.DELETE("/requests/:id", a.cancel)
 	r.POST("/requests/:id/resend", a.resend)
 	r.DELETE("/requests/:id/payload", a.expunge)
+	r.POST("/requests/resend", a.bulkResend)
+	r.DELETE("/requests/payload", a.bulkExpunge)
 }
 
 // Health registers /, /healthz and /readyz; they never need an API key.
@@ -375,31 +378,21 @@ const (
 	MaxListLimit     = 500
 )
 
-// listRoute is what GET /requests accepts: a status, a limit and a cursor.
-var listRoute = selection.Route{Params: []string{"status"}, CountParam: "limit", DefaultCount: DefaultListLimit, MaxCount: MaxListLimit,
-	Cursor: true, NothingIsAll: true}
+// listRoute is what GET /requests accepts besides its filters.
+var listRoute = filterRoute{DefaultLimit: DefaultListLimit, MaxLimit: MaxListLimit}
 
 func (a *API) list(c *gin.Context) {
-	s, err := selection.Parse(listRoute, c.Request.URL.Query(), nil)
+	q, err := parseFilterQuery(listRoute, c.Request.URL.Query(), nil)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
 	}
-	status := record.Status(s.Params["status"])
-	if status != "" && !status.Valid() {
-		names := make([]string, len(record.Statuses))
-		for i, s := range record.Statuses {
-			names[i] = string(s)
-		}
-		Abort(c, a.Log, Errorf(CodeInvalid, "status", "status must be one of "+strings.Join(names, ", ")))
-		return
-	}
-	scope, err := Scope(c, s.Tenant)
+	scope, err := Scope(c, q.Tenant)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
 	}
-	page, err := a.Store.List(c.Request.Context(), scope, status, s.Cursor, s.Count)
+	page, err := a.Store.Find(c.Request.Context(), scope, q.Filter, q.Cursor, q.Limit)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return

@@ -45,37 +45,11 @@ func (a *API) resend(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	// The destination rules may have changed since the original was
-	// accepted: a resend is a new delivery and meets today's.
-	if err := a.checkDestinations(c, orig, ""); err != nil {
-		Abort(c, a.Log, err)
-		return
-	}
 	now := a.Now()
-	if a.Memory != nil {
-		if err := a.memory.check(ctx, a.Memory, now); err != nil {
-			Abort(c, a.Log, err)
-			return
-		}
-	}
-	rang := a.Store.RingsOnCreate() && a.Queue.PendingAtOnce(now)
-	res, err := a.Store.Resend(ctx, orig, record.ResendInput{Actor: b.Actor, Reason: b.Reason, IdemKey: idemKey,
-		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang, Now: now})
+	res, err := a.resendOne(c, orig, b, idemKey, now)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
-	}
-	if !res.Replayed {
-		enqCtx := ctx
-		if rang {
-			enqCtx = waiting.WithoutRing(ctx)
-		}
-		if err := a.Queue.Enqueue(enqCtx, res.ID, now, time.Duration(orig.TimeoutMs)*time.Millisecond, orig.MaxRetries); err != nil {
-			// The new request is stored as pending; the sweeper hands a
-			// pending request without a task to the workers.
-			a.Log.Error("resent request could not be enqueued now; the sweeper will", "requestId", res.ID, "err", err)
-		}
-		a.Log.Info("request resent", "requestId", id, "newRequestId", res.ID, "actor", b.Actor)
 	}
 	n, err := a.Store.Get(ctx, res.ID)
 	if err != nil {
@@ -89,4 +63,40 @@ func (a *API) resend(c *gin.Context) {
 	}
 	c.Header("Location", "/requests/"+n.ID)
 	c.JSON(status, apidoc.NewDocument(n, true, now))
+}
+
+// resendOne resends finished request orig as b says: a new delivery, so
+// it meets today's destination rules and the memory gate first; the new
+// request is then handed to the workers.
+func (a *API) resendOne(c *gin.Context, orig *record.Request, b *redriveBody, idemKey string, now time.Time) (*record.ResendResult, error) {
+	ctx := c.Request.Context()
+	// The destination rules may have changed since the original was
+	// accepted: a resend is a new delivery and meets today's.
+	if err := a.checkDestinations(c, orig, ""); err != nil {
+		return nil, err
+	}
+	if a.Memory != nil {
+		if err := a.memory.check(ctx, a.Memory, now); err != nil {
+			return nil, err
+		}
+	}
+	rang := a.Store.RingsOnCreate() && a.Queue.PendingAtOnce(now)
+	res, err := a.Store.Resend(ctx, orig, record.ResendInput{Actor: b.Actor, Reason: b.Reason, IdemKey: idemKey,
+		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang, Now: now})
+	if err != nil {
+		return nil, err
+	}
+	if !res.Replayed {
+		enqCtx := ctx
+		if rang {
+			enqCtx = waiting.WithoutRing(ctx)
+		}
+		if err := a.Queue.Enqueue(enqCtx, res.ID, now, time.Duration(orig.TimeoutMs)*time.Millisecond, orig.MaxRetries); err != nil {
+			// The new request is stored as pending; the sweeper hands a
+			// pending request without a task to the workers.
+			a.Log.Error("resent request could not be enqueued now; the sweeper will", "requestId", res.ID, "err", err)
+		}
+		a.Log.Info("request resent", "requestId", orig.ID, "newRequestId", res.ID, "actor", b.Actor)
+	}
+	return res, nil
 }

@@ -324,7 +324,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	if !ok {
 		run = -1
 	}
-	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt), Host: r.Host, Tenant: r.Tenant}
+	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt), Host: r.Host, Tenant: r.Tenant, Labels: r.Labels()}
 	var next error
 	switch res.Kind {
 	case retry.Success:
@@ -364,7 +364,7 @@ func (h *Handler) endPoisoned(ctx context.Context, b *record.Begin) error {
 	}
 	o := record.Outcome{
 		Attempt: record.Attempt{N: b.N, StartedAt: b.StartedAt, Outcome: string(retry.Interrupted), FailureClass: string(retry.InterruptedClass), Error: msg},
-		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant,
+		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels(),
 	}
 	h.Log.Warn("request ended after repeated interruptions", "requestId", r.ID, "interruptions", record.MaxInterruptions)
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
@@ -383,7 +383,7 @@ func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause er
 	}
 	o := record.Outcome{
 		Attempt: record.Attempt{N: b.N, StartedAt: h.Clock.Now(), Outcome: string(retry.Permanent), FailureClass: string(retry.EndpointDown), Error: msg},
-		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant,
+		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels(),
 	}
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
 }

@@ -75,23 +75,6 @@ func (x *cli) printRaw(raw []byte) {
 
 func (x *cli) table() *tabwriter.Writer { return tabwriter.NewWriter(x.out, 0, 0, 2, ' ', 0) }
 
-func (x *cli) listCmd() *cobra.Command {
-	var o client.ListOptions
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List requests, newest first",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return x.listPage(cmd.Context(), client.PathRequests, client.ListQuery(o))
-		},
-	}
-	cmd.Flags().StringVar(&o.Status, "status", "", "pending, retrying, completed, failed or canceled")
-	cmd.Flags().IntVar(&o.Limit, "limit", 0, "how many (1-500; the API's default is 50)")
-	cmd.Flags().StringVar(&o.Cursor, "cursor", "", "continue after this page")
-	cmd.Flags().StringVar(&o.Tenant, "tenant", "", "with an admin key: this tenant's only")
-	return cmd
-}
-
 // listPage prints a page of requests (GET path with query) as a table,
 // and the cursor of the next page.
 func (x *cli) listPage(ctx context.Context, path string, query url.Values) error {
@@ -260,57 +243,6 @@ func (x *cli) cancelCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-func (x *cli) resendCmd() *cobra.Command {
-	var in client.ResendInput
-	var idemKey string
-	cmd := &cobra.Command{
-		Use:   "resend ID [--reason R] [--actor A] [--idempotency-key K]",
-		Short: "Send a finished request (completed, failed or canceled) again, as a new request",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var h http.Header
-			if idemKey != "" {
-				h = http.Header{"Idempotency-Key": {idemKey}}
-			}
-			var r client.Request
-			if printed, err := x.fetchWith(cmd.Context(), http.MethodPost, client.PathRequests+"/"+url.PathEscape(args[0])+"/resend", nil,
-				in, h, &r); printed || err != nil {
-				return err
-			}
-			fmt.Fprintf(x.out, "%s resent as %s (%s)\n", args[0], r.ID, r.Status)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&in.Actor, "actor", "", "who resends (recorded on the new request; the API's default is api)")
-	cmd.Flags().StringVar(&in.Reason, "reason", "", "why (recorded on the new request)")
-	cmd.Flags().StringVar(&idemKey, "idempotency-key", "", "a repeated call with the same key returns the same new request")
-	return cmd
-}
-
-func (x *cli) expungeCmd() *cobra.Command {
-	var in client.ExpungeInput
-	cmd := &cobra.Command{
-		Use:   "expunge ID [--actor A]",
-		Short: "Erase a finished request's body, headers and response bodies, keeping its metadata",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var r client.Request
-			if printed, err := x.fetch(cmd.Context(), http.MethodDelete, client.PathRequests+"/"+url.PathEscape(args[0])+"/payload", nil,
-				in, &r); printed || err != nil {
-				return err
-			}
-			by := "-"
-			if r.ExpungedBy != nil {
-				by = *r.ExpungedBy
-			}
-			fmt.Fprintf(x.out, "%s payload expunged (%s, by %s at %s)\n", r.ID, r.Status, by, when(r.ExpungedAt))
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&in.Actor, "actor", "", "who erases (recorded as expungedBy; the API's default is api)")
-	return cmd
 }
 
 func (x *cli) dlqCmd() *cobra.Command {

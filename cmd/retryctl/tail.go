@@ -28,7 +28,7 @@ func (x *cli) tailCmd() *cobra.Command {
 			seen := map[string]string{} // id -> status/attempts last printed
 			first := true
 			for {
-				raw, err := x.c.Raw(ctx, http.MethodGet, client.PathRequests, client.ListQuery(client.ListOptions{Status: status, Limit: limit}), nil, nil)
+				raw, err := x.c.Raw(ctx, http.MethodGet, client.PathRequests, client.ListQuery(client.ListOptions{Filter: client.Filter{Status: status}, Limit: limit}), nil, nil)
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil

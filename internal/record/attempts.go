@@ -191,6 +191,9 @@ type Outcome struct {
 	Host string
 	// Tenant is the request's: its indexes are the ones moved.
 	Tenant string
+	// Labels are the request's (Request.Labels), named by its finished
+	// entry so that they go when it expires.
+	Labels []string
 }
 
 // FinishResult says what Finish did.
@@ -246,8 +249,16 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	}
 	k := s.k(id)
 	tk := k.of(o.Tenant)
+	class, codeIdx := failIndexes(a.FailureClass, a.StatusCode)
+	classKey, codeKey := k.req(id), k.req(id) // unused without a failure; name the slot
+	if class != "" {
+		classKey = tk.failClass(class)
+	}
+	if codeIdx != "" {
+		codeKey = tk.failCode(a.StatusCode)
+	}
 	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, tk.statusIndexes()...), k.callbackDue(), k.stats(),
-		k.spec(id), k.result(id), tk.failedHost(o.Host))
+		k.spec(id), k.result(id), tk.failedHost(o.Host), tk.finished(), classKey, codeKey)
 	if ret.Payload > 0 {
 		keys = append(keys, tk.payloadDue())
 	}
@@ -259,7 +270,8 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
 		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),
-		stats, durMs, late.Milliseconds(), hasResult, result}, fields...)
+		stats, durMs, late.Milliseconds(), hasResult, result,
+		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix()}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)

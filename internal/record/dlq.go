@@ -65,9 +65,10 @@ func (s *Store) Redrive(ctx context.Context, id string, in RedriveInput) (*Redri
 	}
 	k := s.k(id)
 	tk := k.of(t)
-	keys := []string{k.req(id), k.attempts(id), k.redrives(id), tk.index(Pending), tk.index(Failed), tk.redriveIdem(in.IdemKey), k.stats(), k.spec(id), k.result(id)}
+	keys := []string{k.req(id), k.attempts(id), k.redrives(id), tk.index(Pending), tk.index(Failed), tk.redriveIdem(in.IdemKey), k.stats(), k.spec(id), k.result(id),
+		tk.finished()}
 	res, err := redriveScript.Run(ctx, s.rdb, keys, id, in.Now.UnixMilli(), in.Limit, in.Actor, in.Reason,
-		IdempotencyWindow.Milliseconds(), flag, source).StringSlice()
+		IdempotencyWindow.Milliseconds(), flag, source, tk.failClassPrefix(), tk.failCodePrefix()).StringSlice()
 	if err != nil {
 		return nil, wrap(err)
 	}

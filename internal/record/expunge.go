@@ -12,6 +12,27 @@ import (
 // needed for its next attempt; it wraps ErrConflict.
 var ErrExpungeUnfinished = fmt.Errorf("%w: only a finished request's payload can be expunged", ErrConflict)
 
+// ErrAlreadyExpunged is what a bulk expunge says of a request expunged
+// before (a single DELETE of its payload answers it as done); it wraps
+// ErrConflict.
+var ErrAlreadyExpunged = fmt.Errorf("%w: its payload was expunged already", ErrConflict)
+
+// Expungeable says why r's payload cannot be expunged now (the error
+// Expunge would return, or ErrAlreadyExpunged), or nil.
+func Expungeable(r *Request) error {
+	if !r.Status.Terminal() {
+		return expungeUnfinished(r.ID, string(r.Status))
+	}
+	if r.Expunged {
+		return ErrAlreadyExpunged
+	}
+	return nil
+}
+
+func expungeUnfinished(id, status string) error {
+	return fmt.Errorf("%w; this one is %s: cancel it first with DELETE /requests/%s, then expunge it", ErrExpungeUnfinished, status, id)
+}
+
 // expungeScript: scripts/expunge.lua.
 var expungeScript = script("expunge")
 
@@ -39,7 +60,10 @@ func (s *Store) Expunge(ctx context.Context, scope tenant.Scope, id, actor strin
 	case "missing":
 		return false, ErrNotFound
 	case "unfinished":
-		return false, fmt.Errorf("%w; this one is %s: cancel it first with DELETE /requests/%s, then expunge it", ErrExpungeUnfinished, res[1], id)
+		if len(res) < 2 {
+			return false, errReply("expunge", res)
+		}
+		return false, expungeUnfinished(id, res[1])
 	}
 	return false, errReply("expunge", res)
 }

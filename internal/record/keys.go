@@ -3,6 +3,7 @@ package record
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"strconv"
 	"strings"
 
 	"github.com/retryd/retryd/internal/partition"
@@ -54,6 +55,20 @@ func (k tkeys) payloadDue() string { return string(k) + "idx:payload-due" }
 // failedHost indexes failed requests by destination host name (no port),
 // for the DLQ's host filter.
 func (k tkeys) failedHost(host string) string { return string(k) + "idx:failed-host:" + host }
+
+// The list filters' indexes (filter.go). host, label and finished hold
+// every request of theirs whatever its status; failClass and failCode hold
+// the requests whose last attempt failed, with that class and (when it
+// got an answer) that status code: an attempt that succeeds first time
+// touches neither. All but finished are ordered by id (score 0), so a
+// created-time range is a range of ids; finished is scored by completedAt.
+func (k tkeys) host(host string) string   { return string(k) + "idx:host:" + host }
+func (k tkeys) label(label string) string { return string(k) + "idx:label:" + label }
+func (k tkeys) failClass(c string) string { return k.failClassPrefix() + c }
+func (k tkeys) failCode(code int) string  { return k.failCodePrefix() + strconv.Itoa(code) }
+func (k tkeys) failClassPrefix() string   { return string(k) + "idx:class:" }
+func (k tkeys) failCodePrefix() string    { return string(k) + "idx:code:" }
+func (k tkeys) finished() string          { return string(k) + "idx:finished" }
 
 // hostIndexReady marks a partition whose failed requests of before the
 // failed-by-host index were indexed (see backfillHostIndex).

@@ -15,6 +15,22 @@ var (
 	ErrResendKeyReused = fmt.Errorf("%w: Idempotency-Key was already used to resend another request", ErrConflict)
 )
 
+// Resendable says why r cannot be resent (the error Resend would return),
+// or nil: a bulk call's dry run asks it of each request.
+func Resendable(r *Request) error {
+	if !r.Status.Terminal() {
+		return unfinished(r.ID, string(r.Status))
+	}
+	if r.Expunged {
+		return ErrExpunged
+	}
+	return nil
+}
+
+func unfinished(id, status string) error {
+	return fmt.Errorf("%w; this one is %s: wait until it finishes, or cancel it first with DELETE /requests/%s", ErrUnfinished, status, id)
+}
+
 // ResendInput is who resends, why, and how the new request is counted.
 type ResendInput struct {
 	Actor   string
@@ -80,7 +96,8 @@ func (s *Store) Resend(ctx context.Context, orig *Request, in ResendInput) (*Res
 	if in.IdemKey != "" {
 		idemVal = orig.ID + " " + n.ID
 	}
-	keys := []string{k.req(orig.ID), tk.resendIdem(in.IdemKey), k.req(n.ID), tk.all(), tk.index(Pending), k.spec(n.ID), ownerKey, bell}
+	keys := append([]string{k.req(orig.ID), tk.resendIdem(in.IdemKey), k.req(n.ID), tk.all(), tk.index(Pending), k.spec(n.ID), ownerKey, bell},
+		staticIndexes(tk, hostOf(n.URL), n.Labels())...)
 	args := append([]any{orig.ID, n.ID, idemVal, IdempotencyWindow.Milliseconds(), n.spec(),
 		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), in.Now.UnixMilli(), ring}, n.fields()...)
 	for {
@@ -102,7 +119,7 @@ func (s *Store) Resend(ctx context.Context, orig *Request, in ResendInput) (*Res
 			if len(res) < 2 {
 				return nil, errReply("resend", res)
 			}
-			return nil, fmt.Errorf("%w; this one is %s: wait until it finishes, or cancel it first with DELETE /requests/%s", ErrUnfinished, res[1], orig.ID)
+			return nil, unfinished(orig.ID, res[1])
 		case "replay":
 			if len(res) < 2 {
 				return nil, errReply("resend", res)

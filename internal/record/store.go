@@ -180,7 +180,8 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	if opts.Ring && s.RingsOnCreate() {
 		bell, ring = BellKey(s.parts.Tag(s.parts.OfID(r.ID))), "1"
 	}
-	keys := []string{k.req(r.ID), tk.all(), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell}
+	keys := append([]string{k.req(r.ID), tk.all(), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell},
+		staticIndexes(tk, hostOf(r.URL), r.Labels())...)
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
 		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring}, r.fields()...)
 	for {
@@ -256,7 +257,11 @@ func cutSpace(s string) (string, string, bool) {
 // Remove deletes request id of tenant t with its index entries and
 // idempotency claim.
 func (s *Store) Remove(ctx context.Context, t, id, idemKey string) error {
-	_, err := s.rdb.TxPipelined(ctx, s.removal(ctx, t, id, idemKey))
+	in, _, err := s.entriesOf(ctx, s.rdb, id)
+	if err != nil {
+		return err
+	}
+	_, err = s.rdb.TxPipelined(ctx, s.removal(ctx, t, id, idemKey, in))
 	return wrap(err)
 }
 
@@ -293,8 +298,12 @@ func (s *Store) TakeBack(ctx context.Context, t, id, idemKey string) (removed bo
 				return nil
 			}
 		}
+		in, _, err := s.entriesOf(ctx, tx, id)
+		if err != nil {
+			return err
+		}
 		removed = true
-		_, err = tx.TxPipelined(ctx, s.removal(ctx, t, id, idemKey))
+		_, err = tx.TxPipelined(ctx, s.removal(ctx, t, id, idemKey, in))
 		return err
 	}
 	// WATCH fails the removal when a replay or a worker touches the
@@ -317,9 +326,10 @@ func begun(h []any) bool {
 	return (status != "" && status != string(Pending)) || (count != "" && count != "0") || inflight != ""
 }
 
-// removal queues the deletion of a request's keys, index entries and
-// idempotency claim.
-func (s *Store) removal(ctx context.Context, t, id, idemKey string) func(redis.Pipeliner) error {
+// removal queues the deletion of a request's keys, index entries (those
+// in names, read by entriesOf; none when it was gone) and idempotency
+// claim.
+func (s *Store) removal(ctx context.Context, t, id, idemKey string, in indexed) func(redis.Pipeliner) error {
 	k := s.k(id)
 	tk := k.of(t)
 	return func(pipe redis.Pipeliner) error {
@@ -327,6 +337,13 @@ func (s *Store) removal(ctx context.Context, t, id, idemKey string) func(redis.P
 		pipe.ZRem(ctx, tk.all(), id)
 		for _, st := range Statuses {
 			pipe.ZRem(ctx, tk.index(st), id)
+		}
+		if in.id != "" {
+			member := ""
+			if in.finishedAt != "" {
+				member = in.member()
+			}
+			dropEntries(ctx, pipe, tk, in.indexEntries, member)
 		}
 		if idemKey != "" {
 			pipe.Del(ctx, tk.idem(idemKey))
@@ -591,23 +608,36 @@ var cancelScript = script("cancel")
 // ErrNotFound, or ErrConflict when the request already finished; on
 // success, callbackDue says the request's outcome callback is now due.
 func (s *Store) Cancel(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (callbackDue bool, err error) {
-	t, err := s.tenantOf(ctx, scope, id)
-	if err != nil {
-		return false, err
-	}
-	ret, err := s.retentionOf(ctx, t, now)
-	if err != nil {
-		return false, err
-	}
 	k := s.k(id)
-	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.of(t).statusIndexes()...), k.spec(id), k.result(id),
-		k.callbackDue())
-	if ret.Payload > 0 {
-		keys = append(keys, k.of(t).payloadDue())
-	}
-	res, err := cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), ret.Records.Milliseconds(), actor).Text()
-	if err != nil {
-		return false, wrap(err)
+	var res string
+	for try := 0; ; try++ {
+		// The finished entry names the failure indexes the request is in;
+		// an attempt recorded between the read and the script moves them,
+		// and the script then writes nothing and says so.
+		in, ok, err := s.entriesOf(ctx, s.rdb, id)
+		if err != nil {
+			return false, err
+		}
+		if !ok || !scope.Has(in.tenant) {
+			return false, ErrNotFound
+		}
+		ret, err := s.retentionOf(ctx, in.tenant, now)
+		if err != nil {
+			return false, err
+		}
+		keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.of(in.tenant).statusIndexes()...), k.spec(id), k.result(id),
+			k.callbackDue(), k.of(in.tenant).finished())
+		if ret.Payload > 0 {
+			keys = append(keys, k.of(in.tenant).payloadDue())
+		}
+		res, err = cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), ret.Records.Milliseconds(), actor,
+			in.member(), in.class, in.code).Text()
+		if err != nil {
+			return false, wrap(err)
+		}
+		if res != "moved" || try == 4 {
+			break
+		}
 	}
 	switch res {
 	case "ok":

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -135,14 +136,63 @@ func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (int, err
 	for _, k := range s.each() {
 		for t, r := range rets {
 			before := "(" + ids.Prefix(now.Add(-r.Records))
-			n, err := s.trimPartition(ctx, k, k.of(t), before, n)
-			removed += n
+			n1, err := s.trimPartition(ctx, k, k.of(t), before, n)
+			removed += n1
+			if err != nil {
+				return removed, err
+			}
+			n2, err := s.trimFinished(ctx, k, k.of(t), now.Add(-r.Records).UnixMilli(), n)
+			removed += n2
 			if err != nil {
 				return removed, err
 			}
 		}
 	}
 	return removed, nil
+}
+
+// trimFinished removes the index entries of the requests that finished
+// before cutoff (ms) and whose record has expired since: the finished
+// entry names every one (finishedMember), so each goes exactly, with no
+// scan of the host, label or failure indexes. An entry whose record is
+// still there but finished later (redriven and finished again) is stale,
+// and only it goes.
+func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, cutoff int64, n int) (int, error) {
+	members, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: tk.finished(), Start: "-inf", Stop: "(" + strconv.FormatInt(cutoff, 10),
+		ByScore: true, Count: int64(n)}).Result()
+	if err != nil || len(members) == 0 {
+		return 0, wrap(err)
+	}
+	pipe := s.rdb.Pipeline()
+	now := make([]*redis.SliceCmd, len(members))
+	for i, m := range members {
+		member, _ := m.Member.(string)
+		id := parseFinishedMember(member).id
+		now[i] = pipe.HMGet(ctx, k.req(id), fStatus, fCompletedAt)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, wrap(err)
+	}
+	pipe = s.rdb.Pipeline()
+	removed := 0
+	for i, m := range members {
+		member, _ := m.Member.(string)
+		v := now[i].Val()
+		at, _ := v[1].(string)
+		switch {
+		case v[0] == nil: // expired: every entry goes
+			dropEntries(ctx, pipe, tk, parseFinishedMember(member), member)
+			removed++
+		case at != strconv.FormatInt(int64(m.Score), 10): // stale: only this entry goes
+			pipe.ZRem(ctx, tk.finished(), member)
+			removed++
+		}
+	}
+	if removed == 0 {
+		return 0, nil
+	}
+	_, err = pipe.Exec(ctx)
+	return removed, wrap(err)
 }
 
 func (s *Store) trimPartition(ctx context.Context, k keys, tk tkeys, before string, n int) (int, error) {

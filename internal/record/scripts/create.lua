@@ -9,6 +9,8 @@
 -- KEYS[5]: spec
 -- KEYS[6]: the owner's set of unfinished request ids (unused when ARGV[5] is "0")
 -- KEYS[7]: the workers' doorbell list (unused when ARGV[8] is "0")
+-- KEYS[8]: the host index (the list's host filter)
+-- KEYS[9..]: the label indexes, one per label of the request
 -- ARGV[1]: request id
 -- ARGV[2]: idempotency value "id bodyhash", or ""
 -- ARGV[3]: its TTL (ms)
@@ -47,6 +49,7 @@ redis.call("SET", KEYS[5], ARGV[4])
 redis.call("HSET", KEYS[1], unpack(ARGV, 9))
 redis.call("ZADD", KEYS[2], "0", ARGV[1])
 redis.call("ZADD", KEYS[3], "0", ARGV[1])
+for i = 8, #KEYS do redis.call("ZADD", KEYS[i], "0", ARGV[1]) end
 -- The ring comes just before the task's enqueue: a woken worker that
 -- finds the queue still empty tries again for a few milliseconds.
 if ARGV[8] == "1" and redis.call("LLEN", KEYS[7]) == 0 then

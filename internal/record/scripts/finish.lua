@@ -12,7 +12,13 @@
 -- KEYS[11]: spec
 -- KEYS[12]: result
 -- KEYS[13]: the failed-by-host index of the request's host (the DLQ's host filter)
--- KEYS[14]: the tenant's payload-expiry index, only while the tenant has a
+-- KEYS[14]: the finished index (by completedAt; the list's finished filter)
+-- KEYS[15]: the failure-class index of this attempt's class (unused when ARGV[12] is "")
+-- KEYS[16]: the status-code index of this attempt's code (unused when ARGV[13] is "")
+-- The failure-class and status-code indexes of the request's previous
+-- attempt are derived inside, from ARGV[15] and ARGV[16] and the class and
+-- code the hash holds: they share KEYS[1]'s hash tag.
+-- KEYS[17]: the tenant's payload-expiry index, only while the tenant has a
 --   payload retention (absent: the payload lives as long as the record)
 -- ARGV[1]: request id
 -- ARGV[2]: the attempt's n
@@ -25,12 +31,19 @@
 -- ARGV[9]: lateness (ms)
 -- ARGV[10]: "1" when ARGV[11] is a response body to keep
 -- ARGV[11]: the response body
--- ARGV[12..]: HSET field/value pairs for the next state
+-- ARGV[12]: this attempt's failure class ("" when it succeeded)
+-- ARGV[13]: its status code when it failed with one, else ""
+-- ARGV[14]: the request's finished-index member (id, then what names its
+-- other index entries; see finishedMember), entered on a terminal status
+-- ARGV[15]: the failure-class indexes' key prefix
+-- ARGV[16]: the status-code indexes' key prefix
+-- ARGV[17..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
 -- One read of what decides, one write of the hash and one delete of its
 -- fields: fewer commands than field by field. Numbers go to redis.call as
 -- strings: Redis formats a Lua number with snprintf on every call.
-local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "redriveCount", "hasResult")
+local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "redriveCount", "hasResult",
+  "failureClass", "lastStatusCode")
 if cur[1] ~= ARGV[2] then return "stale" end
 local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
 redis.call("HINCRBY", KEYS[10], c, "1")
@@ -53,7 +66,20 @@ if st ~= ARGV[4] then
 end
 local terminal = ARGV[4] ~= "pending" and ARGV[4] ~= "retrying"
 local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget}
-for i = 12, #ARGV do set[#set + 1] = ARGV[i] end
+for i = 17, #ARGV do set[#set + 1] = ARGV[i] end
+-- The failure indexes hold the requests whose last attempt failed: an
+-- attempt that succeeds after a success touches neither.
+local oldClass = cur[8] or ""
+local oldCode = ""
+if oldClass ~= "" then oldCode = cur[9] or "" end
+if oldClass ~= ARGV[12] then
+  if oldClass ~= "" then redis.call("ZREM", ARGV[15] .. oldClass, ARGV[1]) end
+  if ARGV[12] ~= "" then redis.call("ZADD", KEYS[15], "0", ARGV[1]) end
+end
+if oldCode ~= ARGV[13] then
+  if oldCode ~= "" then redis.call("ZREM", ARGV[16] .. oldCode, ARGV[1]) end
+  if ARGV[13] ~= "" then redis.call("ZADD", KEYS[16], "0", ARGV[1]) end
+end
 if ARGV[10] == "1" then
   redis.call("SET", KEYS[12], ARGV[11])
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
@@ -68,7 +94,8 @@ end
 redis.call("HSET", KEYS[1], unpack(set))
 redis.call("HDEL", KEYS[1], unpack(del))
 if not terminal then return "ok" end
-if KEYS[14] then redis.call("ZADD", KEYS[14], ARGV[5], ARGV[1]) end
+redis.call("ZADD", KEYS[14], ARGV[5], ARGV[14])
+if KEYS[17] then redis.call("ZADD", KEYS[17], ARGV[5], ARGV[1]) end
 if ARGV[4] == "failed" then
   -- Entries of requests redriven or expired since are dropped when read.
   redis.call("ZADD", KEYS[13], "0", ARGV[1])

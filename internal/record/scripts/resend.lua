@@ -12,6 +12,8 @@
 -- KEYS[6]: the new request's spec
 -- KEYS[7]: the owner's set of unfinished request ids (unused when ARGV[6] is "0")
 -- KEYS[8]: the workers' doorbell list (unused when ARGV[9] is "0")
+-- KEYS[9]: the host index (the list's host filter)
+-- KEYS[10..]: the label indexes, one per label of the new request
 -- ARGV[1]: the original's id
 -- ARGV[2]: the new request's id
 -- ARGV[3]: idempotency value "originalId newId", or ""
@@ -46,6 +48,7 @@ redis.call("SET", KEYS[6], ARGV[5])
 redis.call("HSET", KEYS[3], unpack(ARGV, 10))
 redis.call("ZADD", KEYS[4], "0", ARGV[2])
 redis.call("ZADD", KEYS[5], "0", ARGV[2])
+for i = 9, #KEYS do redis.call("ZADD", KEYS[i], "0", ARGV[2]) end
 -- The original lists its resends, newest last, in its own hash: the
 -- list ends with the record, whatever its retention.
 local resends = redis.call("HGET", KEYS[1], "resends")
