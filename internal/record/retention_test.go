@@ -80,11 +80,20 @@ func TestRetentionPerTenant(t *testing.T) {
 	}
 	// The sweeper drops the expired records' index entries by each
 	// tenant's retention: brief's now, lasting's not.
-	if n, err := s.TrimIndexes(ctx, time.Now(), 100); err != nil || n != 4 {
-		t.Errorf("TrimIndexes removed %d, %v; want the all and status entries of brief's two requests", n, err)
+	if n, err := s.TrimIndexes(ctx, time.Now(), 100); err != nil || n != 6 {
+		t.Errorf("TrimIndexes removed %d, %v; want the all, status and finished entries of brief's two requests", n, err)
 	}
-	if n := rdb.ZCard(ctx, k0.of("lasting").all()).Val(); n != 1 {
-		t.Errorf("lasting's index holds %d entries, want 1", n)
+	for _, tk := range []tkeys{k0.of("brief"), k0.of("lasting")} {
+		want := int64(0)
+		if tk == k0.of("lasting") {
+			want = 1
+		}
+		if n := rdb.ZCard(ctx, tk.all()).Val(); n != want {
+			t.Errorf("%s: the list index holds %d entries, want %d", tk, n, want)
+		}
+		if n := rdb.ZCard(ctx, tk.finished()).Val(); n != want {
+			t.Errorf("%s: the finished index holds %d entries, want %d", tk, n, want)
+		}
 	}
 }
 
