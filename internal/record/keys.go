@@ -292,9 +292,10 @@ func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }
 // knows the others' and refuses them as destinations.
 const ListenersKey = "{retryd}:listeners"
 
-// ScheduleChangesKey counts the changes that can make a schedule due
-// sooner than a scheduler knows (a schedule created or resumed), so that
-// the schedulers look at every partition only when it moved.
+// ScheduleChangesKey holds a random mark, new at each change that can
+// make a schedule due sooner than a scheduler knows (a schedule created or
+// resumed), so that the schedulers look at every partition only when it
+// moved.
 const ScheduleChangesKey = "{retryd}:sch-changes"
 
 // ReplicaMarkKey is written just before a WAIT that confirms earlier

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,8 +82,10 @@ func (s *Store) CreateSchedule(ctx context.Context, sc *Schedule) error {
 	}
 	pipe.ZAdd(ctx, tk.schedules(), redis.Z{Member: sc.ID})
 	pipe.ZAdd(ctx, k.scheduleDue(), redis.Z{Score: float64(sc.NextFireAt.UnixMilli()), Member: sc.ID})
-	_, err := pipe.Exec(ctx)
-	return wrap(err)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return wrap(err)
+	}
+	return s.noteScheduleChange(ctx)
 }
 
 // GetSchedule returns a schedule with its recent fires.
@@ -225,24 +229,29 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool, next time
 	if n == 0 {
 		return ErrNotFound
 	}
+	if !paused {
+		return s.noteScheduleChange(ctx)
+	}
 	return nil
 }
 
-// noteScheduleChange counts a change that can make a schedule due sooner
-// than the schedulers know. It is counted before the change is stored (a
-// change that then fails only costs a look), never after: a scheduler
-// that reads the count unchanged knows of every schedule it has to.
+// noteScheduleChange marks a change that can make a schedule due sooner
+// than the schedulers know. It is marked before the change is stored (a
+// change that then fails only costs a look) and again after, so a
+// scheduler that read the first mark before the change landed sees the
+// second after it. Each mark is a new random value, never a count a
+// failover could bring back to one a scheduler already saw.
 func (s *Store) noteScheduleChange(ctx context.Context) error {
-	return wrap(s.rdb.Incr(ctx, ScheduleChangesKey).Err())
+	return wrap(s.rdb.Set(ctx, ScheduleChangesKey, strconv.FormatUint(rand.Uint64(), 36), 0).Err())
 }
 
-// ScheduleChanges is the count of changes noteScheduleChange made.
-func (s *Store) ScheduleChanges(ctx context.Context) (int64, error) {
-	n, err := s.rdb.Get(ctx, ScheduleChangesKey).Int64()
+// ScheduleChanges is the last mark noteScheduleChange made ("" for none).
+func (s *Store) ScheduleChanges(ctx context.Context) (string, error) {
+	v, err := s.rdb.Get(ctx, ScheduleChangesKey).Result()
 	if errors.Is(err, redis.Nil) {
-		return 0, nil
+		return "", nil
 	}
-	return n, wrap(err)
+	return v, wrap(err)
 }
 
 // DueSchedules returns up to n ids per partition of schedules due at now,

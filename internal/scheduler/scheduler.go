@@ -62,7 +62,7 @@ const MinInterval = time.Second
 // Store is what the scheduler needs of the record store.
 type Store interface {
 	DueSchedules(ctx context.Context, now time.Time, n int) ([]string, time.Time, error)
-	ScheduleChanges(ctx context.Context) (int64, error)
+	ScheduleChanges(ctx context.Context) (string, error)
 	GetSchedule(ctx context.Context, id string) (*record.Schedule, error)
 	AdvanceSchedule(ctx context.Context, id string, from, next time.Time, fires []record.Fire) (bool, error)
 	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
@@ -86,7 +86,7 @@ type Scheduler struct {
 // Run fires due schedules until ctx ends. It wakes at the next fire it
 // knows of, at most MaxSleep on, and looks at every partition only when
 // that fire is due, when a schedule was created or resumed since its last
-// look (one read of a counter), or FullLook after its last look: an idle
+// look (one read of a change mark), or FullLook after its last look: an idle
 // worker pays one command a MaxSleep, not one per partition.
 func (s *Scheduler) Run(ctx context.Context) {
 	t := s.Clock.NewTimer(0)
@@ -127,21 +127,21 @@ type watch struct {
 	looks   int       // full looks made
 	last    time.Time // the last one
 	next    time.Time // the earliest fire it found (zero: none)
-	changes int64     // the change count it last acted on
+	changes string    // the change mark it last acted on
 	again   bool      // look once more: a change is counted just before it is stored
 	failed  bool      // the last look failed
 }
 
 // due says whether a scheduler looks at every partition now, the change
-// counter reading changes (err: unread).
-func (w *watch) due(now time.Time, changes int64, err error) bool {
+// mark reading changes (err: unread).
+func (w *watch) due(now time.Time, changes string, err error) bool {
 	moved := err != nil || changes != w.changes
 	if err == nil {
 		w.changes = changes
 	}
 	look := w.looks == 0 || moved || w.again || w.failed || now.Sub(w.last) >= FullLook ||
 		(!w.next.IsZero() && !now.Before(w.next))
-	w.again = moved && w.looks > 0
+	w.again = moved
 	return look
 }
 

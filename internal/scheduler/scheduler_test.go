@@ -135,35 +135,69 @@ func TestParseRefusesMoreThanOnceASecond(t *testing.T) {
 }
 
 // A scheduler looks at every partition only when it has to: first, when
-// a fire it knows of is due, when the change count moved (and once more
-// after, as a change is counted before it is stored), when the count
+// a fire it knows of is due, when the change mark moved (and once more
+// after, as a change lands just after its first mark), when the mark
 // cannot be read, after a failed look, and FullLook after its last look.
 func TestWatchLooksOnlyWhenItHasTo(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 7, 0, 0, 0, time.UTC)
 	var w watch
-	step := func(at time.Duration, changes int64, err error, want bool, next time.Time, lookErr error) {
+	step := func(at time.Duration, mark string, err error, want bool, next time.Time, lookErr error) {
 		t.Helper()
 		now := t0.Add(at)
-		if got := w.due(now, changes, err); got != want {
-			t.Fatalf("at %v (changes %d, err %v): look %v, want %v", at, changes, err, got, want)
+		if got := w.due(now, mark, err); got != want {
+			t.Fatalf("at %v (mark %q, err %v): look %v, want %v", at, mark, err, got, want)
 		}
 		if want {
 			w.looked(now, next, lookErr)
 		}
 	}
 	fire := t0.Add(10 * time.Second)
-	step(0, 3, nil, true, fire, nil)              // the first wake looks
-	step(time.Second, 3, nil, false, fire, nil)   // nothing moved, nothing due
-	step(2*time.Second, 4, nil, true, fire, nil)  // a schedule was created
-	step(3*time.Second, 4, nil, true, fire, nil)  // and once more, in case it was not stored yet
-	step(4*time.Second, 4, nil, false, fire, nil) // then quiet again
-	step(5*time.Second, 4, errors.New("down"), true, fire, nil)
-	step(6*time.Second, 4, nil, true, fire, errors.New("look failed")) // the count unread last time
-	step(7*time.Second, 4, nil, true, fire, nil)                       // the last look failed
-	step(8*time.Second, 4, nil, false, fire, nil)
-	step(10*time.Second, 4, nil, true, time.Time{}, nil) // the known fire is due
-	step(11*time.Second, 4, nil, false, time.Time{}, nil)
-	step(10*time.Second+FullLook-time.Millisecond, 4, nil, false, time.Time{}, nil)
-	step(10*time.Second+FullLook, 4, nil, true, time.Time{}, nil) // the safety net
+	step(0, "a", nil, true, fire, nil)                    // the first wake looks
+	step(100*time.Millisecond, "a", nil, true, fire, nil) // and once more: a change may have landed since its mark
+	step(time.Second, "a", nil, false, fire, nil)         // nothing moved, nothing due
+	step(2*time.Second, "b", nil, true, fire, nil)        // a schedule was created
+	step(3*time.Second, "b", nil, true, fire, nil)        // and once more, in case it was not stored yet
+	step(4*time.Second, "b", nil, false, fire, nil)       // then quiet again
+	step(5*time.Second, "b", errors.New("down"), true, fire, nil)
+	step(6*time.Second, "b", nil, true, fire, errors.New("look failed")) // the mark unread last time
+	step(7*time.Second, "b", nil, true, fire, nil)                       // the last look failed
+	step(8*time.Second, "b", nil, false, fire, nil)
+	step(10*time.Second, "b", nil, true, time.Time{}, nil) // the known fire is due
+	step(11*time.Second, "b", nil, false, time.Time{}, nil)
+	step(10*time.Second+FullLook-time.Millisecond, "b", nil, false, time.Time{}, nil)
+	step(10*time.Second+FullLook, "b", nil, true, time.Time{}, nil) // the safety net
+}
+
+// A schedule created while a scheduler runs fires at its first tick,
+// however its creation interleaves with the scheduler's looks: the change
+// mark is set before and after the schedule is stored.
+func TestScheduleChangeMarksBracketTheChange(t *testing.T) {
+	t.Parallel()
+	store := record.NewStore(redistest.Start(t).Client(), time.Hour)
+	ctx := context.Background()
+	before, err := store.ScheduleChanges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &record.Schedule{ID: "sc1", Cron: "@every 1m", Request: []byte(`{"url":"http://e.com"}`), NextFireAt: time.Now().Add(time.Minute), CreatedAt: time.Now()}
+	if err := store.CreateSchedule(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	after, err := store.ScheduleChanges(ctx)
+	if err != nil || after == before || after == "" {
+		t.Fatalf("the change mark after a create: %q (before %q), %v", after, before, err)
+	}
+	if err := store.SetPaused(ctx, "sc1", true, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := store.ScheduleChanges(ctx); m != after {
+		t.Errorf("a pause moved the change mark: %q, want %q", m, after)
+	}
+	if err := store.SetPaused(ctx, "sc1", false, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := store.ScheduleChanges(ctx); m == after {
+		t.Errorf("a resume left the change mark at %q", m)
+	}
 }
