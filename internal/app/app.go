@@ -322,7 +322,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
-	m.RegisterEndpoints(func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.Endpoints(ctx, rdb, time.Now()) })
+	m.RegisterEndpoints(func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.HeldEndpoints(ctx, rdb) })
 	api := &handlers.API{Traces: eo.Traces, Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
 		Parts: parts, Workers: liveWorkers(inspector), Replicas: store}
@@ -367,7 +367,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		return RouterFunc(func(g gin.IRouter) { r.Routes(g.Group("/", handlers.AdminOnly(log))) })
 	}
 	dash := &dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now,
-		Endpoints: func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.Endpoints(ctx, rdb, time.Now()) }}
+		Endpoints: func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.HeldEndpoints(ctx, rdb) }}
 	engine = NewEngine(api, Access{Keys: AccessKeys(cfg), RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store,
 		DevListenerKeys: eo.DevListenerKeys, LoopbackOnly: eo.LoopbackOnly}, log,
 		dlq,

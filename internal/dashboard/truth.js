@@ -105,6 +105,7 @@
         " (asynq's counters below count attempts)";
       // Endpoints whose breaker is open hold their requests: say which,
       // and when each is next probed.
+      if (n.endpointsError) line += " · endpoints: " + n.endpointsError;
       (n.endpoints || []).forEach(function (e) {
         line += " · endpoint " + e.endpoint + (e.tenant ? " (tenant " + e.tenant + ")" : "") + " " + e.state +
           ", " + e.waiting + " waiting, " + (e.nextProbe ? "next probe " + e.nextProbe : "no probe: opened by an operator");

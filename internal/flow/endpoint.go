@@ -655,6 +655,28 @@ func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([
 	return out, nil
 }
 
+// HeldEndpoints reads the breakers of the endpoints that are open or half
+// open only, sorted by name: what a dashboard or a metric shows every few
+// seconds, whatever the number of endpoints used.
+func HeldEndpoints(ctx context.Context, rdb redis.UniversalClient) ([]EndpointInfo, error) {
+	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the open endpoints: %w", err)
+	}
+	slices.Sort(names)
+	out := make([]EndpointInfo, 0, len(names))
+	for _, n := range names {
+		info, err := ReadEndpoint(ctx, rdb, n)
+		if err != nil {
+			return nil, err
+		}
+		if info.State != EndpointClosed {
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
 // ReadEndpoint reads endpoint name's breaker.
 func ReadEndpoint(ctx context.Context, rdb redis.UniversalClient, name string) (EndpointInfo, error) {
 	state, line := record.FlowEndpointKeys(name)
