@@ -318,7 +318,11 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		}
 		store.RequireReplicas(cfg.RedisWaitReplicas, wait)
 	}
-	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, nil, log, waiting.Tuning{}), waiting.Tuning{}, nil)
+	// The API never runs the timer; its bell rings the workers after a
+	// wake the wake's own script could not ring (another partition's
+	// task: an operator's resume, an endpoint closed).
+	ringer := tasks.NewPartitionedBell(rdb, parts, 0, waiting.Tuning{})
+	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, ringer, log, waiting.Tuning{}), waiting.Tuning{}, nil)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })

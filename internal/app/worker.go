@@ -210,6 +210,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	stopMetrics := serveWorkerMetrics(ctx, cfg.MetricsAddr, metrics.New(store, inspector), store, book, log)
 	defer stopMetrics()
 	sw := newSweeper(cfg, rdb, store, queue, log)
+	sw.Bell = bell
 	sched := &scheduler.Scheduler{Store: store, Queue: queue, Log: log.With("component", "scheduler"),
 		Interval: SchedulerInterval, Clock: clock.Real}
 	sweepCtx, stopSweep := context.WithCancel(context.Background())

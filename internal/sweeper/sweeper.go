@@ -88,6 +88,11 @@ type Sweeper struct {
 	Clock clock.Clock
 	// OnSweep, when set, receives every sweep's counts (metrics).
 	OnSweep func(Stats)
+	// Bell, when set, is rung after stranded tasks go back to pending, so
+	// an idle worker takes them at once rather than at its next poll.
+	Bell interface {
+		Ring(ctx context.Context) error
+	}
 }
 
 const (
@@ -299,14 +304,21 @@ func (s *Sweeper) repairStranded(ctx context.Context, queue string, now time.Tim
 	if err != nil {
 		return err
 	}
+	requeued := 0
 	for _, id := range ids {
 		moved, err := waiting.RequeueStranded(ctx, s.RDB, queue, id, now)
 		if err != nil {
 			return fmt.Errorf("requeue stranded %s: %w", id, err)
 		}
 		if moved {
+			requeued++
 			st.Stranded++
 			s.Log.Warn("sweeper: task was active without a live lease (worker gone); back to pending", "taskId", id)
+		}
+	}
+	if requeued > 0 && s.Bell != nil {
+		if err := s.Bell.Ring(ctx); err != nil {
+			s.Log.Warn("sweeper could not ring the doorbell; the workers' next poll takes the requeued tasks", "err", err)
 		}
 	}
 	return nil

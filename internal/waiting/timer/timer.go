@@ -270,7 +270,7 @@ func (t *Timer) lookEntries(ctx context.Context, q string) (int, time.Time) {
 			if ctx.Err() == nil {
 				t.Log.Warn("could not move due tasks; asynq's own due times will", "queue", q, "err", err)
 			}
-			return moved, next
+			return moved, t.Clock.Now().Add(min(t.tune.ErrorRetry, t.tune.MaxSleep))
 		}
 		moved += d.Moved
 		if d.Moved < Batch {
@@ -298,8 +298,11 @@ func (t *Timer) holdParked(ctx context.Context, q string) (time.Time, int) {
 	first, woke, err := asynqx.HoldParked(cctx, t.Client, q, t.Names.Parked(q), t.bellOf(q), t.Clock.Now(), Batch, t.tune.graces())
 	cancel()
 	switch {
-	case err != nil && ctx.Err() == nil:
-		t.Log.Warn("could not move parked tasks out of the retry list", "queue", q, "err", err)
+	case err != nil:
+		if ctx.Err() == nil {
+			t.Log.Warn("could not move parked tasks out of the retry list", "queue", q, "err", err)
+		}
+		next = t.Clock.Now().Add(min(t.tune.ErrorRetry, t.tune.MaxSleep))
 	case !first.IsZero() && first.Before(next):
 		next = first
 	}

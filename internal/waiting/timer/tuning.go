@@ -19,11 +19,16 @@ type Tuning struct {
 	// starts on time and never early.
 	Early time.Duration
 	// MaxSleep bounds a worker's sleep between looks at the timers, in case
-	// an announcement was lost: one whose publish failed (its publisher
-	// still looks at its own time) or that came while the channel was down
-	// (a resubscription looks at every queue at once). At rest it is what
+	// an announcement was lost: one whose publish failed (a worker that
+	// published still looks at its own time; the API's entry is then up to
+	// MaxSleep late) or that came while the channel was down (a
+	// resubscription looks at every queue at once). At rest it is what
 	// an idle worker pays per partition: two scripts each MaxSleep.
 	MaxSleep time.Duration
+	// ErrorRetry is how soon a look that failed (Redis busy, timed out,
+	// out of memory) is made again: sooner than MaxSleep, as the tasks it
+	// was to move are due.
+	ErrorRetry time.Duration
 	// HoldAlong is how early a look at a queue's parked tasks is made
 	// when Run looks at its entries anyway.
 	HoldAlong time.Duration
@@ -61,6 +66,7 @@ type Tuning struct {
 var DefaultTuning = Tuning{
 	Early:       10 * time.Millisecond,
 	MaxSleep:    5 * time.Second,
+	ErrorRetry:  time.Second,
 	HoldAlong:   100 * time.Millisecond,
 	FollowGrace: 100 * time.Millisecond,
 	MoverNote:   2 * time.Second,
