@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,17 +40,7 @@ func TestUnconfirmedKeptSubmissionWaitsForTheReplica(t *testing.T) {
 		}
 	}
 
-	if err := syscall.Kill(replica.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(replica.Pid(), syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := replica.Pause(t)
 
 	first := make(chan *httptest.ResponseRecorder, 1)
 	go func() { first <- (call{"POST", "/requests", body, key}).do(t, e, "") }()

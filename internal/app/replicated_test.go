@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,17 +68,7 @@ func TestChangesAreAnsweredOnceTheReplicaHoldsThem(t *testing.T) {
 		t.Fatalf("create a queue: %d %s", w.Code, w.Body)
 	}
 
-	if err := syscall.Kill(replica.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			_ = syscall.Kill(replica.Pid(), syscall.SIGCONT)
-		}
-	}
-	t.Cleanup(resume)
+	resume := replica.Pause(t)
 
 	for _, tc := range []struct {
 		name string
@@ -151,3 +140,4 @@ func TestChangesAreAnsweredOnceTheReplicaHoldsThem(t *testing.T) {
 		t.Fatalf("the replica does not hold the acknowledged cancel: %+v %v", r, err)
 	}
 }
+

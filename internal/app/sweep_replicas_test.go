@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,15 +35,7 @@ func TestSweeperEnqueuesOnlyWhatTheReplicasHold(t *testing.T) {
 		}
 	}
 
-	if err := syscall.Kill(replica.Pid(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	stopped := true
-	t.Cleanup(func() {
-		if stopped {
-			_ = syscall.Kill(replica.Pid(), syscall.SIGCONT)
-		}
-	})
+	resume := replica.Pause(t)
 	const id = "01m8mhyychtfy2pdj6g1"
 	err := q.Enqueue(ctx, id, time.Now(), time.Second, 3)
 	if !errors.Is(err, record.ErrChangeNotReplicated) {
@@ -54,10 +45,7 @@ func TestSweeperEnqueuesOnlyWhatTheReplicasHold(t *testing.T) {
 		t.Errorf("a record no replica holds got a task: %+v %v", info, err)
 	}
 
-	stopped = false
-	if err := syscall.Kill(replica.Pid(), syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if err = q.Enqueue(ctx, id, time.Now(), time.Second, 3); err == nil || time.Now().After(deadline) {
 			break

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -203,4 +204,24 @@ func clusterPort(t testing.TB) int {
 	}
 	t.Fatal("no free port pair for a cluster node")
 	return 0
+}
+
+// Pause stops the server (SIGSTOP) until the returned resume is called,
+// or the test ends: a replica that stops confirming writes.
+func (s *Server) Pause(t testing.TB) (resume func()) {
+	t.Helper()
+	if err := syscall.Kill(s.Pid(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume = func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(s.Pid(), syscall.SIGCONT); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	return resume
 }
