@@ -140,4 +140,3 @@ func TestChangesAreAnsweredOnceTheReplicaHoldsThem(t *testing.T) {
 		t.Fatalf("the replica does not hold the acknowledged cancel: %+v %v", r, err)
 	}
 }
-
