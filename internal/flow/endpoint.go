@@ -159,10 +159,14 @@ func (c *Controller) enterEndpoint(ctx context.Context, t *Ticket) error {
 		return nil
 	}
 	br := c.cfg.Breaker.withDefaults()
-	state, line := record.FlowEndpointKeys(t.endpoint)
+	state, line, keys := record.FlowEndpointKeys(t.endpoint)
 	lease := t.req.Timeout + c.tune.LeaseMargin
-	res, err := epEnterScript.Run(ctx, c.rdb, []string{state, line}, t.req.ID, t.start.UnixMilli(),
-		c.tune.KeyTTL.Milliseconds(), lease.Milliseconds()).Int64Slice()
+	parKey := ""
+	if t.req.Parallelism > 0 {
+		parKey = t.req.Key
+	}
+	res, err := epEnterScript.Run(ctx, c.rdb, []string{state, line, keys}, t.req.ID, t.start.UnixMilli(),
+		c.tune.KeyTTL.Milliseconds(), lease.Milliseconds(), parPlace(t.req, t.start).UnixMilli(), parKey).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("endpoint gate of %s: %w", t.req.ID, err)
 	}
@@ -215,8 +219,8 @@ var epLeaveScript = script("ep_leave")
 
 // leaveEndpointLine takes id out of endpoint name's line.
 func (c *Controller) leaveEndpointLine(ctx context.Context, name, id string) {
-	_, line := record.FlowEndpointKeys(name)
-	if err := epLeaveScript.Run(ctx, c.rdb, []string{line}, id).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	_, line, keys := record.FlowEndpointKeys(name)
+	if err := epLeaveScript.Run(ctx, c.rdb, []string{line, keys}, id).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		c.log.Warn("could not take a request out of its endpoint's line", "requestId", id, "err", err)
 	}
 }
@@ -319,7 +323,7 @@ func (c *Controller) exitEndpoint(ctx context.Context, t *Ticket, e ending) {
 func (c *Controller) probed(ctx context.Context, t *Ticket, verdict string, now time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	state, line := record.FlowEndpointKeys(t.endpoint)
+	state, line, _ := record.FlowEndpointKeys(t.endpoint)
 	res, err := epProbedScript.Run(ctx, c.rdb, []string{state, line}, t.req.ID, now.UnixMilli(), verdict,
 		c.cfg.Breaker.withDefaults().ProbeMax.Milliseconds()).Slice()
 	if err != nil || len(res) == 0 {
@@ -340,7 +344,7 @@ func (c *Controller) probed(ctx context.Context, t *Ticket, verdict string, now 
 		c.wakes.Add(1)
 		go func() {
 			defer c.wakes.Done()
-			if err := wakeEndpointLine(c.stop, c.rdb, c.waker, t.endpoint); err != nil {
+			if err := wakeEndpointLine(c.stop, c.rdb, c.waker, t.endpoint, c.tune.KeyTTL); err != nil {
 				c.log.Warn("could not wake a closed endpoint's waiters; their safety nets do", "endpoint", t.endpoint, "err", err)
 			}
 		}()
@@ -353,26 +357,63 @@ func (c *Controller) probed(ctx context.Context, t *Ticket, verdict string, now 
 }
 
 // wakeEndpointLine wakes the waiters of closed endpoint name, in line
-// order, until its line is empty or it opened again.
-func wakeEndpointLine(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string) error {
-	state, line := record.FlowEndpointKeys(name)
+// order, until its line is empty or it opened again. Those with
+// parallelism first get back their places in their keys' lines (ttl: the
+// lines' time to live), so that their slots go in arrival order however
+// the woken race to them.
+func wakeEndpointLine(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string, ttl time.Duration) error {
+	state, line, keys := record.FlowEndpointKeys(name)
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ids, err := epTakeScript.Run(tctx, rdb, []string{state, line}, resumeBatch).StringSlice()
+		taken, err := epTakeScript.Run(tctx, rdb, []string{state, line, keys}, resumeBatch).StringSlice()
+		if err == nil && len(taken)%3 != 0 {
+			err = fmt.Errorf("endpoint take script: unexpected reply %v", taken)
+		}
+		if err == nil {
+			err = keepParPlaces(tctx, rdb, taken, ttl)
+		}
 		cancel()
 		if err != nil {
 			return fmt.Errorf("take the waiters of %s: %w", name, err)
 		}
-		for _, id := range ids {
+		for i := 0; i < len(taken); i += 3 {
 			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			// A waiter Redis could not wake has its safety net.
-			_ = waker.Wake(wctx, id)
+			_ = waker.Wake(wctx, taken[i])
 			cancel()
 		}
-		if len(ids) < resumeBatch {
+		if len(taken) < 3*resumeBatch {
 			return nil
 		}
 	}
+}
+
+var parKeepScript = script("par_keep")
+
+// keepParPlaces puts the waiters of taken ({id, place, key or "", ...},
+// from ep_take.lua) back at their places in their keys' parallelism
+// lines, one round trip a key.
+func keepParPlaces(ctx context.Context, rdb redis.UniversalClient, taken []string, ttl time.Duration) error {
+	byKey := map[string][]any{}
+	var order []string
+	for i := 0; i < len(taken); i += 3 {
+		id, place, key := taken[i], taken[i+1], taken[i+2]
+		if key == "" {
+			continue
+		}
+		if byKey[key] == nil {
+			order = append(order, key)
+		}
+		byKey[key] = append(byKey[key], id, place)
+	}
+	for _, key := range order {
+		_, wait := keyNames(key)
+		args := append([]any{ttl.Milliseconds()}, byKey[key]...)
+		if err := parKeepScript.Run(ctx, rdb, []string{wait}, args...).Err(); err != nil {
+			return fmt.Errorf("keep places in %s's parallelism line: %w", key, err)
+		}
+	}
+	return nil
 }
 
 var epCancelScript = script("ep_cancel")
@@ -384,8 +425,8 @@ func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, waker Wake
 	if endpoint == "" {
 		return nil
 	}
-	state, line := record.FlowEndpointKeys(EndpointName(t, endpoint))
-	res, err := epCancelScript.Run(ctx, rdb, []string{state, line}, id).StringSlice()
+	state, line, keys := record.FlowEndpointKeys(EndpointName(t, endpoint))
+	res, err := epCancelScript.Run(ctx, rdb, []string{state, line, keys}, id).StringSlice()
 	if err != nil {
 		return fmt.Errorf("take %s out of its endpoint's line: %w", id, err)
 	}
@@ -427,7 +468,7 @@ func OpenEndpoint(ctx context.Context, rdb redis.UniversalClient, name string, r
 	tune = tune.withDefaults()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	state, _ := record.FlowEndpointKeys(name)
+	state, _, _ := record.FlowEndpointKeys(name)
 	n, err := epOpenScript.Run(ctx, rdb, []string{state}, now.UnixMilli(), tune.BreakerProbe.Milliseconds(),
 		strconv.FormatFloat(ratio, 'f', 3, 64), tune.KeyTTL.Milliseconds(), by).Int()
 	if err != nil {
@@ -445,7 +486,7 @@ func OpenEndpoint(ctx context.Context, rdb redis.UniversalClient, name string, r
 // its waiters in line order. closed says it was not closed before.
 func CloseEndpoint(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string, now time.Time, tune Tuning) (bool, error) {
 	tune = tune.withDefaults()
-	state, _ := record.FlowEndpointKeys(name)
+	state, _, _ := record.FlowEndpointKeys(name)
 	n, err := epCloseScript.Run(ctx, rdb, []string{state}, now.UnixMilli(), tune.KeyTTL.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("close endpoint %s: %w", name, err)
@@ -453,7 +494,7 @@ func CloseEndpoint(ctx context.Context, rdb redis.UniversalClient, waker Waker, 
 	if err := rdb.HDel(ctx, record.FlowEndpointsKey, name).Err(); err != nil {
 		return n == 1, fmt.Errorf("unlist endpoint %s: %w", name, err)
 	}
-	return n == 1, wakeEndpointLine(ctx, rdb, waker, name)
+	return n == 1, wakeEndpointLine(ctx, rdb, waker, name, tune.KeyTTL)
 }
 
 // usage is what a worker publishes of an endpoint used in the window.
@@ -679,7 +720,7 @@ func HeldEndpoints(ctx context.Context, rdb redis.UniversalClient) ([]EndpointIn
 
 // ReadEndpoint reads endpoint name's breaker.
 func ReadEndpoint(ctx context.Context, rdb redis.UniversalClient, name string) (EndpointInfo, error) {
-	state, line := record.FlowEndpointKeys(name)
+	state, line, _ := record.FlowEndpointKeys(name)
 	pipe := rdb.Pipeline()
 	h := pipe.HGetAll(ctx, state)
 	n := pipe.ZCard(ctx, line)

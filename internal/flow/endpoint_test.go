@@ -106,6 +106,47 @@ func TestEndpointBreakerOpensProbesAndCloses(t *testing.T) {
 	}
 }
 
+// Waiters of an open endpoint resume in their key's order when it closes,
+// however the woken race to their key's slot: the close puts them back at
+// their places (when each was made) in the key's line before it wakes
+// them, so the slot goes to the oldest, not to the first to come.
+func TestEndpointWaitersResumeInTheirKeysOrder(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1}, w, clk)
+	ctx := context.Background()
+	name := EndpointName("", "https://h:443")
+	if _, err := OpenEndpoint(ctx, rdb, name, 1, "operator", clk.Now(), c.tune); err != nil {
+		t.Fatal(err)
+	}
+	req := func(id string, made time.Duration) Request {
+		return Request{ID: id, HostPort: "h:443", Key: "k", Parallelism: 1, Endpoint: "https://h:443",
+			Timeout: time.Second, Created: clk.Now().Add(made)}
+	}
+	// They reach the gate in another order than they were made (a
+	// retry's backoff, another worker's queue).
+	parkedFor(t, c, req("third", 3*time.Millisecond))
+	parkedFor(t, c, req("first", time.Millisecond))
+	parkedFor(t, c, req("second", 2*time.Millisecond))
+	if _, err := CloseEndpoint(ctx, rdb, w, name, clk.Now(), c.tune); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	delete(c.endpoints.open, name) // as the next read of the list says
+	c.mu.Unlock()
+	waitWoken(t, w, []string{"first", "second", "third"})
+
+	// The woken come in reverse order: the slot is the oldest's.
+	parked(t, c, req("third", 3*time.Millisecond))
+	parked(t, c, req("second", 2*time.Millisecond))
+	first := admit(t, c, req("first", time.Millisecond))
+	first.Done(ctx, Succeeded)
+	admit(t, c, req("second", 2*time.Millisecond)).Done(ctx, Succeeded)
+	admit(t, c, req("third", 3*time.Millisecond)).Done(ctx, Succeeded)
+}
+
 // With the breaker off, no failure holds a request.
 func TestEndpointBreakerOff(t *testing.T) {
 	t.Parallel()
@@ -137,44 +178,47 @@ func TestEndpointScripts(t *testing.T) {
 		name      string
 		state     map[string]string
 		line      []string // ids, placed 1, 2, ...
-		run       func(state, line string) (any, error)
+		places    map[string]string
+		run       func(state, line, keys string) (any, error)
 		wantReply any
 		wantState map[string]string
 		wantLine  []string
+		// wantPlaces are the waiters' keys kept after.
+		wantPlaces map[string]string
 	}{
 		{
 			name: "enter a closed endpoint: go, and leave the line", state: map[string]string{"state": "closed"}, line: []string{"a"},
-			run: func(s, l string) (any, error) {
-				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			run: func(s, l, p string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l, p}, "a", now, 60000, 6000, 10, "").Result()
 			},
 			wantReply: []any{int64(0)}, wantState: map[string]string{"state": "closed"}, wantLine: nil,
 		},
 		{
 			name: "enter an endpoint with no state (expired): go, its listing stale", state: nil, line: []string{"a"},
-			run: func(s, l string) (any, error) {
-				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			run: func(s, l, p string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l, p}, "a", now, 60000, 6000, 10, "").Result()
 			},
 			wantReply: []any{int64(0), int64(1)}, wantState: map[string]string{}, wantLine: nil,
 		},
 		{
 			name: "enter an open endpoint before its probe: wait, second in line", state: open, line: []string{"a"},
-			run: func(s, l string) (any, error) {
-				return epEnterScript.Run(ctx, rdb, []string{s, l}, "b", now, 60000, 6000).Result()
+			run: func(s, l, p string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l, p}, "b", now, 60000, 6000, 10, "").Result()
 			},
 			wantReply: []any{int64(1), int64(1005000), int64(990000), int64(0)}, wantState: open, wantLine: []string{"a", "b"},
 		},
 		{
 			name: "enter an open endpoint at its probe: the probe", state: with(open, "nextProbe", "1000000"), line: []string{"a", "b"},
-			run: func(s, l string) (any, error) {
-				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			run: func(s, l, p string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l, p}, "a", now, 60000, 6000, 10, "").Result()
 			},
 			wantReply: []any{int64(2)}, wantState: with(open, "nextProbe", "1000000", "state", "half_open", "probe", "a", "probeUntil", "1006000"),
 			wantLine: []string{"b"},
 		},
 		{
 			name: "enter an endpoint an operator opened: wait, never probed", state: with(open, "by", "operator", "nextProbe", "0"), line: nil,
-			run: func(s, l string) (any, error) {
-				return epEnterScript.Run(ctx, rdb, []string{s, l}, "a", now, 60000, 6000).Result()
+			run: func(s, l, p string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l, p}, "a", now, 60000, 6000, 10, "").Result()
 			},
 			wantReply: []any{int64(1), int64(0), int64(990000), int64(1)}, wantState: with(open, "by", "operator", "nextProbe", "0"),
 			wantLine: []string{"a"},
@@ -182,7 +226,7 @@ func TestEndpointScripts(t *testing.T) {
 		{
 			name: "a probe fails: open again, its interval doubled, the first waiter named", state: with(open, "state", "half_open", "probe", "a"),
 			line: []string{"b", "c"},
-			run: func(s, l string) (any, error) {
+			run: func(s, l, p string) (any, error) {
 				return epProbedScript.Run(ctx, rdb, []string{s, l}, "a", now, "failed", 300000).Result()
 			},
 			wantReply: []any{int64(0), int64(1010000), "b"}, wantState: with(open, "interval", "10000", "nextProbe", "1010000"),
@@ -190,55 +234,93 @@ func TestEndpointScripts(t *testing.T) {
 		},
 		{
 			name: "a probe succeeds: closed", state: with(open, "state", "half_open", "probe", "a"), line: []string{"b"},
-			run: func(s, l string) (any, error) {
+			run: func(s, l, p string) (any, error) {
 				return epProbedScript.Run(ctx, rdb, []string{s, l}, "a", now, "ok", 300000).Result()
 			},
 			wantReply: []any{int64(1)}, wantState: with(open, "state", "closed", "since", "1000000"), wantLine: []string{"b"},
 		},
 		{
 			name: "another request's end is no probe's", state: with(open, "state", "half_open", "probe", "a"), line: nil,
-			run: func(s, l string) (any, error) {
+			run: func(s, l, p string) (any, error) {
 				return epProbedScript.Run(ctx, rdb, []string{s, l}, "x", now, "ok", 300000).Result()
 			},
 			wantReply: []any{int64(-1)}, wantState: with(open, "state", "half_open", "probe", "a"), wantLine: nil,
 		},
 		{
 			name: "the first waiter canceled: the next is woken for the probe", state: open, line: []string{"a", "b"},
-			run: func(s, l string) (any, error) {
-				return epCancelScript.Run(ctx, rdb, []string{s, l}, "a").Result()
+			run: func(s, l, p string) (any, error) {
+				return epCancelScript.Run(ctx, rdb, []string{s, l, p}, "a").Result()
 			},
 			wantReply: []any{"b", "1005000"}, wantState: open, wantLine: []string{"b"},
 		},
 		{
 			name: "a later waiter canceled: nobody is woken", state: open, line: []string{"a", "b"},
-			run: func(s, l string) (any, error) {
-				return epCancelScript.Run(ctx, rdb, []string{s, l}, "b").Result()
+			run: func(s, l, p string) (any, error) {
+				return epCancelScript.Run(ctx, rdb, []string{s, l, p}, "b").Result()
 			},
 			wantReply: []any{}, wantState: open, wantLine: []string{"a"},
 		},
 		{
 			name: "take a closed endpoint's waiters in order", state: map[string]string{"state": "closed"}, line: []string{"a", "b", "c"},
-			run: func(s, l string) (any, error) {
-				return epTakeScript.Run(ctx, rdb, []string{s, l}, 2).Result()
+			run: func(s, l, p string) (any, error) {
+				return epTakeScript.Run(ctx, rdb, []string{s, l, p}, 2).Result()
 			},
-			wantReply: []any{"a", "b"}, wantState: map[string]string{"state": "closed"}, wantLine: []string{"c"},
+			wantReply: []any{"a", "1", "", "b", "2", ""}, wantState: map[string]string{"state": "closed"}, wantLine: []string{"c"},
 		},
 		{
 			name: "take none of an endpoint opened again", state: open, line: []string{"a"},
-			run: func(s, l string) (any, error) {
-				return epTakeScript.Run(ctx, rdb, []string{s, l}, 2).Result()
+			run: func(s, l, p string) (any, error) {
+				return epTakeScript.Run(ctx, rdb, []string{s, l, p}, 2).Result()
 			},
 			wantReply: []any{}, wantState: open, wantLine: []string{"a"},
 		},
+		{
+			name: "wait with parallelism: its key kept for the close", state: open, line: []string{"a"},
+			run: func(s, l, p string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l, p}, "b", now, 60000, 6000, 10, "key one").Result()
+			},
+			wantReply: []any{int64(1), int64(1005000), int64(990000), int64(0)}, wantState: open, wantLine: []string{"a", "b"},
+			wantPlaces: map[string]string{"b": "key one"},
+		},
+		{
+			name: "go through a closed endpoint: its kept key forgotten", state: map[string]string{"state": "closed"}, line: []string{"a"},
+			places: map[string]string{"a": "k", "b": "k"},
+			run: func(s, l, p string) (any, error) {
+				return epEnterScript.Run(ctx, rdb, []string{s, l, p}, "a", now, 60000, 6000, 10, "k").Result()
+			},
+			wantReply: []any{int64(0)}, wantState: map[string]string{"state": "closed"}, wantLine: nil,
+			wantPlaces: map[string]string{"b": "k"},
+		},
+		{
+			name: "take waiters with their places and keys", state: map[string]string{"state": "closed"}, line: []string{"a", "b", "c"},
+			places: map[string]string{"a": "k", "c": "k"},
+			run: func(s, l, p string) (any, error) {
+				return epTakeScript.Run(ctx, rdb, []string{s, l, p}, 2).Result()
+			},
+			wantReply: []any{"a", "1", "k", "b", "2", ""}, wantState: map[string]string{"state": "closed"}, wantLine: []string{"c"},
+			wantPlaces: map[string]string{"c": "k"},
+		},
+		{
+			name: "a canceled waiter's kept key forgotten", state: open, line: []string{"a", "b"},
+			places: map[string]string{"a": "k", "b": "j"},
+			run: func(s, l, p string) (any, error) {
+				return epCancelScript.Run(ctx, rdb, []string{s, l, p}, "b").Result()
+			},
+			wantReply: []any{}, wantState: open, wantLine: []string{"a"},
+			wantPlaces: map[string]string{"a": "k"},
+		},
 	} {
-		state, line := record.FlowEndpointKeys(fmt.Sprint("https://case-", i, ":443"))
+		state, line, keys := record.FlowEndpointKeys(fmt.Sprint("https://case-", i, ":443"))
 		if len(c.state) > 0 {
 			rdb.HSet(ctx, state, c.state)
+		}
+		if len(c.places) > 0 {
+			rdb.HSet(ctx, keys, c.places)
 		}
 		for j, id := range c.line {
 			rdb.ZAdd(ctx, line, redis.Z{Score: float64(j + 1), Member: id})
 		}
-		reply, err := c.run(state, line)
+		reply, err := c.run(state, line, keys)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -251,6 +333,9 @@ func TestEndpointScripts(t *testing.T) {
 		}
 		if diff := cmp.Diff(c.wantLine, rdb.ZRange(ctx, line, 0, -1).Val(), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s: line (-want +got):\n%s", c.name, diff)
+		}
+		if diff := cmp.Diff(c.wantPlaces, rdb.HGetAll(ctx, keys).Val(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: kept keys (-want +got):\n%s", c.name, diff)
 		}
 	}
 }

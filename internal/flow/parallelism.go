@@ -143,12 +143,7 @@ func (c *Controller) LeaveSlot(ctx context.Context, req Request) {
 // task sleeps unless woken (a release hands it the slot) first: a safety
 // net only, twice its expected wait in the line.
 func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (until time.Time, ok bool, err error) {
-	// Its place in line: when it was made, so waiters start in the order
-	// they were accepted, however their first admissions raced.
-	at := req.Created
-	if at.IsZero() {
-		at = now
-	}
+	at := parPlace(req, now)
 	v, err := acquireScript.Run(ctx, c.rdb, parNames(req.Key), req.ID, req.Parallelism, now.UnixMilli(),
 		now.Add(req.Timeout+c.tune.LeaseMargin).UnixMilli(), c.tune.KeyTTL.Milliseconds(), now.Add(c.tune.HandOverLease).UnixMilli(), at.UnixMilli()).Result()
 	if err != nil {
@@ -172,6 +167,16 @@ func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (u
 	}
 	c.mu.Unlock()
 	return now.Add(c.tune.lineFallback(r.n, mean, req.Parallelism)), false, nil
+}
+
+// parPlace is req's place in its key's parallelism line: when it was
+// made, so waiters start in the order they were accepted, however their
+// first admissions raced.
+func parPlace(req Request, now time.Time) time.Time {
+	if req.Created.IsZero() {
+		return now
+	}
+	return req.Created
 }
 
 // release gives back id's parallelism slot and wakes the requests the

@@ -229,11 +229,13 @@ const FlowPausedKey = "{retryd-flows}:paused"
 // an endpoint opened elsewhere with one read for all of them.
 const FlowEndpointsKey = "{retryd-flows}:endpoints"
 
-// FlowEndpointKeys are an endpoint's breaker state (a hash) and its
-// waiters' line, for endpoint name (tenant-qualified scheme://host:port).
-func FlowEndpointKeys(name string) (state, line string) {
+// FlowEndpointKeys are an endpoint's breaker state (a hash), its waiters'
+// line, and the flow-control keys of its waiters with parallelism (a
+// hash: request id, key), for endpoint name (tenant-qualified
+// scheme://host:port).
+func FlowEndpointKeys(name string) (state, line, keys string) {
 	n := "endpoint:" + name
-	return FlowKey(n, "state"), FlowKey(n, "line")
+	return FlowKey(n, "state"), FlowKey(n, "line"), FlowKey(n, "keys")
 }
 
 // LinesKey lists the flow-control lines that may hold waiters, of every

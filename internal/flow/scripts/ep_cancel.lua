@@ -3,9 +3,11 @@
 -- that turn.
 -- KEYS[1]: the endpoint's state hash (state, nextProbe, probeUntil, by)
 -- KEYS[2]: the endpoint's line (member: request id, score: its place, ms)
+-- KEYS[3]: the waiters' keys with parallelism (ep_enter.lua)
 -- ARGV[1]: request id
 -- Returns {} when nobody is to be woken for a probe; {id, at} when the
 -- new first waiter id is to be woken at at (ms).
+redis.call("HDEL", KEYS[3], ARGV[1])
 local first = lineHead(KEYS[2], 1)
 if first[1] ~= ARGV[1] then
   lineLeave(KEYS[2], ARGV[1])

@@ -1,12 +1,20 @@
 -- The endpoint gate's decision for a request: go (the endpoint is closed),
 -- go as its probe (a probe is due and none is out), or wait in the
--- endpoint's line, keeping its first place.
+-- endpoint's line at its place (when it was made, as in its key's
+-- parallelism line), so that the oldest waiter is the next probe. A waiter
+-- with parallelism also leaves its key (ARGV[6]), for the close to put it
+-- back at its place in the key's line before it wakes the endpoint's line
+-- (par_keep.lua): woken together, they would race for their keys' slots.
 -- KEYS[1]: the endpoint's state hash (state, since, interval, nextProbe, probe, probeUntil)
 -- KEYS[2]: the endpoint's line (member: request id, score: its place, ms)
+-- KEYS[3]: the waiters' keys with parallelism (field: request id, value:
+--          its flow-control key)
 -- ARGV[1]: request id
--- ARGV[2]: now (ms), its place if it joins
+-- ARGV[2]: now (ms)
 -- ARGV[3]: the line's time to live (ms)
 -- ARGV[4]: a probe's lease (ms): after it, a probe that never ended is lost and another is due
+-- ARGV[5]: the request's place (ms)
+-- ARGV[6]: its flow-control key when it has parallelism, or ""
 -- Returns {0} to go ({0, 1}: the endpoint has no state, which expired:
 -- its listing is stale); {2} to go as the probe; {1, nextProbe, since, head}
 -- to wait (head: 1 when it is first in line; nextProbe 0 for an endpoint
@@ -14,6 +22,7 @@
 local state = redis.call("HGET", KEYS[1], "state")
 if not state or state == "closed" then
   lineLeave(KEYS[2], ARGV[1])
+  redis.call("HDEL", KEYS[3], ARGV[1])
   if not state then return {0, 1} end
   return {0}
 end
@@ -36,9 +45,14 @@ end
 if due then
   redis.call("HSET", KEYS[1], "state", "half_open", "probe", ARGV[1], "probeUntil", now + tonumber(ARGV[4]))
   lineLeave(KEYS[2], ARGV[1])
+  redis.call("HDEL", KEYS[3], ARGV[1])
   return {2}
 end
-lineJoin(KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+lineJoin(KEYS[2], ARGV[1], ARGV[5], ARGV[3])
+if ARGV[6] ~= "" then
+  redis.call("HSET", KEYS[3], ARGV[1], ARGV[6])
+  redis.call("PEXPIRE", KEYS[3], ARGV[3])
+end
 local first = lineHead(KEYS[2], 1)
 local head = 0
 if first[1] == ARGV[1] then head = 1 end

@@ -1,12 +1,21 @@
 -- Takes the first waiters out of a closed endpoint's line, to be woken in
--- line order, unless it was opened again meanwhile.
+-- line order, unless it was opened again meanwhile, with their places and
+-- the keys of those with parallelism.
 -- KEYS[1]: the endpoint's state hash (field state)
 -- KEYS[2]: the endpoint's line (member: request id, score: its place, ms)
+-- KEYS[3]: the waiters' keys with parallelism (ep_enter.lua)
 -- ARGV[1]: at most this many
--- Returns: the ids taken, in line order
+-- Returns: {id, place (ms), key, id, place, key, ...} in line order; key
+-- is "" for a waiter with no parallelism
 local state = redis.call("HGET", KEYS[1], "state")
 if state and state ~= "closed" then return {} end
 local taken = lineTake(KEYS[2], tonumber(ARGV[1]))
-local ids = {}
-for i = 1, #taken, 2 do table.insert(ids, taken[i]) end
-return ids
+local out = {}
+for i = 1, #taken, 2 do
+  local id = taken[i]
+  table.insert(out, id)
+  table.insert(out, taken[i + 1])
+  table.insert(out, redis.call("HGET", KEYS[3], id) or "")
+  redis.call("HDEL", KEYS[3], id)
+end
+return out
