@@ -4,6 +4,7 @@ package ids
 
 import (
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -15,18 +16,53 @@ const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 const Len = 20
 
 // New returns a 20-character id: 10 characters of Unix milliseconds followed by
-// 10 characters (50 bits) of randomness.
+// 10 characters (50 bits) of randomness. Ids a process makes within one
+// millisecond count up from the first one's random part, so that their order
+// is the order they were made in: a key's requests made in one millisecond
+// keep their order in its lines, whose places are their ids' times.
 func New(now time.Time) string {
+	ms := uint64(now.UnixMilli())
+	last.mu.Lock()
+	var x uint64
+	switch {
+	case ms == last.ms && last.x+1 < 1<<50:
+		x = last.x + 1
+	case ms < last.ms:
+		// Made at a time before the newest id's (its caller read the
+		// clock, then waited for the lock): unordered within its
+		// millisecond, which has passed.
+		x = rand.Uint64() & (1<<49 - 1)
+		last.mu.Unlock()
+		return format(now, x)
+	default:
+		// Ids need to be unique, not secret: math/rand/v2's ChaCha8
+		// source (per thread, no system call) gives 50 bits per
+		// millisecond. The top bit is left clear so that counting up
+		// within a millisecond hardly ever runs out.
+		x = rand.Uint64() & (1<<49 - 1)
+	}
+	last.ms, last.x = ms, x
+	last.mu.Unlock()
+	return format(now, x)
+}
+
+// format is the id of time now and random part x.
+func format(now time.Time, x uint64) string {
 	var b [Len]byte
 	copy(b[:10], Prefix(now))
-	// Ids need to be unique, not secret: math/rand/v2's ChaCha8 source
-	// (per thread, no system call) gives 50 bits per millisecond.
-	x := rand.Uint64()
 	for i := Len - 1; i >= 10; i-- {
 		b[i] = alphabet[x&31]
 		x >>= 5
 	}
 	return string(b[:])
+}
+
+// last is the newest id's time and random part: a process's ids made in
+// its newest millisecond count up from it.
+var last struct {
+	mu sync.Mutex
+	ms uint64
+	x  uint64
 }
 
 // Prefix is the time part of the ids made at t: every id made before t

@@ -21,6 +21,20 @@ func TestNewIsSortableByTimeAndValid(t *testing.T) {
 	}
 }
 
+// Ids made within one millisecond sort in the order they were made, and
+// differ. Not parallel: the other tests' ids would be newer.
+func TestNewWithinAMillisecondKeepsTheOrderMade(t *testing.T) {
+	at := time.UnixMilli(4_000_000_000_000) // newer than any other test's
+	prev := New(at)
+	for range 1000 {
+		id := New(at)
+		if !Valid(id) || id <= prev {
+			t.Fatalf("id %q made after %q in the same millisecond: valid %v, sorts after it %v", id, prev, Valid(id), id > prev)
+		}
+		prev = id
+	}
+}
+
 func TestValidRejectsOtherStrings(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "short", "0123456789abcdefghjkX", "0123456789abcdefghji", "../../../../etc/pass", "0123456789ABCDEFGHJK"} {
