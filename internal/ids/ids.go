@@ -25,8 +25,8 @@ func New(now time.Time) string {
 	last.mu.Lock()
 	var x uint64
 	switch {
-	case ms == last.ms && last.x+1 < 1<<50:
-		x = last.x + 1
+	case ms == last.ms && last.x+step < 1<<50:
+		x = last.x + step
 	case ms < last.ms:
 		// Made at a time before the newest id's (its caller read the
 		// clock, then waited for the lock): unordered within its
@@ -56,6 +56,10 @@ func format(now time.Time, x uint64) string {
 	}
 	return string(b[:])
 }
+
+// step is how ids of one millisecond count up: by their next-to-last
+// character, since a partition's id has its own last one (partition.Set).
+const step = 32
 
 // last is the newest id's time and random part: a process's ids made in
 // its newest millisecond count up from it.
