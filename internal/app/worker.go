@@ -148,6 +148,17 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	go func() { defer close(eventsDone); notifier.Run(eventsCtx) }()
 	// Stopped last: the attempts cut short at shutdown may still fail.
 	defer func() { stopEvents(); <-eventsDone }()
+	// The attempts' counters, added to Redis once a second; stopped
+	// after the last attempt ended (deferred, so after srv.Shutdown).
+	countsCtx, stopCounts := context.WithCancel(context.Background())
+	countsDone := make(chan struct{})
+	go func() {
+		defer close(countsDone)
+		store.RunCounts(countsCtx, time.Second, func(err error) {
+			log.Warn("could not add the attempts' counters to Redis; kept for the next try", "err", err)
+		})
+	}()
+	defer func() { stopCounts(); <-countsDone }()
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
 	h := &tasks.Handler{

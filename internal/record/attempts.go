@@ -257,24 +257,24 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if codeIdx != "" {
 		codeKey = tk.failCode(a.StatusCode)
 	}
-	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, tk.statusIndexes()...), k.callbackDue(), k.stats(),
+	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, tk.statusIndexes()...), k.callbackDue(),
 		k.spec(id), k.result(id), tk.failedHost(o.Host), tk.finished(), classKey, codeKey)
 	if ret.Payload > 0 {
 		keys = append(keys, tk.payloadDue())
 	}
-	var durMs int64
-	if a.DurationMs != nil {
-		durMs = *a.DurationMs
-	}
-	late := max(o.Lateness, 0)
-	stats := fmt.Sprintf("att|%s|%s,dur|%d,late|%d", a.Outcome, a.FailureClass,
-		bucket(DurationBuckets, float64(durMs)/1000), bucket(LatenessBuckets, late.Seconds()))
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),
-		stats, durMs, late.Milliseconds(), hasResult, result,
+		hasResult, result,
 		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix()}, fields...)
 	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)
+	}
+	if res != "stale" {
+		var dur time.Duration
+		if a.DurationMs != nil {
+			dur = time.Duration(*a.DurationMs) * time.Millisecond
+		}
+		s.countAttempt(a.Outcome, a.FailureClass, dur, max(o.Lateness, 0))
 	}
 	switch res {
 	case "stale":

@@ -3,15 +3,21 @@ package record
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/retryd/retryd/internal/tenant"
 )
 
-// The stats hash of each partition (keys.stats) holds counters, bumped by
-// the scripts that record the counted events (no extra round trip); their
-// sum over partitions is read by the API's /metrics, so every API replica
-// reports what all workers did.
+// The stats hash of each partition (keys.stats) holds counters; their sum
+// over partitions is read by the API's /metrics, so every API replica
+// reports what all workers did. A finished attempt's counters are counted
+// in the worker's memory and added to the first partition's hash once a
+// second (RunCounts): five increments an attempt would be a sixth of its
+// Redis commands. A worker killed loses at most its last second of counts;
+// one stopped adds them as it stops.
 //
 // Fields: "att|<outcome>|<failureClass>", "dur|<bucket>", "dur_sum_ms",
 // "late|<bucket>", "late_sum_ms", "rdr|<source>", "sweep|<kind>",
@@ -47,6 +53,89 @@ func (s *Store) Stats(ctx context.Context) (map[string]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// counts are the counters counted in memory since they were last added to
+// Redis.
+type counts struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// add counts n more of field.
+func (c *counts) add(field string, n int64) {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]int64{}
+	}
+	c.m[field] += n
+	c.mu.Unlock()
+}
+
+// take returns the counts and starts again from none.
+func (c *counts) take() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.m
+	c.m = nil
+	return m
+}
+
+// countAttempt counts a finished attempt: its outcome and class, its
+// duration and lateness.
+func (s *Store) countAttempt(outcome, class string, dur, late time.Duration) {
+	s.counts.add(fmt.Sprintf("att|%s|%s", outcome, class), 1)
+	s.counts.add(fmt.Sprintf("dur|%d", bucket(DurationBuckets, dur.Seconds())), 1)
+	s.counts.add("dur_sum_ms", dur.Milliseconds())
+	s.counts.add(fmt.Sprintf("late|%d", bucket(LatenessBuckets, late.Seconds())), 1)
+	s.counts.add("late_sum_ms", late.Milliseconds())
+}
+
+// FlushCounts adds the counts counted in memory to the stats hash, in one
+// round trip; what it could not add is kept for the next.
+func (s *Store) FlushCounts(ctx context.Context) error {
+	m := s.counts.take()
+	if len(m) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	for f, n := range m {
+		if n != 0 {
+			pipe.HIncrBy(ctx, s.first().stats(), f, n)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		// An increment may have landed before the failure: counted
+		// twice rather than lost, the rarer harm for a metric.
+		for f, n := range maps.All(m) {
+			s.counts.add(f, n)
+		}
+		return wrap(err)
+	}
+	return nil
+}
+
+// RunCounts adds the counts to Redis every interval until ctx ends, then
+// once more (each within a second).
+func (s *Store) RunCounts(ctx context.Context, every time.Duration, onErr func(error)) {
+	flush := func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if err := s.FlushCounts(fctx); err != nil && onErr != nil {
+			onErr(err)
+		}
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			flush()
+			return
+		case <-t.C:
+			flush()
+		}
+	}
 }
 
 // Count adds n to a cluster-wide counter (kind "sweep" or "cb" with a

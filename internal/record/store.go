@@ -53,6 +53,8 @@ type Store struct {
 	registered sync.Map
 	// ret is the default payload retention and the tenants' retention.
 	ret retentionState
+	// counts are the attempts' counters not yet in Redis (RunCounts).
+	counts counts
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself

@@ -35,6 +35,13 @@ func TestFinishCountsClusterStats(t *testing.T) {
 		t.Fatalf("finish: %v %v", res, err)
 	}
 	st, err := s.Stats(ctx)
+	if err != nil || len(st) != 0 {
+		t.Fatalf("stats before they are added: %v %v, want none", st, err)
+	}
+	if err := s.FlushCounts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,17 +8,16 @@
 -- KEYS[3]: redrives list
 -- KEYS[4..8]: status indexes in Statuses order
 -- KEYS[9]: callback-due index
--- KEYS[10]: stats hash
--- KEYS[11]: spec
--- KEYS[12]: result
--- KEYS[13]: the failed-by-host index of the request's host (the DLQ's host filter)
--- KEYS[14]: the finished index (by completedAt; the list's finished filter)
--- KEYS[15]: the failure-class index of this attempt's class (unused when ARGV[12] is "")
--- KEYS[16]: the status-code index of this attempt's code (unused when ARGV[13] is "")
+-- KEYS[10]: spec
+-- KEYS[11]: result
+-- KEYS[12]: the failed-by-host index of the request's host (the DLQ's host filter)
+-- KEYS[13]: the finished index (by completedAt; the list's finished filter)
+-- KEYS[14]: the failure-class index of this attempt's class (unused when ARGV[9] is "")
+-- KEYS[15]: the status-code index of this attempt's code (unused when ARGV[10] is "")
 -- The failure-class and status-code indexes of the request's previous
--- attempt are derived inside, from ARGV[15] and ARGV[16] and the class and
+-- attempt are derived inside, from ARGV[12] and ARGV[13] and the class and
 -- code the hash holds: they share KEYS[1]'s hash tag.
--- KEYS[17]: the tenant's payload-expiry index, only while the tenant has a
+-- KEYS[16]: the tenant's payload-expiry index, only while the tenant has a
 --   payload retention (absent: the payload lives as long as the record)
 -- ARGV[1]: request id
 -- ARGV[2]: the attempt's n
@@ -26,18 +25,15 @@
 -- ARGV[4]: the next status
 -- ARGV[5]: now (ms)
 -- ARGV[6]: the tenant's retention (ms)
--- ARGV[7]: the attempt's stats fields "counter,durBucket,lateBucket"
--- ARGV[8]: duration (ms)
--- ARGV[9]: lateness (ms)
--- ARGV[10]: "1" when ARGV[11] is a response body to keep
--- ARGV[11]: the response body
--- ARGV[12]: this attempt's failure class ("" when it succeeded)
--- ARGV[13]: its status code when it failed with one, else ""
--- ARGV[14]: the request's finished-index member (id, then what names its
+-- ARGV[7]: "1" when ARGV[8] is a response body to keep
+-- ARGV[8]: the response body
+-- ARGV[9]: this attempt's failure class ("" when it succeeded)
+-- ARGV[10]: its status code when it failed with one, else ""
+-- ARGV[11]: the request's finished-index member (id, then what names its
 -- other index entries; see finishedMember), entered on a terminal status
--- ARGV[15]: the failure-class indexes' key prefix
--- ARGV[16]: the status-code indexes' key prefix
--- ARGV[17..]: HSET field/value pairs for the next state
+-- ARGV[12]: the failure-class indexes' key prefix
+-- ARGV[13]: the status-code indexes' key prefix
+-- ARGV[14..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
 -- One read of what decides, one write of the hash and one delete of its
 -- fields: fewer commands than field by field. Numbers go to redis.call as
@@ -45,12 +41,6 @@
 local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "redriveCount", "hasResult",
   "failureClass", "lastStatusCode")
 if cur[1] ~= ARGV[2] then return "stale" end
-local c, d, l = string.match(ARGV[7], "([^,]+),([^,]+),([^,]+)")
-redis.call("HINCRBY", KEYS[10], c, "1")
-redis.call("HINCRBY", KEYS[10], d, "1")
-redis.call("HINCRBY", KEYS[10], "dur_sum_ms", ARGV[8])
-redis.call("HINCRBY", KEYS[10], l, "1")
-redis.call("HINCRBY", KEYS[10], "late_sum_ms", ARGV[9])
 redis.call("RPUSH", KEYS[2], ARGV[3])
 local budget = tostring(tonumber(cur[3] or "0") + 1)
 local st = cur[2]
@@ -66,22 +56,22 @@ if st ~= ARGV[4] then
 end
 local terminal = ARGV[4] ~= "pending" and ARGV[4] ~= "retrying"
 local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget}
-for i = 17, #ARGV do set[#set + 1] = ARGV[i] end
+for i = 14, #ARGV do set[#set + 1] = ARGV[i] end
 -- The failure indexes hold the requests whose last attempt failed: an
 -- attempt that succeeds after a success touches neither.
 local oldClass = cur[8] or ""
 local oldCode = ""
 if oldClass ~= "" then oldCode = cur[9] or "" end
-if oldClass ~= ARGV[12] then
-  if oldClass ~= "" then redis.call("ZREM", ARGV[15] .. oldClass, ARGV[1]) end
-  if ARGV[12] ~= "" then redis.call("ZADD", KEYS[15], "0", ARGV[1]) end
+if oldClass ~= ARGV[9] then
+  if oldClass ~= "" then redis.call("ZREM", ARGV[12] .. oldClass, ARGV[1]) end
+  if ARGV[9] ~= "" then redis.call("ZADD", KEYS[14], "0", ARGV[1]) end
 end
-if oldCode ~= ARGV[13] then
-  if oldCode ~= "" then redis.call("ZREM", ARGV[16] .. oldCode, ARGV[1]) end
-  if ARGV[13] ~= "" then redis.call("ZADD", KEYS[16], "0", ARGV[1]) end
+if oldCode ~= ARGV[10] then
+  if oldCode ~= "" then redis.call("ZREM", ARGV[13] .. oldCode, ARGV[1]) end
+  if ARGV[10] ~= "" then redis.call("ZADD", KEYS[15], "0", ARGV[1]) end
 end
-if ARGV[10] == "1" then
-  redis.call("SET", KEYS[12], ARGV[11])
+if ARGV[7] == "1" then
+  redis.call("SET", KEYS[11], ARGV[8])
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
 local del = {"inflightN", "inflightAt"}
@@ -94,12 +84,12 @@ end
 redis.call("HSET", KEYS[1], unpack(set))
 redis.call("HDEL", KEYS[1], unpack(del))
 if not terminal then return "ok" end
-redis.call("ZADD", KEYS[14], ARGV[5], ARGV[14])
-if KEYS[17] then redis.call("ZADD", KEYS[17], ARGV[5], ARGV[1]) end
+redis.call("ZADD", KEYS[13], ARGV[5], ARGV[11])
+if KEYS[16] then redis.call("ZADD", KEYS[16], ARGV[5], ARGV[1]) end
 if ARGV[4] == "failed" then
   -- Entries of requests redriven or expired since are dropped when read.
-  redis.call("ZADD", KEYS[13], "0", ARGV[1])
-  redis.call("PEXPIRE", KEYS[13], ARGV[6])
+  redis.call("ZADD", KEYS[12], "0", ARGV[1])
+  redis.call("PEXPIRE", KEYS[12], ARGV[6])
 end
 if cur[4] then
   local e = cjson.decode(redis.call("LINDEX", KEYS[3], -1))
@@ -110,9 +100,9 @@ end
 -- its result only when it has them.
 redis.call("PEXPIRE", KEYS[1], ARGV[6])
 redis.call("PEXPIRE", KEYS[2], ARGV[6])
-redis.call("PEXPIRE", KEYS[11], ARGV[6])
+redis.call("PEXPIRE", KEYS[10], ARGV[6])
 if tonumber(cur[6] or "0") > 0 then redis.call("PEXPIRE", KEYS[3], ARGV[6]) end
-if cur[7] == "1" or ARGV[10] == "1" then redis.call("PEXPIRE", KEYS[12], ARGV[6]) end
+if cur[7] == "1" or ARGV[7] == "1" then redis.call("PEXPIRE", KEYS[11], ARGV[6]) end
 if cur[5] == "1" then
   redis.call("ZADD", KEYS[9], "0", ARGV[1])
   return "callback"
