@@ -412,9 +412,10 @@ func oneSlot(t *testing.T, w *waker) (c *Controller, clk *clock.Fake, rdb redis.
 }
 
 // A request handed a slot that its key's cut (or rate, or fairness) then
-// makes wait gives the slot back at once: it goes to the next waiter,
-// instead of idling out its HandOverLease.
-func TestParkedRequestGivesItsHandedSlotBack(t *testing.T) {
+// makes wait keeps the slot and its place: d, made after it, would wait
+// for the same cut, and given the slot it would start first. When the
+// handed slot's lease ends, the slot goes to b again, the oldest.
+func TestPacedRequestKeepsItsHandedSlot(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	t0 := time.UnixMilli(1_700_000_000_000)
@@ -437,13 +438,18 @@ func TestParkedRequestGivesItsHandedSlotBack(t *testing.T) {
 	a.Done(ctx, Other)
 	waitWoken(t, w, []string{"b"}) // b is handed a's slot ...
 	parked(t, c, req("b"))         // ... and waits for its cut key's turn
-	waitWoken(t, w, []string{"b", "d"})
-	if taken, waiting, err := Slots(ctx, rdb, "k", clk.Now()); err != nil || taken != 1 || waiting != 0 {
-		t.Errorf("Slots = %d taken, %d waiting, %v; want 1 (d's), 0", taken, waiting, err)
+	if got := w.got(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("woken %v, want b alone: its slot is kept for it", got)
 	}
-	if place, err := rdb.ZScore(ctx, record.FlowKey("k", "handed"), "b").Result(); !errors.Is(err, redis.Nil) {
-		t.Errorf("b is still handed a slot (place %v, %v)", place, err)
+	if taken, waiting, err := Slots(ctx, rdb, "k", clk.Now()); err != nil || taken != 1 || waiting != 1 {
+		t.Errorf("Slots = %d taken, %d waiting, %v; want 1 (b's), 1 (d)", taken, waiting, err)
 	}
+	if _, err := rdb.ZScore(ctx, record.FlowKey("k", "handed"), "b").Result(); err != nil {
+		t.Errorf("b is no longer handed its slot: %v", err)
+	}
+	clk.Add(DefaultTuning.HandOverLease + time.Millisecond)
+	c.pumpParLines(ctx)
+	waitWoken(t, w, []string{"b", "b"})
 }
 
 // A slot handed to a request that is gone goes on to the next waiter.

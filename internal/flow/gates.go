@@ -20,10 +20,14 @@ type gate struct {
 	// when a later gate holds it (a zero ending). Nil: enter takes
 	// nothing.
 	exit func(c *Controller, ctx context.Context, t *Ticket, e ending)
-	// missed is told of an attempt parked before it reached this gate,
-	// which may still hold something of it from an earlier wait. Nil:
-	// nothing.
-	missed func(c *Controller, ctx context.Context, t *Ticket)
+	// missed is told of an attempt parked before it reached this gate (by
+	// gate by), which may still hold something of it from an earlier
+	// wait. Nil: nothing.
+	missed func(c *Controller, ctx context.Context, t *Ticket, by gate)
+	// paces says the gate paces the requests of a destination or key (a
+	// turn, a share): what a later gate handed a request it holds, the
+	// next request of its key could not use any sooner.
+	paces bool
 }
 
 // ending is how an attempt left its gates: started says it ran (Done),
@@ -40,9 +44,9 @@ var gates = []gate{
 	{name: "queue", enter: (*Controller).enterQueue},
 	{name: "operator", enter: (*Controller).enterOperator},
 	{name: "endpoint", enter: (*Controller).enterEndpoint, exit: (*Controller).exitEndpoint},
-	{name: "cut", enter: (*Controller).enterCut, exit: (*Controller).exitCut},
-	{name: "rate", enter: (*Controller).enterRate},
-	{name: "fairness", enter: (*Controller).enterFairness, exit: (*Controller).exitFairness},
+	{name: "cut", enter: (*Controller).enterCut, exit: (*Controller).exitCut, paces: true},
+	{name: "rate", enter: (*Controller).enterRate, paces: true},
+	{name: "fairness", enter: (*Controller).enterFairness, exit: (*Controller).exitFairness, paces: true},
 	{name: "parallelism", enter: (*Controller).enterParallelism, exit: (*Controller).exitParallelism,
 		missed: (*Controller).missedParallelism},
 }
@@ -98,7 +102,7 @@ func (c *Controller) hold(ctx context.Context, t *Ticket, at int, err error) {
 	}
 	for _, g := range gates[at+1:] {
 		if g.missed != nil {
-			g.missed(c, ctx, t)
+			g.missed(c, ctx, t, gates[at])
 		}
 	}
 	c.parkedOne(t.req.Key)

@@ -115,8 +115,18 @@ func (c *Controller) exitParallelism(ctx context.Context, t *Ticket, _ ending) {
 }
 
 // missedParallelism gives back a slot handed to a request held by an
-// earlier gate (LeaveSlot).
-func (c *Controller) missedParallelism(ctx context.Context, t *Ticket) {
+// earlier gate, and its place in the key's line (LeaveSlot): the endpoint,
+// a pause or a queue may hold it for long, and its key's other requests
+// may go meanwhile. One held by a gate that paces its destination or key
+// (by.paces: a cut's or a rate's turn, a fair share) keeps both: the next
+// request of its key would wait for the same pace, and given the slot it
+// would start first, out of its key's order. The slot is the request's
+// when its turn comes; if that takes longer than HandOverLease, the lease
+// ends and the slot is handed to it again, as the oldest waiter.
+func (c *Controller) missedParallelism(ctx context.Context, t *Ticket, by gate) {
+	if by.paces {
+		return
+	}
 	c.LeaveSlot(ctx, t.req)
 }
 
