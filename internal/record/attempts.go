@@ -5,9 +5,12 @@ package record
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // BeginState says whether an attempt may start.
@@ -58,12 +61,36 @@ const InterruptedError = "worker stopped during the attempt; attempt repeated"
 // Begin starts an attempt of request id at now, if it is due.
 func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
 	k := s.k(id)
-	res, err := beginScript.Run(ctx, s.rdb, []string{k.req(id), k.attempts(id), k.stats(), k.spec(id)},
-		now.UnixMilli(), InterruptedError, MaxInterruptions).Slice()
-	if err != nil {
-		return nil, wrap(err)
+	keys, args := []string{k.req(id), k.attempts(id), k.stats()}, []any{now.UnixMilli(), InterruptedError, MaxInterruptions}
+	for loaded := false; ; loaded = true {
+		// One transaction: the script decides and writes, and the record
+		// is read back as the script left it.
+		pipe := s.rdb.TxPipeline()
+		res := beginScript.EvalSha(ctx, pipe, keys, args...)
+		hash := pipe.HGetAll(ctx, k.req(id))
+		spec := pipe.Get(ctx, k.spec(id))
+		_, _ = pipe.Exec(ctx)
+		if err := res.Err(); err != nil {
+			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := beginScript.Load(ctx, s.rdb).Err(); err != nil {
+					return nil, wrap(err)
+				}
+				continue
+			}
+			return nil, wrap(err)
+		}
+		if err := hash.Err(); err != nil {
+			return nil, wrap(err)
+		}
+		if err := spec.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, wrap(err)
+		}
+		v, err := res.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("begin script: %w", err)
+		}
+		return parseBegin(id, v, hash.Val(), spec.Val())
 	}
-	return parseBegin(id, res)
 }
 
 // unbeginScript: scripts/unbegin.lua.
@@ -113,68 +140,37 @@ func replyInt(script, v string) (int64, error) {
 	return n, nil
 }
 
-func parseBegin(id string, res []any) (*Begin, error) {
-	if len(res) < 1 {
-		return nil, errReply("begin", res)
-	}
-	state, _ := res[0].(string)
-	if state == "missing" {
-		return &Begin{State: Missing}, nil
-	}
-	if len(res) < 2 {
-		return nil, errReply("begin", res)
-	}
-	nv, _ := res[1].(string)
-	n, err := replyInt("begin", nv)
+func parseBegin(id string, res []any, hash map[string]string, spec string) (*Begin, error) {
+	v, err := replyStrings("begin", res, 1)
 	if err != nil {
 		return nil, err
 	}
-	// record reads the spec and the hash that end the reply.
-	record := func() (*Request, error) {
-		spec, _ := res[len(res)-2].(string) // nil: no spec
-		flat, ok := res[len(res)-1].([]any)
-		if !ok || len(flat)%2 != 0 {
-			return nil, errReply("begin", res)
-		}
-		h := make(map[string]string, len(flat)/2)
-		for i := 0; i < len(flat); i += 2 {
-			f, ok1 := flat[i].(string)
-			v, ok2 := flat[i+1].(string)
-			if !ok1 || !ok2 {
-				return nil, errReply("begin", res)
-			}
-			h[f] = v
-		}
-		return decode(id, h, spec), nil
+	if v[0] == "missing" {
+		return &Begin{State: Missing}, nil
 	}
-	switch Status(state) {
+	if len(v) < 2 {
+		return nil, errReply("begin", res)
+	}
+	n, err := replyInt("begin", v[1])
+	if err != nil {
+		return nil, err
+	}
+	switch Status(v[0]) {
 	case "notdue":
 		return &Begin{State: NotDue, Due: time.UnixMilli(n)}, nil
 	case "ok":
-		if len(res) != 4 {
-			return nil, errReply("begin", res)
-		}
-		r, err := record()
-		if err != nil {
-			return nil, err
-		}
-		return &Begin{State: Started, N: int(n), Request: r}, nil
+		return &Begin{State: Started, N: int(n), Request: decode(id, hash, spec)}, nil
 	case "poison":
-		if len(res) != 5 {
+		if len(v) < 3 {
 			return nil, errReply("begin", res)
 		}
-		atv, _ := res[2].(string)
-		at, err := replyInt("begin", atv)
+		at, err := replyInt("begin", v[2])
 		if err != nil {
 			return nil, err
 		}
-		r, err := record()
-		if err != nil {
-			return nil, err
-		}
-		return &Begin{State: Poisoned, N: int(n), StartedAt: time.UnixMilli(at), Request: r}, nil
+		return &Begin{State: Poisoned, N: int(n), StartedAt: time.UnixMilli(at), Request: decode(id, hash, spec)}, nil
 	case Completed, Failed, Canceled:
-		return &Begin{State: Finished, Status: Status(state), FailedRun: int(n)}, nil
+		return &Begin{State: Finished, Status: Status(v[0]), FailedRun: int(n)}, nil
 	}
 	return nil, errReply("begin", res)
 }

@@ -3,48 +3,33 @@
 -- attempt and marks it in flight. The interruption that reaches the
 -- allowance is not recorded here: the request is poison (its attempts keep
 -- killing workers), and Go ends it failed through Finish, writing nothing
--- here. One read of the whole record decides, and the record goes back as
--- the script left it, with its spec: one round trip, four commands.
+-- here. Store.Begin reads the record back in the
+-- same transaction, with plain commands: a script's reply costs Redis far
+-- more per field than a plain HGETALL's.
 -- KEYS[1]: request hash
 -- KEYS[2]: attempts list
 -- KEYS[3]: stats hash
--- KEYS[4]: spec
 -- ARGV[1]: now (ms)
 -- ARGV[2]: the error text of an interrupted attempt
 -- ARGV[3]: interruptions allowed per run (since submission or redrive)
 -- Returns: {"missing"}; {status, failedRun} when terminal; {"notdue", dueMs};
--- {"poison", inflightN, inflightAt, spec, record}; {"ok", n, spec, record}
--- (record: the hash's fields and values; spec false when it has none)
+-- {"poison", inflightN, inflightAt}; {"ok", n}
 local kReq, kAtt, kStats = KEYS[1], KEYS[2], KEYS[3]
 local now = ARGV[1]
-local h = redis.call("HGETALL", kReq)
-local cur = {}
-for i = 1, #h, 2 do cur[h[i]] = h[i + 1] end
-local st = cur.status
+local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor", "interrupted")
+local st = cur[1]
 if not st then return {"missing"} end
-if st ~= "pending" and st ~= "retrying" then return {st, cur.failedRun or "-1"} end
-local due = tonumber(cur.nextAttemptAt or "0")
-if due > tonumber(now) then return {"notdue", cur.nextAttemptAt} end
-if cur.inflightN then
-  local k = tonumber(cur.interrupted or "0") + 1
-  if k >= tonumber(ARGV[3]) then
-    return {"poison", cur.inflightN, cur.inflightAt or now, redis.call("GET", KEYS[4]), h}
-  end
-  cur.interrupted = tostring(k)
-  redis.call("HSET", kReq, "interrupted", cur.interrupted)
-  redis.call("RPUSH", kAtt, cjson.encode({n = tonumber(cur.inflightN), startedAtMs = tonumber(cur.inflightAt), outcome = "interrupted", error = ARGV[2]}))
+if st ~= "pending" and st ~= "retrying" then return {st, cur[2] or "-1"} end
+local due = tonumber(cur[3] or "0")
+if due > tonumber(now) then return {"notdue", cur[3]} end
+if cur[5] then
+  local k = tonumber(cur[8] or "0") + 1
+  if k >= tonumber(ARGV[3]) then return {"poison", cur[5], cur[6] or now} end
+  redis.call("HSET", kReq, "interrupted", tostring(k))
+  redis.call("RPUSH", kAtt, cjson.encode({n = tonumber(cur[5]), startedAtMs = tonumber(cur[6]), outcome = "interrupted", error = ARGV[2]}))
   redis.call("HINCRBY", kStats, "att|interrupted|", "1")
 end
-local n = tostring(tonumber(cur.attemptCount or "0") + 1)
+local n = tostring(tonumber(cur[4] or "0") + 1)
 redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
-cur.attemptCount, cur.inflightN, cur.inflightAt, cur.updatedAt = n, n, now, now
-if cur.waitingFor then
-  redis.call("HDEL", kReq, "waitingFor", "waitUntil")
-  cur.waitingFor, cur.waitUntil = nil, nil
-end
-local out = {}
-for f, v in pairs(cur) do
-  out[#out + 1] = f
-  out[#out + 1] = v
-end
-return {"ok", n, redis.call("GET", KEYS[4]), out}
+if cur[7] then redis.call("HDEL", kReq, "waitingFor", "waitUntil") end
+return {"ok", n}
