@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -15,7 +14,7 @@ import (
 // over partitions is read by the API's /metrics, so every API replica
 // reports what all workers did. A finished attempt's counters are counted
 // in the worker's memory and added to the first partition's hash once a
-// second (RunCounts): five increments an attempt would be a sixth of its
+// second (RunCounts): five increments an attempt would be a tenth of its
 // Redis commands. A worker killed loses at most its last second of counts;
 // one stopped adds them as it stops.
 //
@@ -107,7 +106,7 @@ func (s *Store) FlushCounts(ctx context.Context) error {
 	if _, err := pipe.Exec(ctx); err != nil {
 		// An increment may have landed before the failure: counted
 		// twice rather than lost, the rarer harm for a metric.
-		for f, n := range maps.All(m) {
+		for f, n := range m {
 			s.counts.add(f, n)
 		}
 		return wrap(err)
