@@ -26,7 +26,8 @@ type gate struct {
 	missed func(c *Controller, ctx context.Context, t *Ticket, by gate)
 	// paces says the gate paces the requests of a destination or key (a
 	// turn, a share): what a later gate handed a request it holds, the
-	// next request of its key could not use any sooner.
+	// next request of its key to the same destination could not use any
+	// sooner.
 	paces bool
 }
 

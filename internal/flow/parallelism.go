@@ -119,8 +119,8 @@ func (c *Controller) exitParallelism(ctx context.Context, t *Ticket, _ ending) {
 // a pause or a queue may hold it for long, and its key's other requests
 // may go meanwhile. One held by a gate that paces its destination or key
 // (by.paces: a cut's or a rate's turn, a fair share) keeps both: the next
-// request of its key would wait for the same pace, and given the slot it
-// would start first, out of its key's order. The slot is the request's
+// request of its key (to the same destination) would wait for the same
+// pace, and given the slot it would start first, out of its key's order. The slot is the request's
 // when its turn comes; if that takes longer than HandOverLease, the lease
 // ends and the slot is handed to it again, as the oldest waiter.
 func (c *Controller) missedParallelism(ctx context.Context, t *Ticket, by gate) {
