@@ -87,8 +87,15 @@ func TestMetricsMoveWithTheWork(t *testing.T) {
 		`retryd_dlq_size`:                                                           1,
 		`retryd_requests\{status="completed",tenant="default"\}`:                    1,
 	}
+	// The attempt counters reach Redis within a second of the attempt
+	// (each worker adds its counts once a second).
 	for pattern, want := range checks {
-		if got := scrape(t, api, key, pattern); got != want {
+		got := scrape(t, api, key, pattern)
+		for deadline := time.Now().Add(10 * time.Second); got != want && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			got = scrape(t, api, key, pattern)
+		}
+		if got != want {
 			t.Errorf("API %s = %v, want %v", pattern, got, want)
 		}
 	}
