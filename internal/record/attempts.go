@@ -275,6 +275,11 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 			dur = time.Duration(*a.DurationMs) * time.Millisecond
 		}
 		s.countAttempt(a.Outcome, a.FailureClass, dur, max(o.Lateness, 0))
+		if s.counts.due() {
+			// Not added now, they are kept for RunCounts: the attempt
+			// is recorded either way.
+			_ = s.FlushCounts(ctx)
+		}
 	}
 	switch res {
 	case "stale":

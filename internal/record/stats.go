@@ -13,10 +13,13 @@ import (
 // The stats hash of each partition (keys.stats) holds counters; their sum
 // over partitions is read by the API's /metrics, so every API replica
 // reports what all workers did. A finished attempt's counters are counted
-// in the worker's memory and added to the first partition's hash once a
-// second (RunCounts): five increments an attempt would be a tenth of its
-// Redis commands. A worker killed loses at most its last second of counts;
-// one stopped adds them as it stops.
+// in the worker's memory and added to the first partition's hash at most
+// once a second: at once by the finish that comes a second or more after
+// the last addition (so a quiet stack's metrics move with each attempt),
+// and every second by RunCounts for what busier seconds left. Five
+// increments an attempt would be a tenth of its Redis commands. A worker
+// killed loses at most its last second of counts; one stopped adds them as
+// it stops.
 //
 // Fields: "att|<outcome>|<failureClass>", "dur|<bucket>", "dur_sum_ms",
 // "late|<bucket>", "late_sum_ms", "rdr|<source>", "sweep|<kind>",
@@ -59,6 +62,8 @@ func (s *Store) Stats(ctx context.Context) (map[string]int64, error) {
 type counts struct {
 	mu sync.Mutex
 	m  map[string]int64
+	// added is when counts were last taken to be added.
+	added time.Time
 }
 
 // add counts n more of field.
@@ -76,8 +81,15 @@ func (c *counts) take() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.m
-	c.m = nil
+	c.m, c.added = nil, time.Now()
 	return m
+}
+
+// due says whether the last addition was a second or more ago.
+func (c *counts) due() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.added) >= time.Second
 }
 
 // countAttempt counts a finished attempt: its outcome and class, its
