@@ -92,7 +92,9 @@ func TestScheduleFiresOncePerTickAcrossReplicas(t *testing.T) {
 			t.Errorf("ticks %v and %v are %v apart: a gap or a double", ticks[i-1], ticks[i], d)
 		}
 	}
-	waitFor(t, 10*time.Second, "all ticks delivered", func() bool { return len(deliveries()) >= len(ticks) })
+	// A tick's request the killed worker held comes back once its lease
+	// has gone 15 s unextended and a sweep finds it.
+	waitFor(t, 45*time.Second, "all ticks delivered", func() bool { return len(deliveries()) >= len(ticks) })
 	for k, n := range deliveries() {
 		if n != 1 {
 			t.Errorf("%s delivered %d times", k, n)
