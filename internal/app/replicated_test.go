@@ -62,9 +62,11 @@ func TestChangesAreAnsweredOnceTheReplicaHoldsThem(t *testing.T) {
 	onReplica := record.NewStore(replica.Client(), time.Hour)
 	ctx := context.Background()
 
-	// Made while the replica runs.
-	nativeID, qstashID, laterID, lastID := submitLater(t, short), submitLater(t, short), submitLater(t, short), submitLater(t, short)
-	if w := (call{"POST", "/v2/queues", `{"queueName": "q1", "parallelism": 1}`, nil}).do(t, short, ""); w.Code/100 != 2 {
+	// Made while the replica runs, through the engine that waits long for
+	// it: a replica still catching up on a busy machine may take more than
+	// the short wait.
+	nativeID, qstashID, laterID, lastID := submitLater(t, long), submitLater(t, long), submitLater(t, long), submitLater(t, long)
+	if w := (call{"POST", "/v2/queues", `{"queueName": "q1", "parallelism": 1}`, nil}).do(t, long, ""); w.Code/100 != 2 {
 		t.Fatalf("create a queue: %d %s", w.Code, w.Body)
 	}
 
@@ -133,7 +135,7 @@ func TestChangesAreAnsweredOnceTheReplicaHoldsThem(t *testing.T) {
 	if r, err := onReplica.Get(ctx, laterID); err != nil || r.Status != record.Canceled {
 		t.Fatalf("the replica does not hold the acknowledged cancel: %+v %v", r, err)
 	}
-	if w := (call{"DELETE", "/requests/" + lastID, "", nil}).do(t, short, ""); w.Code != http.StatusOK {
+	if w := (call{"DELETE", "/requests/" + lastID, "", nil}).do(t, long, ""); w.Code != http.StatusOK {
 		t.Fatalf("cancel with the replica running: %d %s", w.Code, w.Body)
 	}
 	if r, err := onReplica.Get(ctx, lastID); err != nil || r.Status != record.Canceled {
