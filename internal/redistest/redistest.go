@@ -199,6 +199,7 @@ func (s *Server) Client() *redis.Client {
 	if err != nil {
 		s.t.Fatalf("parse %s: %v", s.URL, err)
 	}
+	opt.Protocol = 2 // as retryd's own clients (internal/app)
 	c := redis.NewClient(opt)
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
