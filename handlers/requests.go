@@ -33,6 +33,9 @@ type Store interface {
 	Create(ctx context.Context, r *record.Request, idemKey string, body []byte, opts record.CreateOptions) (*record.Replay, error)
 	// RingsOnCreate says whether Create rings the workers' doorbell.
 	RingsOnCreate() bool
+	// EnqueuesOnCreate says whether Create may write the request's task
+	// (CreateOptions.Task).
+	EnqueuesOnCreate() bool
 	Remove(ctx context.Context, tenant, id, idemKey string) error
 	// TakeBack removes an unconfirmed request, unless a replay of its
 	// Idempotency-Key has seen it or a worker has begun it (removed is
@@ -60,6 +63,9 @@ type Queue interface {
 	// PendingAtOnce says whether a task due at due is pending as soon as
 	// it is enqueued (so its submission rings the workers' doorbell).
 	PendingAtOnce(due time.Time) bool
+	// PendingTask is a request's task, pending at once, for its submission
+	// to write with the record; nil: Enqueue it afterwards.
+	PendingTask(ctx context.Context, id string, attemptTimeout time.Duration, maxRetries int) (*record.Task, error)
 	// Delete removes a request's task, best effort (it may be running).
 	Delete(ctx context.Context, id string) error
 	// EnqueueCallback schedules a finished request's outcome callback.
@@ -240,11 +246,20 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 			return nil, err
 		}
 	}
-	rang := a.Store.RingsOnCreate() && a.Queue.PendingAtOnce(r.NextAttemptAt)
+	atOnce := a.Queue.PendingAtOnce(r.NextAttemptAt)
+	rang := a.Store.RingsOnCreate() && atOnce
+	var task *record.Task
+	if rang && a.Store.EnqueuesOnCreate() {
+		// Stored with its record, by the script that rings: one round
+		// trip. (A script that cannot ring leaves the ring to the enqueue.)
+		if task, err = a.Queue.PendingTask(ctx, r.ID, time.Duration(r.TimeoutMs)*time.Millisecond, r.MaxRetries); err != nil {
+			return nil, fmt.Errorf("%w: %w", record.ErrUnavailable, err)
+		}
+	}
 	replay, err = a.Store.Create(ctx, r, idemKey, body, record.CreateOptions{
-		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang})
+		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang, Task: task})
 	unconfirmed := errors.Is(err, record.ErrNotReplicated)
-	if err == nil && replay == nil {
+	if err == nil && replay == nil && task == nil {
 		// The record is stored (and the doorbell rung); its task is
 		// enqueued through asynq's own client, with the request id as task
 		// id (a repeat is a no-op).

@@ -87,6 +87,17 @@ func (e *Enqueuer) Enqueue(ctx context.Context, id string, due time.Time, attemp
 	return nil
 }
 
+// PendingTask is the task of request id, pending at once, for the
+// submission script to write with the record (record.CreateOptions.Task);
+// nil when it must be enqueued afterwards with Enqueue.
+func (e *Enqueuer) PendingTask(ctx context.Context, id string, attemptTimeout time.Duration, maxRetries int) (*record.Task, error) {
+	t, err := e.Waiting.PendingTask(ctx, TypeDeliver, []byte(id), id, MaxRetry(maxRetries), TaskTimeout(attemptTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("task of %s: %w", id, err)
+	}
+	return t, nil
+}
+
 // PendingAtOnce says whether the task of a request due at due is pending as
 // soon as it is enqueued (rather than scheduled).
 func (e *Enqueuer) PendingAtOnce(due time.Time) bool { return !due.After(time.Now()) }

@@ -152,7 +152,24 @@ type CreateOptions struct {
 	// at once. Ringing here saves the round trip of ringing after the
 	// enqueue.
 	Ring bool
+	// Task, when set, is the request's task, pending at once, written in
+	// the same script (EnqueuesOnCreate must hold): the caller then
+	// enqueues nothing.
+	Task *Task
 }
+
+// Task is a queue's task as its owner (internal/waiting) lays it out:
+// HSET Key Fields, then LPUSH List with the request's id.
+type Task struct {
+	Key, List string
+	Fields    []any
+}
+
+// EnqueuesOnCreate says whether Create may write the request's task
+// (CreateOptions.Task). Not while submissions wait for replicas: a task
+// reaches the workers only once the replicas hold its record, so it is
+// enqueued after the WAIT.
+func (s *Store) EnqueuesOnCreate() bool { return s.replicas == 0 }
 
 // Create stores r as pending in one script. When idemKey is not empty and
 // an earlier submission claimed it within IdempotencyWindow, nothing is
@@ -182,10 +199,19 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	if opts.Ring && s.RingsOnCreate() {
 		bell, ring = BellKey(s.parts.Tag(s.parts.OfID(r.ID))), "1"
 	}
-	keys := append([]string{k.req(r.ID), tk.all(), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell},
-		staticIndexes(tk, hostOf(r.URL), r.Labels())...)
+	taskKey, taskList, taskFields := k.req(r.ID), k.req(r.ID), []any(nil)
+	if t := opts.Task; t != nil {
+		if !s.EnqueuesOnCreate() {
+			return nil, errors.New("create: a task is enqueued after its record is confirmed by the replicas, not with it")
+		}
+		taskKey, taskList, taskFields = t.Key, t.List, t.Fields
+	}
+	keys := append([]string{k.req(r.ID), tk.all(), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell,
+		taskKey, taskList}, staticIndexes(tk, hostOf(r.URL), r.Labels())...)
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
-		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring}, r.fields()...)
+		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring, len(taskFields)},
+		taskFields...)
+	args = append(args, r.fields()...)
 	for {
 		var prev string
 		var err error

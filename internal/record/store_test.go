@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -128,5 +129,72 @@ func TestCreateRingsTheDoorbellWithOnePartition(t *testing.T) {
 	}
 	if NewPartitioned(rdb, time.Hour, parts).RingsOnCreate() {
 		t.Error("four partitions: RingsOnCreate true")
+	}
+}
+
+// Create writes a request's task with it when given one (HSET, then LPUSH
+// of the id, after the ring's check), and only when it stores the request:
+// not for a replay, not for a full owner, never while submissions wait
+// for replicas (the task must wait for the WAIT).
+func TestCreateWritesTheTaskWithTheRecord(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	now := time.Now()
+	s := NewStore(rdb, time.Hour)
+	task := func(id string) *Task {
+		return &Task{Key: "{retryd}:test-task:" + id, List: "{retryd}:test-pending", Fields: []any{"msg", "m-" + id, "state", "pending"}}
+	}
+	id := "01m8mhyychtfy2pdj6g7"
+	if !s.EnqueuesOnCreate() {
+		t.Fatal("no replicas: EnqueuesOnCreate false")
+	}
+	if _, err := s.Create(ctx, newRequest(id, now), "k1", []byte("b"), CreateOptions{Task: task(id), Ring: true}); err != nil {
+		t.Fatal(err)
+	}
+	if h := rdb.HGetAll(ctx, task(id).Key).Val(); h["msg"] != "m-"+id || h["state"] != "pending" || len(h) != 2 {
+		t.Errorf("task hash %v", h)
+	}
+	if got := rdb.LRange(ctx, task(id).List, 0, -1).Val(); len(got) != 1 || got[0] != id {
+		t.Errorf("pending list %v, want [%s]", got, id)
+	}
+	if r, err := s.Get(ctx, id); err != nil || r.Status != Pending {
+		t.Fatalf("record %+v, %v", r, err)
+	}
+
+	// A replay of the key stores nothing, its task neither.
+	id2 := "01m8mhyychtfy2pdj6g8"
+	if rep, err := s.Create(ctx, newRequest(id2, now), "k1", []byte("b"), CreateOptions{Task: task(id2)}); err != nil || rep == nil {
+		t.Fatalf("replay: %+v, %v", rep, err)
+	}
+	// A full owner stores nothing either.
+	owner := Owner{ID: "o", Limit: 1}
+	id3, id4 := "01m8mhyychtfy2pdj6g9", "01m8mhyychtfy2pdj6ga"
+	if _, err := s.Create(ctx, newRequest(id3, now), "", nil, CreateOptions{Owner: owner}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(ctx, newRequest(id4, now), "", nil, CreateOptions{Owner: owner, Task: task(id4)}); !errors.Is(err, ErrOwnerLimit) {
+		t.Fatalf("full owner: %v, want ErrOwnerLimit", err)
+	}
+	for _, id := range []string{id2, id4} {
+		if n := rdb.Exists(ctx, task(id).Key).Val(); n != 0 {
+			t.Errorf("task of %s written", id)
+		}
+	}
+	if n := rdb.LLen(ctx, task(id).List).Val(); n != 1 {
+		t.Errorf("pending list holds %d ids, want 1", n)
+	}
+
+	s.RequireReplicas(1, time.Millisecond)
+	if s.EnqueuesOnCreate() {
+		t.Fatal("with replicas: EnqueuesOnCreate true")
+	}
+	id5 := "01m8mhyychtfy2pdj6gb"
+	if _, err := s.Create(ctx, newRequest(id5, now), "", nil, CreateOptions{Task: task(id5)}); err == nil {
+		t.Fatal("a task given to a store that waits for replicas: no error")
+	}
+	if n := rdb.Exists(ctx, task(id5).Key, s.k(id5).req(id5)).Val(); n != 0 {
+		t.Errorf("refused create wrote %d keys", n)
 	}
 }

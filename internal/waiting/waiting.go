@@ -66,7 +66,8 @@ type Config struct {
 // Owner parks and wakes the tasks of one set of queues: the partitions'
 // queues, or Queue alone.
 type Owner struct {
-	cfg Config // New's, with the Tuning's defaults
+	cfg       Config // New's, with the Tuning's defaults
+	published asynqx.Publisher
 }
 
 // New returns the owner of the waiting of cfg's queues.
@@ -157,6 +158,24 @@ func (o *Owner) Enqueue(ctx context.Context, client *asynq.Client, task *asynq.T
 		return o.WakeAt(ctx, id, due)
 	}
 	return nil
+}
+
+// PendingTask is the task of request id (type typ, carrying payload) as
+// asynq's client would enqueue it now with MaxRetry(retry) and
+// Timeout(timeout), for the submission script to write with the request
+// (record.CreateOptions.Task): one round trip instead of two. nil when o
+// has no Redis client to add the queue to asynq's list of queues with.
+func (o *Owner) PendingTask(ctx context.Context, typ string, payload []byte, id string, retry int, timeout time.Duration) (*record.Task, error) {
+	if o == nil || o.cfg.Redis == nil {
+		return nil, nil
+	}
+	q := o.QueueOf(id)
+	if err := o.published.Publish(ctx, o.cfg.Redis, q); err != nil {
+		return nil, err
+	}
+	t := asynqx.PendingTask(asynqx.Message{Type: typ, Payload: payload, ID: id, Queue: q, Retry: retry, Timeout: timeout},
+		o.cfg.Clock.Now())
+	return &record.Task{Key: t.Task, List: t.Pending, Fields: t.Fields}, nil
 }
 
 // Delete removes request id's task from queue through inspector. A task

@@ -1,7 +1,8 @@
 -- Stores a new request and its index entries, claims the idempotency key,
--- counts the request among its owner's unfinished ones and rings the
--- workers' doorbell, all at once. The task is enqueued afterwards through
--- asynq's own client.
+-- counts the request among its owner's unfinished ones, writes its task
+-- when it is pending at once (as asynq's enqueue would; else the task is
+-- enqueued afterwards through asynq's own client) and rings the workers'
+-- doorbell, all at once.
 -- KEYS[1]: request hash
 -- KEYS[2]: all-requests index
 -- KEYS[3]: pending index
@@ -9,8 +10,10 @@
 -- KEYS[5]: spec
 -- KEYS[6]: the owner's set of unfinished request ids (unused when ARGV[5] is "0")
 -- KEYS[7]: the workers' doorbell list (unused when ARGV[8] is "0")
--- KEYS[8]: the host index (the list's host filter)
--- KEYS[9..]: the label indexes, one per label of the request
+-- KEYS[8]: the task's hash (unused when ARGV[9] is "0")
+-- KEYS[9]: the queue's pending list (unused when ARGV[9] is "0")
+-- KEYS[10]: the host index (the list's host filter)
+-- KEYS[11..]: the label indexes, one per label of the request
 -- ARGV[1]: request id
 -- ARGV[2]: idempotency value "id bodyhash", or ""
 -- ARGV[3]: its TTL (ms)
@@ -19,7 +22,9 @@
 -- ARGV[6]: the owner set's time to live (ms)
 -- ARGV[7]: the submission time (ms), the request's score in the owner set
 -- ARGV[8]: "1" to ring the doorbell (the task will be pending at once)
--- ARGV[9..]: HSET field/value pairs of the request hash
+-- ARGV[9]: n, how many of the next ARGV are the task's (0: no task)
+-- ARGV[10..9+n]: HSET field/value pairs of the task's hash
+-- ARGV[10+n..]: HSET field/value pairs of the request hash
 -- Returns: nil when stored; "full" when the owner is at its limit (nothing
 -- written); the earlier idempotency value when the key was claimed before
 -- (the claim is then marked " replayed", nothing else written)
@@ -46,12 +51,18 @@ if ARGV[2] ~= "" then
   redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])
 end
 redis.call("SET", KEYS[5], ARGV[4])
-redis.call("HSET", KEYS[1], unpack(ARGV, 9))
+local n = tonumber(ARGV[9])
+redis.call("HSET", KEYS[1], unpack(ARGV, 10 + n))
 redis.call("ZADD", KEYS[2], "0", ARGV[1])
 redis.call("ZADD", KEYS[3], "0", ARGV[1])
-for i = 8, #KEYS do redis.call("ZADD", KEYS[i], "0", ARGV[1]) end
--- The ring comes just before the task's enqueue: a woken worker that
--- finds the queue still empty tries again for a few milliseconds.
+for i = 10, #KEYS do redis.call("ZADD", KEYS[i], "0", ARGV[1]) end
+if n > 0 then
+  redis.call("HSET", KEYS[8], unpack(ARGV, 10, 9 + n))
+  redis.call("LPUSH", KEYS[9], ARGV[1])
+end
+-- Without the task, the ring comes just before its enqueue: a woken
+-- worker that finds the queue still empty tries again for a few
+-- milliseconds.
 if ARGV[8] == "1" and redis.call("LLEN", KEYS[7]) == 0 then
   redis.call("RPUSH", KEYS[7], "1")
 end
