@@ -191,6 +191,7 @@ const (
 	fFailureClass   = "failureClass"
 	fHasResult      = "hasResult"
 	fResultTrunc    = "resultTruncated"
+	fResult         = "result"
 	fRedriveCount   = "redriveCount"
 	fCanceledBy     = "canceledBy"
 	// fTenant is stored only for a tenant other than the default one, so
@@ -472,7 +473,10 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		ExpungedAt:      fromMs(h[fExpungedAt]),
 		ExpungedBy:      h[fExpungedBy],
 	}
-	r.HasResult = h[fHasResult] == "1"
+	// "h": the result is the hash's field; "1": its own key (an earlier
+	// version's layout).
+	r.HasResult = h[fHasResult] == "1" || h[fHasResult] == "h"
+	r.Result = h[fResult]
 	r.FailedRun = -1
 	if v, ok := h[fFailedRun]; ok {
 		r.FailedRun = atoi(v)
