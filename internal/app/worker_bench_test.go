@@ -19,9 +19,11 @@ import (
 	"github.com/retryd/retryd/internal/app"
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -39,15 +41,18 @@ func BenchmarkWorker(b *testing.B) {
 	store := record.NewStore(srv.Client(), time.Hour)
 	body := []byte(`{"url":"` + dest.URL + `","method":"POST","body":"` + strings.Repeat("x", 1024) + `"}`)
 	ctx := context.Background()
-	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(srv.Client())}
+	// Stored with their tasks in one script each, as the API does.
+	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(srv.Client()),
+		Waiting: tasks.NewWaiting(srv.Client(), partition.Set{}, nil, waiting.Tuning{}, nil)}
 	for i := 0; i < b.N; i++ {
 		now := time.Now()
 		r, _ := submit.Parse(body, now)
 		r.ID = ids.New(now)
-		if _, err := store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
+		task, err := queue.PendingTask(ctx, r.ID, time.Minute, r.MaxRetries)
+		if err != nil {
 			b.Fatal(err)
 		}
-		if err := queue.Enqueue(ctx, r.ID, now, time.Minute, r.MaxRetries); err != nil {
+		if _, err := store.Create(ctx, r, "", nil, record.CreateOptions{Task: task}); err != nil {
 			b.Fatal(err)
 		}
 	}
