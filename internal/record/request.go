@@ -191,7 +191,6 @@ const (
 	fFailureClass   = "failureClass"
 	fHasResult      = "hasResult"
 	fResultTrunc    = "resultTruncated"
-	fResult         = "result"
 	fRedriveCount   = "redriveCount"
 	fCanceledBy     = "canceledBy"
 	// fTenant is stored only for a tenant other than the default one, so
@@ -473,10 +472,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		ExpungedAt:      fromMs(h[fExpungedAt]),
 		ExpungedBy:      h[fExpungedBy],
 	}
-	// "h": the result is the hash's field; "1": its own key (an earlier
-	// version's layout).
-	r.HasResult = h[fHasResult] == "1" || h[fHasResult] == "h"
-	r.Result = h[fResult]
+	r.HasResult = h[fHasResult] == "1"
 	r.FailedRun = -1
 	if v, ok := h[fFailedRun]; ok {
 		r.FailedRun = atoi(v)

@@ -356,12 +356,11 @@ func TestFinishScript(t *testing.T) {
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: RecordedCallback,
 			check: func(t *testing.T, got state) {
 				h := got[k0.req(tid)].(map[string]string)
-				if h[fStatus] != "completed" || h["completedAt"] != t0ms || h["cbStatus"] != "pending" || h[fHasResult] != "h" ||
-					h[fResultTrunc] != "0" || h[fResult] != "ok" {
+				if h[fStatus] != "completed" || h["completedAt"] != t0ms || h["cbStatus"] != "pending" || h[fHasResult] != "1" || h[fResultTrunc] != "0" {
 					t.Errorf("request hash %v", h)
 				}
-				if got[k0.result(tid)] != nil {
-					t.Errorf("result key %v: the result is the hash's", got[k0.result(tid)])
+				if got[k0.result(tid)] != "ok" {
+					t.Errorf("result %v", got[k0.result(tid)])
 				}
 				if diff := cmp.Diff(zset{tid}, got[k0.callbackDue()]); diff != "" {
 					t.Errorf("callback-due (-want +got):\n%s", diff)
@@ -404,9 +403,8 @@ func TestFinishScript(t *testing.T) {
 }
 
 // A finished request's keys all get the retention TTL: those it always has
-// and, only when it has them, its redrives (from earlier redrives) and a
-// result an earlier version kept in its own key. A new result goes in the
-// hash and replaces such a key.
+// and, only when it has them, its redrives (from earlier redrives) and its
+// result (from this attempt or an earlier one).
 func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
 	t.Parallel()
 	dur := int64(7)
@@ -429,10 +427,8 @@ func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
 	}{
 		{"redriven, with an earlier result", redriven, 2, nil,
 			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.redrives(tid), k0.result(tid)}, nil},
-		{"redriven, with an earlier result in its own key, replaced", redriven, 2, &body,
-			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.redrives(tid)}, []string{k0.result(tid)}},
 		{"first run, keeping its result", fresh, 1, &body,
-			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid)}, []string{k0.redrives(tid), k0.result(tid)}},
+			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.result(tid)}, []string{k0.redrives(tid)}},
 		{"first run, no result", fresh, 1, nil,
 			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid)}, []string{k0.redrives(tid), k0.result(tid)}},
 	} {

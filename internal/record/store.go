@@ -399,9 +399,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 		return nil, ErrNotFound
 	}
 	r := decode(id, h.Val(), sp.Val())
-	if r.Result == "" {
-		r.Result = res.Val() // kept in its own key by an earlier version
-	}
+	r.Result = res.Val()
 	r.Attempts = decodeAttempts(att.Val())
 	r.Redrives = decodeRedrives(rdr.Val())
 	return r, nil

@@ -198,26 +198,3 @@ func TestCreateWritesTheTaskWithTheRecord(t *testing.T) {
 		t.Errorf("refused create wrote %d keys", n)
 	}
 }
-
-// Get reads a request's result from its hash, or from the key of its own
-// where an earlier version kept it.
-func TestGetReadsTheResultOfEitherLayout(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		name    string
-		initial state
-	}{
-		{"in the hash", state{k0.req(tid): reqHash(Completed, fHasResult, "h", fResult, "ok"), k0.spec(tid): specJSON}},
-		{"in its own key", state{k0.req(tid): reqHash(Completed, fHasResult, "1"), k0.spec(tid): specJSON, k0.result(tid): "ok"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			s, rdb := newStoreOn(t)
-			seed(t, rdb, c.initial)
-			r, err := s.Get(context.Background(), tid)
-			if err != nil || !r.HasResult || r.Result != "ok" {
-				t.Fatalf("Get = %+v, %v; want the result ok", r, err)
-			}
-		})
-	}
-}

@@ -9,7 +9,7 @@
 -- KEYS[4..8]: status indexes in Statuses order
 -- KEYS[9]: callback-due index
 -- KEYS[10]: spec
--- KEYS[11]: the result's own key, of a request an earlier version finished
+-- KEYS[11]: result
 -- KEYS[12]: the failed-by-host index of the request's host (the DLQ's host filter)
 -- KEYS[13]: the finished index (by completedAt; the list's finished filter)
 -- KEYS[14]: the failure-class index of this attempt's class (unused when ARGV[9] is "")
@@ -70,12 +70,9 @@ if oldCode ~= ARGV[10] then
   if oldCode ~= "" then redis.call("ZREM", ARGV[13] .. oldCode, ARGV[1]) end
   if ARGV[10] ~= "" then redis.call("ZADD", KEYS[15], "0", ARGV[1]) end
 end
--- The result is a field of the hash (hasResult "h"); hasResult "1" is a
--- result kept in its own key (KEYS[11]) by an earlier version.
 if ARGV[7] == "1" then
-  set[#set + 1] = "result"; set[#set + 1] = ARGV[8]
-  set[#set + 1] = "hasResult"; set[#set + 1] = "h"
-  if cur[7] == "1" then redis.call("DEL", KEYS[11]) end
+  redis.call("SET", KEYS[11], ARGV[8])
+  set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
 local del = {"inflightN", "inflightAt"}
 if terminal then
@@ -100,12 +97,12 @@ if cur[4] then
   redis.call("LSET", KEYS[3], -1, cjson.encode(e))
 end
 -- The request, its attempts and its spec always exist; its redrives and
--- a result kept in its own key only when it has them.
+-- its result only when it has them.
 redis.call("PEXPIRE", KEYS[1], ARGV[6])
 redis.call("PEXPIRE", KEYS[2], ARGV[6])
 redis.call("PEXPIRE", KEYS[10], ARGV[6])
 if tonumber(cur[6] or "0") > 0 then redis.call("PEXPIRE", KEYS[3], ARGV[6]) end
-if cur[7] == "1" and ARGV[7] ~= "1" then redis.call("PEXPIRE", KEYS[11], ARGV[6]) end
+if cur[7] == "1" or ARGV[7] == "1" then redis.call("PEXPIRE", KEYS[11], ARGV[6]) end
 if cur[5] == "1" then
   redis.call("ZADD", KEYS[9], "0", ARGV[1])
   return "callback"
