@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/batch"
 )
 
 // BeginState says whether an attempt may start.
@@ -65,11 +67,14 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 	for loaded := false; ; loaded = true {
 		// One transaction: the script decides and writes, and the record
 		// is read back as the script left it.
-		pipe := s.rdb.TxPipeline()
-		res := beginScript.EvalSha(ctx, pipe, keys, args...)
-		hash := pipe.HGetAll(ctx, k.req(id))
-		spec := pipe.Get(ctx, k.spec(id))
-		_, _ = pipe.Exec(ctx)
+		var res *redis.Cmd
+		var hash *redis.MapStringStringCmd
+		var spec *redis.StringCmd
+		s.begins.Do(ctx, func(ctx context.Context, pipe redis.Pipeliner) {
+			res = beginScript.EvalSha(ctx, pipe, keys, args...)
+			hash = pipe.HGetAll(ctx, k.req(id))
+			spec = pipe.Get(ctx, k.spec(id))
+		})
 		if err := res.Err(); err != nil {
 			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				if err := beginScript.Load(ctx, s.rdb).Err(); err != nil {
@@ -265,7 +270,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),
 		hasResult, result,
 		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix()}, fields...)
-	res, err := finishScript.Run(ctx, s.rdb, keys, args...).Text()
+	res, err := batch.Run(ctx, s.batched, finishScript, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)
 	}

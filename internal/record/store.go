@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/batch"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -55,6 +56,9 @@ type Store struct {
 	ret retentionState
 	// counts are the attempts' counters not yet in Redis (RunCounts).
 	counts counts
+	// batched sends concurrent creates and finishes as one pipeline, begins
+	// the transactions of concurrent begins as one.
+	batched, begins *batch.Batcher
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself
@@ -85,7 +89,7 @@ func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
 
 // NewPartitioned returns a Store whose requests spread over parts.
 func NewPartitioned(rdb redis.UniversalClient, retention time.Duration, parts partition.Set) *Store {
-	return &Store{rdb: rdb, retention: retention, parts: parts}
+	return &Store{rdb: rdb, retention: retention, parts: parts, batched: batch.New(rdb, false), begins: batch.New(rdb, true)}
 }
 
 // wrap turns connectivity failures into ErrUnavailable. Errors Redis itself
@@ -218,7 +222,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 		if s.replicas > 0 {
 			prev, err = s.createReplicated(ctx, keys, args)
 		} else {
-			prev, err = createScript.Run(ctx, s.rdb, keys, args...).Text()
+			prev, err = batch.Run(ctx, s.batched, createScript, keys, args...).Text()
 		}
 		switch {
 		case errors.Is(err, redis.Nil):
