@@ -23,30 +23,30 @@ const Max = 128
 // Batcher batches the calls made through it. Use New.
 type Batcher struct {
 	rdb redis.Cmdable
-	tx  bool
 
 	mu    sync.Mutex
 	queue []*call
 	busy  bool // a caller is sending a batch
 }
 
-// New returns a Batcher sending pipelines through rdb; with tx, each batch
-// is one MULTI/EXEC transaction, so each call's commands run together, as
-// in a transaction of its own.
-func New(rdb redis.Cmdable, tx bool) *Batcher { return &Batcher{rdb: rdb, tx: tx} }
+// New returns a Batcher sending pipelines through rdb.
+func New(rdb redis.Cmdable) *Batcher { return &Batcher{rdb: rdb} }
 
 type call struct {
+	tx    bool
 	queue func(ctx context.Context, pipe redis.Pipeliner)
 	done  chan struct{}
 	lead  chan struct{} // closed when this call's caller must send the next batch
 }
 
 // Do has queue add the call's commands to the next batch, and returns once
-// the batch is sent: the commands queue made hold their replies. The
-// caller's ctx is not the batch's: a call in a batch is sent even if ctx
-// ends meanwhile, as a command already written would be.
-func (b *Batcher) Do(ctx context.Context, queue func(ctx context.Context, pipe redis.Pipeliner)) {
-	c := &call{queue: queue, done: make(chan struct{}), lead: make(chan struct{})}
+// the batch is sent: the commands queue made hold their replies. With tx,
+// the batch is one MULTI/EXEC transaction, so the call's commands run
+// together, with nothing of another client's between them. The caller's
+// ctx is not the batch's: a call in a batch is sent even if ctx ends
+// meanwhile, as a command already written would be.
+func (b *Batcher) Do(ctx context.Context, tx bool, queue func(ctx context.Context, pipe redis.Pipeliner)) {
+	c := &call{tx: tx, queue: queue, done: make(chan struct{}), lead: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	leader := !b.busy
@@ -80,11 +80,12 @@ func (b *Batcher) Do(ctx context.Context, queue func(ctx context.Context, pipe r
 func (b *Batcher) send(ctx context.Context, calls []*call) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	var pipe redis.Pipeliner
-	if b.tx {
-		pipe = b.rdb.TxPipeline()
-	} else {
-		pipe = b.rdb.Pipeline()
+	pipe := b.rdb.Pipeline()
+	for _, c := range calls {
+		if c.tx {
+			pipe = b.rdb.TxPipeline()
+			break
+		}
 	}
 	for _, c := range calls {
 		c.queue(ctx, pipe)
@@ -96,12 +97,12 @@ func (b *Batcher) send(ctx context.Context, calls []*call) {
 	}
 }
 
-// Run runs script with keys and args in the next batch of b (not a
-// transaction's: a script is atomic by itself) and returns its reply as
+// Run runs script with keys and args in the next batch of b (it needs no
+// transaction: a script is atomic by itself) and returns its reply as
 // Script.Run would, loading the script when Redis lacks it.
 func Run(ctx context.Context, b *Batcher, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	var cmd *redis.Cmd
-	b.Do(ctx, func(ctx context.Context, pipe redis.Pipeliner) { cmd = script.EvalSha(ctx, pipe, keys, args...) })
+	b.Do(ctx, false, func(ctx context.Context, pipe redis.Pipeliner) { cmd = script.EvalSha(ctx, pipe, keys, args...) })
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		return script.Eval(ctx, b.rdb, keys, args...)
 	}

@@ -82,7 +82,7 @@ func TestCallsMadeDuringABatchGoOutAsTheNext(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	g := newGate()
 	rdb.AddHook(g)
-	b := New(rdb, false)
+	b := New(rdb)
 	ctx := context.Background()
 
 	first := make(chan string, 1)
@@ -135,27 +135,31 @@ func TestCallsMadeDuringABatchGoOutAsTheNext(t *testing.T) {
 	}
 }
 
-// A transaction batcher wraps each batch in MULTI/EXEC.
-func TestTransactionBatchesAreOneTransaction(t *testing.T) {
+// A batch holding a call that asks for a transaction is one MULTI/EXEC;
+// one without is a plain pipeline.
+func TestABatchIsATransactionWhenACallAsks(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	g := newGate()
 	rdb.AddHook(g)
-	b := New(rdb, true)
+	b := New(rdb)
 	ctx := context.Background()
 	close(g.release)
 	var set *redis.StatusCmd
 	var get *redis.StringCmd
-	b.Do(ctx, func(ctx context.Context, pipe redis.Pipeliner) {
+	b.Do(ctx, true, func(ctx context.Context, pipe redis.Pipeliner) {
 		set = pipe.Set(ctx, "k", "v", 0)
 		get = pipe.Get(ctx, "k")
 	})
 	if set.Err() != nil || get.Val() != "v" {
 		t.Fatalf("set %v, get %q %v", set.Err(), get.Val(), get.Err())
 	}
-	names := g.batch(0)
-	if len(names) != 4 || names[0] != "multi" || names[3] != "exec" {
+	if names := g.batch(0); len(names) != 4 || names[0] != "multi" || names[3] != "exec" {
 		t.Errorf("the batch sent %v, want multi, set, get, exec", names)
+	}
+	b.Do(ctx, false, func(ctx context.Context, pipe redis.Pipeliner) { get = pipe.Get(ctx, "k") })
+	if names := g.batch(1); len(names) != 1 || names[0] != "get" || get.Val() != "v" {
+		t.Errorf("the batch sent %v (get %q), want get alone", names, get.Val())
 	}
 }
 
@@ -164,7 +168,7 @@ func TestTransactionBatchesAreOneTransaction(t *testing.T) {
 func TestACallersEndedContextDoesNotEndTheBatch(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	b := New(rdb, false)
+	b := New(rdb)
 	if err := echo.Load(context.Background(), rdb).Err(); err != nil {
 		t.Fatal(err)
 	}

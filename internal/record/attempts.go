@@ -70,7 +70,7 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 		var res *redis.Cmd
 		var hash *redis.MapStringStringCmd
 		var spec *redis.StringCmd
-		s.begins.Do(ctx, func(ctx context.Context, pipe redis.Pipeliner) {
+		s.batched.Do(ctx, true, func(ctx context.Context, pipe redis.Pipeliner) {
 			res = beginScript.EvalSha(ctx, pipe, keys, args...)
 			hash = pipe.HGetAll(ctx, k.req(id))
 			spec = pipe.Get(ctx, k.spec(id))

@@ -56,9 +56,9 @@ type Store struct {
 	ret retentionState
 	// counts are the attempts' counters not yet in Redis (RunCounts).
 	counts counts
-	// batched sends concurrent creates and finishes as one pipeline, begins
-	// the transactions of concurrent begins as one.
-	batched, begins *batch.Batcher
+	// batched sends the creates, begins and finishes of concurrent
+	// requests together.
+	batched *batch.Batcher
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself
@@ -89,7 +89,7 @@ func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
 
 // NewPartitioned returns a Store whose requests spread over parts.
 func NewPartitioned(rdb redis.UniversalClient, retention time.Duration, parts partition.Set) *Store {
-	return &Store{rdb: rdb, retention: retention, parts: parts, batched: batch.New(rdb, false), begins: batch.New(rdb, true)}
+	return &Store{rdb: rdb, retention: retention, parts: parts, batched: batch.New(rdb)}
 }
 
 // wrap turns connectivity failures into ErrUnavailable. Errors Redis itself
