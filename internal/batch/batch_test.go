@@ -47,6 +47,14 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	}
 }
 
+// gatedBatcher is a Batcher on a new Redis whose pipelines pass g.
+func gatedBatcher(t *testing.T) (*Batcher, *gate) {
+	rdb := redistest.Start(t).Client()
+	g := newGate()
+	rdb.AddHook(g)
+	return New(rdb), g
+}
+
 func (g *gate) batch(i int) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -79,10 +87,7 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 // and a script Redis lacks is loaded.
 func TestCallsMadeDuringABatchGoOutAsTheNext(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	g := newGate()
-	rdb.AddHook(g)
-	b := New(rdb)
+	b, g := gatedBatcher(t)
 	ctx := context.Background()
 
 	first := make(chan string, 1)
@@ -139,10 +144,7 @@ func TestCallsMadeDuringABatchGoOutAsTheNext(t *testing.T) {
 // one without is a plain pipeline.
 func TestABatchIsATransactionWhenACallAsks(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	g := newGate()
-	rdb.AddHook(g)
-	b := New(rdb)
+	b, g := gatedBatcher(t)
 	ctx := context.Background()
 	close(g.release)
 	var set *redis.StatusCmd
