@@ -29,9 +29,10 @@ const (
 	redisCheckTimeout = 10 * time.Second
 )
 
-// redisProtocol is RESP2. retryd subscribes to nothing and caches nothing
-// client-side, so RESP3's push notifications buy it nothing, while go-redis
-// peeks at every RESP3 reply for one: about 7 % of each process's CPU.
+// redisProtocol is RESP2. retryd caches nothing client-side and its
+// pub/sub works on RESP2, so RESP3's push notifications buy it nothing,
+// while go-redis peeks at every RESP3 reply for one: about 7 % of each
+// process's CPU.
 const redisProtocol = 2
 
 // redisConn returns retryd's own Redis client and asynq's connection

@@ -70,11 +70,13 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 		var res *redis.Cmd
 		var hash *redis.MapStringStringCmd
 		var spec *redis.StringCmd
-		s.batched.Do(ctx, true, func(ctx context.Context, pipe redis.Pipeliner) {
+		if err := s.batcher(id).Do(ctx, true, func(ctx context.Context, pipe redis.Pipeliner) {
 			res = beginScript.EvalSha(ctx, pipe, keys, args...)
 			hash = pipe.HGetAll(ctx, k.req(id))
 			spec = pipe.Get(ctx, k.spec(id))
-		})
+		}); err != nil {
+			return nil, wrap(err)
+		}
 		if err := res.Err(); err != nil {
 			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				if err := beginScript.Load(ctx, s.rdb).Err(); err != nil {
@@ -270,7 +272,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),
 		hasResult, result,
 		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix()}, fields...)
-	res, err := batch.Run(ctx, s.batched, finishScript, keys, args...).Text()
+	res, err := batch.Run(ctx, s.batcher(id), finishScript, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)
 	}

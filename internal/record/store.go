@@ -57,8 +57,9 @@ type Store struct {
 	// counts are the attempts' counters not yet in Redis (RunCounts).
 	counts counts
 	// batched sends the creates, begins and finishes of concurrent
-	// requests together.
-	batched *batch.Batcher
+	// requests together, one batcher per partition: a batch may be a
+	// transaction, and a transaction must stay in one cluster slot.
+	batched []*batch.Batcher
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself
@@ -89,8 +90,15 @@ func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
 
 // NewPartitioned returns a Store whose requests spread over parts.
 func NewPartitioned(rdb redis.UniversalClient, retention time.Duration, parts partition.Set) *Store {
-	return &Store{rdb: rdb, retention: retention, parts: parts, batched: batch.New(rdb)}
+	s := &Store{rdb: rdb, retention: retention, parts: parts}
+	for range max(parts.Len(), 1) {
+		s.batched = append(s.batched, batch.New(rdb))
+	}
+	return s
 }
+
+// batcher is the batcher of request id's partition.
+func (s *Store) batcher(id string) *batch.Batcher { return s.batched[s.parts.OfID(id)] }
 
 // wrap turns connectivity failures into ErrUnavailable. Errors Redis itself
 // answered (a script bug, a wrong type) are left as they are: they are bugs,
@@ -222,7 +230,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 		if s.replicas > 0 {
 			prev, err = s.createReplicated(ctx, keys, args)
 		} else {
-			prev, err = batch.Run(ctx, s.batched, createScript, keys, args...).Text()
+			prev, err = batch.Run(ctx, s.batcher(r.ID), createScript, keys, args...).Text()
 		}
 		switch {
 		case errors.Is(err, redis.Nil):

@@ -3,8 +3,12 @@ package record
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	retryids "github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/partition"
@@ -196,5 +200,51 @@ func TestCreateWritesTheTaskWithTheRecord(t *testing.T) {
 	}
 	if n := rdb.Exists(ctx, task(id5).Key, s.k(id5).req(id5)).Val(); n != 0 {
 		t.Errorf("refused create wrote %d keys", n)
+	}
+}
+
+// On a Redis Cluster with several partitions, the creates, begins and
+// finishes of concurrent requests of every partition are batched without
+// a batch (nor a transaction) spanning two slots.
+func TestConcurrentRequestsOfEveryPartitionOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t, 3)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	parts, err := partition.New(6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewPartitioned(rdb, time.Hour, parts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	now := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 60)
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := newRequest(parts.NewIDIn(now, i%parts.Len()), now)
+			if _, err := s.Create(ctx, r, "", nil, CreateOptions{}); err != nil {
+				errs <- fmt.Errorf("create %s: %w", r.ID, err)
+				return
+			}
+			b, err := s.Begin(ctx, r.ID, now)
+			if err != nil || b.State != Started {
+				errs <- fmt.Errorf("begin %s: %+v, %w", r.ID, b, err)
+				return
+			}
+			dur := int64(1)
+			res, err := s.Finish(ctx, r.ID, Outcome{Attempt: Attempt{N: b.N, StartedAt: now, DurationMs: &dur, Outcome: "success"},
+				Status: Completed}, now)
+			if err != nil || res != Recorded {
+				errs <- fmt.Errorf("finish %s: %v, %w", r.ID, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
