@@ -41,7 +41,7 @@ type call struct {
 	queue func(ctx context.Context, pipe redis.Pipeliner)
 	done  chan struct{}
 	lead  chan struct{} // closed when this call's caller must send the next batch
-	led   bool          // lead is closed (under Batcher.mu)
+	led   bool          // the call holds a place in flight (under Batcher.mu)
 }
 
 // Do has queue add the call's commands to the next batch, and returns once
@@ -58,12 +58,12 @@ func (b *Batcher) Do(ctx context.Context, tx bool, queue func(ctx context.Contex
 	leader := b.inFlight < b.max
 	if leader {
 		b.inFlight++
+		c.led = true // holds a place already: not one to hand a place to
 	}
 	b.mu.Unlock()
 	if !leader {
 		select {
 		case <-c.done:
-			return nil
 		case <-c.lead:
 		case <-ctx.Done():
 			b.mu.Lock()
@@ -73,20 +73,22 @@ func (b *Batcher) Do(ctx context.Context, tx bool, queue func(ctx context.Contex
 				return ctx.Err()
 			}
 			b.mu.Unlock()
-			select { // taken into a batch meanwhile, or made its leader
-			case <-c.done:
-				return nil
-			case <-c.lead:
-			}
 		}
+		// A call made a leader holds a place in flight, even when
+		// another leader has sent it meanwhile: it passes the place on.
+		b.mu.Lock()
+		leader = c.led
+		b.mu.Unlock()
 	}
-	b.lead(ctx)
-	<-c.done // sent by this batch, or by another leader's
+	if leader {
+		b.lead(ctx)
+	}
+	<-c.done // sent by this caller's batch, or by another leader's
 	return nil
 }
 
-// lead sends what is queued, then hands the lead to the first call queued
-// meanwhile, or gives its place up: no caller sends more than one batch.
+// lead sends what is queued, then hands its place to a call queued
+// meanwhile, or gives it up: no caller sends more than one batch.
 func (b *Batcher) lead(ctx context.Context) {
 	b.mu.Lock()
 	n := min(len(b.queue), Max)
@@ -96,9 +98,11 @@ func (b *Batcher) lead(ctx context.Context) {
 	defer func() {
 		// Deferred, so that a panic cannot leave the place taken.
 		b.mu.Lock()
-		if len(b.queue) > 0 {
-			b.queue[0].led = true
-			close(b.queue[0].lead)
+		// The first queued call not made a leader already (by another
+		// leader that finished meanwhile) takes this place.
+		if i := slices.IndexFunc(b.queue, func(c *call) bool { return !c.led }); i >= 0 {
+			b.queue[i].led = true
+			close(b.queue[i].lead)
 		} else {
 			b.inFlight--
 		}

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -229,4 +230,39 @@ func TestACallGoesOutBesideAStuckBatch(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// Many callers at once, several batches in flight: every call is sent
+// once and gets its own reply, and the batcher ends idle.
+func TestManyCallersAtOnce(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	b := New(rdb)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for g := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 30 {
+				want := strconv.Itoa(g*1000 + i)
+				if v, err := Run(ctx, b, echo, nil, want).Text(); err != nil || v != want {
+					errs <- fmt.Errorf("call %s: %q, %v", want, v, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// A leader gives its place up just after its batch's callers return.
+	waitFor(t, "the batcher to end idle", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == 0 && b.inFlight == 0
+	})
 }
