@@ -1,23 +1,22 @@
 // Package batch sends the Redis commands of concurrent callers as one
 // pipeline: a round trip, one write and one read, for however many calls
-// came in while the batches before were on their way. A call goes out at
-// once while fewer than InFlight batches are on their way, so batching
-// adds no wait at low load; at high load it saves system calls in the
-// caller and in Redis. Every call of a batcher must name keys of one
-// cluster slot: a batch may be one transaction.
+// came in while the previous batch was on its way. A call alone goes out at
+// once, so batching adds no wait at low load; at high load it saves system
+// calls in the caller and in Redis. Every call of a batcher must name keys
+// of one cluster slot: a batch may be one transaction.
 package batch
 
 import (
 	"context"
-	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// InFlight is how many batches may be on their way at once: a batch stuck
-// on a dead connection holds up its own calls, not every caller.
-const InFlight = 4
+// Timeout bounds one batch's round trip: a batch carries the calls of
+// several callers, so no single caller's context may end it.
+const Timeout = 10 * time.Second
 
 // Max caps the calls in one batch.
 const Max = 128
@@ -26,99 +25,65 @@ const Max = 128
 type Batcher struct {
 	rdb redis.Cmdable
 
-	max int // InFlight; tests lower it
-
-	mu       sync.Mutex
-	queue    []*call
-	inFlight int // batches being sent
+	mu    sync.Mutex
+	queue []*call
+	busy  bool // a caller is sending a batch
 }
 
 // New returns a Batcher sending pipelines through rdb.
-func New(rdb redis.Cmdable) *Batcher { return &Batcher{rdb: rdb, max: InFlight} }
+func New(rdb redis.Cmdable) *Batcher { return &Batcher{rdb: rdb} }
 
 type call struct {
 	tx    bool
 	queue func(ctx context.Context, pipe redis.Pipeliner)
 	done  chan struct{}
 	lead  chan struct{} // closed when this call's caller must send the next batch
-	led   bool          // the call holds a place in flight (under Batcher.mu)
 }
 
 // Do has queue add the call's commands to the next batch, and returns once
 // the batch is sent: the commands queue made hold their replies. With tx,
 // the batch is one MULTI/EXEC transaction, so the call's commands run
-// together, with nothing of another client's between them. A call still
-// waiting for a batch when ctx ends is dropped, and Do returns ctx's
-// error; once in a batch it is sent, as a command already written would
-// be, and its round trip is bounded by the client's own timeouts.
-func (b *Batcher) Do(ctx context.Context, tx bool, queue func(ctx context.Context, pipe redis.Pipeliner)) error {
+// together, with nothing of another client's between them. The caller's
+// ctx is not the batch's: a call in a batch is sent even if ctx ends
+// meanwhile, as a command already written would be.
+func (b *Batcher) Do(ctx context.Context, tx bool, queue func(ctx context.Context, pipe redis.Pipeliner)) {
 	c := &call{tx: tx, queue: queue, done: make(chan struct{}), lead: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
-	leader := b.inFlight < b.max
-	if leader {
-		b.inFlight++
-		c.led = true // holds a place already: not one to hand a place to
-	}
+	leader := !b.busy
+	b.busy = true
 	b.mu.Unlock()
 	if !leader {
 		select {
 		case <-c.done:
+			return
 		case <-c.lead:
-		case <-ctx.Done():
-			b.mu.Lock()
-			if i := slices.Index(b.queue, c); i >= 0 && !c.led {
-				b.queue = slices.Delete(b.queue, i, i+1)
-				b.mu.Unlock()
-				return ctx.Err()
-			}
-			b.mu.Unlock()
 		}
-		// A call made a leader holds a place in flight, even when
-		// another leader has sent it meanwhile: it passes the place on.
-		b.mu.Lock()
-		leader = c.led
-		b.mu.Unlock()
 	}
-	if leader {
-		b.lead(ctx)
-	}
-	<-c.done // sent by this caller's batch, or by another leader's
-	return nil
-}
-
-// lead sends what is queued, then hands its place to a call queued
-// meanwhile, or gives it up: no caller sends more than one batch.
-func (b *Batcher) lead(ctx context.Context) {
+	// The leader sends what is queued (its own call first), then hands
+	// the lead to the first call queued meanwhile: no caller sends more
+	// than one batch.
 	b.mu.Lock()
 	n := min(len(b.queue), Max)
 	calls := b.queue[:n:n]
 	b.queue = b.queue[n:]
 	b.mu.Unlock()
 	defer func() {
-		// Deferred, so that a panic cannot leave the place taken.
+		// Deferred, so that a panic cannot leave the batcher busy.
 		b.mu.Lock()
-		// The first queued call not made a leader already (by another
-		// leader that finished meanwhile) takes this place.
-		if i := slices.IndexFunc(b.queue, func(c *call) bool { return !c.led }); i >= 0 {
-			b.queue[i].led = true
-			close(b.queue[i].lead)
+		if len(b.queue) > 0 {
+			close(b.queue[0].lead)
 		} else {
-			b.inFlight--
+			b.busy = false
 		}
 		b.mu.Unlock()
 	}()
-	if n > 0 { // a caller that became leader alongside another may find its call taken
-		b.send(context.WithoutCancel(ctx), calls)
-	}
+	b.send(context.WithoutCancel(ctx), calls)
 }
 
 func (b *Batcher) send(ctx context.Context, calls []*call) {
-	defer func() {
-		for _, c := range calls {
-			close(c.done)
-		}
-	}()
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
 	pipe := b.rdb.Pipeline()
 	for _, c := range calls {
 		if c.tx {
@@ -131,6 +96,9 @@ func (b *Batcher) send(ctx context.Context, calls []*call) {
 	}
 	// Each command holds its own reply or error.
 	_, _ = pipe.Exec(ctx)
+	for _, c := range calls {
+		close(c.done)
+	}
 }
 
 // Run runs script with keys and args in the next batch of b (it needs no
@@ -138,14 +106,9 @@ func (b *Batcher) send(ctx context.Context, calls []*call) {
 // Script.Run would, loading the script when Redis lacks it.
 func Run(ctx context.Context, b *Batcher, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	var cmd *redis.Cmd
-	err := b.Do(ctx, false, func(ctx context.Context, pipe redis.Pipeliner) { cmd = script.EvalSha(ctx, pipe, keys, args...) })
-	if err != nil {
-		cmd = redis.NewCmd(ctx)
-		cmd.SetErr(err)
-		return cmd
-	}
+	b.Do(ctx, false, func(ctx context.Context, pipe redis.Pipeliner) { cmd = script.EvalSha(ctx, pipe, keys, args...) })
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		return script.Eval(context.WithoutCancel(ctx), b.rdb, keys, args...)
+		return script.Eval(ctx, b.rdb, keys, args...)
 	}
 	return cmd
 }

@@ -2,7 +2,6 @@ package batch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -49,15 +48,12 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	}
 }
 
-// gatedBatcher is a Batcher on a new Redis whose pipelines pass g, with
-// one batch in flight at a time.
+// gatedBatcher is a Batcher on a new Redis whose pipelines pass g.
 func gatedBatcher(t *testing.T) (*Batcher, *gate) {
 	rdb := redistest.Start(t).Client()
 	g := newGate()
 	rdb.AddHook(g)
-	b := New(rdb)
-	b.max = 1
-	return b, g
+	return New(rdb), g
 }
 
 func (g *gate) batch(i int) []string {
@@ -140,11 +136,11 @@ func TestCallsMadeDuringABatchGoOutAsTheNext(t *testing.T) {
 			t.Errorf("call %d: %q, %v", i, v, err)
 		}
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.queue) != 0 || b.inFlight != 0 {
-		t.Errorf("after the calls: %d queued, %d batches in flight", len(b.queue), b.inFlight)
-	}
+	waitFor(t, "the batcher to end idle", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.queue) == 0 && !b.busy
+	})
 }
 
 // A batch holding a call that asks for a transaction is one MULTI/EXEC;
@@ -172,68 +168,8 @@ func TestABatchIsATransactionWhenACallAsks(t *testing.T) {
 	}
 }
 
-// A caller whose context ends while its call waits for a batch leaves
-// at once, and its call is not sent; a call already in a batch is sent and
-// answered though its caller's context ended.
-func TestACallWaitingForABatchLeavesWhenItsContextEnds(t *testing.T) {
-	t.Parallel()
-	b, g := gatedBatcher(t)
-	if err := echo.Load(context.Background(), b.rdb.(*redis.Client)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	ctxA, cancelA := context.WithCancel(context.Background())
-	a := make(chan *redis.Cmd, 1)
-	go func() { a <- Run(ctxA, b, echo, nil, "a") }()
-	<-g.entered
-	ctxB, cancelB := context.WithCancel(context.Background())
-	bErr := make(chan error, 1)
-	go func() { bErr <- Run(ctxB, b, echo, nil, "b").Err() }()
-	c := make(chan *redis.Cmd, 1)
-	go func() { c <- Run(context.Background(), b, echo, nil, "c") }()
-	waitFor(t, "the calls to queue", func() bool { return queued(b) == 2 })
-	cancelB()
-	if err := <-bErr; !errors.Is(err, context.Canceled) {
-		t.Fatalf("the waiting call whose context ended: %v, want context.Canceled", err)
-	}
-	cancelA()
-	g.release <- struct{}{}
-	if v, err := (<-a).Text(); err != nil || v != "a" {
-		t.Errorf("the call in a batch whose context ended: %q, %v", v, err)
-	}
-	<-g.entered
-	if names := g.batch(1); len(names) != 1 {
-		t.Errorf("the next batch holds %v, want c's call alone", names)
-	}
-	g.release <- struct{}{}
-	if v, err := (<-c).Text(); err != nil || v != "c" {
-		t.Errorf("c: %q, %v", v, err)
-	}
-}
-
-// While fewer than its limit of batches are on their way, a call goes out
-// at once: a stuck batch holds up its own calls only.
-func TestACallGoesOutBesideAStuckBatch(t *testing.T) {
-	t.Parallel()
-	b, g := gatedBatcher(t)
-	b.max = 2
-	ctx := context.Background()
-	stuck := make(chan *redis.Cmd, 1)
-	go func() { stuck <- Run(ctx, b, echo, nil, "stuck") }()
-	<-g.entered
-	other := make(chan *redis.Cmd, 1)
-	go func() { other <- Run(ctx, b, echo, nil, "other") }()
-	<-g.entered // the second batch, sent while the first is held
-	g.release <- struct{}{}
-	g.release <- struct{}{}
-	for _, ch := range []chan *redis.Cmd{stuck, other} {
-		if err := (<-ch).Err(); err != nil {
-			t.Error(err)
-		}
-	}
-}
-
-// Many callers at once, several batches in flight: every call is sent
-// once and gets its own reply, and the batcher ends idle.
+// Many callers at once: every call is sent once and gets its own reply,
+// and the batcher ends idle.
 func TestManyCallersAtOnce(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
@@ -263,6 +199,21 @@ func TestManyCallersAtOnce(t *testing.T) {
 	waitFor(t, "the batcher to end idle", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return len(b.queue) == 0 && b.inFlight == 0
+		return len(b.queue) == 0 && !b.busy
 	})
+}
+
+// A caller's context ending does not take its call out of a batch.
+func TestACallersEndedContextDoesNotEndTheBatch(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	b := New(rdb)
+	if err := echo.Load(context.Background(), rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if v, err := Run(ctx, b, echo, nil, "x").Text(); err != nil || v != "x" {
+		t.Fatalf("Run with an ended context: %q, %v", v, err)
+	}
 }

@@ -70,13 +70,11 @@ func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, er
 		var res *redis.Cmd
 		var hash *redis.MapStringStringCmd
 		var spec *redis.StringCmd
-		if err := s.batcher(id).Do(ctx, true, func(ctx context.Context, pipe redis.Pipeliner) {
+		s.batcher(id).Do(ctx, true, func(ctx context.Context, pipe redis.Pipeliner) {
 			res = beginScript.EvalSha(ctx, pipe, keys, args...)
 			hash = pipe.HGetAll(ctx, k.req(id))
 			spec = pipe.Get(ctx, k.spec(id))
-		}); err != nil {
-			return nil, wrap(err)
-		}
+		})
 		if err := res.Err(); err != nil {
 			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
 				if err := beginScript.Load(ctx, s.rdb).Err(); err != nil {
