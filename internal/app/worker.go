@@ -26,6 +26,7 @@ import (
 	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/gopool"
 	"github.com/retryd/retryd/internal/listeners"
 	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/partition"
@@ -215,7 +216,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	mux := asynq.NewServeMux()
 	mux.Handle(tasks.TypeDeliver, h)
 	mux.Handle(tasks.TypeCallback, cb)
-	if err := srv.Start(mux); err != nil {
+	handlers := gopool.New(mux)
+	defer handlers.Close() // after srv.Shutdown, below
+	if err := srv.Start(handlers); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	stopMetrics := serveWorkerMetrics(ctx, cfg.MetricsAddr, metrics.New(store, inspector), store, book, log)
