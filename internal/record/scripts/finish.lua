@@ -71,7 +71,12 @@ if oldCode ~= ARGV[10] then
   if ARGV[10] ~= "" then redis.call("ZADD", KEYS[15], "0", ARGV[1]) end
 end
 if ARGV[7] == "1" then
-  redis.call("SET", KEYS[11], ARGV[8])
+  -- Written at the end, it starts its retention in the same command.
+  if terminal then
+    redis.call("SET", KEYS[11], ARGV[8], "PX", ARGV[6])
+  else
+    redis.call("SET", KEYS[11], ARGV[8])
+  end
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
 local del = {"inflightN", "inflightAt"}
@@ -102,7 +107,7 @@ redis.call("PEXPIRE", KEYS[1], ARGV[6])
 redis.call("PEXPIRE", KEYS[2], ARGV[6])
 redis.call("PEXPIRE", KEYS[10], ARGV[6])
 if tonumber(cur[6] or "0") > 0 then redis.call("PEXPIRE", KEYS[3], ARGV[6]) end
-if cur[7] == "1" or ARGV[7] == "1" then redis.call("PEXPIRE", KEYS[11], ARGV[6]) end
+if cur[7] == "1" and ARGV[7] ~= "1" then redis.call("PEXPIRE", KEYS[11], ARGV[6]) end
 if cur[5] == "1" then
   redis.call("ZADD", KEYS[9], "0", ARGV[1])
   return "callback"
