@@ -108,6 +108,8 @@ func Run(ctx context.Context, b *Batcher, script *redis.Script, keys []string, a
 	var cmd *redis.Cmd
 	b.Do(ctx, false, func(ctx context.Context, pipe redis.Pipeliner) { cmd = script.EvalSha(ctx, pipe, keys, args...) })
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		ctx, cancel := context.WithTimeout(ctx, Timeout)
+		defer cancel()
 		return script.Eval(ctx, b.rdb, keys, args...)
 	}
 	return cmd

@@ -7,10 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/partition"
-	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -165,13 +162,7 @@ func TestResendRacingARedrive(t *testing.T) {
 // each run in one slot, whatever the request's partition.
 func TestResendAndExpungeOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t, 3)})
-	t.Cleanup(func() { _ = rdb.Close() })
-	parts, err := partition.New(6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewPartitioned(rdb, time.Hour, parts)
+	s, parts := clusterStore(t, 3, 6)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	now := time.Now()

@@ -208,13 +208,7 @@ func TestCreateWritesTheTaskWithTheRecord(t *testing.T) {
 // a batch (nor a transaction) spanning two slots.
 func TestConcurrentRequestsOfEveryPartitionOnRedisCluster(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t, 3)})
-	t.Cleanup(func() { _ = rdb.Close() })
-	parts, err := partition.New(6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewPartitioned(rdb, time.Hour, parts)
+	s, parts := clusterStore(t, 3, 6)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	now := time.Now()
@@ -247,4 +241,17 @@ func TestConcurrentRequestsOfEveryPartitionOnRedisCluster(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// clusterStore is a store of parts partitions on a Redis Cluster of n
+// masters.
+func clusterStore(t *testing.T, n, parts int) (*Store, partition.Set) {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.StartCluster(t, n)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	set, err := partition.New(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewPartitioned(rdb, time.Hour, set), set
 }
