@@ -216,7 +216,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	mux := asynq.NewServeMux()
 	mux.Handle(tasks.TypeDeliver, h)
 	mux.Handle(tasks.TypeCallback, cb)
-	handlers := gopool.New(mux)
+	handlers := gopool.New(mux, cfg.WorkerConcurrency, log.With("component", "asynq"))
 	defer handlers.Close() // after srv.Shutdown, below
 	if err := srv.Start(handlers); err != nil {
 		return fmt.Errorf("start worker: %w", err)

@@ -1,117 +1,163 @@
-// Package gopool runs asynq handlers on long-lived goroutines.
+// Package gopool runs asynq handlers on goroutines that are used again.
 //
 // asynq starts a new goroutine for every task. A delivery's calls (the
 // HTTP client, go-redis pipelines, JSON) need more stack than a new
-// goroutine starts with, so every task's stack grew and was copied two or
-// three times on the way: a few percent of a worker's CPU, spent again on
-// each task. A goroutine of the pool keeps the stack it grew for the next
-// task. The handler's result, and a panic, reach asynq's goroutine as if
-// the handler had run there.
+// goroutine starts with, so on a new goroutine the stack grows and is
+// copied two or three times on every task. A goroutine of the pool takes
+// the next task with the stack it grew (a GC halves the stack of one left
+// idle). The handler's result, a panic's value and a runtime.Goexit reach
+// asynq's goroutine as if the handler had run there; a panic's stack,
+// which asynq would print from its own goroutine, is logged first.
 package gopool
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 
 	"github.com/hibiken/asynq"
 )
 
-// Pool is an asynq.Handler that runs its Handler on the pool's goroutines.
-// It starts a goroutine when none is idle, and keeps it until Close: the
-// pool holds at most twice as many as tasks ran at once (asynq's
-// concurrency; a goroutine that has just finished a task is not idle yet).
+// Pool is an asynq.Handler that runs its handler on the pool's goroutines.
+// It takes an idle goroutine, the last one parked first, or starts one; a
+// goroutine parks once its task is done, before the task's caller resumes,
+// unless maxIdle are parked already. Busy goroutines are exactly the
+// handlers running.
 type Pool struct {
 	handler asynq.Handler
-	jobs    chan *job     // to an idle goroutine; unbuffered
-	quit    chan struct{} // closed by Close
+	maxIdle int
+	log     *slog.Logger
 
 	mu      sync.Mutex
+	idle    []*worker
 	closed  bool
 	started int // goroutines started
-	wg      sync.WaitGroup
+	exited  int // goroutines ended
 }
+
+// worker is one goroutine of the pool and its next task.
+type worker struct{ jobs chan *job } // buffered: a hand-off never blocks
 
 // job is one task's call and its outcome.
 type job struct {
-	ctx   context.Context
-	task  *asynq.Task
-	err   error
-	panic any // what the handler panicked with, and where
-	done  chan struct{}
+	ctx    context.Context
+	task   *asynq.Task
+	err    error
+	panic  any  // the handler's panic value
+	goexit bool // the handler called runtime.Goexit
+	done   chan struct{}
 }
 
-// New returns a pool that runs h.
-func New(h asynq.Handler) *Pool {
-	return &Pool{handler: h, jobs: make(chan *job), quit: make(chan struct{})}
+// New returns a pool that runs h and keeps at most maxIdle goroutines
+// idle (asynq's concurrency: at load every slot finds one).
+func New(h asynq.Handler, maxIdle int, log *slog.Logger) *Pool {
+	return &Pool{handler: h, maxIdle: maxIdle, log: log}
 }
 
-// ProcessTask runs the handler on an idle goroutine of the pool, or on a
-// new one, and returns its error. A panic of the handler is raised again
-// here, with the handler's stack in its value, so that asynq recovers it
-// as its own.
+// ProcessTask runs the handler on a goroutine of the pool and returns its
+// error; a panic or a runtime.Goexit of the handler happens again here.
 func (p *Pool) ProcessTask(ctx context.Context, t *asynq.Task) error {
-	j := &job{ctx: ctx, task: t, done: make(chan struct{})}
-	select {
-	case p.jobs <- j:
-	default:
-		if !p.start(j) {
-			// Closed: the task runs here, as without the pool.
-			return p.handler.ProcessTask(ctx, t)
-		}
+	w := p.take()
+	if w == nil { // closed: the task runs here, as without the pool
+		return p.handler.ProcessTask(ctx, t)
 	}
+	j := &job{ctx: ctx, task: t, done: make(chan struct{})}
+	w.jobs <- j
 	<-j.done
-	if j.panic != nil {
+	switch {
+	case j.panic != nil:
 		panic(j.panic)
+	case j.goexit:
+		runtime.Goexit()
 	}
 	return j.err
 }
 
-// start starts a goroutine that runs j, then waits for more; false when
-// the pool is closed.
-func (p *Pool) start(j *job) bool {
+// take returns an idle goroutine of the pool, or a new one; nil once the
+// pool is closed.
+func (p *Pool) take() *worker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
+		return nil
+	}
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return w
+	}
+	w := &worker{jobs: make(chan *job, 1)}
+	p.started++
+	go p.serve(w)
+	return w
+}
+
+// park makes w idle, unless the pool is closed or has maxIdle idle.
+func (p *Pool) park(w *worker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.idle) >= p.maxIdle {
+		p.exited++
 		return false
 	}
-	p.started++
-	p.wg.Add(1)
-	go p.serve(j)
+	p.idle = append(p.idle, w)
 	return true
 }
 
-func (p *Pool) serve(j *job) {
-	defer p.wg.Done()
-	for {
-		p.run(j)
-		select {
-		case j = <-p.jobs:
-		case <-p.quit:
+func (p *Pool) serve(w *worker) {
+	for j := range w.jobs {
+		if !p.run(w, j) {
 			return
 		}
 	}
+	p.mu.Lock()
+	p.exited++
+	p.mu.Unlock()
 }
 
-func (p *Pool) run(j *job) {
-	defer close(j.done)
+// run runs j's task, then parks w and only then lets j's caller go on, so
+// that the caller's next task finds w idle. It reports whether w parked.
+func (p *Pool) run(w *worker, j *job) (parked bool) {
+	returned := false
 	defer func() {
-		if x := recover(); x != nil {
-			j.panic = fmt.Sprintf("%v\n%s", x, debug.Stack())
+		if !returned {
+			// A nil recover here is a runtime.Goexit (panic(nil) recovers
+			// as a *runtime.PanicNilError): this goroutine ends with it.
+			if x := recover(); x != nil {
+				j.panic = x
+				p.log.Error("task handler panicked", "panic", x, "stack", string(debug.Stack()))
+			} else {
+				j.goexit = true
+			}
 		}
+		if !j.goexit {
+			parked = p.park(w)
+		} else {
+			p.mu.Lock()
+			p.exited++
+			p.mu.Unlock()
+		}
+		close(j.done)
 	}()
 	j.err = p.handler.ProcessTask(j.ctx, j.task)
+	returned = true
+	return false // set by the deferred call
 }
 
-// Close ends the pool's goroutines once idle; tasks given after Close run
-// on their caller's goroutine. Call it once asynq's server has stopped.
+// Close ends the idle goroutines, and each busy one when its task is done;
+// it does not wait for them. Tasks given after Close run on their caller's
+// goroutine. Call it once asynq's server has stopped.
 func (p *Pool) Close() {
 	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		close(p.quit)
+	defer p.mu.Unlock()
+	if p.closed {
+		return
 	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	p.closed = true
+	for _, w := range p.idle {
+		close(w.jobs)
+	}
+	p.idle = nil
 }

@@ -431,6 +431,8 @@ func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
 			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.result(tid)}, []string{k0.redrives(tid)}},
 		{"first run, no result", fresh, 1, nil,
 			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid)}, []string{k0.redrives(tid), k0.result(tid)}},
+		{"redriven, with an earlier result and a new one", redriven, 2, &body,
+			[]string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.redrives(tid), k0.result(tid)}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -440,6 +442,11 @@ func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
 				Status: Completed, Result: c.result}, t0)
 			if err != nil || res != Recorded {
 				t.Fatalf("Finish = %v, %v", res, err)
+			}
+			if c.result != nil {
+				if v := rdb.Get(context.Background(), k0.result(tid)).Val(); v != *c.result {
+					t.Errorf("result %q, want %q", v, *c.result)
+				}
 			}
 			for _, k := range c.want {
 				if ttl := rdb.PTTL(context.Background(), k).Val(); ttl <= 0 || ttl > time.Hour {
@@ -452,6 +459,25 @@ func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A result kept by an attempt the request goes on after has no TTL: the
+// request is not finished, and nothing of it may expire yet.
+func TestFinishKeepsAnUnfinishedRequestsResultWithoutTTL(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	seed(t, rdb, state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms), k0.spec(tid): specJSON})
+	dur, body := int64(7), "partial"
+	res, err := s.Finish(context.Background(), tid, Outcome{Attempt: Attempt{N: 1, StartedAt: t0, DurationMs: &dur, Outcome: "failure"},
+		Status: Retrying, Result: &body}, t0)
+	if err != nil || res != Recorded {
+		t.Fatalf("Finish = %v, %v", res, err)
+	}
+	for _, k := range []string{k0.req(tid), k0.result(tid), k0.attempts(tid)} {
+		if ttl := rdb.PTTL(context.Background(), k).Val(); ttl != -1 {
+			t.Errorf("%s: PTTL %v, want -1 (kept, no TTL)", k, ttl)
+		}
 	}
 }
 
