@@ -217,17 +217,18 @@ func parseRetention(v string) Retention {
 
 // ExpirePayloads erases the payloads whose payload retention ended by now,
 // as Expunge does (expungedBy RetentionActor), up to n per tenant and
-// partition; it returns how many it erased. The requests that finished
+// partition; it returns how many it erased, and more when a tenant and
+// partition had n due (call it again: more may be due). The requests that finished
 // while their tenant had a payload retention are indexed by finish time
 // (the finish and cancel scripts add them), so each sweep reads only the
 // entries due, oldest first, and each entry is read once: the script
 // removes it, erasing or not (a request redriven since is indexed again
 // when it finishes). A tenant without a payload retention costs no
 // command.
-func (s *Store) ExpirePayloads(ctx context.Context, now time.Time, n int) (int, error) {
+func (s *Store) ExpirePayloads(ctx context.Context, now time.Time, n int) (erased int, more bool, err error) {
 	rets, err := s.Retentions(ctx, now)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	for t, r := range rets {
 		// An index left by a payload retention since turned off (by a
@@ -235,14 +236,13 @@ func (s *Store) ExpirePayloads(ctx context.Context, now time.Time, n int) (int, 
 		// SetTenantRetention drops it when an admin turns one off.
 		if _, done := s.ret.dropped.LoadOrStore(t, true); r.Payload <= 0 && !done {
 			if err := s.dropPayloadIndexes(ctx, t); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
 		if r.Payload > 0 {
 			s.ret.dropped.Delete(t)
 		}
 	}
-	erased := 0
 	for _, k := range s.each() {
 		for t, r := range rets {
 			due := k.of(t).payloadDue()
@@ -252,12 +252,13 @@ func (s *Store) ExpirePayloads(ctx context.Context, now time.Time, n int) (int, 
 			ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: due, Start: "-inf", Stop: strconv.FormatInt(now.Add(-r.Payload).UnixMilli(), 10),
 				ByScore: true, Count: int64(n)}).Result()
 			if err != nil {
-				return erased, wrap(err)
+				return erased, more, wrap(err)
 			}
+			more = more || len(ids) == n
 			for _, id := range ids {
 				res, err := s.expunge(ctx, k, due, id, RetentionActor, now)
 				if err != nil {
-					return erased, err
+					return erased, more, err
 				}
 				if res[0] == "ok" {
 					erased++
@@ -265,5 +266,5 @@ func (s *Store) ExpirePayloads(ctx context.Context, now time.Time, n int) (int, 
 			}
 		}
 	}
-	return erased, nil
+	return erased, more, nil
 }

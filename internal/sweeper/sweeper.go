@@ -45,7 +45,7 @@ type Store interface {
 	Partitions() partition.Set
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
 	TrimIndexes(ctx context.Context, now time.Time, n int) (int, error)
-	ExpirePayloads(ctx context.Context, now time.Time, n int) (int, error)
+	ExpirePayloads(ctx context.Context, now time.Time, n int) (erased int, more bool, err error)
 }
 
 // Queue hands tasks back to asynq.
@@ -93,6 +93,8 @@ type Sweeper struct {
 	Bell interface {
 		Ring(ctx context.Context) error
 	}
+
+	payloadBatch int // payloads erased per tenant and partition a call (0: 500); tests set it
 }
 
 const (
@@ -167,6 +169,29 @@ func (s *Sweeper) Run(ctx context.Context) {
 	})
 }
 
+// payloadBudget bounds the time one sweep spends erasing payloads, well
+// inside the sweeper's lock.
+const payloadBudget = 2 * time.Second
+
+// expirePayloads erases the payloads due, a batch per tenant and partition
+// at a time, until none is left or payloadBudget is spent: erasing keeps
+// up with requests finishing faster than a batch a sweep, so a payload
+// outlives its retention by about a sweep interval, not ever more.
+func (s *Sweeper) expirePayloads(ctx context.Context, now time.Time, st *Stats) error {
+	batch := s.payloadBatch
+	if batch <= 0 {
+		batch = 500
+	}
+	start := time.Now() // the budget is real time spent, whatever the clock
+	for {
+		n, more, err := s.Store.ExpirePayloads(ctx, now, batch)
+		st.PayloadsExpired += n
+		if err != nil || !more || time.Since(start) >= payloadBudget {
+			return err
+		}
+	}
+}
+
 // releaseScript deletes the lock only if this owner holds it.
 //
 //go:embed scripts/release_lock.lua
@@ -238,9 +263,7 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	st.Trimmed = trimmed
-	expired, err := s.Store.ExpirePayloads(ctx, now, 500)
-	st.PayloadsExpired = expired
-	if err != nil {
+	if err := s.expirePayloads(ctx, now, &st); err != nil {
 		return st, err
 	}
 	due, err := s.Store.CallbacksDue(ctx, 1000)

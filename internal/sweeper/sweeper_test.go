@@ -284,3 +284,41 @@ func TestASweepErasesPayloadsPastTheirRetention(t *testing.T) {
 		t.Errorf("second sweep: %+v, %v; want the default tenant's payload erased", st, err)
 	}
 }
+
+// A sweep erases every payload due, batch after batch, not one batch: a
+// tenant finishing more requests than a batch a sweep keeps its payload
+// retention.
+func TestASweepErasesEveryPayloadDueNotOneBatch(t *testing.T) {
+	t.Parallel()
+	sw, b := setup(t)
+	sw.payloadBatch = 2
+	ctx := context.Background()
+	if err := b.store.SetTenantRetention(ctx, "gdpr", record.Retention{Payload: time.Minute}, b.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var due []string
+	for range 5 {
+		r, err := submit.Parse([]byte(`{"url":"https://example.com","body":"card 4242"}`), b.clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID, r.Tenant = ids.New(b.clk.Now()), "gdpr"
+		if _, err := b.store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.store.Cancel(ctx, tenant.All, r.ID, "test", b.clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		due = append(due, r.ID)
+	}
+	b.clk.Add(2 * time.Minute)
+	st, ran, err := sw.SweepOnce(ctx)
+	if err != nil || !ran || st.PayloadsExpired != len(due) {
+		t.Fatalf("sweep: %+v ran=%v err=%v; want all %d payloads erased in batches of 2", st, ran, err, len(due))
+	}
+	for _, id := range due {
+		if r, err := b.store.Get(ctx, id); err != nil || !r.Expunged {
+			t.Errorf("%s: expunged %v, %v", id, r != nil && r.Expunged, err)
+		}
+	}
+}
