@@ -94,7 +94,7 @@ type Sweeper struct {
 		Ring(ctx context.Context) error
 	}
 
-	payloadBatch int // payloads erased per tenant and partition a call (0: 500); tests set it
+	batch int // index entries trimmed and payloads erased per call (0: 500); tests set it
 }
 
 const (
@@ -169,24 +169,17 @@ func (s *Sweeper) Run(ctx context.Context) {
 	})
 }
 
-// payloadBudget bounds the time one sweep spends erasing payloads, well
-// inside the sweeper's lock.
-const payloadBudget = 2 * time.Second
+// sweepBudget bounds the time one sweep spends on each of its batched
+// jobs (trimming indexes, erasing payloads), well inside its lock.
+const sweepBudget = 2 * time.Second
 
-// expirePayloads erases the payloads due, a batch per tenant and partition
-// at a time, until none is left or payloadBudget is spent: erasing keeps
-// up with requests finishing faster than a batch a sweep, so a payload
-// outlives its retention by about a sweep interval, not ever more.
-func (s *Sweeper) expirePayloads(ctx context.Context, now time.Time, st *Stats) error {
-	batch := s.payloadBatch
-	if batch <= 0 {
-		batch = 500
-	}
-	start := time.Now() // the budget is real time spent, whatever the clock
+// repeat calls step until it reports nothing more to do, fails, or has
+// spent sweepBudget (real time spent, whatever the sweeper's clock).
+func repeat(step func() (more bool, err error)) error {
+	start := time.Now()
 	for {
-		n, more, err := s.Store.ExpirePayloads(ctx, now, batch)
-		st.PayloadsExpired += n
-		if err != nil || !more || time.Since(start) >= payloadBudget {
+		more, err := step()
+		if err != nil || !more || time.Since(start) >= sweepBudget {
 			return err
 		}
 	}
@@ -258,12 +251,26 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 			}
 		}
 	}
-	trimmed, err := s.Store.TrimIndexes(ctx, now, 500)
+	batch := s.batch
+	if batch <= 0 {
+		batch = 500
+	}
+	// Both go batch after batch, so that they keep up with requests
+	// finishing faster than a batch a sweep.
+	err = repeat(func() (bool, error) {
+		n, err := s.Store.TrimIndexes(ctx, now, batch)
+		st.Trimmed += n
+		return n > 0, err
+	})
 	if err != nil {
 		return st, err
 	}
-	st.Trimmed = trimmed
-	if err := s.expirePayloads(ctx, now, &st); err != nil {
+	err = repeat(func() (bool, error) {
+		n, more, err := s.Store.ExpirePayloads(ctx, now, batch)
+		st.PayloadsExpired += n
+		return more, err
+	})
+	if err != nil {
 		return st, err
 	}
 	due, err := s.Store.CallbacksDue(ctx, 1000)

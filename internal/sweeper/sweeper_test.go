@@ -291,7 +291,7 @@ func TestASweepErasesPayloadsPastTheirRetention(t *testing.T) {
 func TestASweepErasesEveryPayloadDueNotOneBatch(t *testing.T) {
 	t.Parallel()
 	sw, b := setup(t)
-	sw.payloadBatch = 2
+	sw.batch = 2
 	ctx := context.Background()
 	if err := b.store.SetTenantRetention(ctx, "gdpr", record.Retention{Payload: time.Minute}, b.clk.Now()); err != nil {
 		t.Fatal(err)
@@ -320,5 +320,50 @@ func TestASweepErasesEveryPayloadDueNotOneBatch(t *testing.T) {
 		if r, err := b.store.Get(ctx, id); err != nil || !r.Expunged {
 			t.Errorf("%s: expunged %v, %v", id, r != nil && r.Expunged, err)
 		}
+	}
+}
+
+// A sweep drops the index entries of every expired record, batch after
+// batch, not one batch.
+func TestASweepTrimsEveryExpiredEntryNotOneBatch(t *testing.T) {
+	t.Parallel()
+	sw, b := setup(t)
+	sw.batch = 2
+	ctx := context.Background()
+	if err := b.store.SetTenantRetention(ctx, "brief", record.Retention{Records: 300 * time.Millisecond}, b.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var gone []string
+	for range 5 {
+		r, err := submit.Parse([]byte(`{"url":"https://example.com"}`), b.clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ID, r.Tenant = ids.New(b.clk.Now()), "brief"
+		if _, err := b.store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.store.Cancel(ctx, tenant.All, r.ID, "test", b.clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		gone = append(gone, r.ID)
+	}
+	// The records expire in Redis, on its own clock.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, id := range gone {
+		for _, err := b.store.Get(ctx, id); !errors.Is(err, record.ErrNotFound); _, err = b.store.Get(ctx, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s has not expired: %v", id, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	b.clk.Add(time.Minute)
+	st, ran, err := sw.SweepOnce(ctx)
+	// Three entries a request: the all-requests and canceled indexes, and
+	// the finished index.
+	if err != nil || !ran || st.Trimmed != 3*len(gone) {
+		t.Fatalf("sweep: %+v ran=%v err=%v; want the %d entries of %d expired requests trimmed in batches of 2",
+			st, ran, err, 3*len(gone), len(gone))
 	}
 }
