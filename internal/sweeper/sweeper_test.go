@@ -57,6 +57,25 @@ func (b *testBundle) create(t *testing.T, body string) string {
 	return r.ID
 }
 
+// canceled stores a request of tenant t made of body and cancels it: a
+// finished request, its retention started.
+func (b *testBundle) canceled(t *testing.T, tn, body string) string {
+	t.Helper()
+	ctx := context.Background()
+	r, err := submit.Parse([]byte(body), b.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ID, r.Tenant = ids.New(b.clk.Now()), tn
+	if _, err := b.store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.Cancel(ctx, tenant.All, r.ID, "test", b.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
+}
+
 func (b *testBundle) taskState(t *testing.T, id string) asynq.TaskState {
 	t.Helper()
 	info, err := b.inspector.GetTaskInfo(tasks.Queue, id)
@@ -248,22 +267,8 @@ func TestASweepErasesPayloadsPastTheirRetention(t *testing.T) {
 	if err := b.store.SetTenantRetention(ctx, "gdpr", record.Retention{Payload: time.Minute}, b.clk.Now()); err != nil {
 		t.Fatal(err)
 	}
-	finish := func(owner string) string {
-		t.Helper()
-		r, err := submit.Parse([]byte(`{"url":"https://example.com","body":"card 4242"}`), b.clk.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.ID, r.Tenant = ids.New(b.clk.Now()), owner
-		if _, err := b.store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.store.Cancel(ctx, tenant.All, r.ID, "test", b.clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		return r.ID
-	}
-	gdpr, other := finish("gdpr"), finish("")
+	const card = `{"url":"https://example.com","body":"card 4242"}`
+	gdpr, other := b.canceled(t, "gdpr", card), b.canceled(t, "", card)
 	b.clk.Add(2 * time.Minute)
 	st, ran, err := sw.SweepOnce(ctx)
 	if err != nil || !ran || st.PayloadsExpired != 1 {
@@ -298,18 +303,7 @@ func TestASweepErasesEveryPayloadDueNotOneBatch(t *testing.T) {
 	}
 	var due []string
 	for range 5 {
-		r, err := submit.Parse([]byte(`{"url":"https://example.com","body":"card 4242"}`), b.clk.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.ID, r.Tenant = ids.New(b.clk.Now()), "gdpr"
-		if _, err := b.store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.store.Cancel(ctx, tenant.All, r.ID, "test", b.clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		due = append(due, r.ID)
+		due = append(due, b.canceled(t, "gdpr", `{"url":"https://example.com","body":"card 4242"}`))
 	}
 	b.clk.Add(2 * time.Minute)
 	st, ran, err := sw.SweepOnce(ctx)
@@ -335,18 +329,7 @@ func TestASweepTrimsEveryExpiredEntryNotOneBatch(t *testing.T) {
 	}
 	var gone []string
 	for range 5 {
-		r, err := submit.Parse([]byte(`{"url":"https://example.com"}`), b.clk.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.ID, r.Tenant = ids.New(b.clk.Now()), "brief"
-		if _, err := b.store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b.store.Cancel(ctx, tenant.All, r.ID, "test", b.clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		gone = append(gone, r.ID)
+		gone = append(gone, b.canceled(t, "brief", `{"url":"https://example.com"}`))
 	}
 	// The records expire in Redis, on its own clock.
 	deadline := time.Now().Add(20 * time.Second)
