@@ -71,6 +71,13 @@ func queued(b *Batcher) int {
 	return len(b.queue)
 }
 
+// idle says whether b has no call queued and no batch on its way.
+func idle(b *Batcher) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue) == 0 && !b.busy
+}
+
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -136,11 +143,7 @@ func TestCallsMadeDuringABatchGoOutAsTheNext(t *testing.T) {
 			t.Errorf("call %d: %q, %v", i, v, err)
 		}
 	}
-	waitFor(t, "the batcher to end idle", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.queue) == 0 && !b.busy
-	})
+	waitFor(t, "the batcher to end idle", func() bool { return idle(b) })
 }
 
 // A batch holding a call that asks for a transaction is one MULTI/EXEC;
@@ -196,11 +199,7 @@ func TestManyCallersAtOnce(t *testing.T) {
 		t.Error(err)
 	}
 	// A leader gives its place up just after its batch's callers return.
-	waitFor(t, "the batcher to end idle", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.queue) == 0 && !b.busy
-	})
+	waitFor(t, "the batcher to end idle", func() bool { return idle(b) })
 }
 
 // A caller's context ending does not take its call out of a batch.
