@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/redistest"
@@ -49,7 +48,7 @@ func BenchmarkSuite(b *testing.B) {
 func TestBenchSmoke(t *testing.T) {
 	t.Parallel()
 	res := runBench(t, benchConfig{N: 200, Rounds: 1, Rate: 200})
-	for _, k := range []string{"ceiling_asynq", "retryd_end_to_end", "submit_answer_p99", "first_attempt_p99", "retry_late_p99", "redis_bytes_per_request"} {
+	for _, k := range []string{"ceiling_asynq", "ceiling_asynq_end_to_end", "retryd_end_to_end", "submit_answer_p99", "first_attempt_p99", "retry_late_p99", "redis_bytes_per_request"} {
 		if _, ok := res[k]; !ok {
 			t.Errorf("the benchmark did not produce %s", k)
 		}
@@ -143,13 +142,19 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 	add := func(k string, v float64) { samples[k] = append(samples[k], v) }
 
 	for round := 0; round < cfg.Rounds; round++ {
-		ceiling, ceilingCPU := benchCeiling(t, dest, cfg.N)
-		add("ceiling_asynq", ceiling)
+		drain := benchCeiling(t, dest, cfg.N)
+		add("ceiling_asynq", drain.perSecond)
 		// The yardstick for the CPU figures below, from the same run: what
 		// one task costs asynq alone (its servers and the destination in
 		// one process; its Redis).
-		add("ceiling_cpu_per_task_process", ceilingCPU["process"])
-		add("ceiling_cpu_per_task_redis", ceilingCPU["redis"])
+		add("ceiling_cpu_per_task_process", drain.cpu["process"])
+		add("ceiling_cpu_per_task_redis", drain.cpu["redis"])
+		// The same yardstick run as retryd's end-to-end figure is: tasks
+		// enqueued by 32 clients while the servers run.
+		e2e := benchCeilingEndToEnd(t, dest, cfg.N)
+		add("ceiling_asynq_end_to_end", e2e.perSecond)
+		add("ceiling_end_to_end_cpu_per_task_process", e2e.cpu["process"])
+		add("ceiling_end_to_end_cpu_per_task_redis", e2e.cpu["redis"])
 
 		r := redistest.StartServer(t, redistest.Options{})
 		if os.Getenv("BENCH_REPLICA") == "1" {
@@ -216,10 +221,17 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		med[k] = pct(v, 50)
 	}
 	med["ratio_to_ceiling"] = med["retryd_end_to_end"] / med["ceiling_asynq"]
+	med["ratio_to_ceiling_end_to_end"] = med["retryd_end_to_end"] / med["ceiling_asynq_end_to_end"]
 	// Both runs keep the 2 cores busy, so the ratio is about the inverse
 	// ratio of these two totals.
 	med["cpu_per_request_total"] = med["cpu_per_request_api"] + med["cpu_per_request_workers"] + med["cpu_per_request_redis"] + med["cpu_per_request_loadgen_and_destination"]
 	med["ceiling_cpu_per_task_total"] = med["ceiling_cpu_per_task_process"] + med["ceiling_cpu_per_task_redis"]
+	med["cpu_ratio_to_ceiling"] = (med["cpu_per_request_api"] + med["cpu_per_request_workers"] + med["cpu_per_request_redis"]) / med["ceiling_cpu_per_task_total"]
+	med["ceiling_end_to_end_cpu_per_task_total"] = med["ceiling_end_to_end_cpu_per_task_process"] + med["ceiling_end_to_end_cpu_per_task_redis"]
+	// Like for like: every process of both runs (retryd's load generator
+	// and destination are one process; the ceiling's enqueuers, servers
+	// and destination another).
+	med["cpu_ratio_to_ceiling_end_to_end"] = med["cpu_per_request_total"] / med["ceiling_end_to_end_cpu_per_task_total"]
 	med["redis_bytes_per_request_excl_payload"] = med["redis_bytes_per_request"] - float64(len(payload))
 	if cfg.BullMQ {
 		med["ratio_to_bullmq_fetch"] = med["retryd_end_to_end"] / med["bullmq_fetch"]
@@ -236,8 +248,12 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"cpu_per_request_api":                  "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
 		"cpu_per_request_loadgen_and_destination": "us", "idle_worker_cpu": "% of a core",
 		"ceiling_cpu_per_task_process": "us", "ceiling_cpu_per_task_redis": "us", "cpu_per_request_total": "us",
-		"ceiling_cpu_per_task_total": "us",
-		"switches_per_request_api":   "switches", "switches_per_request_workers": "switches",
+		"ceiling_cpu_per_task_total": "us", "cpu_ratio_to_ceiling": "x",
+		"ceiling_asynq_end_to_end":    "tasks/s",
+		"ratio_to_ceiling_end_to_end": "x", "ceiling_end_to_end_cpu_per_task_process": "us",
+		"ceiling_end_to_end_cpu_per_task_redis": "us", "ceiling_end_to_end_cpu_per_task_total": "us",
+		"cpu_ratio_to_ceiling_end_to_end": "x",
+		"switches_per_request_api":        "switches", "switches_per_request_workers": "switches",
 		"switches_per_request_redis": "switches", "switches_per_request_loadgen_and_destination": "switches",
 	}
 	keys := make([]string, 0, len(med))
@@ -253,66 +269,6 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 	}
 	fmt.Print(table.String())
 	return med
-}
-
-// benchCeiling: raw asynq, two servers in one process, a handler doing the
-// same POST with a tuned client; N tasks enqueued first, then drained.
-func benchCeiling(t testing.TB, dest *sink, n int) (float64, map[string]float64) {
-	r := redistest.StartServer(t, redistest.Options{})
-	opt := asynq.RedisClientOpt{Addr: r.Addr}
-	client := asynq.NewClient(opt)
-	defer client.Close()
-	var statsBefore map[string][2]int64
-	if os.Getenv("BENCH_COMMANDSTATS") == "1" {
-		// What asynq alone costs Redis per task: the floor under retryd's.
-		statsBefore = commandStats(t, r.Client())
-		defer func() {
-			fmt.Println("COMMANDSTATS asynq alone (enqueue, dequeue, done; the ceiling run):")
-			printCommandStats(statsBefore, commandStats(t, r.Client()), n)
-		}()
-	}
-	for i := 0; i < n; i++ {
-		if _, err := client.Enqueue(asynq.NewTask("post", []byte(payload)), asynq.Queue("bench")); err != nil {
-			t.Fatalf("enqueue: %v", err)
-		}
-	}
-	dest.reset(false, false)
-	hc := tunedClient()
-	handler := asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
-		req, _ := http.NewRequestWithContext(ctx, "POST", dest.URL, bytes.NewReader(task.Payload()))
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return nil
-	})
-	start := time.Now()
-	self0, redis0 := procCPU(os.Getpid()), procCPU(r.Pid())
-	var servers []*asynq.Server
-	for i := 0; i < 2; i++ {
-		srv := asynq.NewServer(opt, asynq.Config{Concurrency: 100, Queues: map[string]int{"bench": 1},
-			TaskCheckInterval: 10 * time.Millisecond, LogLevel: asynq.ErrorLevel})
-		if err := srv.Start(handler); err != nil {
-			t.Fatal(err)
-		}
-		servers = append(servers, srv)
-	}
-	waitFor(t, 10*time.Minute, "ceiling drain", func() bool { return dest.hits.Load() >= int64(n) })
-	el := time.Since(start)
-	cpu := map[string]float64{
-		"process": (procCPU(os.Getpid()) - self0) * 1e6 / float64(n),
-		"redis":   (procCPU(r.Pid()) - redis0) * 1e6 / float64(n),
-	}
-	for _, s := range servers {
-		s.Shutdown()
-	}
-	if statsBefore != nil {
-		// The idle servers' polling after the drain is not per task.
-		fmt.Println("COMMANDSTATS (the figures below include the servers' polling while idle at shutdown)")
-	}
-	return float64(n) / el.Seconds(), cpu
 }
 
 type footprint struct {
