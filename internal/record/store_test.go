@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -75,36 +76,64 @@ func TestFinishCountsClusterStats(t *testing.T) {
 	}
 }
 
+// TrimIndexes drops every index entry of a request whose record expired
+// (it finished over a retention ago), from its finished entry: older
+// unfinished requests ahead of it in the list do not hold the trim up, and
+// are not looked at; a record still there, or one finished within the
+// retention, keeps its entries.
 func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	s := NewStore(rdb, time.Hour)
+	s, rdb := newStoreOn(t)
 	ctx := context.Background()
 	now := time.Now()
-	var ids []string
-	for i := 0; i < 4; i++ {
-		id := "01m8mhyychtfy2pdj6g" + string(rune('a'+i))
-		ids = append(ids, id)
-		if _, err := s.Create(ctx, newRequest(id, now), "", nil, CreateOptions{}); err != nil {
+	long := now.Add(-2 * time.Hour) // the store's retention is an hour
+	var waiting []string
+	for i := 0; i < 3; i++ {
+		r := newRequest(retryids.New(long.Add(-time.Hour)), long.Add(-time.Hour))
+		if _, err := s.Create(ctx, r, "", nil, CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		waiting = append(waiting, r.ID)
 	}
-	// A record made within the retention cannot have expired by it: not
-	// a candidate (were it gone, a list would drop its entries).
-	young := retryids.New(now)
-	if _, err := s.Create(ctx, newRequest(young, now), "", nil, CreateOptions{}); err != nil {
-		t.Fatal(err)
+	expired := []string{finished(t, s, "", Completed, long), finished(t, s, "", Failed, long)}
+	alive := finished(t, s, "", Completed, long.Add(time.Millisecond)) // after the expired ones
+	young := finished(t, s, "", Completed, now)
+	for _, id := range append([]string{young}, expired...) {
+		rdb.Del(ctx, k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id))
 	}
-	// Two records expired after their retention; their index entries stay.
-	rdb.Del(ctx, k0.req(ids[0]), k0.req(ids[2]), k0.req(young))
-	n, err := s.TrimIndexes(ctx, now, 100)
-	if err != nil || n != 2 {
-		t.Fatalf("TrimIndexes removed %d, %v; want 2", n, err)
+	// Each expired request: its all-requests, status, host and finished
+	// entries. A batch of 2: as many as the unfinished requests ahead.
+	if n, err := s.TrimIndexes(ctx, now, 2); err != nil || n != 4*len(expired) {
+		t.Fatalf("TrimIndexes removed %d, %v; want %d", n, err, 4*len(expired))
 	}
-	left, _ := rdb.ZRange(ctx, d0.all(), 0, -1).Result()
-	if len(left) != 3 || left[0] != ids[1] || left[1] != ids[3] || left[2] != young {
-		t.Errorf("all-index after trim: %v", left)
+	entries := func(id string) (in []string) {
+		for _, key := range []string{d0.all(), d0.index(Pending), d0.index(Completed), d0.index(Failed), d0.host("e.com")} {
+			if rdb.ZScore(ctx, key, id).Err() == nil {
+				in = append(in, key[len(d0):])
+			}
+		}
+		members, _ := rdb.ZRange(ctx, d0.finished(), 0, -1).Result()
+		for _, m := range members {
+			if parseFinishedMember(m).id == id {
+				in = append(in, "idx:finished")
+			}
+		}
+		return in
+	}
+	for _, id := range expired {
+		if got := entries(id); len(got) != 0 {
+			t.Errorf("expired %s still in %v", id, got)
+		}
+	}
+	for _, id := range []string{alive, young} {
+		if got, want := entries(id), []string{"idx:all", "idx:completed", "idx:host:e.com", "idx:finished"}; !slices.Equal(got, want) {
+			t.Errorf("%s: in %v, want %v", id, got, want)
+		}
+	}
+	for _, id := range waiting {
+		if got, want := entries(id), []string{"idx:all", "idx:pending", "idx:host:e.com"}; !slices.Equal(got, want) {
+			t.Errorf("unfinished %s: in %v, want %v", id, got, want)
+		}
 	}
 }
 

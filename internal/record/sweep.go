@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/ids"
 )
 
 // Unfinished is what the sweeper needs of a pending or retrying request.
@@ -119,14 +118,12 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 	return due, nil
 }
 
-// TrimIndexes drops index entries whose record has expired after its
-// tenant's retention. Ids sort by creation time, and a record expires at the
-// earliest a retention after it was made (it finished later still), so the
-// candidates are the oldest n entries of each index made over a retention
-// before now: the unfinished requests of a backlog are never looked at
-// again and again. (A record that expired younger, under a shorter
-// retention of before, is dropped by the list that finds it missing.) It
-// returns how many entries it removed.
+// TrimIndexes drops the index entries of requests whose record has expired
+// after their tenant's retention. A record expires only once finished, a
+// retention after it finished, and its finished entry names every entry it
+// has: so each sweep reads the finished entries older than a retention, in
+// the order they expire, and no unfinished request (however old) is ever
+// looked at. It returns how many entries it removed.
 func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (int, error) {
 	rets, err := s.Retentions(ctx, now)
 	if err != nil {
@@ -135,14 +132,8 @@ func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (int, err
 	removed := 0
 	for _, k := range s.each() {
 		for t, r := range rets {
-			before := "(" + ids.Prefix(now.Add(-r.Records))
-			n1, err := s.trimPartition(ctx, k, k.of(t), before, n)
+			n1, err := s.trimFinished(ctx, k, k.of(t), now.Add(-r.Records).UnixMilli(), n)
 			removed += n1
-			if err != nil {
-				return removed, err
-			}
-			n2, err := s.trimFinished(ctx, k, k.of(t), now.Add(-r.Records).UnixMilli(), n)
-			removed += n2
 			if err != nil {
 				return removed, err
 			}
@@ -174,57 +165,35 @@ func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, cutoff int64
 		return 0, wrap(err)
 	}
 	pipe = s.rdb.Pipeline()
-	removed := 0
+	queued := 0
 	for i, m := range members {
 		member, _ := m.Member.(string)
 		v := now[i].Val()
 		at, _ := v[1].(string)
 		switch {
 		case v[0] == nil: // expired: every entry goes
-			dropEntries(ctx, pipe, tk, parseFinishedMember(member), member)
-			removed++
+			e := parseFinishedMember(member)
+			pipe.ZRem(ctx, tk.all(), e.id)
+			// It expired in one of these; which one, only the record said.
+			for _, st := range []Status{Completed, Failed, Canceled} {
+				pipe.ZRem(ctx, tk.index(st), e.id)
+			}
+			dropEntries(ctx, pipe, tk, e, member)
+			queued++
 		case at != strconv.FormatInt(int64(m.Score), 10): // stale: only this entry goes
 			pipe.ZRem(ctx, tk.finished(), member)
-			removed++
+			queued++
 		}
 	}
-	if removed == 0 {
+	if queued == 0 {
 		return 0, nil
 	}
-	_, err = pipe.Exec(ctx)
-	return removed, wrap(err)
-}
-
-func (s *Store) trimPartition(ctx context.Context, k keys, tk tkeys, before string, n int) (int, error) {
+	cmds, err := pipe.Exec(ctx)
 	removed := 0
-	for _, key := range []string{tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled)} {
-		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "-", Stop: before, ByLex: true, Count: int64(n)}).Result()
-		if err != nil {
-			return removed, wrap(err)
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		pipe := s.rdb.Pipeline()
-		exists := make([]*redis.IntCmd, len(ids))
-		for i, id := range ids {
-			exists[i] = pipe.Exists(ctx, k.req(id))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return removed, wrap(err)
-		}
-		var gone []any
-		for i, id := range ids {
-			if exists[i].Val() == 0 {
-				gone = append(gone, id)
-			}
-		}
-		if len(gone) > 0 {
-			if err := s.rdb.ZRem(ctx, key, gone...).Err(); err != nil {
-				return removed, wrap(err)
-			}
-			removed += len(gone)
+	for _, c := range cmds {
+		if z, ok := c.(*redis.IntCmd); ok {
+			removed += int(z.Val())
 		}
 	}
-	return removed, nil
+	return removed, wrap(err)
 }

@@ -343,10 +343,10 @@ func TestASweepTrimsEveryExpiredEntryNotOneBatch(t *testing.T) {
 	}
 	b.clk.Add(time.Minute)
 	st, ran, err := sw.SweepOnce(ctx)
-	// Three entries a request: the all-requests and canceled indexes, and
-	// the finished index.
-	if err != nil || !ran || st.Trimmed != 3*len(gone) {
+	// Four entries a request: the all-requests, canceled, host and
+	// finished indexes.
+	if err != nil || !ran || st.Trimmed != 4*len(gone) {
 		t.Fatalf("sweep: %+v ran=%v err=%v; want the %d entries of %d expired requests trimmed in batches of 2",
-			st, ran, err, 3*len(gone), len(gone))
+			st, ran, err, 4*len(gone), len(gone))
 	}
 }
