@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 )
 
 // Unfinished is what the sweeper needs of a pending or retrying request.
