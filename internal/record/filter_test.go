@@ -338,7 +338,7 @@ func TestFilterIndexesFollowTheRequest(t *testing.T) {
 		k := x.s.k(id)
 		x.rdb.Del(x.ctx, k.req(id), k.spec(id), k.attempts(id))
 	}
-	if _, err := x.s.TrimIndexes(x.ctx, time.Now().Add(2*time.Hour), 500); err != nil {
+	if _, _, err := x.s.TrimIndexes(x.ctx, time.Now().Add(2*time.Hour), 500); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{recovered, retrying} {

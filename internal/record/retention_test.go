@@ -80,7 +80,7 @@ func TestRetentionPerTenant(t *testing.T) {
 	}
 	// The sweeper drops the expired records' index entries by each
 	// tenant's retention: brief's now, lasting's not.
-	if n, err := s.TrimIndexes(ctx, time.Now(), 100); err != nil || n != 8 {
+	if n, _, err := s.TrimIndexes(ctx, time.Now(), 100); err != nil || n != 8 {
 		t.Errorf("TrimIndexes removed %d, %v; want the all, status, host and finished entries of brief's two requests", n, err)
 	}
 	for _, tk := range []tkeys{k0.of("brief"), k0.of("lasting")} {

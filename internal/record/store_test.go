@@ -103,7 +103,7 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 	}
 	// Each expired request: its all-requests, status, host and finished
 	// entries. A batch of 2: as many as the unfinished requests ahead.
-	if n, err := s.TrimIndexes(ctx, now, 2); err != nil || n != 4*len(expired) {
+	if n, _, err := s.TrimIndexes(ctx, now, 2); err != nil || n != 4*len(expired) {
 		t.Fatalf("TrimIndexes removed %d, %v; want %d", n, err, 4*len(expired))
 	}
 	entries := func(id string) (in []string) {
@@ -134,6 +134,67 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 		if got, want := entries(id), []string{"idx:all", "idx:pending", "idx:host:e.com"}; !slices.Equal(got, want) {
 			t.Errorf("unfinished %s: in %v, want %v", id, got, want)
 		}
+	}
+}
+
+// Records that finished under a longer retention than their tenant's now
+// (it was shortened since) are still there past the new cutoff: the trim
+// goes past them to the entries behind, expired under the shorter one, and
+// looks at them again once TrimRevisit has passed, when they have gone.
+func TestTrimGoesPastRecordsUnderALongerRetention(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	now := time.Now()
+	long := now.Add(-2 * time.Hour) // the store's retention is an hour
+	var older, expired []string
+	for i := range 3 {
+		older = append(older, finished(t, s, "", Completed, long.Add(time.Duration(i)*time.Millisecond)))
+	}
+	for i := range 3 {
+		expired = append(expired, finished(t, s, "", Completed, long.Add(time.Duration(10+i)*time.Millisecond)))
+	}
+	gone := func(id string) { rdb.Del(ctx, k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id)) }
+	for _, id := range expired {
+		gone(id)
+	}
+	// As the sweeper calls it: batch after batch while one comes back full.
+	trim := func(at time.Time) (total int) {
+		for range 100 {
+			n, more, err := s.TrimIndexes(ctx, at, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += n
+			if !more {
+				return total
+			}
+		}
+		t.Fatal("TrimIndexes says there is more after 100 batches")
+		return 0
+	}
+	inAll := func(id string) bool { return rdb.ZScore(ctx, d0.all(), id).Err() == nil }
+	if n := trim(now); n != 4*len(expired) {
+		t.Fatalf("trim removed %d entries, want the 4 of each of %d expired requests", n, len(expired))
+	}
+	for _, id := range expired {
+		if inAll(id) {
+			t.Errorf("expired %s still listed", id)
+		}
+	}
+	for _, id := range older {
+		if !inAll(id) {
+			t.Errorf("%s, still there, lost its entry", id)
+		}
+	}
+	// One of the older records expires now: read again in the next pass,
+	// once TrimRevisit has passed, not at every sweep.
+	gone(older[0])
+	if n := trim(now.Add(time.Minute)); n != 0 {
+		t.Errorf("a minute later the trim removed %d entries, want 0 (the pass has not started over)", n)
+	}
+	if n := trim(now.Add(TrimRevisit + time.Minute)); n != 4 || inAll(older[0]) || !inAll(older[1]) {
+		t.Errorf("a pass later the trim removed %d entries, want the 4 of %s alone", n, older[0])
 	}
 }
 

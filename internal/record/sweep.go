@@ -3,7 +3,6 @@ package record
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -115,84 +114,4 @@ func (s *Store) CallbacksDue(ctx context.Context, n int) ([]string, error) {
 		}
 	}
 	return due, nil
-}
-
-// TrimIndexes drops the index entries of requests whose record has expired
-// after their tenant's retention. A record expires only once finished, a
-// retention after it finished, and its finished entry names every entry it
-// has: so each sweep reads the finished entries older than a retention, in
-// the order they expire, and no unfinished request (however old) is ever
-// looked at. It returns how many entries it removed.
-func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (int, error) {
-	rets, err := s.Retentions(ctx, now)
-	if err != nil {
-		return 0, err
-	}
-	removed := 0
-	for _, k := range s.each() {
-		for t, r := range rets {
-			n1, err := s.trimFinished(ctx, k, k.of(t), now.Add(-r.Records).UnixMilli(), n)
-			removed += n1
-			if err != nil {
-				return removed, err
-			}
-		}
-	}
-	return removed, nil
-}
-
-// trimFinished removes the index entries of the requests that finished
-// before cutoff (ms) and whose record has expired since: the finished
-// entry names every one (finishedMember), so each goes exactly, with no
-// scan of the host, label or failure indexes. An entry whose record is
-// still there but finished later (redriven and finished again) is stale,
-// and only it goes.
-func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, cutoff int64, n int) (int, error) {
-	members, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: tk.finished(), Start: "-inf", Stop: "(" + strconv.FormatInt(cutoff, 10),
-		ByScore: true, Count: int64(n)}).Result()
-	if err != nil || len(members) == 0 {
-		return 0, wrap(err)
-	}
-	pipe := s.rdb.Pipeline()
-	now := make([]*redis.SliceCmd, len(members))
-	for i, m := range members {
-		member, _ := m.Member.(string)
-		id := parseFinishedMember(member).id
-		now[i] = pipe.HMGet(ctx, k.req(id), fStatus, fCompletedAt)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, wrap(err)
-	}
-	pipe = s.rdb.Pipeline()
-	queued := 0
-	for i, m := range members {
-		member, _ := m.Member.(string)
-		v := now[i].Val()
-		at, _ := v[1].(string)
-		switch {
-		case v[0] == nil: // expired: every entry goes
-			e := parseFinishedMember(member)
-			pipe.ZRem(ctx, tk.all(), e.id)
-			// It expired in one of these; which one, only the record said.
-			for _, st := range []Status{Completed, Failed, Canceled} {
-				pipe.ZRem(ctx, tk.index(st), e.id)
-			}
-			dropEntries(ctx, pipe, tk, e, member)
-			queued++
-		case at != strconv.FormatInt(int64(m.Score), 10): // stale: only this entry goes
-			pipe.ZRem(ctx, tk.finished(), member)
-			queued++
-		}
-	}
-	if queued == 0 {
-		return 0, nil
-	}
-	cmds, err := pipe.Exec(ctx)
-	removed := 0
-	for _, c := range cmds {
-		if z, ok := c.(*redis.IntCmd); ok {
-			removed += int(z.Val())
-		}
-	}
-	return removed, wrap(err)
 }

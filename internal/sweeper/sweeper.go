@@ -44,7 +44,7 @@ type Store interface {
 	Tenants(ctx context.Context) ([]string, error)
 	Partitions() partition.Set
 	CallbacksDue(ctx context.Context, n int) ([]string, error)
-	TrimIndexes(ctx context.Context, now time.Time, n int) (int, error)
+	TrimIndexes(ctx context.Context, now time.Time, n int) (removed int, more bool, err error)
 	ExpirePayloads(ctx context.Context, now time.Time, n int) (erased int, more bool, err error)
 }
 
@@ -258,9 +258,9 @@ func (s *Sweeper) sweep(ctx context.Context) (Stats, error) {
 	// Both go batch after batch, so that they keep up with requests
 	// finishing faster than a batch a sweep.
 	err = repeat(func() (bool, error) {
-		n, err := s.Store.TrimIndexes(ctx, now, batch)
+		n, more, err := s.Store.TrimIndexes(ctx, now, batch)
 		st.Trimmed += n
-		return n > 0, err
+		return more, err
 	})
 	if err != nil {
 		return st, err
