@@ -57,9 +57,6 @@ type RetentionDocument struct {
 	Set              RetentionSettings `json:"set"`
 }
 
-// MaxRetention bounds a tenant's retention: ten years.
-const MaxRetention = 3650 * 24 * time.Hour
-
 func durationOrNull(d time.Duration) *string {
 	if d <= 0 {
 		return nil
@@ -107,7 +104,7 @@ func parseRetention(field string, v *string) (time.Duration, error) {
 		return 0, nil
 	}
 	d, err := config.ParseDuration(strings.TrimSpace(*v))
-	if err != nil || d < time.Minute || d > MaxRetention {
+	if err != nil || d < time.Minute || d > config.MaxRetention {
 		return 0, Errorf(CodeInvalid, field, fmt.Sprintf("%s must be a duration from 1m to 3650d such as 30d or 720h, or null for the default, got %q",
 			field, *v))
 	}

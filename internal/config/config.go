@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -340,8 +341,8 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	if v := strings.TrimSpace(getenv("RETENTION")); v != "" {
 		d, err := ParseDuration(v)
-		if err != nil || d < time.Minute {
-			bad("RETENTION", "must be a duration of at least 1m such as 30d or 720h, got %q", v)
+		if err != nil || d < time.Minute || d > MaxRetention {
+			bad("RETENTION", "must be a duration from 1m to 3650d such as 30d or 720h, got %q", v)
 		} else {
 			c.Retention = d
 		}
@@ -349,8 +350,8 @@ func Load(getenv func(string) string) (Config, error) {
 	if v := strings.TrimSpace(getenv("PAYLOAD_RETENTION")); v != "" {
 		d, err := ParseDuration(v)
 		switch {
-		case err != nil || d < time.Minute:
-			bad("PAYLOAD_RETENTION", "must be a duration of at least 1m such as 7d or 24h, got %q", v)
+		case err != nil || d < time.Minute || d > MaxRetention:
+			bad("PAYLOAD_RETENTION", "must be a duration from 1m to 3650d such as 7d or 24h, got %q", v)
 		case d > c.Retention:
 			bad("PAYLOAD_RETENTION", "%s is longer than RETENTION (%s): a payload cannot outlive its record; shorten PAYLOAD_RETENTION "+
 				"or lengthen RETENTION", v, FormatDuration(c.Retention))
@@ -401,12 +402,19 @@ func Load(getenv func(string) string) (Config, error) {
 	return c, errors.Join(errs...)
 }
 
+// MaxRetention bounds RETENTION, PAYLOAD_RETENTION and a tenant's
+// retention: ten years.
+const MaxRetention = 3650 * 24 * time.Hour
+
 // ParseDuration accepts Go durations ("720h", "90m") and whole days ("30d").
 func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("invalid day count %q", s)
+		}
+		if n > int(math.MaxInt64/int64(24*time.Hour)) {
+			return 0, fmt.Errorf("day count %q is too long for a duration", s)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}

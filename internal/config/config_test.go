@@ -58,7 +58,7 @@ func TestLoadRejectsWithExactMessages(t *testing.T) {
 	for _, want := range []string{
 		`PORT: must be an integer between 1 and 65535, got "x"`,
 		`REDIS_URL: must start with redis:// or rediss://, got "http://x"`,
-		`RETENTION: must be a duration of at least 1m such as 30d or 720h, got "soon"`,
+		`RETENTION: must be a duration from 1m to 3650d such as 30d or 720h, got "soon"`,
 		`ALLOWED_CIDRS: "10.0.0.1" is not a CIDR prefix like 10.0.0.0/8`,
 		`ALLOW_PRIVATE_TARGETS: must be true or false, got "maybe"`,
 		`LOG_LEVEL: must be one of debug, info, warn, error, got "loud"`,
@@ -201,6 +201,25 @@ func TestRedisDefaulted(t *testing.T) {
 	}
 }
 
+// RETENTION is at most ten years, as a tenant's is; a day count too long
+// for a duration is refused, not wrapped around.
+func TestRetentionIsBounded(t *testing.T) {
+	t.Parallel()
+	if c, err := Load(env(map[string]string{"RETENTION": "3650d"})); err != nil || c.Retention != MaxRetention {
+		t.Errorf("3650d: %v, %v", c.Retention, err)
+	}
+	for _, v := range []string{"3651d", "87601h", "106752d", "200000d", "99999999999999999999d"} {
+		_, err := Load(env(map[string]string{"RETENTION": v}))
+		want := fmt.Sprintf("RETENTION: must be a duration from 1m to 3650d such as 30d or 720h, got %q", v)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("RETENTION=%s: %v, want %q", v, err, want)
+		}
+	}
+	if _, err := ParseDuration("106752d"); err == nil {
+		t.Error("ParseDuration(106752d) wrapped around instead of failing")
+	}
+}
+
 // PAYLOAD_RETENTION erases payloads before their records end: unset it is
 // off; it may not be longer than RETENTION, nor anything but a duration of
 // at least a minute.
@@ -222,9 +241,10 @@ func TestPayloadRetention(t *testing.T) {
 		{map[string]string{"PAYLOAD_RETENTION": "soon"}},
 		{map[string]string{"PAYLOAD_RETENTION": "30s"}},
 		{map[string]string{"PAYLOAD_RETENTION": "-1d"}},
+		{map[string]string{"PAYLOAD_RETENTION": "3651d", "RETENTION": "3650d"}},
 	} {
 		_, err := Load(env(tc.env))
-		want := fmt.Sprintf("PAYLOAD_RETENTION: must be a duration of at least 1m such as 7d or 24h, got %q", tc.env["PAYLOAD_RETENTION"])
+		want := fmt.Sprintf("PAYLOAD_RETENTION: must be a duration from 1m to 3650d such as 7d or 24h, got %q", tc.env["PAYLOAD_RETENTION"])
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v: %v, want %q", tc.env, err, want)
 		}
