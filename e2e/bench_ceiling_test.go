@@ -106,23 +106,28 @@ func startCeilingServers(t testing.TB, opt asynq.RedisClientOpt, dest *sink) []*
 }
 
 // enqueueAll enqueues n tasks carrying the 1 KiB payload from clients
-// goroutines, one Enqueue call each.
+// goroutines, one Enqueue call each; the run ends at the first error.
 func enqueueAll(t testing.TB, client *asynq.Client, n, clients int) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	errs := make(chan error, clients)
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
 				if _, err := client.Enqueue(asynq.NewTask("post", []byte(payload)), asynq.Queue("bench")); err != nil {
-					t.Errorf("enqueue: %v", err)
+					errs <- err
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
 }
 
 // meter measures tasks/s and CPU per task of this process and Redis.

@@ -53,6 +53,13 @@ type failoverResult struct {
 // read the time apart.
 const afterFinalSlack = 250 * time.Millisecond
 
+// lateUncounted says whether call h reached the destination past the
+// slack after end, by an attempt the record (begun attempts) does not
+// count.
+func lateUncounted(h destHit, end time.Time, begun float64) bool {
+	return h.at.After(end.Add(afterFinalSlack)) && h.n > int(begun)
+}
+
 // check waits up to drain for every acknowledged request to end, then
 // compares the ledger with the records.
 func (res *failoverResult) check(t *testing.T, s *stack, l *ledger, drain time.Duration) {
@@ -144,7 +151,7 @@ func (res *failoverResult) checkCalls(l *ledger, docs map[string]map[string]any,
 				// two busy cores its call may arrive any time later.
 				begun, _ := d["attemptCount"].(float64)
 				for _, h := range hs {
-					if h.at.After(done.Add(afterFinalSlack)) && h.n > int(begun) {
+					if lateUncounted(h, done, begun) {
 						res.afterFinal++
 						logf("%s reached the destination %v after its record ended %v", id, h.at.Sub(done), d["status"])
 					}
@@ -170,7 +177,7 @@ func (res *failoverResult) checkControls(l *ledger, docs map[string]map[string]a
 		}
 		begun, _ := d["attemptCount"].(float64)
 		for _, h := range l.hits[id] {
-			if h.at.After(at.Add(afterFinalSlack)) && h.n > int(begun) {
+			if lateUncounted(h, at, begun) {
 				res.calledAfterCancel++
 				logf("%s reached the destination %v after its DELETE answered 200", id, h.at.Sub(at))
 				break

@@ -278,10 +278,13 @@ func RateLimitKey(owner string) string { return "{retryd}:" + owner }
 // together sweep once per interval; SweeperCursorKey holds where each
 // partition's and status's slice stopped (field "<part>:<status>"), so
 // the sweep goes on where the last one stopped, whichever worker ran it.
+// TrimCursorKey holds where the trim of each index it walks goes on (field:
+// the index's key), whichever worker sweeps (see trimCursors).
 const (
 	SweeperLockKey   = "{retryd}:sweeper:lock"
 	SweeperTurnKey   = "{retryd}:sweeper:turn"
 	SweeperCursorKey = "{retryd}:sweeper:cursor"
+	TrimCursorKey    = "{retryd}:sweeper:trim"
 )
 
 // ParkedKey lists the tasks of the partition named tag just parked for

@@ -60,8 +60,6 @@ type Store struct {
 	// requests together, one batcher per partition: a batch may be a
 	// transaction, and a transaction must stay in one cluster slot.
 	batched []*batch.Batcher
-	// trims are where the trim of each finished index goes on.
-	trims trimCursors
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself

@@ -158,21 +158,7 @@ func TestTrimGoesPastRecordsUnderALongerRetention(t *testing.T) {
 	for _, id := range expired {
 		gone(id)
 	}
-	// As the sweeper calls it: batch after batch while one comes back full.
-	trim := func(at time.Time) (total int) {
-		for range 100 {
-			n, more, err := s.TrimIndexes(ctx, at, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			total += n
-			if !more {
-				return total
-			}
-		}
-		t.Fatal("TrimIndexes says there is more after 100 batches")
-		return 0
-	}
+	trim := func(at time.Time) int { return trimAll(t, s, at, 2) }
 	inAll := func(id string) bool { return rdb.ZScore(ctx, d0.all(), id).Err() == nil }
 	if n := trim(now); n != 4*len(expired) {
 		t.Fatalf("trim removed %d entries, want the 4 of each of %d expired requests", n, len(expired))
@@ -195,6 +181,68 @@ func TestTrimGoesPastRecordsUnderALongerRetention(t *testing.T) {
 	}
 	if n := trim(now.Add(TrimRevisit + time.Minute)); n != 4 || inAll(older[0]) || !inAll(older[1]) {
 		t.Errorf("a pass later the trim removed %d entries, want the 4 of %s alone", n, older[0])
+	}
+}
+
+// trimAll trims as the sweeper does: batch after batch of n while one
+// comes back full; it returns how many entries went.
+func trimAll(t *testing.T, s *Store, at time.Time, n int) (total int) {
+	t.Helper()
+	for range 100 {
+		removed, more, err := s.TrimIndexes(context.Background(), at, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += removed
+		if !more {
+			return total
+		}
+	}
+	t.Fatal("TrimIndexes says there is more after 100 batches")
+	return 0
+}
+
+// Requests that finished in the same millisecond are all looked at, however
+// a batch divides them, even when one of them is still there.
+func TestTrimGoesThroughRequestsOfOneMillisecond(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	at := time.Now().Add(-2 * time.Hour) // the store's retention is an hour
+	var same []string
+	for range 3 {
+		same = append(same, finished(t, s, "", Completed, at))
+	}
+	slices.Sort(same) // as the finished index orders one score's entries
+	for _, id := range same[1:] {
+		rdb.Del(ctx, k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id))
+	}
+	if n := trimAll(t, s, time.Now(), 2); n != 4*2 {
+		t.Errorf("the trim removed %d entries, want the 4 of each of 2 expired requests", n)
+	}
+	for i, id := range same {
+		if listed := rdb.ZScore(ctx, d0.all(), id).Err() == nil; listed != (i == 0) {
+			t.Errorf("%s (still there: %v) listed: %v", id, i == 0, listed)
+		}
+	}
+}
+
+// A request finished by an earlier version has no finished entry: once its
+// record has expired, the walk through the list's and the status indexes
+// drops its entries there.
+func TestTrimDropsEntriesOfRequestsWithNoFinishedEntry(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	id := finished(t, s, "", Failed, time.Now().Add(-2*time.Hour))
+	rdb.Del(ctx, d0.finished(), k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id))
+	if n := trimAll(t, s, time.Now(), 500); n != 2 {
+		t.Errorf("the trim removed %d entries, want its all-requests and failed entries", n)
+	}
+	for _, key := range []string{d0.all(), d0.index(Failed)} {
+		if rdb.ZScore(ctx, key, id).Err() == nil {
+			t.Errorf("%s still holds %s", key, id)
+		}
 	}
 }
 
