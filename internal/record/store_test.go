@@ -99,7 +99,7 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 	alive := finished(t, s, "", Completed, long.Add(time.Millisecond)) // after the expired ones
 	young := finished(t, s, "", Completed, now)
 	for _, id := range append([]string{young}, expired...) {
-		rdb.Del(ctx, k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id))
+		expire(rdb, id)
 	}
 	// Each expired request: its all-requests, status, host and finished
 	// entries. A batch of 2: as many as the unfinished requests ahead.
@@ -154,9 +154,8 @@ func TestTrimGoesPastRecordsUnderALongerRetention(t *testing.T) {
 	for i := range 3 {
 		expired = append(expired, finished(t, s, "", Completed, long.Add(time.Duration(10+i)*time.Millisecond)))
 	}
-	gone := func(id string) { rdb.Del(ctx, k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id)) }
 	for _, id := range expired {
-		gone(id)
+		expire(rdb, id)
 	}
 	trim := func(at time.Time) int { return trimAll(t, s, at, 2) }
 	inAll := func(id string) bool { return rdb.ZScore(ctx, d0.all(), id).Err() == nil }
@@ -175,13 +174,18 @@ func TestTrimGoesPastRecordsUnderALongerRetention(t *testing.T) {
 	}
 	// One of the older records expires now: read again in the next pass,
 	// once TrimRevisit has passed, not at every sweep.
-	gone(older[0])
+	expire(rdb, older[0])
 	if n := trim(now.Add(time.Minute)); n != 0 {
 		t.Errorf("a minute later the trim removed %d entries, want 0 (the pass has not started over)", n)
 	}
 	if n := trim(now.Add(TrimRevisit + time.Minute)); n != 4 || inAll(older[0]) || !inAll(older[1]) {
 		t.Errorf("a pass later the trim removed %d entries, want the 4 of %s alone", n, older[0])
 	}
+}
+
+// expire deletes request id's keys, as its retention's end does.
+func expire(rdb *redis.Client, id string) {
+	rdb.Del(context.Background(), k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id))
 }
 
 // trimAll trims as the sweeper does: batch after batch of n while one
@@ -215,7 +219,7 @@ func TestTrimGoesThroughRequestsOfOneMillisecond(t *testing.T) {
 	}
 	slices.Sort(same) // as the finished index orders one score's entries
 	for _, id := range same[1:] {
-		rdb.Del(ctx, k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id))
+		expire(rdb, id)
 	}
 	if n := trimAll(t, s, time.Now(), 2); n != 4*2 {
 		t.Errorf("the trim removed %d entries, want the 4 of each of 2 expired requests", n)
@@ -235,7 +239,8 @@ func TestTrimDropsEntriesOfRequestsWithNoFinishedEntry(t *testing.T) {
 	s, rdb := newStoreOn(t)
 	ctx := context.Background()
 	id := finished(t, s, "", Failed, time.Now().Add(-2*time.Hour))
-	rdb.Del(ctx, d0.finished(), k0.req(id), k0.spec(id), k0.attempts(id), k0.result(id))
+	rdb.Del(ctx, d0.finished())
+	expire(rdb, id)
 	if n := trimAll(t, s, time.Now(), 500); n != 2 {
 		t.Errorf("the trim removed %d entries, want its all-requests and failed entries", n)
 	}
