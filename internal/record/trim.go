@@ -187,8 +187,8 @@ func (s *Store) trimListed(ctx context.Context, k keys, tk tkeys, c *trimCursors
 			}
 		}
 		if len(gone) > 0 {
-			n, err := s.rdb.ZRem(ctx, key, gone...).Result()
-			removed += int(n)
+			z, err := s.rdb.ZRem(ctx, key, gone...).Result()
+			removed += int(z)
 			if err != nil {
 				return removed, more, wrap(err)
 			}
