@@ -374,10 +374,7 @@ func (s *Store) removal(ctx context.Context, t, id, idemKey string, in indexed) 
 	tk := k.of(t)
 	return func(pipe redis.Pipeliner) error {
 		pipe.Del(ctx, k.req(id), k.attempts(id), k.redrives(id), k.spec(id), k.result(id))
-		pipe.ZRem(ctx, tk.all(), id)
-		for _, st := range Statuses {
-			pipe.ZRem(ctx, tk.index(st), id)
-		}
+		dropListed(ctx, pipe, tk, id, Statuses)
 		if in.id != "" {
 			member := ""
 			if in.finishedAt != "" {

@@ -125,7 +125,7 @@ func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, c *trimCurso
 		switch {
 		case v[0] == nil: // expired: every entry goes
 			e := parseFinishedMember(member)
-			dropListed(ctx, pipe, tk, e.id)
+			dropListed(ctx, pipe, tk, e.id, terminal) // it expired in one of them
 			dropEntries(ctx, pipe, tk, e, member)
 		case at != strconv.FormatInt(int64(m.Score), 10): // stale: only this entry goes
 			pipe.ZRem(ctx, key, member)
@@ -197,11 +197,14 @@ func (s *Store) trimListed(ctx context.Context, k keys, tk tkeys, c *trimCursors
 	return removed, more, nil
 }
 
-// dropListed queues the removal of id from the list's and the terminal
-// statuses' indexes of tenant tk: it expired in one of them.
-func dropListed(ctx context.Context, pipe redis.Pipeliner, tk tkeys, id string) {
+// terminal are the statuses a record can expire in.
+var terminal = []Status{Completed, Failed, Canceled}
+
+// dropListed queues the removal of id from the list's index of tenant tk
+// and from its indexes of statuses (those id may be in).
+func dropListed(ctx context.Context, pipe redis.Pipeliner, tk tkeys, id string, statuses []Status) {
 	pipe.ZRem(ctx, tk.all(), id)
-	for _, st := range []Status{Completed, Failed, Canceled} {
+	for _, st := range statuses {
 		pipe.ZRem(ctx, tk.index(st), id)
 	}
 }
