@@ -119,8 +119,9 @@ func TestDevModeServesAsTheQStashDevServer(t *testing.T) {
 
 // Through the official client, the /v2/publish answer and the failure
 // callback show a message as every other view does: the URL's secrets,
-// secret and Bearer headers and what Upstash-Redact-Fields names are
-// masked (e2e/oracles/qstash-redaction.test.js).
+// secret headers (by the words of their names, or a credential in the
+// value) and what Upstash-Redact-Fields names are masked, the rest shown
+// as sent (e2e/oracles/qstash-redaction.test.js).
 func TestQStashPublishAnswerAndFailureCallbackAreRedacted(t *testing.T) {
 	t.Parallel()
 	const token, current, next = "qstash-token", "sig_current_1234567890", "sig_next_0987654321"

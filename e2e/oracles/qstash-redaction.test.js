@@ -1,9 +1,10 @@
 // node:test suite: what retryd shows of a QStash message, through the
 // official @upstash/qstash client (pinned in package-lock.json), is
 // redacted like every other view: the /v2/publish answer and the failure
-// callback's body mask the URL's secrets, secret headers (by name, and any
-// Bearer value) and what Upstash-Redact-Fields names; the destination
-// still gets the real values. Run by e2e/qstash_test.go, which passes:
+// callback's body mask the URL's secrets, secret headers (by the whole
+// words of their names, and any value with a credential scheme such as
+// Bearer or Basic) and what Upstash-Redact-Fields names, and show the rest
+// as sent; the destination still gets the real values. Run by e2e/qstash_test.go, which passes:
 //   RETRYD_URL, RETRYD_TOKEN, QSTASH_CURRENT_SIGNING_KEY, QSTASH_NEXT_SIGNING_KEY
 const { test, before, after } = require("node:test");
 const assert = require("node:assert/strict");
@@ -41,9 +42,9 @@ before(async () => {
 });
 after(() => server.close());
 
-const secrets = ["s3cr3t", "c0de", "eyJ.x.y", "pw-1", "fwd-secret", "other-secret", "hidden-value", "card-4111"];
-const query = "?token=s3cr3t&code=c0de&jwt=eyJ.x.y&pass=pw-1&page=2";
-const maskedQuery = "?token=[REDACTED]&code=[REDACTED]&jwt=[REDACTED]&pass=[REDACTED]&page=2";
+const secrets = ["s3cr3t", "c0de", "eyJ.x.y", "pw-1", "pw-2", "fwd-secret", "other-secret", "dXNlcjpwYXNz", "hmac-value", "hidden-value", "card-4111"];
+const query = "?token=s3cr3t&code=c0de&jwt=eyJ.x.y&pass=pw-1&pw=pw-2&author=ann&page=2";
+const maskedQuery = "?token=[REDACTED]&code=[REDACTED]&jwt=[REDACTED]&pass=[REDACTED]&pw=[REDACTED]&author=ann&page=2";
 
 test("publish: the answer's url is redacted; the destination gets the real one", async () => {
   const res = await client.publish({ url: to("/ok" + query), body: "hello" });
@@ -56,7 +57,11 @@ test("failure callback: url, sourceHeader and sourceBody are redacted, its shape
   const res = await client.publish({
     url: to("/gone" + query),
     body: "card-4111",
-    headers: { Authorization: "Bearer fwd-secret", "X-Upstream": "Bearer other-secret", "X-Hidden": "hidden-value", "X-Public": "p" },
+    headers: {
+      Authorization: "Bearer fwd-secret", "X-Upstream": "Bearer other-secret", "X-Fwd": "Basic dXNlcjpwYXNz",
+      "X-Shopify-Hmac-Sha256": "hmac-value", "X-Hidden": "hidden-value", "X-Public": "p",
+      "bypass-tunnel-reminder": "client-test", "X-Author": "ann", "X-Passenger-Count": "2",
+    },
     retries: 0,
     failureCallback: to("/failure"),
     redact: { body: true, header: ["X-Hidden"] },
@@ -77,7 +82,12 @@ test("failure callback: url, sourceHeader and sourceBody are redacted, its shape
   assert.deepEqual(header["authorization"], ["[REDACTED]"]);
   assert.deepEqual(header["x-upstream"], ["[REDACTED]"]);
   assert.deepEqual(header["x-hidden"], ["[REDACTED]"]);
+  assert.deepEqual(header["x-fwd"], ["[REDACTED]"]);
+  assert.deepEqual(header["x-shopify-hmac-sha256"], ["[REDACTED]"]);
   assert.deepEqual(header["x-public"], ["p"]);
+  assert.deepEqual(header["bypass-tunnel-reminder"], ["client-test"]);
+  assert.deepEqual(header["x-author"], ["ann"]);
+  assert.deepEqual(header["x-passenger-count"], ["2"]);
   for (const k of ["status", "header", "body", "retried", "maxRetries", "sourceMessageId", "url", "method", "sourceHeader", "sourceBody", "notBefore", "createdAt", "dlqId"]) {
     assert.ok(k in doc, `the failure callback has no ${k}`);
   }
