@@ -51,8 +51,8 @@ var joinWords = map[string]bool{
 // with a plural "s".
 var longestWord = func() int {
 	n := 0
-	for _, words := range []map[string]bool{secretWords, joinWords} {
-		for w := range words {
+	for _, list := range []map[string]bool{secretWords, joinWords} {
+		for w := range list {
 			n = max(n, len(w)+1)
 		}
 	}
@@ -71,12 +71,12 @@ var credentialSchemes = map[string]bool{
 
 // Name reports whether a header or query parameter named name carries a
 // secret: the one rule Header and Param both apply. The name is split into
-// words (Words) and each word is compared whole with secretWords; a word
-// that is a run of letters is also read as the words it is made of
+// its words, and each word is compared whole with secretWords; a word
+// that runs several together is also read as the words it is made of
 // (secretRun). A name that is the one word "code" (an OAuth authorization
 // code) is secret too, while country_code is not.
 func Name(name string) bool {
-	ws := Words(name)
+	ws := words(name)
 	if len(ws) == 1 && ws[0] == "code" {
 		return true
 	}
@@ -88,12 +88,12 @@ func Name(name string) bool {
 	return false
 }
 
-// Words splits a name into its words, in lower case: at every character
+// words splits a name into its words, in lower case: at every character
 // that is neither a letter nor a digit ("-", "_", ".", " "), where letters
 // meet digits (Sha256 is sha, 256), and at camelCase humps (apiKey is api,
 // key; APIKey is api, key). Letters outside ASCII count as letters of no
 // case.
-func Words(name string) []string {
+func words(name string) []string {
 	var out []string
 	var b strings.Builder
 	prev := rune(-1)
@@ -202,13 +202,13 @@ func Header(name string) bool { return Name(name) }
 // header carries it (clients forward credentials under names of their
 // own, such as X-Upstream: Basic …).
 func HeaderValue(name, value string) bool {
-	return Header(name) || Credential(value)
+	return Header(name) || credential(value)
 }
 
-// Credential reports whether a header value carries a credential: it
+// credential reports whether a header value carries a credential: it
 // starts with an HTTP authentication scheme (credentialSchemes, in any
 // case), then white space, then something.
-func Credential(v string) bool {
+func credential(v string) bool {
 	v = strings.TrimLeft(v, " \t")
 	end := strings.IndexAny(v, " \t")
 	if end < 0 || strings.TrimLeft(v[end:], " \t") == "" {

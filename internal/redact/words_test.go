@@ -64,8 +64,8 @@ func TestWordsSplitsNames(t *testing.T) {
 		"Größe-Key":              {"größe", "key"},
 		"--":                     nil,
 	} {
-		if got := Words(name); !slices.Equal(got, want) {
-			t.Errorf("Words(%q) = %q, want %q", name, got, want)
+		if got := words(name); !slices.Equal(got, want) {
+			t.Errorf("words(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
@@ -128,13 +128,13 @@ func FuzzNameAndValue(f *testing.F) {
 	f.Add("\xff\xfeKey", "bearer \xff")
 	f.Fuzz(func(t *testing.T, name, value string) {
 		secret := Name(name)
-		if again := Name(strings.Join(Words(name), "_")); again != secret {
-			t.Errorf("Name(%q) = %v but Name of its words %q = %v", name, secret, Words(name), again)
+		if again := Name(strings.Join(words(name), "_")); again != secret {
+			t.Errorf("Name(%q) = %v but Name of its words %q = %v", name, secret, words(name), again)
 		}
 		if Header(name) != secret || Param(name) != secret {
 			t.Errorf("%q: Name %v, Header %v, Param %v; want one answer", name, secret, Header(name), Param(name))
 		}
-		if HeaderValue(name, value) != (secret || Credential(value)) {
+		if HeaderValue(name, value) != (secret || credential(value)) {
 			t.Errorf("HeaderValue(%q, %q) = %v", name, value, HeaderValue(name, value))
 		}
 		want := value
