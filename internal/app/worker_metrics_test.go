@@ -4,11 +4,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/retryd/retryd/internal/config"
 	"github.com/retryd/retryd/internal/egress"
@@ -96,5 +99,48 @@ func TestWorkerMetricsNeedTheAdminKey(t *testing.T) {
 	bare := AdminSecrets(config.Config{APIKeys: []config.APIKey{{Tenant: "default", Secret: "bare"}, {Tenant: "team-a", Secret: "a"}}})
 	if len(bare) != 1 || bare[0] != "bare" {
 		t.Errorf("admin secrets without ADMIN_KEYS: %v, want [bare]", bare)
+	}
+}
+
+// Every alert docs/operating.md recommends reads series that the API and
+// each worker serve (the shipped deployments scrape both), so none of them
+// is silent for want of data.
+func TestEveryDocumentedAlertHasData(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile(`(?s)\*\*Alerts worth having\.\*\*(.*?)\n## `).FindSubmatch(doc)
+	if section == nil {
+		t.Fatal("docs/operating.md has no alerts section")
+	}
+	var names []string
+	for _, expr := range regexp.MustCompile("`([^`]*\\(.*?)`").FindAllSubmatch(section[1], -1) {
+		for _, n := range regexp.MustCompile(`\b(?:retryd|asynq)_[a-z_]+`).FindAll(expr[1], -1) {
+			names = append(names, strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(string(n), "_bucket"), "_sum"), "_count"))
+		}
+	}
+	if len(names) < 5 {
+		t.Fatalf("found the metrics %v in the alerts section", names)
+	}
+	rdb := redistest.Start(t).Client()
+	// asynq describes its queue series only once a queue exists.
+	if _, err := asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask("probe", nil), asynq.Queue("retryd")); err != nil {
+		t.Fatal(err)
+	}
+	reg := clusterMetrics(record.NewStore(rdb, time.Hour), asynq.NewInspectorFromRedisClient(rdb), rdb).Registry
+	descs := make(chan *prometheus.Desc, 256)
+	go func() { reg.Describe(descs); close(descs) }()
+	served := map[string]bool{}
+	for d := range descs {
+		if m := regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String()); m != nil {
+			served[m[1]] = true
+		}
+	}
+	for _, n := range names {
+		if !served[n] {
+			t.Errorf("a documented alert reads %s, which the scraped processes do not serve", n)
+		}
 	}
 }
