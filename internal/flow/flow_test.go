@@ -1200,7 +1200,7 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 	if err != nil || !info.Paused || info.Waiting != 2 {
 		t.Errorf("info while paused: %+v %v", info, err)
 	}
-	if err := Resume(ctx, rdb, w, "k"); err != nil {
+	if _, err := Resume(ctx, rdb, w, "k"); err != nil {
 		t.Fatal(err)
 	}
 	waitWoken(t, w, []string{"a", "b"})
