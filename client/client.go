@@ -550,7 +550,8 @@ type FlowInfo struct {
 	ParallelismCount    int64  `json:"parallelismCount"`
 	RateMax             int    `json:"rateMax"`
 	RateCount           int64  `json:"rateCount"`
-	RatePeriod          int64  `json:"ratePeriod"` // seconds
+	RatePeriod          int64  `json:"ratePeriod"`      // seconds
+	RatePeriodStart     int64  `json:"ratePeriodStart"` // Unix ms
 	IsPaused            bool   `json:"isPaused"`
 	IsPinnedParallelism bool   `json:"isPinnedParallelism"`
 	IsPinnedRate        bool   `json:"isPinnedRate"`
