@@ -71,6 +71,8 @@ const (
 	PathFlows     = "/flows"
 	PathTopics    = "/topics"
 	PathEndpoints = "/endpoints"
+	PathTenants   = "/tenants"
+	PathQueues    = "/v2/queues"
 )
 
 // Raw performs one call and returns the API's JSON answer as sent. body,
@@ -533,6 +535,42 @@ type Flow struct {
 	FailureShare   float64  `json:"failureShare"`
 	OverloadShare  float64  `json:"overloadShare"`
 	RecentAttempts int      `json:"recentAttempts"`
+	// Paused: an operator paused the key; its requests wait (counted in
+	// Waiting) until it is resumed.
+	Paused bool `json:"paused"`
+}
+
+// FlowInfo is one flow-control key's state, in QStash's names: GET
+// /flows/{key}, and the answer of its pause, resume, pin and unpin.
+type FlowInfo struct {
+	FlowControlKey      string `json:"flowControlKey"`
+	Tenant              string `json:"tenant"`
+	WaitListSize        int64  `json:"waitListSize"`
+	ParallelismMax      int    `json:"parallelismMax"`
+	ParallelismCount    int64  `json:"parallelismCount"`
+	RateMax             int    `json:"rateMax"`
+	RateCount           int64  `json:"rateCount"`
+	RatePeriod          int64  `json:"ratePeriod"`      // seconds
+	RatePeriodStart     int64  `json:"ratePeriodStart"` // Unix ms
+	IsPaused            bool   `json:"isPaused"`
+	IsPinnedParallelism bool   `json:"isPinnedParallelism"`
+	IsPinnedRate        bool   `json:"isPinnedRate"`
+	// Released is how many waiting requests a resume let go (a resume's
+	// answer only).
+	Released *int `json:"released"`
+}
+
+// FlowKey reads one flow-control key's state.
+func (c *Client) FlowKey(ctx context.Context, key string) (*FlowInfo, error) {
+	var out FlowInfo
+	return &out, c.call(ctx, http.MethodGet, PathFlows+"/"+url.PathEscape(key), nil, nil, &out, nil)
+}
+
+// ResumeFlow resumes a paused key; its answer says how many waiting
+// requests it released.
+func (c *Client) ResumeFlow(ctx context.Context, key string) (*FlowInfo, error) {
+	var out FlowInfo
+	return &out, c.call(ctx, http.MethodPost, PathFlows+"/"+url.PathEscape(key)+"/resume", nil, nil, &out, nil)
 }
 
 // Flows returns the active flow-control keys, busiest first.
@@ -540,7 +578,10 @@ func (c *Client) Flows(ctx context.Context) ([]Flow, error) {
 	var out struct {
 		Data []Flow `json:"data"`
 	}
-	return out.Data, c.call(ctx, http.MethodGet, PathFlows, nil, nil, &out, nil)
+	// Not "return out.Data, c.call(…)": Go does not order reading
+	// out.Data against the call.
+	err := c.call(ctx, http.MethodGet, PathFlows, nil, nil, &out, nil)
+	return out.Data, err
 }
 
 // EndpointHealth is an endpoint's breaker as GET /endpoints shows it.
@@ -641,4 +682,57 @@ func (c *Client) Publish(ctx context.Context, name string, s Submission, idempot
 func (c *Client) Publication(ctx context.Context, id string) (*Publication, error) {
 	var out Publication
 	return &out, c.call(ctx, http.MethodGet, "/publications/"+url.PathEscape(id), nil, nil, &out, nil)
+}
+
+// RetentionSettings are a tenant's retentions as an admin sets them,
+// written as RETENTION is ("30d", "720h"); nil is the default's.
+type RetentionSettings struct {
+	Retention        *string `json:"retention"`
+	PayloadRetention *string `json:"payloadRetention"`
+}
+
+// Retention is a tenant's retention: what applies to its requests, and
+// what an admin set for it (nil fields: the defaults).
+type Retention struct {
+	Tenant           string            `json:"tenant"`
+	Retention        string            `json:"retention"`
+	PayloadRetention *string           `json:"payloadRetention"`
+	Set              RetentionSettings `json:"set"`
+}
+
+// TenantRetention reads a tenant's retention (an admin's key, or the
+// tenant's own).
+func (c *Client) TenantRetention(ctx context.Context, tenant string) (*Retention, error) {
+	var out Retention
+	return &out, c.call(ctx, http.MethodGet, PathTenants+"/"+url.PathEscape(tenant)+"/retention", nil, nil, &out, nil)
+}
+
+// SetTenantRetention sets a tenant's retention (an admin's key).
+func (c *Client) SetTenantRetention(ctx context.Context, tenant string, set RetentionSettings) (*Retention, error) {
+	var out Retention
+	return &out, c.call(ctx, http.MethodPut, PathTenants+"/"+url.PathEscape(tenant)+"/retention", nil, set, &out, nil)
+}
+
+// Schedule reads one schedule.
+func (c *Client) Schedule(ctx context.Context, id string) (*Schedule, error) {
+	var out Schedule
+	return &out, c.call(ctx, http.MethodGet, PathSchedules+"/"+url.PathEscape(id), nil, nil, &out, nil)
+}
+
+// Queue is a QStash queue (/v2/queues): an ordered line of messages
+// delivered Parallelism at a time; Lag is how many are not yet delivered.
+type Queue struct {
+	Name        string `json:"name"`
+	Parallelism int    `json:"parallelism"`
+	Lag         int64  `json:"lag"`
+	Paused      bool   `json:"paused"`
+	CreatedAt   int64  `json:"createdAt"`
+	UpdatedAt   int64  `json:"updatedAt"`
+}
+
+// Queues lists the key's queues.
+func (c *Client) Queues(ctx context.Context) ([]Queue, error) {
+	var out []Queue
+	err := c.call(ctx, http.MethodGet, PathQueues, nil, nil, &out, nil)
+	return out, err
 }

@@ -53,7 +53,8 @@ func TestTypesMatchTheOpenAPIDocument(t *testing.T) {
 		"Submission": Submission{}, "FlowControl": FlowControl{}, "Accepted": Accepted{}, "Request": Request{},
 		"Attempt": Attempt{}, "Redrive": Redrive{}, "Callback": Callback{}, "Page": Page{},
 		"RedriveBody": RedriveInput{}, "ExpungeBody": ExpungeInput{}, "BulkRedriveBody": BulkRedriveInput{}, "BulkRedriveResult": BulkRedriveResult{},
-		"Schedule": Schedule{}, "SchedulePage": SchedulePage{}, "Flow": Flow{},
+		"Schedule": Schedule{}, "SchedulePage": SchedulePage{}, "Flow": Flow{}, "FlowInfo": FlowInfo{},
+		"TenantRetention": Retention{}, "TenantRetentionSettings": RetentionSettings{},
 		"Endpoint": Endpoint{}, "Endpoints": Endpoints{}, "Topic": Topic{}, "TopicList": TopicList{}, "Publication": Publication{},
 	} {
 		sc, ok := s.Components.Schemas[schema]
@@ -79,7 +80,8 @@ func TestRoutesAreInTheOpenAPIDocument(t *testing.T) {
 	for _, r := range []struct{ method, path string }{
 		{"post", PathRequests}, {"get", PathRequests}, {"get", PathRequests + "/{id}"}, {"delete", PathRequests + "/{id}"},
 		{"get", PathDLQ}, {"post", PathDLQ + "/{id}/redrive"}, {"post", PathRequests + "/{id}/resend"}, {"delete", PathRequests + "/{id}/payload"}, {"post", PathDLQ + "/redrive"},
-		{"get", PathSchedules}, {"get", PathFlows},
+		{"get", PathSchedules}, {"get", PathSchedules + "/{id}"}, {"get", PathFlows}, {"get", PathFlows + "/{key}"}, {"post", PathFlows + "/{key}/{action}"},
+		{"get", PathTenants + "/{tenant}/retention"}, {"put", PathTenants + "/{tenant}/retention"}, {"delete", PathTenants + "/{tenant}/retention"},
 		{"get", PathEndpoints}, {"post", PathEndpoints + "/{endpoint}/open"}, {"post", PathEndpoints + "/{endpoint}/close"},
 	} {
 		if _, ok := s.Paths[r.path][r.method]; !ok {

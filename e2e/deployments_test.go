@@ -167,7 +167,7 @@ func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 	}
 	for svc, names := range map[string][]string{
 		"api":    {"API_KEYS", "ADMIN_KEYS", "RATE_LIMIT_RPS", "SIGNING_SECRETS", "CALLBACK_SIGNING_SECRET", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"},
-		"worker": {"SIGNING_SECRETS", "CALLBACK_SIGNING_SECRET", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"},
+		"worker": {"API_KEYS", "ADMIN_KEYS", "SIGNING_SECRETS", "CALLBACK_SIGNING_SECRET", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"},
 	} {
 		for _, n := range names {
 			if v, ok := c.Services[svc].Environment[n]; !ok || !strings.Contains(v, "${"+n) {
@@ -175,6 +175,16 @@ func TestComposeAndDockerfileMatchThePrograms(t *testing.T) {
 			}
 		}
 	}
+	// What both programs read (the configuration table's "both"), the
+	// compose file gives both, alike.
+	for _, name := range bothPrograms(t) {
+		a, inAPI := c.Services["api"].Environment[name]
+		w, inWorker := c.Services["worker"].Environment[name]
+		if inAPI != inWorker || a != w {
+			t.Errorf("%s: api %q (set: %v), worker %q (set: %v); both programs read it and must agree", name, a, inAPI, w, inWorker)
+		}
+	}
+	checkComposePrometheus(t, c)
 	if slices.Contains(c.Services["redis"].Networks, "apps") {
 		t.Error("redis is on the apps network, where destinations could reach it")
 	}
@@ -228,4 +238,70 @@ var goRuntimeEnv = []string{"GOMAXPROCS", "GOGC", "GOMEMLIMIT"}
 // their configuration, or the Go runtime's.
 func readEnv(k string) bool {
 	return slices.Contains(config.Names, k) || slices.Contains(goRuntimeEnv, k)
+}
+
+// bothPrograms are the variables docs/operating.md's configuration table
+// says both programs read.
+func bothPrograms(t *testing.T) []string {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/operating.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?m)^\\| (.+?) \\| both \\|").FindAllStringSubmatch(string(doc), -1) {
+		for _, n := range regexp.MustCompile("`([A-Z_]+)`").FindAllStringSubmatch(m[1], -1) {
+			out = append(out, n[1])
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("found %d variables of both programs in docs/operating.md: %v", len(out), out)
+	}
+	return out
+}
+
+// The monitoring profile's Prometheus scrapes the API and every worker
+// replica, on the ports they listen on, with an admin key: both answer
+// /metrics to nothing else.
+func checkComposePrometheus(t *testing.T, c composeFile) {
+	t.Helper()
+	p, ok := c.Services["prometheus"]
+	if !ok {
+		t.Fatal("compose has no prometheus service: nothing scrapes the metrics the alerts read")
+	}
+	mounted := false
+	for _, v := range p.Volumes {
+		mounted = mounted || strings.HasPrefix(v, "./deployments/prometheus.yml:/etc/prometheus/prometheus.yml")
+	}
+	if !mounted {
+		t.Errorf("prometheus does not run deployments/prometheus.yml: %v", p.Volumes)
+	}
+	raw, err := os.ReadFile("../deployments/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf promConfig
+	if err := yaml.Unmarshal(raw, &conf); err != nil {
+		t.Fatalf("deployments/prometheus.yml: %v", err)
+	}
+	api, worker := conf.job("retryd-api"), conf.job("retryd-worker")
+	if api == nil || worker == nil {
+		t.Fatalf("deployments/prometheus.yml lacks the retryd-api or retryd-worker job: %+v", conf)
+	}
+	if len(api.Static) != 1 || !slices.Equal(api.Static[0].Targets, []string{"api:" + c.Services["api"].Environment["PORT"]}) {
+		t.Errorf("retryd-api job targets %+v, want api:PORT", api.Static)
+	}
+	port, _ := strconv.Atoi(strings.TrimPrefix(c.Services["worker"].Environment["METRICS_ADDR"], ":"))
+	if len(worker.DNSSD) != 1 || !slices.Equal(worker.DNSSD[0].Names, []string{"worker"}) || worker.DNSSD[0].Port != port {
+		t.Errorf("retryd-worker job %+v, want every worker replica by DNS on METRICS_ADDR's port %d", worker.DNSSD, port)
+	}
+	script := strings.Join(p.Command, " ")
+	for _, job := range []*promJob{api, worker} {
+		if f := job.Authorization.CredentialsFile; f == "" || !strings.Contains(script, "> "+f) {
+			t.Errorf("job %s: credentials file %q, which the prometheus service does not write (%q)", job.Name, f, script)
+		}
+	}
+	if !strings.Contains(p.Environment["RETRYD_METRICS_KEY"], "${ADMIN_KEYS") {
+		t.Errorf("prometheus' key does not default to ADMIN_KEYS: %q", p.Environment["RETRYD_METRICS_KEY"])
+	}
 }

@@ -58,3 +58,39 @@ func TestDeploymentCommentsPointAtPagesThatExist(t *testing.T) {
 		}
 	}
 }
+
+// Every relative link of the README and docs/ reaches a file that exists,
+// resolved from the page that holds it (a link in docs/ to "docs/x.md"
+// would be docs/docs/x.md), and a Markdown page's #section exists.
+func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
+	pages, _ := filepath.Glob("../docs/*.md")
+	pages = append(pages, "../README.md")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	fence := regexp.MustCompile("(?ms)^```.*?^```")
+	for _, page := range pages {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := fence.ReplaceAllString(string(raw), "")
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links %s, which does not exist (%s)", page, target, path)
+				continue
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !headingAnchors(t, path)[anchor] {
+				t.Errorf("%s links %s: no such section", page, target)
+			}
+		}
+	}
+}

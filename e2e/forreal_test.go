@@ -25,8 +25,9 @@ func TestRunningItForRealWorksAsWritten(t *testing.T) {
 		!strings.Contains(cmds[2], "bin/api") || !strings.Contains(cmds[3], "bin/worker") || !strings.HasPrefix(cmds[4], "curl ") {
 		t.Fatalf("the commands changed; this test knows redis-server, go build, api, worker, curl: %q", cmds)
 	}
-	// The promise: a 202 is on disk only with appendfsync always.
-	for _, want := range []string{"--appendonly yes", "--appendfsync always"} {
+	// The promise: a 202 is on disk only with appendfsync always, and no
+	// key of it is evicted.
+	for _, want := range []string{"--appendonly yes", "--appendfsync always", "--maxmemory-policy noeviction"} {
 		if !strings.Contains(cmds[0], want) {
 			t.Errorf("the README's Redis lacks %s, which the promise of a 202 below it needs: %s", want, cmds[0])
 		}

@@ -241,10 +241,41 @@ func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 			t.Errorf("no PodDisruptionBudget for the %s: %+v", component, pdb.Spec)
 		}
 	}
-	// Prometheus finds the workers' /metrics.
-	w := objs["Deployment/retryd-worker"].Spec.Template.Metadata.Annotations
-	if w["prometheus.io/scrape"] != "true" || w["prometheus.io/port"] != "9090" || w["prometheus.io/path"] != "/metrics" {
-		t.Errorf("worker scrape annotations %v", w)
+	// Prometheus scrapes the API and the workers with an admin key, on
+	// ports the pods declare; no annotation invites a job without one.
+	var scrape promConfig
+	if err := yaml.Unmarshal([]byte(objs["ConfigMap/retryd-prometheus"].Data["retryd.yml"]), &scrape); err != nil {
+		t.Fatalf("ConfigMap/retryd-prometheus retryd.yml: %v", err)
+	}
+	for _, c := range []struct{ component, port string }{{"api", "http"}, {"worker", "metrics"}} {
+		job := scrape.job("retryd-" + c.component)
+		if job == nil {
+			t.Errorf("no scrape job retryd-%s: %+v", c.component, scrape)
+			continue
+		}
+		if job.Authorization.CredentialsFile == "" {
+			t.Errorf("scrape job %s sends no credentials: /metrics answers an admin key only", job.Name)
+		}
+		if len(job.KubernetesSD) != 1 || len(job.KubernetesSD[0].Selectors) != 1 || job.KubernetesSD[0].Selectors[0].Label != "app=retryd,component="+c.component {
+			t.Errorf("scrape job %s does not select the %s pods: %+v", job.Name, c.component, job.KubernetesSD)
+		}
+		if len(job.Relabel) != 1 || job.Relabel[0].Regex != c.port || job.Relabel[0].Action != "keep" {
+			t.Errorf("scrape job %s does not keep the %q port: %+v", job.Name, c.port, job.Relabel)
+		}
+		d := objs["Deployment/retryd-"+c.component]
+		declared := false
+		for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+			declared = declared || p.Name == c.port
+		}
+		if !declared {
+			t.Errorf("scrape job %s keeps port %q, which the %s pods do not declare", job.Name, c.port, c.component)
+		}
+		if a := d.Spec.Template.Metadata.Annotations; a["prometheus.io/scrape"] == "true" {
+			t.Errorf("%s pods ask the annotation job, which sends no key, to scrape them", c.component)
+		}
+	}
+	if strings.Contains(objs["Secret/retryd-secrets"].StringData["ADMIN_KEYS"], ",") {
+		t.Errorf("the example Secret's ADMIN_KEYS, Prometheus' credentials file, holds more than one key")
 	}
 	if svc := objs["Service/retryd-worker-metrics"]; len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "metrics" {
 		t.Errorf("Service/retryd-worker-metrics: %+v", svc.Spec.Ports)
@@ -275,7 +306,49 @@ func TestKubernetesManifestsMatchThePrograms(t *testing.T) {
 			t.Errorf("%s does not read ConfigMap/retryd-config", f)
 		}
 	}
-	if conf := objs["ConfigMap/retryd-redis-config"].Data["redis.conf"]; !strings.Contains(conf, "appendonly yes") || !strings.Contains(conf, "maxmemory-policy noeviction") {
-		t.Errorf("redis.conf of the StatefulSet: %q", conf)
+	// The StatefulSet's Redis runs deployments/redis.conf, line for line.
+	rc, err := os.ReadFile("../deployments/redis.conf")
+	if err != nil {
+		t.Fatal(err)
 	}
+	if conf := objs["ConfigMap/retryd-redis-config"].Data["redis.conf"]; conf != string(rc) {
+		t.Errorf("redis.conf of the StatefulSet is not deployments/redis.conf:\n%s", conf)
+	}
+}
+
+// promConfig is what the tests read of a Prometheus configuration.
+type promConfig struct {
+	ScrapeConfigs []promJob `yaml:"scrape_configs"`
+}
+
+type promJob struct {
+	Name          string `yaml:"job_name"`
+	Authorization struct {
+		CredentialsFile string `yaml:"credentials_file"`
+	} `yaml:"authorization"`
+	Static []struct {
+		Targets []string `yaml:"targets"`
+	} `yaml:"static_configs"`
+	DNSSD []struct {
+		Names []string `yaml:"names"`
+		Port  int      `yaml:"port"`
+	} `yaml:"dns_sd_configs"`
+	KubernetesSD []struct {
+		Selectors []struct {
+			Label string `yaml:"label"`
+		} `yaml:"selectors"`
+	} `yaml:"kubernetes_sd_configs"`
+	Relabel []struct {
+		Regex  string `yaml:"regex"`
+		Action string `yaml:"action"`
+	} `yaml:"relabel_configs"`
+}
+
+func (c promConfig) job(name string) *promJob {
+	for i := range c.ScrapeConfigs {
+		if c.ScrapeConfigs[i].Name == name {
+			return &c.ScrapeConfigs[i]
+		}
+	}
+	return nil
 }

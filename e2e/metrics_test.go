@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,7 +45,7 @@ func TestMetricsMoveWithTheWork(t *testing.T) {
 	const key = "metrics-key"
 	workerMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	s := startStackWith(t, 0, []string{"ALLOW_PRIVATE_TARGETS=true", "API_KEYS=" + key},
-		[]string{"ALLOW_PRIVATE_TARGETS=true", "METRICS_ADDR=" + workerMetrics})
+		[]string{"ALLOW_PRIVATE_TARGETS=true", "METRICS_ADDR=" + workerMetrics, "API_KEYS=" + key})
 	s.startWorker(t)
 	dest := newDestination(t)
 	api := s.api + "/metrics"
@@ -111,14 +112,23 @@ func TestMetricsMoveWithTheWork(t *testing.T) {
 	if got := scrape(t, api, key, `retryd_redrives_total\{source="api"\}`); got != 1 {
 		t.Errorf("redrives after one: %v", got)
 	}
-	// The worker's own listener: health, and the same cluster-wide series.
+	// The worker's own listener: health without a key, and the same
+	// cluster-wide series (the endpoints' among them) behind the admin key.
 	if a := call(t, "GET", "http://"+workerMetrics+"/healthz", ""); a.status != 200 {
 		t.Errorf("worker /healthz: %d", a.status)
 	}
-	if got := scrape(t, "http://"+workerMetrics+"/metrics", "", `retryd_attempts_total\{failure_class="",outcome="success"\}`); got != 1 {
+	for _, auth := range []string{"", "Bearer wrong"} {
+		if a := call(t, "GET", "http://"+workerMetrics+"/metrics", "", "Authorization", auth); a.status != 401 || strings.Contains(a.raw, "retryd_") {
+			t.Errorf("worker /metrics with %q: %d, want 401 and no series", auth, a.status)
+		}
+	}
+	if got := scrape(t, "http://"+workerMetrics+"/metrics", key, `retryd_attempts_total\{failure_class="",outcome="success"\}`); got != 1 {
 		t.Errorf("worker /metrics success attempts = %v", got)
 	}
-	if got := scrape(t, "http://"+workerMetrics+"/metrics", "", `go_goroutines`); got <= 0 {
+	if got := scrape(t, "http://"+workerMetrics+"/metrics", key, `retryd_endpoints\{state="open"\}`); got != 0 {
+		t.Errorf("worker /metrics retryd_endpoints{state=open} = %v, want 0 (the endpoint alert's series)", got)
+	}
+	if got := scrape(t, "http://"+workerMetrics+"/metrics", key, `go_goroutines`); got <= 0 {
 		t.Errorf("worker /metrics go_goroutines = %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -171,6 +172,36 @@ func TestRetryctl(t *testing.T) {
 		}
 		if _, errOut, code := s.retryctl(t, auth, "resend", orig); code == 0 || !strings.Contains(errOut, "expunged") {
 			t.Errorf("resend of an expunged request: exit %d, stderr %q", code, errOut)
+		}
+	})
+	t.Run("flows paused and resumed", func(t *testing.T) {
+		if out, errOut, code := s.retryctl(t, auth, "flows", "pause", "held"); code != 0 || !strings.Contains(out, "held paused") {
+			t.Fatalf("flows pause (%d): %s %s", code, out, errOut)
+		}
+		var ids []string
+		for range 3 {
+			ids = append(ids, submit(fmt.Sprintf(`{"url":%q,"flowControl":{"key":"held"}}`, dest.script("/held", 200))))
+		}
+		// GET /flows says the key is paused, and counts its waiters.
+		waitFor(t, 15*time.Second, "the paused key's 3 waiters in GET /flows", func() bool {
+			for _, f := range authed("GET", s.api+"/flows", "").body["data"].([]any) {
+				if f := f.(map[string]any); f["key"] == "held" {
+					return f["paused"] == true && f["waiting"] == 3.0
+				}
+			}
+			return false
+		})
+		out, _, code := s.retryctl(t, auth, "flows")
+		if code != 0 || !strings.Contains(out, "PAUSED") || !regexp.MustCompile(`(?m)^held\s+yes\s+0\s+3\s`).MatchString(out) {
+			t.Errorf("flows does not show the key paused with its 3 waiters (%d):\n%s", code, out)
+		}
+		// The resume says how many it let go: after it, none wait.
+		out, errOut, code := s.retryctl(t, auth, "flows", "resume", "held")
+		if code != 0 || !strings.Contains(out, "held running (3 released, 0 waiting)") {
+			t.Errorf("flows resume (%d): %s %s, want 3 released", code, out, errOut)
+		}
+		for _, id := range ids {
+			wait(id, "completed")
 		}
 	})
 	t.Run("schedules", func(t *testing.T) {

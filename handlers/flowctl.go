@@ -31,6 +31,9 @@ type FlowInfo struct {
 	IsPaused            bool   `json:"isPaused"`
 	IsPinnedParallelism bool   `json:"isPinnedParallelism"`
 	IsPinnedRate        bool   `json:"isPinnedRate"`
+	// Released is how many waiting requests a resume let go (the answer
+	// of POST /flows/{key}/resume only: after it, waitListSize is 0).
+	Released *int `json:"released,omitempty"`
 }
 
 // checkKey refuses a key no client could have given its requests. Both
@@ -106,17 +109,23 @@ const (
 // and period (seconds) from the query, unpin parallelism and rate
 // (true/false), as QStash's client sends them.
 func (f *Flows) Act(c *gin.Context, owner, key string, action FlowAction) error {
+	_, err := f.act(c, owner, key, action)
+	return err
+}
+
+// act is Act answering, for a resume, how many waiting requests it let go.
+func (f *Flows) act(c *gin.Context, owner, key string, action FlowAction) (released int, err error) {
 	if err := checkKey(key); err != nil {
-		return err
+		return 0, err
 	}
 	ctx, name := c.Request.Context(), tenant.Qualify(owner, key)
 	switch action {
 	case ActionPause:
-		return flow.Pause(ctx, f.RDB, name)
+		return 0, flow.Pause(ctx, f.RDB, name)
 	case ActionResume:
 		return flow.Resume(ctx, f.RDB, f.Waker, name)
 	case ActionResetRate:
-		return flow.ResetRate(ctx, f.RDB, name)
+		return 0, flow.ResetRate(ctx, f.RDB, name)
 	case ActionPin:
 		n := func(q string, lo, hi int) (int, error) {
 			v := c.Query(q)
@@ -131,40 +140,39 @@ func (f *Flows) Act(c *gin.Context, owner, key string, action FlowAction) error 
 		}
 		par, err := n("parallelism", 1, 1_000_000)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		rate, err := n("rate", 1, 1_000_000)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		period, err := n("period", 1, 7*24*3600)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if par == 0 && rate == 0 {
-			return Errorf(CodeInvalid, "parallelism", "pin needs parallelism or rate")
+			return 0, Errorf(CodeInvalid, "parallelism", "pin needs parallelism or rate")
 		}
-		return flow.Pin(ctx, f.RDB, name, par, rate, time.Duration(max(period, 1))*time.Second)
+		return 0, flow.Pin(ctx, f.RDB, name, par, rate, time.Duration(max(period, 1))*time.Second)
 	case ActionUnpin:
-		return flow.Unpin(ctx, f.RDB, name, c.Query("parallelism") == "true", c.Query("rate") == "true")
+		return 0, flow.Unpin(ctx, f.RDB, name, c.Query("parallelism") == "true", c.Query("rate") == "true")
 	}
-	return Errorf(CodeNotFound, "", "no flow-control action "+names.Quote(string(action)))
+	return 0, Errorf(CodeNotFound, "", "no flow-control action "+names.Quote(string(action)))
 }
 
 // keyRoutes registers retryd's own /flows/{key} routes.
 func (f *Flows) keyRoutes(r gin.IRouter) {
-	r.GET("/flows/:key", func(c *gin.Context) { f.answer(c, nil) })
-	r.POST("/flows/:key/:action", func(c *gin.Context) {
-		f.answer(c, func(owner string) error { return f.Act(c, owner, c.Param("key"), FlowAction(c.Param("action"))) })
-	})
+	r.GET("/flows/:key", func(c *gin.Context) { f.answer(c, "") })
+	r.POST("/flows/:key/:action", func(c *gin.Context) { f.answer(c, FlowAction(c.Param("action"))) })
 }
 
-// answer does act (nil: nothing) on the key the path names, then answers
-// the key's state.
-func (f *Flows) answer(c *gin.Context, act func(owner string) error) {
+// answer does action ("": nothing) on the key the path names, then
+// answers the key's state; a resume's answer says how many it released.
+func (f *Flows) answer(c *gin.Context, action FlowAction) {
 	owner, err := OwnTenant(c)
-	if err == nil && act != nil {
-		err = act(owner)
+	released := 0
+	if err == nil && action != "" {
+		released, err = f.act(c, owner, c.Param("key"), action)
 	}
 	var d FlowInfo
 	if err == nil {
@@ -173,6 +181,9 @@ func (f *Flows) answer(c *gin.Context, act func(owner string) error) {
 	if err != nil {
 		Abort(c, f.API.Log, err)
 		return
+	}
+	if action == ActionResume {
+		d.Released = &released
 	}
 	c.JSON(http.StatusOK, d)
 }

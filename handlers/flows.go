@@ -56,6 +56,9 @@ type FlowDocument struct {
 	Attempts      int     `json:"recentAttempts"`
 	FailureShare  float64 `json:"failureShare"`
 	OverloadShare float64 `json:"overloadShare"`
+	// Paused: an operator paused the key; its requests wait (counted in
+	// Waiting) until it is resumed.
+	Paused bool `json:"paused"`
 }
 
 func (f *Flows) list(c *gin.Context) {
@@ -96,7 +99,9 @@ func (f *Flows) list(c *gin.Context) {
 				d.InFlight, d.Waiting = taken, waiting
 			}
 		}
-		d.Waiting += paused[s.Key]
+		n, isPaused := paused[s.Key]
+		d.Waiting += n
+		d.Paused = isPaused
 		var eff float64
 		if s.Rate > 0 {
 			d.Rate, d.PeriodMs = &s.Rate, &s.PeriodMs

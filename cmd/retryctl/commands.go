@@ -17,8 +17,22 @@ import (
 	"github.com/retryd/retryd/client"
 )
 
-// DefaultURL is where retryctl looks for the API without RETRYD_URL.
+// DefaultURL is where retryctl looks for the API without RETRYD_URL or
+// PORT.
 const DefaultURL = "http://127.0.0.1:3000"
+
+// baseURL is where the API is: RETRYD_URL; else, with PORT set (as the
+// API read it in the same shell, e.g. "PORT=3100 retryd -dev"), that port
+// on loopback; else DefaultURL.
+func baseURL(getenv func(string) string) string {
+	if u := getenv("RETRYD_URL"); u != "" {
+		return u
+	}
+	if p := strings.TrimSpace(getenv("PORT")); p != "" {
+		return "http://127.0.0.1:" + p
+	}
+	return DefaultURL
+}
 
 // cli is one invocation's settings and outputs.
 type cli struct {
@@ -29,15 +43,12 @@ type cli struct {
 }
 
 func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
-	base := getenv("RETRYD_URL")
-	if base == "" {
-		base = DefaultURL
-	}
+	base := baseURL(getenv)
 	x := &cli{c: client.New(base, getenv("RETRYD_API_KEY")), out: stdout, errOut: stderr}
 	root := &cobra.Command{
 		Use:   "retryctl",
 		Short: "Operate retryd: requests, the dead-letter queue, schedules, flow control",
-		Long: "retryctl talks to the retryd API at RETRYD_URL (default " + DefaultURL + ") with RETRYD_API_KEY.\n" +
+		Long: "retryctl talks to the retryd API at RETRYD_URL (without it, http://127.0.0.1:$PORT when PORT is set, else " + DefaultURL + ") with RETRYD_API_KEY.\n" +
 			"Tables are for people; --json prints the API's JSON as sent.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -45,7 +56,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.submitCmd(), x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.endpointsCmd(), x.tailCmd(), x.listenCmd())
+	root.AddCommand(x.submitCmd(), x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.endpointsCmd(), x.queuesCmd(), x.tenantsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 
@@ -376,7 +387,7 @@ func (x *cli) schedulesCmd() *cobra.Command {
 	}
 	list.Flags().IntVar(&limit, "limit", 0, "how many (1-500)")
 	list.Flags().StringVar(&cursor, "cursor", "", "continue after this page")
-	schedules.AddCommand(list, x.scheduleCreateCmd(),
+	schedules.AddCommand(list, x.scheduleGetCmd(), x.scheduleCreateCmd(),
 		x.scheduleActionCmd("pause", "Pause a schedule: no tick fires until it is resumed"),
 		x.scheduleActionCmd("resume", "Resume a paused schedule from its next tick"),
 		x.scheduleActionCmd("delete", "Delete a schedule (the requests it made stay)"))
@@ -434,7 +445,7 @@ func (x *cli) endpointsCmd() *cobra.Command {
 func (x *cli) flowsCmd() *cobra.Command {
 	flows := &cobra.Command{
 		Use:   "flows",
-		Short: "Active flow-control keys: in flight, waiting, limits, effective rate",
+		Short: "Active flow-control keys: paused or not, in flight, waiting, limits, effective rate",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var res struct {
@@ -447,7 +458,7 @@ func (x *cli) flowsCmd() *cobra.Command {
 			// Shares of the recent attempts (the last minute or two):
 			// failed for any reason, and overloaded (429, 503, timeout),
 			// the part adaptive backpressure acts on.
-			fmt.Fprintln(w, "KEY\tIN FLIGHT\tWAITING\tPARALLELISM\tRATE\tEFFECTIVE RATE\tRECENT ATTEMPTS\tFAILED\tOVERLOADED (429/503/TIMEOUT)")
+			fmt.Fprintln(w, "KEY\tPAUSED\tIN FLIGHT\tWAITING\tPARALLELISM\tRATE\tEFFECTIVE RATE\tRECENT ATTEMPTS\tFAILED\tOVERLOADED (429/503/TIMEOUT)")
 			for _, f := range res.Data {
 				par, rate, eff := "-", "-", "-"
 				if f.Parallelism != nil {
@@ -459,13 +470,13 @@ func (x *cli) flowsCmd() *cobra.Command {
 				if f.EffectiveRate != nil {
 					eff = fmt.Sprintf("%.1f/s", *f.EffectiveRate)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%.0f%%\t%.0f%%\n", f.Key, f.InFlight, f.Waiting, par, rate, eff,
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%d\t%.0f%%\t%.0f%%\n", f.Key, yesNo(f.Paused), f.InFlight, f.Waiting, par, rate, eff,
 					f.RecentAttempts, 100*f.FailureShare, 100*f.OverloadShare)
 			}
 			return w.Flush()
 		},
 	}
-	flows.AddCommand(x.flowActionCmd("pause", "Pause a flow-control key: its requests wait (nothing is lost) until it is resumed"),
+	flows.AddCommand(x.flowGetCmd(), x.flowActionCmd("pause", "Pause a flow-control key: its requests wait (nothing is lost) until it is resumed"),
 		x.flowActionCmd("resume", "Resume a paused flow-control key: its waiting requests start in order"))
 	return flows
 }

@@ -115,29 +115,67 @@ func (x *cli) submitCmd() *cobra.Command {
 	return cmd
 }
 
-// flowActionCmd is flows pause|resume KEY.
+// flowActionCmd is flows pause|resume KEY. A resume says how many
+// waiting requests it released, as the API answered: after it none wait.
 func (x *cli) flowActionCmd(action, short string) *cobra.Command {
 	return &cobra.Command{
 		Use:   action + " KEY",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var info struct {
-				Key    string `json:"flowControlKey"`
-				Paused bool   `json:"isPaused"`
-				Wait   int    `json:"waitListSize"`
-			}
+			var info client.FlowInfo
 			if printed, err := x.fetch(cmd.Context(), http.MethodPost, client.PathFlows+"/"+url.PathEscape(args[0])+"/"+action, nil, nil, &info); printed || err != nil {
 				return err
 			}
 			state := "running"
-			if info.Paused {
+			if info.IsPaused {
 				state = "paused"
 			}
-			fmt.Fprintf(x.out, "%s %s (%d waiting)\n", info.Key, state, info.Wait)
+			if info.Released != nil {
+				fmt.Fprintf(x.out, "%s %s (%d released, %d waiting)\n", info.FlowControlKey, state, *info.Released, info.WaitListSize)
+				return nil
+			}
+			fmt.Fprintf(x.out, "%s %s (%d waiting)\n", info.FlowControlKey, state, info.WaitListSize)
 			return nil
 		},
 	}
+}
+
+// flowGetCmd is flows get KEY: one key's state, its pins and its pause.
+func (x *cli) flowGetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "get KEY",
+		Short: "One flow-control key: waiting, in flight, limits and pins, paused or not",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var info client.FlowInfo
+			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathFlows+"/"+url.PathEscape(args[0]), nil, nil, &info); printed || err != nil {
+				return err
+			}
+			limit := func(n int, pinned bool, unit string) string {
+				if n == 0 {
+					return "-"
+				}
+				s := fmt.Sprint(n) + unit
+				if pinned {
+					s += " (pinned)"
+				}
+				return s
+			}
+			w := x.table()
+			fmt.Fprintf(w, "key\t%s\ntenant\t%s\npaused\t%s\nwaiting\t%d\nin flight\t%d\n", info.FlowControlKey, info.Tenant, yesNo(info.IsPaused), info.WaitListSize, info.ParallelismCount)
+			fmt.Fprintf(w, "parallelism\t%s\nrate\t%s\n", limit(info.ParallelismMax, info.IsPinnedParallelism, ""),
+				limit(info.RateMax, info.IsPinnedRate, fmt.Sprintf("/%ds", max(info.RatePeriod, 1))))
+			return w.Flush()
+		},
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }
 
 func (x *cli) scheduleCreateCmd() *cobra.Command {

@@ -30,7 +30,6 @@ import (
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/listeners"
 	"github.com/retryd/retryd/internal/logs"
-	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/openapi"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/qstash"
@@ -324,9 +323,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	ringer := tasks.NewPartitionedBell(rdb, parts, 0, waiting.Tuning{})
 	wait := tasks.NewWaiting(rdb, parts, waiting.NewTimer(rdb, parts, tasks.Queue, ringer, log, waiting.Tuning{}), waiting.Tuning{}, nil)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
-	m := metrics.New(store, inspector)
-	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
-	m.RegisterEndpoints(func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.HeldEndpoints(ctx, rdb) })
+	m := clusterMetrics(store, inspector, rdb)
 	api := &handlers.API{Traces: eo.Traces, Store: store, Queue: queue, Destinations: guard, Log: log, Now: time.Now, Metrics: m,
 		Self: handlers.NewSelf(cfg.Port), Memory: store, MaxUnfinished: cfg.MaxUnfinishedPerKey,
 		Parts: parts, Workers: liveWorkers(inspector), Replicas: store}

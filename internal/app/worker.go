@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -28,7 +27,6 @@ import (
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/gopool"
 	"github.com/retryd/retryd/internal/listeners"
-	"github.com/retryd/retryd/internal/metrics"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
@@ -221,7 +219,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	if err := srv.Start(handlers); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	stopMetrics := serveWorkerMetrics(ctx, cfg.MetricsAddr, metrics.New(store, inspector), store, book, log)
+	stopMetrics := serveWorkerMetrics(ctx, cfg.MetricsAddr, clusterMetrics(store, inspector, rdb), AdminSecrets(cfg), store, book, log)
 	defer stopMetrics()
 	sw := newSweeper(cfg, rdb, store, queue, log)
 	sw.Bell = bell
@@ -274,33 +272,6 @@ func queueWeights(parts partition.Set) map[string]int {
 	return w
 }
 
-// serveWorkerMetrics serves /metrics and /healthz on addr (nothing when
-// addr is empty), listed in book as one of retryd's listeners, and
-// returns the function that stops it.
-func serveWorkerMetrics(ctx context.Context, addr string, reg *metrics.Metrics, redis pinger, book *listeners.Book, log *slog.Logger) (stop func()) {
-	if addr == "" {
-		return func() {}
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		// Deliveries go on without metrics, as they always did.
-		log.Error("worker metrics listener failed", "addr", addr, "err", err)
-		return func() {}
-	}
-	book.Add(ctx, ln.Addr())
-	srv := &http.Server{Handler: workerMux(reg, redis), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("worker metrics listener failed", "addr", addr, "err", err)
-		}
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}
-}
-
 // newSweeper builds the worker's sweeper; its repairs are counted in the
 // cluster-wide stats.
 func newSweeper(cfg config.Config, rdb redis.UniversalClient, store *record.Store, queue *tasks.Enqueuer, log *slog.Logger) *sweeper.Sweeper {
@@ -321,34 +292,6 @@ func newSweeper(cfg config.Config, rdb redis.UniversalClient, store *record.Stor
 			}
 		},
 	}
-}
-
-// pinger says whether Redis answers.
-type pinger interface {
-	Ping(ctx context.Context) error
-}
-
-// workerMux serves a worker's /metrics, /healthz (liveness: the process
-// runs) and /readyz (readiness: Redis answers, so the worker can work).
-func workerMux(reg *metrics.Metrics, redis pinger) http.Handler {
-	m := http.NewServeMux()
-	m.Handle("GET /metrics", reg.Handler())
-	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
-	})
-	m.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := redis.Ping(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, `{"status":"unavailable","reason":"redis unreachable"}`)
-			return
-		}
-		_, _ = io.WriteString(w, `{"status":"ready"}`)
-	})
-	return refuseOwnCalls(m)
 }
 
 // asynqLogger routes asynq's own logging into slog.

@@ -25,7 +25,7 @@ func (p Program) Uses(q Program) bool { return p == Both || p == q }
 var Programs = map[string]Program{
 	"REDIS_URL": Both, "REDIS_SENTINEL_ADDRS": Both, "REDIS_SENTINEL_MASTER": Both, "REDIS_CLUSTER_ADDRS": Both,
 	"REDIS_USERNAME": Both, "REDIS_PASSWORD": Both, "REDIS_SENTINEL_PASSWORD": Both, "REDIS_TLS": Both, "REDIS_TLS_CA_FILE": Both,
-	"PORT": API, "WORKER_CONCURRENCY": Worker, "API_KEYS": API, "ADMIN_KEYS": API,
+	"PORT": API, "WORKER_CONCURRENCY": Worker, "API_KEYS": Both, "ADMIN_KEYS": Both,
 	"ALLOW_PRIVATE_TARGETS": Both, "ALLOWED_CIDRS": Both,
 	"REDRIVE_LIMIT": Both, "RETENTION": Both, "PAYLOAD_RETENTION": Both, "RATE_LIMIT_RPS": API, "LOG_LEVEL": Both, "METRICS_ADDR": Worker,
 	"CALLBACK_SIGNING_SECRET": Worker, "SWEEP_INTERVAL": Worker, "REDIS_WAIT_REPLICAS": Both,

@@ -91,20 +91,23 @@ var pausedTakeScript = script("paused_take")
 // resumeBatch is how many waiters of a resumed key one script takes.
 const resumeBatch = 100
 
-// Resume lets key's requests start again and wakes those it held.
-func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key string) error {
+// Resume lets key's requests start again and wakes those it held,
+// answering how many it took out of the paused line (after the resume its
+// line is empty, so only Resume can say).
+func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key string) (released int, err error) {
 	ctl, paused := controlNames(key)
 	if err := rdb.HDel(ctx, ctl, "paused").Err(); err != nil {
-		return fmt.Errorf("resume %s: %w", key, err)
+		return 0, fmt.Errorf("resume %s: %w", key, err)
 	}
 	if err := rdb.SRem(ctx, record.FlowPausedKey, key).Err(); err != nil {
-		return fmt.Errorf("unlist paused key %s: %w", key, err)
+		return 0, fmt.Errorf("unlist paused key %s: %w", key, err)
 	}
 	for {
 		ids, err := pausedTakeScript.Run(ctx, rdb, []string{ctl, paused}, resumeBatch).StringSlice()
 		if err != nil {
-			return err
+			return released, fmt.Errorf("release the waiters of %s: %w", key, err)
 		}
+		released += len(ids)
 		for _, id := range ids {
 			if err := waker.Wake(ctx, id); err != nil && !errors.Is(err, ErrGone) {
 				// Redis could not say: its safety net wakes it
@@ -113,7 +116,7 @@ func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key str
 			}
 		}
 		if len(ids) < resumeBatch {
-			return nil
+			return released, nil
 		}
 	}
 }

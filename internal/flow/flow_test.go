@@ -1200,8 +1200,9 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 	if err != nil || !info.Paused || info.Waiting != 2 {
 		t.Errorf("info while paused: %+v %v", info, err)
 	}
-	if err := Resume(ctx, rdb, w, "k"); err != nil {
-		t.Fatal(err)
+	// The resume says how many it released: after it, none wait.
+	if released, err := Resume(ctx, rdb, w, "k"); err != nil || released != 2 {
+		t.Fatalf("resume released %d (%v), want the 2 that waited", released, err)
 	}
 	waitWoken(t, w, []string{"a", "b"})
 	clk.Add(DefaultTuning.ControlTTL) // the worker reads the settings again

@@ -186,17 +186,23 @@ var (
 )
 
 // flowLabels name a flow-control key's series: the key as its tenant named
-// it, and the tenant ("" for the other bucket). The key's internal name
-// joins the two with a control character, which a label value must not
-// hold.
+// it, and the tenant ("" for the other bucket, and for a destination's own
+// host:port key, which every tenant sending there shares). The key's
+// internal name joins the two with a control character, which a label
+// value must not hold.
 var flowLabels = []string{"key", "tenant"}
 
-// flowLabelValues are the key and tenant labels of the internal name key.
-func flowLabelValues(key string, other bool) (string, string) {
+// flowLabelValues are the key and tenant labels of s. A bare name that no
+// flowControl named is a destination's host:port, no tenant's: labelling
+// it "default" would put another tenant's traffic under the default one.
+func flowLabelValues(s flow.KeyStats, other bool) (string, string) {
 	if other {
-		return key, ""
+		return s.Key, ""
 	}
-	owner, name := tenant.Split(key)
+	owner, name := tenant.Split(s.Key)
+	if !s.Named && s.Key == name {
+		owner = ""
+	}
 	return names.Clean(name), owner
 }
 
@@ -235,7 +241,7 @@ func (f flows) Collect(ch chan<- prometheus.Metric) {
 		shown = append(append([]flow.KeyStats(nil), shown...), other)
 	}
 	for i, s := range shown {
-		key, owner := flowLabelValues(s.Key, i == FlowKeys)
+		key, owner := flowLabelValues(s, i == FlowKeys)
 		ch <- prometheus.MustNewConstMetric(descFlowInFlight, prometheus.GaugeValue, float64(s.InFlight), key, owner)
 		ch <- prometheus.MustNewConstMetric(descFlowWaiting, prometheus.GaugeValue, float64(s.Parked), key, owner)
 		ch <- prometheus.MustNewConstMetric(descFlowRate, prometheus.GaugeValue, s.EffectiveRate, key, owner)

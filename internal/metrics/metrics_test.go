@@ -51,9 +51,9 @@ func TestFlowSeriesAreBoundedWithAnOtherBucket(t *testing.T) {
 func TestFlowLabelValuesHoldNoControlCharacters(t *testing.T) {
 	t.Parallel()
 	stats := []flow.KeyStats{
-		{Key: tenant.Qualify("acme", "acmeflow"), InFlight: 3},
+		{Key: tenant.Qualify("acme", "acmeflow"), Named: true, InFlight: 3},
 		{Key: "api.example.com:443", InFlight: 2},
-		{Key: "old\x01key", InFlight: 1}, // stored before names were checked
+		{Key: "old\x01key", Named: true, InFlight: 1}, // stored before names were checked
 	}
 	m := New(nil, nil)
 	m.RegisterFlows(func(context.Context) ([]flow.KeyStats, error) { return stats, nil })
@@ -76,9 +76,47 @@ func TestFlowLabelValuesHoldNoControlCharacters(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]string{"acmeflow": "acme", "api.example.com:443": "default", "oldkey": "default"}
+	want := map[string]string{"acmeflow": "acme", "api.example.com:443": "", "oldkey": "default"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("key→tenant of the series = %v, want %v", got, want)
+	}
+}
+
+// Every flow series of a key carries its true tenant: a named key its
+// owner's (a bare one the default tenant's), and a destination's own
+// host:port key, which every tenant sending there shares, none: team-a's
+// attempts to a host must not read as the default tenant's.
+func TestFlowSeriesNameTheKeysTenant(t *testing.T) {
+	t.Parallel()
+	stats := []flow.KeyStats{
+		{Key: tenant.Qualify("team-a", "orders"), Named: true, InFlight: 1, Succeeded: 4, Overloaded: 1},
+		{Key: "orders", Named: true, Succeeded: 2},
+		{Key: "hooks.example.com:443", Succeeded: 7},
+	}
+	m := New(nil, nil)
+	m.RegisterFlows(func(context.Context) ([]flow.KeyStats, error) { return stats, nil })
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if !strings.HasPrefix(f.GetName(), "retryd_flow_") {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if f.GetName() == "retryd_flow_recent_attempts" && labels["outcome"] == "succeeded" {
+				got[labels["key"]+"|"+labels["tenant"]] = s.GetGauge().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{"orders|team-a": 4, "orders|default": 2, "hooks.example.com:443|": 7}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("retryd_flow_recent_attempts{outcome=succeeded} by key|tenant = %v, want %v", got, want)
 	}
 }
 
