@@ -1,8 +1,9 @@
 -- A probe's attempt ended, or the probe was held by a later gate: a
 -- success closes the endpoint; a failure opens it again, its probe
--- interval doubled (up to the longest); a probe given back makes the next
--- probe due at once.
--- KEYS[1]: the endpoint's state hash (state, since, interval, nextProbe, probe, probeUntil)
+-- interval doubled (up to the longest), and failedAt says when (the
+-- waiters that began to wait before it may end, ep_enter.lua); a probe
+-- given back makes the next probe due at once.
+-- KEYS[1]: the endpoint's state hash (state, since, interval, nextProbe, probe, probeUntil, failedAt)
 -- KEYS[2]: the endpoint's line (member: request id, score: its place, ms)
 -- ARGV[1]: the probe's request id
 -- ARGV[2]: now (ms)
@@ -28,6 +29,7 @@ local nextProbe = now
 if ARGV[3] == "failed" then
   interval = math.min(interval * 2, tonumber(ARGV[4]))
   nextProbe = now + interval
+  redis.call("HSET", KEYS[1], "failedAt", now)
 end
 redis.call("HSET", KEYS[1], "state", "open", "interval", interval, "nextProbe", nextProbe, "probe", "", "probeUntil", 0)
 local first = lineHead(KEYS[2], 1)
