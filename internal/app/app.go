@@ -377,7 +377,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		dlq,
 		schedules,
 		flows,
-		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait},
+		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait, Limit: cfg.EndpointLimit},
 		&handlers.Retention{Store: store, API: api},
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
