@@ -362,10 +362,10 @@ func (d *Dashboard) counts(c *gin.Context) {
 // heldEndpoint is an endpoint that is not closed, as the headline shows
 // it: why its requests wait, and when the next probe goes.
 type heldEndpoint struct {
-	Endpoint  string `json:"endpoint"`
-	Tenant    string `json:"tenant"` // "" for the default tenant
-	State     string `json:"state"`
-	Waiting   int64  `json:"waiting"`
+	Endpoint string `json:"endpoint"`
+	Tenant   string `json:"tenant"` // "" for the default tenant
+	State    string `json:"state"`
+	Waiting  int64  `json:"waiting"`
 	// NextProbe is none when no probe is planned: an operator opened it
 	// (OpenedBy "operator"), or nobody waits.
 	NextProbe string `json:"nextProbe,omitempty"`
