@@ -399,9 +399,10 @@ func (c *Controller) exitEndpoint(ctx context.Context, t *Ticket, e ending) {
 func (c *Controller) probed(ctx context.Context, t *Ticket, verdict string, now time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	state, line, _, _ := record.FlowEndpointKeys(t.endpoint)
-	res, err := epProbedScript.Run(ctx, c.rdb, []string{state, line}, t.req.ID, now.UnixMilli(), verdict,
-		c.cfg.Breaker.withDefaults().ProbeMax.Milliseconds()).Slice()
+	br := c.cfg.Breaker.withDefaults()
+	state, line, _, joined := record.FlowEndpointKeys(t.endpoint)
+	res, err := epProbedScript.Run(ctx, c.rdb, []string{state, line, joined}, t.req.ID, now.UnixMilli(), verdict,
+		br.ProbeMax.Milliseconds(), br.FailAfter.Milliseconds()).Slice()
 	if err != nil || len(res) == 0 {
 		c.log.Warn("could not tell an endpoint how its probe ended; the probe's lease ends it", "endpoint", t.endpoint, "err", err)
 		return
@@ -424,10 +425,17 @@ func (c *Controller) probed(ctx context.Context, t *Ticket, verdict string, now 
 				c.log.Warn("could not wake a closed endpoint's waiters; their safety nets do", "endpoint", t.endpoint, "err", err)
 			}
 		}()
-	case code == 0 && len(res) == 3:
+	case code == 0 && len(res) >= 3:
 		next, _ := res[1].(int64)
 		if head, _ := res[2].(string); head != "" {
 			c.wakeAt(ctx, head, time.UnixMilli(next))
+		}
+		// Waiters that waited BREAKER_FAIL_AFTER before a probe failed:
+		// now they end.
+		for _, v := range res[3:] {
+			if id, _ := v.(string); id != "" {
+				c.wakeAt(ctx, id, now)
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -231,22 +232,31 @@ func TestEndpointScripts(t *testing.T) {
 			name: "a probe fails: open again, its interval doubled, the first waiter named", state: with(open, "state", "half_open", "probe", "a"),
 			line: []string{"b", "c"},
 			run: func(s, l, p, j string) (any, error) {
-				return epProbedScript.Run(ctx, rdb, []string{s, l}, "a", now, "failed", 300000).Result()
+				return epProbedScript.Run(ctx, rdb, []string{s, l, j}, "a", now, "failed", 300000, 0).Result()
 			},
 			wantReply: []any{int64(0), int64(1010000), "b"}, wantState: with(open, "interval", "10000", "nextProbe", "1010000", "failedAt", "1000000"),
 			wantLine: []string{"b", "c"},
 		},
 		{
+			name: "a probe fails: the waiters that waited long already are woken to end", state: with(open, "state", "half_open", "probe", "a"),
+			line: []string{"b", "c", "d"}, joined: map[string]string{"b": "990000", "c": "995000", "d": "999000"},
+			run: func(s, l, p, j string) (any, error) {
+				return epProbedScript.Run(ctx, rdb, []string{s, l, j}, "a", now, "failed", 300000, 5000).Result()
+			},
+			wantReply: []any{int64(0), int64(1010000), "b", "b", "c"}, wantState: with(open, "interval", "10000", "nextProbe", "1010000", "failedAt", "1000000"),
+			wantLine: []string{"b", "c", "d"}, wantJoined: map[string]string{"b": "990000", "c": "995000", "d": "999000"},
+		},
+		{
 			name: "a probe succeeds: closed", state: with(open, "state", "half_open", "probe", "a"), line: []string{"b"},
 			run: func(s, l, p, j string) (any, error) {
-				return epProbedScript.Run(ctx, rdb, []string{s, l}, "a", now, "ok", 300000).Result()
+				return epProbedScript.Run(ctx, rdb, []string{s, l, j}, "a", now, "ok", 300000, 0).Result()
 			},
 			wantReply: []any{int64(1)}, wantState: with(open, "state", "closed", "since", "1000000"), wantLine: []string{"b"},
 		},
 		{
 			name: "another request's end is no probe's", state: with(open, "state", "half_open", "probe", "a"), line: nil,
 			run: func(s, l, p, j string) (any, error) {
-				return epProbedScript.Run(ctx, rdb, []string{s, l}, "x", now, "ok", 300000).Result()
+				return epProbedScript.Run(ctx, rdb, []string{s, l, j}, "x", now, "ok", 300000, 0).Result()
 			},
 			wantReply: []any{int64(-1)}, wantState: with(open, "state", "half_open", "probe", "a"), wantLine: nil,
 		},
@@ -318,16 +328,16 @@ func TestEndpointScripts(t *testing.T) {
 			run: func(s, l, p, j string) (any, error) {
 				return epEnterScript.Run(ctx, rdb, []string{s, l, p, j}, "a", now, 60000, 6000, 10, "", 5000).Result()
 			},
-			wantReply: []any{int64(1), int64(1005000), int64(990000), int64(1), int64(1011000)}, wantState: open,
+			wantReply: []any{int64(1), int64(1005000), int64(990000), int64(1), int64(1005000)}, wantState: open,
 			wantLine: []string{"a"}, wantJoined: map[string]string{"a": "1000000"},
 		},
 		{
-			name: "a waiter back after waiting long, no probe failed since it began: waits for the next probe's end", state: open,
+			name: "a waiter back after waiting long, no probe failed since it began: waits, for the next failed probe to wake it", state: open,
 			line: []string{"a"}, joined: map[string]string{"a": "990000"},
 			run: func(s, l, p, j string) (any, error) {
 				return epEnterScript.Run(ctx, rdb, []string{s, l, p, j}, "a", now, 60000, 6000, 10, "", 5000).Result()
 			},
-			wantReply: []any{int64(1), int64(1005000), int64(990000), int64(1), int64(1011000)}, wantState: open,
+			wantReply: []any{int64(1), int64(1005000), int64(990000), int64(1), int64(0)}, wantState: open,
 			wantLine: []string{"a"}, wantJoined: map[string]string{"a": "990000"},
 		},
 		{
@@ -348,12 +358,12 @@ func TestEndpointScripts(t *testing.T) {
 			wantReply: []any{int64(3), int64(990000)}, wantState: with(open, "by", "operator"), wantLine: nil,
 		},
 		{
-			name: "a waiter of a half-open endpoint waits for its probe's end", state: with(open, "state", "half_open", "probe", "x", "probeUntil", "1003000"),
+			name: "a waiter of a half-open endpoint looks at its end once it has waited", state: with(open, "state", "half_open", "probe", "x", "probeUntil", "1003000"),
 			line: nil,
 			run: func(s, l, p, j string) (any, error) {
 				return epEnterScript.Run(ctx, rdb, []string{s, l, p, j}, "a", now, 60000, 6000, 10, "", 1000).Result()
 			},
-			wantReply: []any{int64(1), int64(1003000), int64(990000), int64(1), int64(1003000)},
+			wantReply: []any{int64(1), int64(1003000), int64(990000), int64(1), int64(1001000)},
 			wantState: with(open, "state", "half_open", "probe", "x", "probeUntil", "1003000"),
 			wantLine:  []string{"a"}, wantJoined: map[string]string{"a": "1000000"},
 		},
@@ -373,8 +383,9 @@ func TestEndpointScripts(t *testing.T) {
 		if len(c.places) > 0 {
 			rdb.HSet(ctx, keys, c.places)
 		}
-		if len(c.joined) > 0 {
-			rdb.HSet(ctx, joined, c.joined)
+		for id, at := range c.joined {
+			score, _ := strconv.ParseFloat(at, 64)
+			rdb.ZAdd(ctx, joined, redis.Z{Score: score, Member: id})
 		}
 		for j, id := range c.line {
 			rdb.ZAdd(ctx, line, redis.Z{Score: float64(j + 1), Member: id})
@@ -396,7 +407,11 @@ func TestEndpointScripts(t *testing.T) {
 		if diff := cmp.Diff(c.wantPlaces, rdb.HGetAll(ctx, keys).Val(), cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s: kept keys (-want +got):\n%s", c.name, diff)
 		}
-		if diff := cmp.Diff(c.wantJoined, rdb.HGetAll(ctx, joined).Val(), cmpopts.EquateEmpty()); diff != "" {
+		began := map[string]string{}
+		for _, z := range rdb.ZRangeWithScores(ctx, joined, 0, -1).Val() {
+			began[z.Member.(string)] = strconv.FormatFloat(z.Score, 'f', -1, 64)
+		}
+		if diff := cmp.Diff(c.wantJoined, began, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s: began to wait (-want +got):\n%s", c.name, diff)
 		}
 	}

@@ -232,8 +232,9 @@ const FlowEndpointsKey = "{retryd-flows}:endpoints"
 
 // FlowEndpointKeys are an endpoint's breaker state (a hash), its waiters'
 // line, the flow-control keys of its waiters with parallelism (a hash:
-// request id, key), and when each waiter began to wait (a hash: request
-// id, ms), for endpoint name (tenant-qualified scheme://host:port).
+// request id, key), and its waiters by when each began to wait (a sorted
+// set: request id, ms), for endpoint name (tenant-qualified
+// scheme://host:port).
 func FlowEndpointKeys(name string) (state, line, keys, joined string) {
 	n := "endpoint:" + name
 	return FlowKey(n, "state"), FlowKey(n, "line"), FlowKey(n, "keys"), FlowKey(n, "joined")

@@ -4,7 +4,7 @@
 -- KEYS[1]: the endpoint's state hash (state, nextProbe, probeUntil, by)
 -- KEYS[2]: the endpoint's line (member: request id, score: its place, ms)
 -- KEYS[3]: the waiters' keys with parallelism (ep_enter.lua)
--- KEYS[4]: when each waiter began to wait (ep_enter.lua)
+-- KEYS[4]: the waiters by when each began to wait (ep_enter.lua)
 -- ARGV[1]: request id
 -- Returns {} when nobody is to be woken for a probe; {id, at} when the
 -- new first waiter id is to be woken at at (ms).

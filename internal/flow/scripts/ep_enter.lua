@@ -9,13 +9,15 @@
 -- A waiter's time to end counts from when it began to wait, never from
 -- when the endpoint opened: it ends once it has waited ARGV[7] and a probe
 -- made since it began to wait failed (failedAt), so that no request ends
--- for want of a probe; a waiter of an endpoint an operator opened (never
--- probed) ends once it has waited ARGV[7].
+-- for want of a probe. It looks at its end when it has waited ARGV[7];
+-- if no probe has failed since it began by then, the next probe that
+-- fails wakes it (ep_probed.lua). A waiter of an endpoint an operator
+-- opened (never probed) ends once it has waited ARGV[7].
 -- KEYS[1]: the endpoint's state hash (state, since, interval, nextProbe, probe, probeUntil, by, failedAt)
 -- KEYS[2]: the endpoint's line (member: request id, score: its place, ms)
 -- KEYS[3]: the waiters' keys with parallelism (field: request id, value:
 --          its flow-control key)
--- KEYS[4]: when each waiter began to wait (field: request id, value: ms)
+-- KEYS[4]: the waiters by when each began to wait (member: request id, score: ms)
 -- ARGV[1]: request id
 -- ARGV[2]: now (ms)
 -- ARGV[3]: the line's time to live (ms)
@@ -27,14 +29,15 @@
 -- its listing is stale); {2} to go as the probe; {1, nextProbe, since,
 -- head, endAt} to wait (head: 1 when it is first in line; nextProbe 0 for
 -- an endpoint an operator opened, which is never probed: an operator
--- closes it; endAt: when it may end, 0 for never); {3, began} to end,
+-- closes it; endAt: when it looks at its end, 0 for none: the close or a
+-- failed probe wakes it); {3, began} to end,
 -- having waited since began, or {3, began, next, at} when the next waiter
 -- is to be woken at at for the next probe in its place.
 local state = redis.call("HGET", KEYS[1], "state")
 if not state or state == "closed" then
   lineLeave(KEYS[2], ARGV[1])
   redis.call("HDEL", KEYS[3], ARGV[1])
-  redis.call("HDEL", KEYS[4], ARGV[1])
+  redis.call("ZREM", KEYS[4], ARGV[1])
   if not state then return {0, 1} end
   return {0}
 end
@@ -59,7 +62,7 @@ if due then
   redis.call("HSET", KEYS[1], "state", "half_open", "probe", ARGV[1], "probeUntil", now + tonumber(ARGV[4]))
   lineLeave(KEYS[2], ARGV[1])
   redis.call("HDEL", KEYS[3], ARGV[1])
-  redis.call("HDEL", KEYS[4], ARGV[1])
+  redis.call("ZREM", KEYS[4], ARGV[1])
   return {2}
 end
 lineJoin(KEYS[2], ARGV[1], ARGV[5], ARGV[3])
@@ -67,26 +70,21 @@ if ARGV[6] ~= "" then
   redis.call("HSET", KEYS[3], ARGV[1], ARGV[6])
   redis.call("PEXPIRE", KEYS[3], ARGV[3])
 end
-redis.call("HSETNX", KEYS[4], ARGV[1], now)
+redis.call("ZADD", KEYS[4], "NX", now, ARGV[1])
 redis.call("PEXPIRE", KEYS[4], ARGV[3])
-local began = tonumber(redis.call("HGET", KEYS[4], ARGV[1]))
+local began = tonumber(redis.call("ZSCORE", KEYS[4], ARGV[1]))
 local endAt = 0
 local failAfter = tonumber(ARGV[7])
 if failAfter > 0 then
-  endAt = began + failAfter
-  if not operator and (tonumber(h[6]) or 0) < began then
-    -- No probe failed since it began to wait: it waits at least until
-    -- the next probe has ended (a half-open endpoint's nextProbe is its
-    -- probe's lease already).
-    local probed = nextProbe
-    if state == "open" then probed = nextProbe + tonumber(ARGV[4]) end
-    endAt = math.max(endAt, probed)
-  end
-  if now >= endAt then
+  local due = began + failAfter
+  if now >= due and (operator or (tonumber(h[6]) or 0) >= began) then
     local out = {3, began}
     for _, v in ipairs(epLeave(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])) do table.insert(out, v) end
     return out
   end
+  -- Past due with no probe failed since it began: the next probe that
+  -- fails wakes it.
+  if now < due then endAt = due end
 end
 local first = lineHead(KEYS[2], 1)
 local head = 0

@@ -8,7 +8,7 @@
 -- first waiter next takes that turn, at at (ms).
 local function epLeave(state, line, keys, joined, id)
   redis.call("HDEL", keys, id)
-  redis.call("HDEL", joined, id)
+  redis.call("ZREM", joined, id)
   local first = lineHead(line, 1)
   lineLeave(line, id)
   if first[1] ~= id then return {} end
