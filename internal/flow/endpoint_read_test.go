@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -107,5 +108,40 @@ func TestADeliveryReadsOnlyItsOwnEndpoint(t *testing.T) {
 		if i == 1 {
 			clk.Add(DefaultTuning.BreakerRead)
 		}
+	}
+}
+
+// A tenant opens at most its limit of endpoints by hand; one whose state
+// expired since (unused) no longer counts, and another tenant's never do.
+func TestHandOpenedEndpointsAreBoundedPerTenant(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	now := time.UnixMilli(1_700_000_000_000)
+	open := func(tenant string, i int, at time.Time) error {
+		_, err := HandOpenEndpoint(ctx, rdb, EndpointName(tenant, fmt.Sprintf("http://h%d:80", i)), 2, at, Tuning{})
+		return err
+	}
+	for i := range 2 {
+		if err := open("a", i, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := open("a", 0, now); err != nil {
+		t.Errorf("opening again one it has: %v", err)
+	}
+	if err := open("a", 2, now); !errors.Is(err, ErrEndpointLimit) {
+		t.Errorf("a third: %v, want ErrEndpointLimit", err)
+	}
+	if err := open("b", 2, now); err != nil {
+		t.Errorf("another tenant's: %v", err)
+	}
+	state, _, _, _ := record.FlowEndpointKeys(EndpointName("a", "http://h1:80"))
+	rdb.Del(ctx, state) // its state expired, unused
+	if err := open("a", 2, now.Add(handOpenedKeep/2)); !errors.Is(err, ErrEndpointLimit) {
+		t.Errorf("a third while an open may be in progress: %v, want ErrEndpointLimit", err)
+	}
+	if err := open("a", 2, now.Add(2*handOpenedKeep)); err != nil {
+		t.Errorf("a third once one expired: %v", err)
 	}
 }
