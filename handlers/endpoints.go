@@ -82,16 +82,17 @@ func (e *Endpoints) list(c *gin.Context) {
 		Abort(c, e.API.Log, err)
 		return
 	}
-	infos, err := flow.Endpoints(c.Request.Context(), e.RDB, e.API.Now())
+	infos, err := flow.Endpoints(c.Request.Context(), e.RDB, e.API.Now(), func(name string) bool {
+		owner, _ := tenant.Split(name)
+		return scope.Has(owner)
+	})
 	if err != nil {
 		Abort(c, e.API.Log, err)
 		return
 	}
 	out := make([]EndpointDocument, 0, len(infos))
 	for _, info := range infos {
-		if owner, _ := tenant.Split(info.Name); scope.Has(owner) {
-			out = append(out, endpointDocument(info))
-		}
+		out = append(out, endpointDocument(info))
 	}
 	c.JSON(http.StatusOK, gin.H{"data": out})
 }

@@ -191,9 +191,10 @@ type EndpointInfo struct {
 
 // Endpoints reads the breakers of the endpoints that are not closed or
 // were used in the window (as the live workers published them), sorted by
-// name. A closed endpoint's FailureRatio is its window's, summed over the
-// workers.
-func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]EndpointInfo, error) {
+// name, of those keep keeps (nil: all): a tenant's list reads the states
+// of its own endpoints only. A closed endpoint's FailureRatio is its
+// window's, summed over the workers.
+func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time, keep func(name string) bool) ([]EndpointInfo, error) {
 	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list the open endpoints: %w", err)
@@ -210,6 +211,9 @@ func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([
 		if !listed[name] {
 			names = append(names, name)
 		}
+	}
+	if keep != nil {
+		names = slices.DeleteFunc(names, func(n string) bool { return !keep(n) })
 	}
 	slices.Sort(names)
 	out, err := readEndpoints(ctx, rdb, names)

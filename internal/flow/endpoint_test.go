@@ -102,7 +102,7 @@ func TestEndpointBreakerOpensProbesAndCloses(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	admit(t, c, req("w3", "tb")).Done(ctx, Succeeded)
-	if eps, err := Endpoints(ctx, rdb, clk.Now()); err != nil || len(eps) != 0 {
+	if eps, err := Endpoints(ctx, rdb, clk.Now(), nil); err != nil || len(eps) != 0 {
 		t.Errorf("endpoints not closed: %+v %v, want none", eps, err)
 	}
 }
