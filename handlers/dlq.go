@@ -78,15 +78,12 @@ func (d *DLQ) heldEndpoints(ctx context.Context, rs []*record.Request) []HeldEnd
 	if d.EndpointStates == nil || len(rs) == 0 {
 		return out
 	}
-	names := make([]string, 0, len(rs))
-	of := make(map[string]string, len(rs))
+	var names []string
+	seen := map[string]bool{}
 	for _, r := range rs {
-		if ep := r.Endpoint(); ep != "" {
-			n := flow.EndpointName(r.Tenant, ep)
-			if _, seen := of[n]; !seen {
-				names = append(names, n)
-			}
-			of[n] = ep
+		if ep := r.Endpoint(); ep != "" && !seen[flow.EndpointName(r.Tenant, ep)] {
+			seen[flow.EndpointName(r.Tenant, ep)] = true
+			names = append(names, flow.EndpointName(r.Tenant, ep))
 		}
 	}
 	states, err := d.EndpointStates(ctx, names)
