@@ -250,7 +250,8 @@ type entered struct {
 	code    int64
 	expired bool // enterGo: the endpoint had no state
 	// enterWait: when the next probe goes (zero: never, an operator's),
-	// whether it is first in line, and when it may end (zero: never).
+	// whether it is first in line, and when it looks at whether it ends
+	// (zero: not on a timer; the close, or a probe that fails, wakes it).
 	nextProbe, endAt time.Time
 	head             bool
 	// enterEnd: since when it waited, and the waiter to wake at nextAt
