@@ -485,6 +485,14 @@ type BulkRedriveResult struct {
 		Reason string `json:"reason"`
 	} `json:"skipped"`
 	NextCursor *string `json:"nextCursor"`
+	// EndpointsOpen are the endpoints not closed that requests redriven
+	// go to: those wait for a probe that succeeds.
+	EndpointsOpen []struct {
+		Endpoint string   `json:"endpoint"`
+		Tenant   string   `json:"tenant"`
+		State    string   `json:"state"`
+		IDs      []string `json:"ids"`
+	} `json:"endpointsOpen"`
 }
 
 // BulkRedrive sends the selected failed requests again.

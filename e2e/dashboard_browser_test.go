@@ -222,7 +222,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		return authed("GET", s.api+"/requests/"+held, "").body["waitingFor"] == "endpoint_open"
 	})
 	rowXPath = fmt.Sprintf(`//tr[contains(., %q) and contains(., "waiting for endpoint_open")]`, held[:10])
-	banner := fmt.Sprintf(`//*[@id="retryd-requests" and contains(., "endpoint http://%s open, 1 waiting")]`, host)
+	banner := fmt.Sprintf(`//*[@id="retryd-requests" and contains(., 'endpoint "http://%s" open, 1 waiting')]`, host)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(s.api+"/monitoring/queues/retryd?status=scheduled"),
 		chromedp.WaitVisible(rowXPath),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/retryd/retryd/internal/apidoc"
 	"github.com/retryd/retryd/internal/faultpoint"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/ids"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
@@ -47,6 +48,64 @@ type DLQ struct {
 	API          *API // for logging and the clock
 	// Faults are crash-test fault points; nil in production.
 	Faults *faultpoint.Points
+	// EndpointStates answers, of names (tenant-qualified endpoints,
+	// flow.EndpointName), those that are not closed, with their state, so
+	// that a redrive says which of its requests go to an endpoint still
+	// open. Nil: none is said to be.
+	EndpointStates func(ctx context.Context, names []string) (map[string]string, error)
+}
+
+// EndpointStateHeader is set on a single redrive's answer when the
+// request's endpoint is not closed: its state (open or half_open). The
+// request waits for a probe that succeeds; the first to come is sent as
+// the probe.
+const EndpointStateHeader = "Retryd-Endpoint-State"
+
+// HeldEndpoint is an endpoint that is not closed, with the requests of a
+// bulk redrive that go to it.
+type HeldEndpoint struct {
+	Endpoint string   `json:"endpoint"`
+	Tenant   string   `json:"tenant"`
+	State    string   `json:"state"`
+	IDs      []string `json:"ids"`
+}
+
+// heldEndpoints reads which of rs's endpoints are not closed, and lists
+// each with the ids of rs that go to it, in rs's order. A failed read is
+// logged and says none: the redrive is done either way.
+func (d *DLQ) heldEndpoints(ctx context.Context, rs []*record.Request) []HeldEndpoint {
+	out := []HeldEndpoint{}
+	if d.EndpointStates == nil || len(rs) == 0 {
+		return out
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if ep := r.Endpoint(); ep != "" && !seen[flow.EndpointName(r.Tenant, ep)] {
+			seen[flow.EndpointName(r.Tenant, ep)] = true
+			names = append(names, flow.EndpointName(r.Tenant, ep))
+		}
+	}
+	states, err := d.EndpointStates(ctx, names)
+	if err != nil {
+		d.API.Log.Warn("could not read whether redriven requests' endpoints are open", "err", err)
+		return out
+	}
+	at := map[string]int{}
+	for _, r := range rs {
+		n := flow.EndpointName(r.Tenant, r.Endpoint())
+		st, held := states[n]
+		if !held {
+			continue
+		}
+		i, ok := at[n]
+		if !ok {
+			i, at[n] = len(out), len(out)
+			out = append(out, HeldEndpoint{Endpoint: r.Endpoint(), Tenant: r.Tenant, State: st})
+		}
+		out[i].IDs = append(out[i].IDs, r.ID)
+	}
+	return out
 }
 
 // Routes registers the dead-letter routes.
@@ -226,6 +285,9 @@ func (d *DLQ) redrive(c *gin.Context) {
 	if res.Replayed {
 		c.Header("Idempotent-Replayed", "true")
 	}
+	if held := d.heldEndpoints(ctx, []*record.Request{r}); len(held) > 0 {
+		c.Header(EndpointStateHeader, held[0].State)
+	}
 	c.Header("Location", "/requests/"+id)
 	c.JSON(http.StatusAccepted, apidoc.NewDocument(r, true, d.API.Now()))
 }
@@ -327,18 +389,21 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 	ctx := c.Request.Context()
 	var skipped SkipList
 	redriven := []string{}
+	var sent []*record.Request // redriven, for their endpoints
 	next, err := d.walkFailed(ctx, scope, s, func(r *record.Request) error {
 		if dryRun {
 			if r.RedriveCount >= d.RedriveLimit {
 				skipped.Add(r.ID, record.ErrRedriveLimit)
 			} else {
 				redriven = append(redriven, r.ID)
+				sent = append(sent, r)
 			}
 			return nil
 		}
 		switch _, err := d.redriveOne(ctx, scope, r.ID, b, ""); {
 		case err == nil:
 			redriven = append(redriven, r.ID)
+			sent = append(sent, r)
 		case StopsBulk(err):
 			return err
 		default:
@@ -356,9 +421,13 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 	if skipped == nil {
 		skipped = SkipList{}
 	}
+	// Redriven all the same: a request to an endpoint still open waits for
+	// a probe that succeeds (the first to come is the probe), and the
+	// answer says which.
+	held := d.heldEndpoints(ctx, sent)
 	if dryRun {
-		c.JSON(http.StatusOK, gin.H{"dryRun": true, "wouldRedrive": redriven, "skipped": skipped, "nextCursor": nullable(next)})
+		c.JSON(http.StatusOK, gin.H{"dryRun": true, "wouldRedrive": redriven, "skipped": skipped, "nextCursor": nullable(next), "endpointsOpen": held})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"redriven": redriven, "skipped": skipped, "nextCursor": nullable(next)})
+	c.JSON(http.StatusOK, gin.H{"redriven": redriven, "skipped": skipped, "nextCursor": nullable(next), "endpointsOpen": held})
 }

@@ -1,8 +1,9 @@
 package handlers
 
 import (
-	"net"
+	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -23,6 +25,9 @@ type Endpoints struct {
 	API *API // logging, the clock
 	// Waker wakes the requests a closed endpoint held.
 	Waker flow.Waker
+	// Limit is the most endpoints one tenant may have opened by hand
+	// (ENDPOINT_LIMIT; 0: no limit).
+	Limit int
 }
 
 // Routes registers the endpoints routes.
@@ -47,8 +52,11 @@ type EndpointDocument struct {
 	FailureRatio float64 `json:"failureRatio"`
 	// Waiting are the requests waiting for it to close.
 	Waiting int64 `json:"waiting"`
-	// NextProbeAt is when a waiting request is next sent as its probe;
-	// null when none is planned (closed, or opened by an operator).
+	// NextProbeAt is when a waiting request is next sent as its probe
+	// (half open: when the probe out ends at the latest); null when none
+	// is planned: closed, opened by an operator (never probed), or no
+	// request waits (the next to come is sent as the probe once the probe
+	// interval has passed).
 	NextProbeAt *time.Time `json:"nextProbeAt"`
 	// OpenedBy is "breaker" or "operator".
 	OpenedBy string `json:"openedBy,omitempty"`
@@ -74,29 +82,24 @@ func (e *Endpoints) list(c *gin.Context) {
 		Abort(c, e.API.Log, err)
 		return
 	}
-	infos, err := flow.Endpoints(c.Request.Context(), e.RDB, e.API.Now())
+	infos, err := flow.Endpoints(c.Request.Context(), e.RDB, e.API.Now(), func(name string) bool {
+		owner, _ := tenant.Split(name)
+		return scope.Has(owner)
+	})
 	if err != nil {
 		Abort(c, e.API.Log, err)
 		return
 	}
 	out := make([]EndpointDocument, 0, len(infos))
 	for _, info := range infos {
-		if owner, _ := tenant.Split(info.Name); scope.Has(owner) {
-			out = append(out, endpointDocument(info))
-		}
+		out = append(out, endpointDocument(info))
 	}
 	c.JSON(http.StatusOK, gin.H{"data": out})
 }
 
-// endpointOf reads a path's scheme:host:port as scheme://host:port.
-func endpointOf(id string) (string, error) {
-	scheme, hostPort, ok := strings.Cut(strings.ToLower(id), ":")
-	host, port, err := net.SplitHostPort(hostPort)
-	if !ok || (scheme != "http" && scheme != "https") || err != nil || host == "" || port == "" {
-		return "", Errorf(CodeInvalid, "endpoint", "endpoint must be scheme:host:port, such as https:api.example.com:443")
-	}
-	return scheme + "://" + net.JoinHostPort(host, port), nil
-}
+// endpointOf reads a path's scheme:host:port as scheme://host:port,
+// through the one validator of endpoint names.
+func endpointOf(id string) (string, error) { return names.Endpoint("endpoint", id) }
 
 // act opens (open) or closes the endpoint the path names, of the caller's
 // tenant, and answers its state.
@@ -110,7 +113,11 @@ func (e *Endpoints) act(c *gin.Context, open bool) {
 	name := flow.EndpointName(owner, ep)
 	if err == nil {
 		if open {
-			_, err = flow.OpenEndpoint(ctx, e.RDB, name, 0, "operator", now, flow.Tuning{})
+			_, err = flow.HandOpenEndpoint(ctx, e.RDB, name, e.Limit, now, flow.Tuning{})
+			if errors.Is(err, flow.ErrEndpointLimit) {
+				err = Errorf(CodeConflict, "endpoint", "endpoint limit reached: this tenant has "+strconv.Itoa(e.Limit)+
+					" endpoints opened by hand (ENDPOINT_LIMIT); close one before opening "+strconv.Quote(ep))
+			}
 		} else {
 			_, err = flow.CloseEndpoint(ctx, e.RDB, e.Waker, name, now, flow.Tuning{})
 		}

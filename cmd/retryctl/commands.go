@@ -316,6 +316,10 @@ func (x *cli) redriveCmd() *cobra.Command {
 				fmt.Fprintf(x.out, "%s skipped: %s\n", s.ID, s.Reason)
 			}
 			fmt.Fprintf(x.out, "%d redriven, %d skipped\n", len(res.Redriven), len(res.Skipped))
+			for _, e := range res.EndpointsOpen {
+				fmt.Fprintf(x.out, "%d of them go to %s (tenant %s), still %s: they wait for a probe that succeeds\n",
+					len(e.IDs), e.Endpoint, e.Tenant, e.State)
+			}
 			return nil
 		},
 	}

@@ -333,7 +333,10 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	rows := dashboard.Row{Records: store, Now: time.Now}
 	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
 		PayloadFormatter: rows, ResultFormatter: rows})
-	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults}
+	dlq := &handlers.DLQ{Store: store, Queue: queue, RedriveLimit: cfg.RedriveLimit, API: api, Faults: faults,
+		EndpointStates: func(ctx context.Context, names []string) (map[string]string, error) {
+			return flow.EndpointStates(ctx, rdb, names)
+		}}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
 	topics := &handlers.Topics{Store: store, API: api, Faults: faults}
 	// A canceled queue message gives its place to the next; a canceled
@@ -374,7 +377,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		dlq,
 		schedules,
 		flows,
-		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait},
+		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait, Limit: cfg.EndpointLimit},
 		&handlers.Retention{Store: store, API: api},
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},

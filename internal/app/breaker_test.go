@@ -38,6 +38,9 @@ type healthStack struct {
 	mu     sync.Mutex
 	status int // what the destination answers
 	hits   []string
+	// held, while not nil, holds the destination's answers until it is
+	// closed.
+	held chan struct{}
 }
 
 func startHealthStack(t *testing.T, env map[string]string) *healthStack {
@@ -53,8 +56,14 @@ func startHealthStackWith(t *testing.T, env map[string]string, opts app.WorkerOp
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.mu.Lock()
 		s.hits = append(s.hits, r.Header.Get(egress.RequestIDHeader))
-		status := s.status
+		status, held := s.status, s.held
 		s.mu.Unlock()
+		if held != nil {
+			select {
+			case <-held:
+			case <-r.Context().Done():
+			}
+		}
 		if strings.HasPrefix(r.URL.Path, "/fail") {
 			status = http.StatusInternalServerError
 		}
@@ -390,8 +399,10 @@ func TestBreakerOffNeverHoldsARequest(t *testing.T) {
 	})
 }
 
-// BREAKER_FAIL_AFTER ends the waiters of an endpoint open that long as
-// failed (endpoint_down), and a redrive sends them again.
+// BREAKER_FAIL_AFTER ends a request that waited that long for an
+// endpoint an operator opened (never probed) as failed (endpoint_down),
+// with no call made. (A breaker's endpoint ends its waiters only once a
+// probe made while they waited failed: TestARedriveAfterAnOutageIsDelivered.)
 func TestWaitersOfAnEndpointDownTooLongFail(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"BREAKER_FAIL_AFTER": "1s"}
@@ -399,7 +410,9 @@ func TestWaitersOfAnEndpointDownTooLongFail(t *testing.T) {
 		env[k] = v
 	}
 	s := startHealthStackWith(t, env, app.WorkerOptions{Flow: flow.Tuning{BreakerProbe: time.Hour}})
-	s.failOnce(t, "k1", "/fail", 5)
+	if code, body := s.call(t, "k1", "POST", "/endpoints/http:"+s.host+"/open", ""); code != http.StatusOK {
+		t.Fatalf("open: %d %s", code, body)
+	}
 	id := s.submit(t, "k1", "/ok", "")
 	eventually(t, 30*time.Second, id+" fails as endpoint_down", func() bool {
 		code, body := s.call(t, "k1", "GET", "/requests/"+id, "")

@@ -76,6 +76,9 @@ type Config struct {
 	// QueueLimit caps how many QStash queues one tenant may have
 	// (QUEUE_LIMIT, default 1000; 0 turns the cap off).
 	QueueLimit int
+	// EndpointLimit caps how many endpoints one tenant may have opened by
+	// hand (ENDPOINT_LIMIT, default 1000; 0 turns the cap off).
+	EndpointLimit int
 	// MaxUnfinishedPerKey caps the unfinished requests of one API key (of
 	// one client address without keys) (MAX_UNFINISHED_PER_KEY, default
 	// 100000; 0 turns the cap off).
@@ -131,7 +134,7 @@ var Names = []string{
 	"REDIS_USERNAME", "REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD", "REDIS_TLS", "REDIS_TLS_CA_FILE",
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ADMIN_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "PAYLOAD_RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
-	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "QUEUE_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
+	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "QUEUE_LIMIT", "ENDPOINT_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
 	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
 	"BREAKER", "BREAKER_WINDOW", "BREAKER_MIN_ATTEMPTS", "BREAKER_FAILURE_RATIO", "BREAKER_PROBE_MAX", "BREAKER_FAIL_AFTER",
@@ -149,6 +152,7 @@ const (
 	DefaultSweepInterval     = 10 * time.Second
 	DefaultScheduleLimit     = 1000
 	DefaultQueueLimit        = 1000
+	DefaultEndpointLimit     = 1000
 	DefaultMaxUnfinished     = 100_000
 )
 
@@ -171,6 +175,7 @@ func Load(getenv func(string) string) (Config, error) {
 		SweepInterval:       DefaultSweepInterval,
 		ScheduleLimit:       DefaultScheduleLimit,
 		QueueLimit:          DefaultQueueLimit,
+		EndpointLimit:       DefaultEndpointLimit,
 		MaxUnfinishedPerKey: DefaultMaxUnfinished,
 		Partitions:          1,
 		TimerSlack:          timerslack.Default,
@@ -243,6 +248,7 @@ func Load(getenv func(string) string) (Config, error) {
 	intVar("REDIS_WAIT_REPLICAS", &c.RedisWaitReplicas, 0, 16)
 	intVar("SCHEDULE_LIMIT", &c.ScheduleLimit, 0, 1_000_000)
 	intVar("QUEUE_LIMIT", &c.QueueLimit, 0, 1_000_000)
+	intVar("ENDPOINT_LIMIT", &c.EndpointLimit, 0, 1_000_000)
 	intVar("MAX_UNFINISHED_PER_KEY", &c.MaxUnfinishedPerKey, 0, 1_000_000_000)
 	intVar("PARTITIONS", &c.Partitions, 1, 32)
 	if c.RedisWaitReplicas > 0 && len(c.RedisClusterAddrs) > 0 {
@@ -511,12 +517,12 @@ func (c Config) String() string {
 		"REDIS_USERNAME=%s REDIS_PASSWORD=%s REDIS_SENTINEL_PASSWORD=%s REDIS_TLS=%t REDIS_TLS_CA_FILE=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s PAYLOAD_RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
-		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
+		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d ENDPOINT_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
 		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g TIMER_SLACK=%s OPERATOR_EVENTS_URL=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, orUnset(FormatDuration(c.PayloadRetention)), c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.QueueLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
+		c.ScheduleLimit, c.QueueLimit, c.EndpointLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
 		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, c.TimerSlack,
 		map[bool]string{true: fmt.Sprintf("%d URL(s) ****", len(c.OperatorEventsURLs)), false: "unset"}[len(c.OperatorEventsURLs) > 0])
 }

@@ -259,3 +259,21 @@ func TestPayloadRetention(t *testing.T) {
 		t.Errorf("longer than the default RETENTION: %v", err)
 	}
 }
+
+// ENDPOINT_LIMIT caps the endpoints one tenant opens by hand: 1000 by
+// default, 0 turns it off, anything else is refused with its range.
+func TestEndpointLimit(t *testing.T) {
+	t.Parallel()
+	if c, err := Load(env(nil)); err != nil || c.EndpointLimit != 1000 {
+		t.Errorf("default: %d %v, want 1000", c.EndpointLimit, err)
+	}
+	if c, err := Load(env(map[string]string{"ENDPOINT_LIMIT": "0"})); err != nil || c.EndpointLimit != 0 {
+		t.Errorf("ENDPOINT_LIMIT=0: %d %v, want 0 (no cap)", c.EndpointLimit, err)
+	}
+	for _, v := range []string{"-1", "x", "1e3", "1000001"} {
+		_, err := Load(env(map[string]string{"ENDPOINT_LIMIT": v}))
+		if want := `ENDPOINT_LIMIT: must be an integer between 0 and 1000000, got "` + v + `"`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ENDPOINT_LIMIT=%s: %v, want %q", v, err, want)
+		}
+	}
+}

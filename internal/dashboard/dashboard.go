@@ -348,7 +348,7 @@ func (d *Dashboard) counts(c *gin.Context) {
 			if owner == tenant.Default {
 				owner = "" // as rows name only other tenants
 			}
-			h := heldEndpoint{Endpoint: ep, Tenant: owner, State: in.State, Waiting: in.Waiting}
+			h := heldEndpoint{Endpoint: ep, Tenant: owner, State: in.State, Waiting: in.Waiting, OpenedBy: in.By}
 			if !in.NextProbe.IsZero() {
 				h.NextProbe = in.NextProbe.UTC().Format("2006-01-02T15:04:05Z07:00")
 			}
@@ -362,11 +362,14 @@ func (d *Dashboard) counts(c *gin.Context) {
 // heldEndpoint is an endpoint that is not closed, as the headline shows
 // it: why its requests wait, and when the next probe goes.
 type heldEndpoint struct {
-	Endpoint  string `json:"endpoint"`
-	Tenant    string `json:"tenant"` // "" for the default tenant
-	State     string `json:"state"`
-	Waiting   int64  `json:"waiting"`
-	NextProbe string `json:"nextProbe,omitempty"` // none: opened by an operator
+	Endpoint string `json:"endpoint"`
+	Tenant   string `json:"tenant"` // "" for the default tenant
+	State    string `json:"state"`
+	Waiting  int64  `json:"waiting"`
+	// NextProbe is none when no probe is planned: an operator opened it
+	// (OpenedBy "operator"), or nobody waits.
+	NextProbe string `json:"nextProbe,omitempty"`
+	OpenedBy  string `json:"openedBy,omitempty"`
 }
 
 func refuse(c *gin.Context, msg string) {

@@ -138,7 +138,7 @@ func TestCountsAreRequestsByStatus(t *testing.T) {
 			return []flow.EndpointInfo{
 				{Name: tenant.Qualify("acme", "https://api.example.com:443"), State: flow.EndpointOpen, Waiting: 7, NextProbe: probe},
 				{Name: "http://up.example.com:80", State: flow.EndpointClosed},
-				{Name: "http://held.example.com:80", State: flow.EndpointOpen, Waiting: 2},
+				{Name: "http://held.example.com:80", State: flow.EndpointOpen, Waiting: 2, By: "operator"},
 			}, nil
 		}}
 	gin.SetMode(gin.TestMode)
@@ -154,7 +154,7 @@ func TestCountsAreRequestsByStatus(t *testing.T) {
 		"endpoints": []any{
 			map[string]any{"endpoint": "https://api.example.com:443", "tenant": "acme", "state": "open", "waiting": 7.0,
 				"nextProbe": "2026-01-02T07:06:11Z"},
-			map[string]any{"endpoint": "http://held.example.com:80", "tenant": "", "state": "open", "waiting": 2.0},
+			map[string]any{"endpoint": "http://held.example.com:80", "tenant": "", "state": "open", "waiting": 2.0, "openedBy": "operator"},
 		}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)

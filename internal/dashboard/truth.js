@@ -106,9 +106,13 @@
       // Endpoints whose breaker is open hold their requests: say which,
       // and when each is next probed.
       if (n.endpointsError) line += " · endpoints: " + n.endpointsError;
+      // The endpoint and its tenant are quoted: a name can never read as
+      // the line's own words.
       (n.endpoints || []).forEach(function (e) {
-        line += " · endpoint " + e.endpoint + (e.tenant ? " (tenant " + e.tenant + ")" : "") + " " + e.state +
-          ", " + e.waiting + " waiting, " + (e.nextProbe ? "next probe " + e.nextProbe : "no probe: opened by an operator");
+        line += " · endpoint " + JSON.stringify(e.endpoint) + (e.tenant ? " of tenant " + JSON.stringify(e.tenant) : "") +
+          " " + e.state + ", " + e.waiting + " waiting, " +
+          (e.nextProbe ? "next probe " + e.nextProbe :
+            e.openedBy === "operator" ? "no probe: opened by an operator" : "its next request is the probe");
       });
       banner();
     }).catch(function () {});

@@ -17,8 +17,10 @@
 //     window mostly failed for its own reasons opens; while open, one
 //     waiting request per probe interval is sent as its probe and the
 //     others wait in the endpoint's line until a probe succeeds and wakes
-//     them in order. Outcomes are counted in the worker's memory, so a
-//     closed endpoint costs no Redis command per attempt (endpoint.go);
+//     them in order. Outcomes are counted in the worker's memory, and a
+//     worker reads the state of an endpoint it delivers to at most once a
+//     second, so a closed endpoint costs about no Redis command per
+//     attempt (endpoint.go);
 //   - cut: adaptive backpressure (this worker): a key whose attempts
 //     answer 429 or 503 or time out gets an effective rate, cut
 //     multiplicatively on overload and raised additively as attempts

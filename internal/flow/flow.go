@@ -162,7 +162,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, c
 	stop, cancel := context.WithCancel(context.Background())
 	return &Controller{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, waker: waker, log: log, clk: clk,
 		hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
-		parLines: map[string]*parLine{}, endpoints: endpoints{byName: map[string]*endpoint{}, open: map[string]bool{}}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
+		parLines: map[string]*parLine{}, endpoints: endpoints{byName: map[string]*endpoint{}, states: map[string]readState{}}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 }
 
 // FairCap is how many slots of this worker one destination may hold.

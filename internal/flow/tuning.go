@@ -85,9 +85,10 @@ type Tuning struct {
 	// BreakerProbe is the first wait of an open endpoint for its probe;
 	// each failed probe doubles it, up to BreakerConfig.ProbeMax.
 	BreakerProbe time.Duration
-	// BreakerRead is how often a worker reads which endpoints are not
-	// closed (one read for all of them): an endpoint opened on another
-	// worker, or by an operator, holds this worker's requests within it.
+	// BreakerRead is how often a worker reads again the state of an
+	// endpoint it delivers to (that endpoint's only): an endpoint opened on
+	// another worker, or by an operator, holds this worker's requests
+	// within it.
 	BreakerRead time.Duration
 	// TenantMemory is how long a tenant whose request this worker admitted
 	// counts as about. A tenant Redis lists (one that ever stored a request,

@@ -299,7 +299,9 @@ func (e endpoints) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		owner, ep := tenant.Split(in.Name)
-		ch <- prometheus.MustNewConstMetric(descEndpointWaiting, prometheus.GaugeValue, float64(in.Waiting), ep, owner, in.State)
+		// Cleaned: an endpoint stored before names were checked may hold a
+		// control character, which a label would carry raw to every scraper.
+		ch <- prometheus.MustNewConstMetric(descEndpointWaiting, prometheus.GaugeValue, float64(in.Waiting), names.Clean(ep), names.Clean(owner), in.State)
 	}
 	if len(held) > FlowKeys {
 		ch <- prometheus.MustNewConstMetric(descEndpointWaiting, prometheus.GaugeValue, float64(other), "other", "", "")

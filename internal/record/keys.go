@@ -225,18 +225,25 @@ const FlowWorkersKey = "{retryd-flows}:workers"
 const FlowPausedKey = "{retryd-flows}:paused"
 
 // FlowEndpointsKey lists the endpoints that are not closed (field: the
-// endpoint's tenant-qualified name, value "1"), so that a worker learns of
-// an endpoint opened elsewhere with one read for all of them.
+// endpoint's tenant-qualified name, value "1"), for the lists that show
+// them (GET /endpoints, the dashboard, metrics). A worker never reads it
+// whole: it reads the state of the endpoint it delivers to.
 const FlowEndpointsKey = "{retryd-flows}:endpoints"
 
 // FlowEndpointKeys are an endpoint's breaker state (a hash), its waiters'
-// line, and the flow-control keys of its waiters with parallelism (a
-// hash: request id, key), for endpoint name (tenant-qualified
+// line, the flow-control keys of its waiters with parallelism (a hash:
+// request id, key), and its waiters by when each began to wait (a sorted
+// set: request id, ms), for endpoint name (tenant-qualified
 // scheme://host:port).
-func FlowEndpointKeys(name string) (state, line, keys string) {
+func FlowEndpointKeys(name string) (state, line, keys, joined string) {
 	n := "endpoint:" + name
-	return FlowKey(n, "state"), FlowKey(n, "line"), FlowKey(n, "keys")
+	return FlowKey(n, "state"), FlowKey(n, "line"), FlowKey(n, "keys"), FlowKey(n, "joined")
 }
+
+// FlowHandOpenedKey lists the endpoints tenant t opened by hand (field:
+// the endpoint's tenant-qualified name, value "1"), which ENDPOINT_LIMIT
+// bounds.
+func FlowHandOpenedKey(t string) string { return "{retryd-flows}:hand-opened:" + t }
 
 // LinesKey lists the flow-control lines that may hold waiters, of every
 // kind, so that a worker that never saw a line (started since, or it was

@@ -1,7 +1,7 @@
 -- Opens an endpoint (too many of its attempts failed, or an operator said
 -- so): no attempt is made but a probe, the first at now + the first probe
 -- interval.
--- KEYS[1]: the endpoint's state hash (state, since, interval, nextProbe, ratio, probe, probeUntil)
+-- KEYS[1]: the endpoint's state hash (state, since, interval, nextProbe, ratio, probe, probeUntil, failedAt)
 -- ARGV[1]: now (ms)
 -- ARGV[2]: the first probe interval (ms)
 -- ARGV[3]: the failure ratio that opened it (shown)
@@ -17,6 +17,6 @@ if state and state ~= "closed" then
 end
 local now = tonumber(ARGV[1])
 redis.call("HSET", KEYS[1], "state", "open", "since", now, "interval", ARGV[2],
-  "nextProbe", now + tonumber(ARGV[2]), "ratio", ARGV[3], "by", ARGV[5], "probe", "", "probeUntil", 0)
+  "nextProbe", now + tonumber(ARGV[2]), "ratio", ARGV[3], "by", ARGV[5], "probe", "", "probeUntil", 0, "failedAt", 0)
 redis.call("PEXPIRE", KEYS[1], ARGV[4])
 return 1

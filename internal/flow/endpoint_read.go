@@ -1,0 +1,329 @@
+package flow
+
+// What the endpoints' breakers show: the endpoints each worker used in
+// the window (published for GET /endpoints and for judging an endpoint on
+// every worker's attempts), and the reads of the lists.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/record"
+)
+
+// usage is what a worker publishes of an endpoint used in the window.
+type usage struct {
+	Attempts int `json:"attempts"`
+	Failed   int `json:"failed"`
+}
+
+// usedEndpoints are this worker's endpoints with attempts in the window,
+// forgetting those idle longer.
+func (c *Controller) usedEndpoints(now time.Time) map[string]usage {
+	window := c.cfg.Breaker.withDefaults().Window
+	part := max(window/windowBuckets, time.Millisecond)
+	at := now.UnixNano() / int64(part)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]usage{}
+	for name, ep := range c.endpoints.byName {
+		var u usage
+		for _, b := range ep.buckets {
+			if b.at > at-windowBuckets {
+				u.Attempts += b.attempts
+				u.Failed += b.failed
+			}
+		}
+		if u.Attempts > 0 {
+			out[name] = u
+		} else if now.Sub(ep.lastUsed) > window {
+			delete(c.endpoints.byName, name)
+		}
+	}
+	return out
+}
+
+// PublishEndpoints writes this worker's endpoints used in the window for
+// GET /endpoints every PublishEvery until ctx ends; a worker that used
+// none writes once that it has none, then nothing.
+func (c *Controller) PublishEndpoints(ctx context.Context, worker string) {
+	if c.cfg.Breaker.Off {
+		return
+	}
+	shown := true // whether Redis may hold endpoints of this worker
+	clock.Every(ctx, c.clk, c.tune.PublishEvery, func() { shown = c.publishEndpoints(ctx, worker, shown) })
+}
+
+// publishEndpoints is one of PublishEndpoints' writes (shown: Redis may
+// hold endpoints of this worker), and says whether Redis holds some now.
+// An endpoint that fails on this worker, with too few attempts here to
+// decide, is then judged on every worker's attempts.
+func (c *Controller) publishEndpoints(ctx context.Context, worker string, shown bool) bool {
+	now := c.now()
+	used := c.usedEndpoints(now)
+	if len(used) == 0 && !shown {
+		return false
+	}
+	fields := make([]any, 0, 2*len(used))
+	for name, u := range used {
+		b, _ := json.Marshal(u)
+		fields = append(fields, name, string(b))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	key := record.FlowWorkerEndpointsKey(worker)
+	pipe := c.rdb.TxPipeline()
+	pipe.Del(wctx, key)
+	if len(fields) > 0 {
+		pipe.HSet(wctx, key, fields...)
+		pipe.PExpire(wctx, key, c.tune.StaleAfter)
+	}
+	if _, err := pipe.Exec(wctx); err != nil {
+		c.log.Debug("could not publish the endpoints used", "err", err)
+		return shown
+	}
+	c.judgeTogether(wctx, used, now)
+	return len(used) > 0
+}
+
+// judgeTogether opens the endpoints whose attempts on every worker,
+// summed, say so, among those this worker used that fail here but had too
+// few attempts here to decide. Healthy endpoints cost nothing: the other
+// workers' counts are read only for such a one.
+func (c *Controller) judgeTogether(ctx context.Context, used map[string]usage, now time.Time) {
+	br := c.cfg.Breaker.withDefaults()
+	c.mu.Lock()
+	var doubtful []string
+	for name, u := range used {
+		if !c.endpoints.isOpen(name) && u.Failed > 0 && u.Attempts < br.MinAttempts &&
+			float64(u.Failed) >= br.FailureRatio*float64(u.Attempts) {
+			doubtful = append(doubtful, name)
+		}
+	}
+	c.mu.Unlock()
+	if len(doubtful) == 0 {
+		return
+	}
+	all, err := usedByAll(ctx, c.rdb, now)
+	if err != nil {
+		c.log.Debug("could not read the endpoints every worker used", "err", err)
+		return
+	}
+	for _, name := range doubtful {
+		u := all[name]
+		if u.Attempts < br.MinAttempts || float64(u.Failed) < br.FailureRatio*float64(u.Attempts) {
+			continue
+		}
+		c.mu.Lock()
+		c.endpoints.setState(name, true, now, c.tune.BreakerRead)
+		if ep := c.endpoints.byName[name]; ep != nil {
+			ep.reset()
+		}
+		c.mu.Unlock()
+		ratio := float64(u.Failed) / float64(u.Attempts)
+		opened, err := OpenEndpoint(ctx, c.rdb, name, ratio, "breaker", now, c.tune)
+		if err != nil {
+			c.log.Warn("could not open a failing endpoint", "endpoint", name, "err", err)
+			continue
+		}
+		c.log.Info("endpoint opened: its attempts fail on every worker", "endpoint", name, "attempts", u.Attempts, "failures", u.Failed)
+		if opened {
+			c.changed(name, true, ratio, u.Attempts)
+		}
+	}
+}
+
+// usedByAll sums what the live workers published of the endpoints they
+// used in the window.
+func usedByAll(ctx context.Context, rdb redis.UniversalClient, now time.Time) (map[string]usage, error) {
+	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
+		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the live workers: %w", err)
+	}
+	used := map[string]usage{}
+	for _, w := range workers {
+		h, err := rdb.HGetAll(ctx, record.FlowWorkerEndpointsKey(w)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("read the endpoints worker %s used: %w", w, err)
+		}
+		for name, v := range h {
+			var u usage
+			if json.Unmarshal([]byte(v), &u) != nil {
+				continue
+			}
+			sum := used[name]
+			sum.Attempts += u.Attempts
+			sum.Failed += u.Failed
+			used[name] = sum
+		}
+	}
+	return used, nil
+}
+
+// EndpointInfo is an endpoint's breaker as GET /endpoints shows it.
+type EndpointInfo struct {
+	// Name is the tenant-qualified scheme://host:port.
+	Name  string
+	State string
+	// Since is when it took its state. NextProbe is when a waiting
+	// request is next sent as its probe (open), or when the probe out
+	// ends at the latest (half open); zero when none is planned: the
+	// endpoint is closed, an operator opened it (never probed), or no
+	// request waits (the next to come goes as the probe once the probe
+	// interval has passed).
+	Since, NextProbe time.Time
+	// FailureRatio is the share of failed attempts that opened it.
+	FailureRatio float64
+	// Waiting are the requests waiting for it to close.
+	Waiting int64
+	// By is who opened it: "breaker" or "operator".
+	By string
+}
+
+// Endpoints reads the breakers of the endpoints that are not closed or
+// were used in the window (as the live workers published them), sorted by
+// name, of those keep keeps (nil: all): a tenant's list reads the states
+// of its own endpoints only. A closed endpoint's FailureRatio is its
+// window's, summed over the workers.
+func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time, keep func(name string) bool) ([]EndpointInfo, error) {
+	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the open endpoints: %w", err)
+	}
+	used, err := usedByAll(ctx, rdb, now)
+	if err != nil {
+		return nil, err
+	}
+	listed := make(map[string]bool, len(names))
+	for _, n := range names {
+		listed[n] = true
+	}
+	for name := range used {
+		if !listed[name] {
+			names = append(names, name)
+		}
+	}
+	if keep != nil {
+		names = slices.DeleteFunc(names, func(n string) bool { return !keep(n) })
+	}
+	slices.Sort(names)
+	out, err := readEndpoints(ctx, rdb, names)
+	if err != nil {
+		return nil, err
+	}
+	for i, info := range out {
+		if u, ok := used[info.Name]; ok && info.State == EndpointClosed && u.Attempts > 0 {
+			out[i].FailureRatio = float64(u.Failed) / float64(u.Attempts)
+		}
+	}
+	return out, nil
+}
+
+// HeldEndpoints reads the breakers of the endpoints that are open or half
+// open only, sorted by name: what a dashboard or a metric shows every few
+// seconds, whatever the number of endpoints used.
+func HeldEndpoints(ctx context.Context, rdb redis.UniversalClient) ([]EndpointInfo, error) {
+	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the open endpoints: %w", err)
+	}
+	slices.Sort(names)
+	infos, err := readEndpoints(ctx, rdb, names)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(infos, func(i EndpointInfo) bool { return i.State == EndpointClosed }), nil
+}
+
+// ReadEndpoint reads endpoint name's breaker.
+func ReadEndpoint(ctx context.Context, rdb redis.UniversalClient, name string) (EndpointInfo, error) {
+	infos, err := readEndpoints(ctx, rdb, []string{name})
+	if err != nil {
+		return EndpointInfo{}, err
+	}
+	return infos[0], nil
+}
+
+// readBatch bounds the endpoints read in one round trip.
+const readBatch = 500
+
+// readEndpoints reads the breakers of names, in order, a round trip per
+// readBatch of them.
+func readEndpoints(ctx context.Context, rdb redis.UniversalClient, names []string) ([]EndpointInfo, error) {
+	out := make([]EndpointInfo, 0, len(names))
+	for batch := range slices.Chunk(names, readBatch) {
+		pipe := rdb.Pipeline()
+		hs := make([]*redis.MapStringStringCmd, len(batch))
+		ns := make([]*redis.IntCmd, len(batch))
+		for i, name := range batch {
+			state, line, _, _ := record.FlowEndpointKeys(name)
+			hs[i] = pipe.HGetAll(ctx, state)
+			ns[i] = pipe.ZCard(ctx, line)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("read endpoints: %w", err)
+		}
+		for i, name := range batch {
+			out = append(out, endpointInfo(name, hs[i].Val(), ns[i].Val()))
+		}
+	}
+	return out, nil
+}
+
+// endpointInfo is endpoint name's breaker, from its state hash h and its
+// waiters.
+func endpointInfo(name string, h map[string]string, waiting int64) EndpointInfo {
+	ms := func(f string) time.Time {
+		i, err := strconv.ParseInt(h[f], 10, 64)
+		if err != nil || i == 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(i)
+	}
+	info := EndpointInfo{Name: name, State: h["state"], Since: ms("since"), Waiting: waiting, By: h["by"]}
+	if info.State == "" {
+		info.State = EndpointClosed
+	}
+	info.FailureRatio, _ = strconv.ParseFloat(h["ratio"], 64)
+	switch {
+	case info.State == EndpointHalfOpen:
+		info.NextProbe = ms("probeUntil")
+	case info.State == EndpointOpen && info.By != "operator" && waiting > 0:
+		// Only a waiter is sent as a probe: with none, no probe is
+		// planned, and the time it was due would be a time that passed.
+		info.NextProbe = ms("nextProbe")
+	}
+	return info
+}
+
+// EndpointStates reads the state of each of names (tenant-qualified
+// endpoints) in one round trip, and answers those that are not closed.
+func EndpointStates(ctx context.Context, rdb redis.UniversalClient, names []string) (map[string]string, error) {
+	out := map[string]string{}
+	for batch := range slices.Chunk(names, readBatch) {
+		pipe := rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(batch))
+		for i, name := range batch {
+			state, _, _, _ := record.FlowEndpointKeys(name)
+			cmds[i] = pipe.HGet(ctx, state, "state")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("read the states of endpoints: %w", err)
+		}
+		for i, name := range batch {
+			if v := cmds[i].Val(); v == EndpointOpen || v == EndpointHalfOpen {
+				out[name] = v
+			}
+		}
+	}
+	return out, nil
+}
