@@ -183,8 +183,8 @@ func (b *redriveBody) check() (*redriveBody, error) {
 	if b.Actor == "" {
 		b.Actor = DefaultActor
 	}
-	if len(b.Actor) > 200 {
-		return nil, Errorf(CodeInvalid, "actor", "actor must be at most 200 characters")
+	if err := record.CheckActor(b.Actor); err != nil {
+		return nil, Errorf(CodeInvalid, "actor", err.Error())
 	}
 	if len(b.Reason) > 2000 {
 		return nil, Errorf(CodeInvalid, "reason", "reason must be at most 2000 characters")
