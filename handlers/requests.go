@@ -44,9 +44,9 @@ type Store interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
 	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
 	List(ctx context.Context, scope tenant.Scope, status record.Status, cursor string, limit int) (*record.Page, error)
-	ListIn(ctx context.Context, scope tenant.Scope, statuses []record.Status, cursor string, limit int) (*record.Page, error)
+	ListIn(ctx context.Context, scope tenant.Scope, statuses []record.Status, cursor string, limit int, scan *record.Scan) (*record.Page, error)
 	// Find lists the requests a filter selects (GET /requests).
-	Find(ctx context.Context, scope tenant.Scope, f record.Filter, cursor string, limit int) (*record.Page, error)
+	Find(ctx context.Context, scope tenant.Scope, f record.Filter, cursor string, limit int, scan *record.Scan) (*record.Page, error)
 	Cancel(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (callbackDue bool, err error)
 	// Resend makes a new pending request from finished request orig.
 	Resend(ctx context.Context, orig *record.Request, in record.ResendInput) (*record.ResendResult, error)
@@ -227,7 +227,8 @@ func (a *API) submit(c *gin.Context) {
 // destination checks, a new id (in the partition idemKey picks), the
 // memory gate, the record (claiming idemKey, counting the owner's cap) and
 // the enqueue. It returns the earlier request when idemKey was used
-// before. Both APIs (retryd's and the QStash dialect) submit through it.
+// before. Both APIs (retryd's and the QStash dialect) submit through it,
+// and it pays the caller's rate limit for the request (Charge).
 func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []byte, now time.Time) (replay *record.Replay, err error) {
 	ctx := c.Request.Context()
 	if a.Traces != nil {
@@ -245,6 +246,9 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 		if err := a.memory.check(ctx, a.Memory, now); err != nil {
 			return nil, err
 		}
+	}
+	if err := Charge(ctx); err != nil {
+		return nil, err
 	}
 	atOnce := a.Queue.PendingAtOnce(r.NextAttemptAt)
 	rang := a.Store.RingsOnCreate() && atOnce
@@ -407,7 +411,7 @@ func (a *API) list(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	page, err := a.Store.Find(c.Request.Context(), scope, q.Filter, q.Cursor, q.Limit)
+	page, err := a.Store.Find(c.Request.Context(), scope, q.Filter, q.Cursor, q.Limit, nil)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return

@@ -154,17 +154,13 @@ func (f Filter) candidates() []index {
 	return out
 }
 
-// FindScan bounds the index entries one page examines when the filters
-// skip most of them: the page then ends early, with a cursor to go on.
-const FindScan = 1000
-
 // Find returns the requests of scope that f selects, newest first, after
 // cursor (a page's NextCursor), at most limit of them. Attempts are not
-// loaded. A page ends early, with a cursor, once it has examined FindScan
-// entries or loaded ListBudget. With a finished range the order is by
-// finish time (the finished index), else by creation. It refuses a filter
-// Check refuses.
-func (s *Store) Find(ctx context.Context, scope tenant.Scope, f Filter, cursor string, limit int) (*Page, error) {
+// loaded. A page ends early, with a cursor, once it has examined what
+// scan allows (nil: ScanBudget) or loaded ListBudget. With a finished
+// range the order is by finish time (the finished index), else by
+// creation. It refuses a filter Check refuses.
+func (s *Store) Find(ctx context.Context, scope tenant.Scope, f Filter, cursor string, limit int, scan *Scan) (*Page, error) {
 	if err := f.Check(); err != nil {
 		return nil, err
 	}
@@ -186,7 +182,7 @@ func (s *Store) Find(ctx context.Context, scope tenant.Scope, f Filter, cursor s
 			return nil, err
 		}
 	}
-	return s.scan(ctx, scope, f, src, pos, limit)
+	return s.scan(ctx, scope, f, src, pos, limit, scan.orNew())
 }
 
 // position is where a page starts: after id (and, in finish order, its
@@ -392,11 +388,15 @@ func atoi64(s string) int64 {
 }
 
 // scan reads src from p on, checks each record against f and scope, and
-// returns a page of at most limit, ending early (with a cursor) at
-// FindScan entries examined or ListBudget loaded.
-func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src source, p position, limit int) (*Page, error) {
+// returns a page of at most limit, ending early (with a cursor) once sc
+// is spent or ListBudget loaded.
+func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src source, p position, limit int, sc *Scan) (*Page, error) {
 	page := &Page{Requests: []*Request{}}
-	scanned, loaded := 0, 0
+	loaded := 0
+	if sc.Spent() {
+		page.NextCursor = p.cursor(src.byFinish)
+		return page, nil
+	}
 	// Records are read in chunks of about 1 MiB (of 10 to 200 records),
 	// starting small where every spec is read, so that a page of large
 	// bodies stops near ListBudget.
@@ -405,13 +405,13 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 		chunk = listChunk
 	}
 	for {
-		want := max(limit*2, 200)
+		want := min(max(limit*2, 200), sc.Left()+1)
 		batch, err := s.next(ctx, src, p, want)
 		if err != nil {
 			return nil, err
 		}
 		for start := 0; start < len(batch); {
-			part := batch[start:min(start+chunk, len(batch), start+FindScan-scanned)]
+			part := batch[start:min(start+chunk, len(batch), start+sc.Left())]
 			found, examined, bytes, err := s.check(ctx, scope, f, src, part, ListBudget-loaded)
 			if err != nil {
 				return nil, err
@@ -419,13 +419,13 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 			loaded += bytes
 			chunk = max(10, min(200, (1<<20)*len(part)/max(bytes, 1)))
 			for i, e := range part[:examined] {
-				scanned++
+				sc.use(1)
 				p = e
 				if r := found[i]; r != nil {
 					page.Requests = append(page.Requests, r)
 				}
 				last := start+i == len(batch)-1 && len(batch) < want
-				if len(page.Requests) == limit || scanned >= FindScan || loaded >= ListBudget {
+				if len(page.Requests) == limit || sc.Spent() || loaded >= ListBudget {
 					if !last {
 						page.NextCursor = p.cursor(src.byFinish)
 					}

@@ -94,7 +94,7 @@ func (x *findFixture) find(scope tenant.Scope, f Filter, limit int) []string {
 		if pages > 100 {
 			x.t.Fatal("more than 100 pages")
 		}
-		page, err := x.s.Find(x.ctx, scope, f, cursor, limit)
+		page, err := x.s.Find(x.ctx, scope, f, cursor, limit, nil)
 		if err != nil {
 			x.t.Fatalf("find %+v: %v", f, err)
 		}
@@ -190,7 +190,7 @@ func TestFindRefusesWhatNoIndexServes(t *testing.T) {
 		{Filter{CreatedFrom: now, CreatedTo: now.Add(-time.Second)}, "createdFrom", "createdFrom is after createdTo"},
 		{Filter{FinishedFrom: now, FinishedTo: now.Add(-time.Second)}, "finishedFrom", "finishedFrom is after finishedTo"},
 	} {
-		_, err := x.s.Find(x.ctx, tenant.All, tt.f, "", 10)
+		_, err := x.s.Find(x.ctx, tenant.All, tt.f, "", 10, nil)
 		var fe *FilterError
 		if !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(fe.Message, tt.says) {
 			t.Errorf("%+v: got %v, want an error on %s saying %q", tt.f, err, tt.field, tt.says)
@@ -205,7 +205,7 @@ func TestFindRefusesWhatNoIndexServes(t *testing.T) {
 		{tid, Filter{FinishedFrom: now}},
 		{tid + ".x", Filter{FinishedFrom: now}},
 	} {
-		if _, err := x.s.Find(x.ctx, tenant.All, c.f, c.cursor, 10); !errors.Is(err, ErrCursor) {
+		if _, err := x.s.Find(x.ctx, tenant.All, c.f, c.cursor, 10, nil); !errors.Is(err, ErrCursor) {
 			t.Errorf("cursor %q with %+v: %v", c.cursor, c.f, err)
 		}
 	}
@@ -233,14 +233,14 @@ func TestFindKeepsTenantsApart(t *testing.T) {
 	}
 }
 
-// A page that examines FindScan entries without filling ends early with
+// A page that examines ScanBudget entries without filling ends early with
 // a cursor, and the next page goes on from there.
 func TestFindEndsASparsePageEarly(t *testing.T) {
 	t.Parallel()
 	x := newFindFixture(t)
 	want := x.add(0, "", "DELETE", "https://a.com/x", nil)
 	pipe := x.rdb.Pipeline()
-	for i := 1; i <= FindScan+10; i++ {
+	for i := 1; i <= ScanBudget+10; i++ {
 		now := x.at(1).Add(time.Duration(i) * time.Millisecond)
 		r := newRequest(x.parts.NewID(now, fmt.Sprint(i)), now)
 		r.URL, r.Host = "https://a.com/y", "a.com"
@@ -252,14 +252,14 @@ func TestFindEndsASparsePageEarly(t *testing.T) {
 	if _, err := pipe.Exec(x.ctx); err != nil {
 		t.Fatal(err)
 	}
-	page, err := x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, "", 10)
+	page, err := x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, "", 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(page.Requests) != 0 || page.NextCursor == "" {
 		t.Fatalf("first page: %d requests, cursor %q; want none and a cursor", len(page.Requests), page.NextCursor)
 	}
-	page, err = x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, page.NextCursor, 10)
+	page, err = x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, page.NextCursor, 10, nil)
 	if err != nil || len(page.Requests) != 1 || page.Requests[0].ID != want || page.NextCursor != "" {
 		t.Fatalf("second page: %+v %v", page, err)
 	}
