@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,4 +154,43 @@ func TestABulkCallPaysWhatSingleCallsPay(t *testing.T) {
 			t.Errorf("%s resends made %d in %v, want %d to %d", c.name, c.made, c.took, rps, most)
 		}
 	}
+}
+
+// Every route that submits counts in retryd_submissions_total, one per
+// request it was asked to make: /v2/publish, /v2/enqueue and /v2/batch as
+// POST /requests does.
+func TestEverySubmittingRouteCountsItsSubmissions(t *testing.T) {
+	t.Parallel()
+	ts := engineServer(t, redistest.StartServer(t, redistest.Options{}), limitsEnv)
+	for _, c := range []struct{ path, ctype, body string }{
+		{"/requests", "application/json", `{"url":"http://127.0.0.1:1/a","delayMs":3600000}`},
+		{"/v2/publish/http://127.0.0.1:1/b", "text/plain", "x"},
+		{"/v2/enqueue/q1/http://127.0.0.1:1/c", "text/plain", "x"},
+		{"/v2/batch", "application/json", `[{"destination":"http://127.0.0.1:1/d"},{"destination":"http://127.0.0.1:1/e"}]`},
+	} {
+		if a := do(t, "POST", ts.URL+c.path, c.ctype, c.body, bearer("acme-key")...); a.status/100 != 2 {
+			t.Fatalf("POST %s: %d %s", c.path, a.status, a.raw)
+		}
+	}
+	if a := do(t, "POST", ts.URL+"/v2/publish/http://127.0.0.1:1/f", "text/plain", "x",
+		append(bearer("acme-key"), "Upstash-Retries", "many")...); a.status != 400 {
+		t.Fatalf("a bad publish: %d %s", a.status, a.raw)
+	}
+	m := do(t, "GET", ts.URL+"/metrics", "", "", bearer("admin-key")...)
+	for result, want := range map[string]string{"accepted": "5", "rejected": "1"} {
+		line := `retryd_submissions_total{result="` + result + `"} ` + want + "\n"
+		if !strings.Contains(m.raw, line) {
+			t.Errorf("metrics lack %q:\n%s", line, grepLines(m.raw, "retryd_submissions_total"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -179,7 +179,12 @@ func (a *API) Health(r gin.IRouter) {
 }
 
 func (a *API) submit(c *gin.Context) {
-	defer func() { a.Metrics.Submission(submissionResult(c.Writer.Status())) }()
+	accepting := false // from then on Accept counts the submission
+	defer func() {
+		if !accepting {
+			a.Metrics.Submission(metrics.Rejected)
+		}
+	}()
 	if err := requireJSON(c); err != nil {
 		Abort(c, a.Log, err)
 		return
@@ -208,6 +213,7 @@ func (a *API) submit(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
+	accepting = true
 	replay, err := a.Accept(c, r, idemKey, body, now)
 	if err != nil {
 		Abort(c, a.Log, err)
@@ -228,8 +234,11 @@ func (a *API) submit(c *gin.Context) {
 // memory gate, the record (claiming idemKey, counting the owner's cap) and
 // the enqueue. It returns the earlier request when idemKey was used
 // before. Both APIs (retryd's and the QStash dialect) submit through it,
-// and it pays the caller's rate limit for the request (Charge).
+// and it pays the caller's rate limit for the request (Charge) and counts
+// it in retryd_submissions_total. A route that refuses a submission before
+// it reaches Accept counts it as rejected itself (SubmissionRejected).
 func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []byte, now time.Time) (replay *record.Replay, err error) {
+	defer func() { a.Metrics.Submission(acceptResult(replay, err)) }()
 	ctx := c.Request.Context()
 	if a.Traces != nil {
 		var endSpan func(id, tenant, endpoint string, err error)
@@ -554,15 +563,21 @@ func nullable(s string) *string {
 	return &s
 }
 
-func submissionResult(status int) string {
+func acceptResult(replay *record.Replay, err error) string {
 	switch {
-	case status == http.StatusAccepted:
-		return "accepted"
-	case status == http.StatusOK:
-		return "replayed"
-	case status == http.StatusServiceUnavailable:
-		return "unavailable"
-	default:
-		return "rejected"
+	case err != nil:
+		if apiErr, _, _ := explain(err); apiErr.Code == CodeUnavailable {
+			return metrics.Unavailable
+		}
+		return metrics.Rejected
+	case replay != nil && !replay.SameBody:
+		return metrics.Rejected // 409: the key was used with another body
+	case replay != nil:
+		return metrics.Replayed
 	}
+	return metrics.Accepted
 }
+
+// SubmissionRejected counts a submission a route refused before it
+// reached Accept (a body that does not parse, say).
+func (a *API) SubmissionRejected() { a.Metrics.Submission(metrics.Rejected) }
