@@ -24,7 +24,11 @@ import (
 // Filter selects requests: every field set must match. Times are
 // inclusive bounds; zero is open.
 type Filter struct {
-	Status Status
+	// Statuses are the statuses selected (none: any).
+	Statuses StatusSet
+	// WaitingFor are the waiting reasons selected (none: any): an
+	// unfinished request that waits for one of them.
+	WaitingFor WaitingSet
 	// Host is a host name (any port) or host:port (that port; a URL
 	// without a port has its scheme's), in lower case.
 	Host         string
@@ -81,6 +85,65 @@ func (f Filter) narrows() bool {
 	return f.Host != "" || f.Label != "" || f.FailureClass != "" || f.StatusCode != 0 || f.created() || f.finished()
 }
 
+// StatusSet is a set of statuses; a Filter holding one stays comparable.
+type StatusSet uint8
+
+// StatusesOf is the set of ss.
+func StatusesOf(ss ...Status) StatusSet {
+	var out StatusSet
+	for _, st := range ss {
+		if i := slices.Index(Statuses, st); i >= 0 {
+			out |= 1 << i
+		}
+	}
+	return out
+}
+
+// Has reports whether st is in s.
+func (s StatusSet) Has(st Status) bool {
+	i := slices.Index(Statuses, st)
+	return i >= 0 && s&(1<<i) != 0
+}
+
+// List is s in lifecycle order.
+func (s StatusSet) List() []Status {
+	var out []Status
+	for i, st := range Statuses {
+		if s&(1<<i) != 0 {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func (s StatusSet) orAll() StatusSet {
+	if s == 0 {
+		return 1<<len(Statuses) - 1
+	}
+	return s
+}
+
+// WaitingSet is a set of waiting reasons (WaitingReasons).
+type WaitingSet uint8
+
+// WaitingOf is the set of reasons; ok is false when one is not a reason.
+func WaitingOf(reasons ...string) (set WaitingSet, ok bool) {
+	for _, r := range reasons {
+		i := slices.Index(WaitingReasons, r)
+		if i < 0 {
+			return 0, false
+		}
+		set |= 1 << i
+	}
+	return set, true
+}
+
+// Has reports whether reason is in s.
+func (s WaitingSet) Has(reason string) bool {
+	i := slices.Index(WaitingReasons, reason)
+	return i >= 0 && s&(1<<i) != 0
+}
+
 func (f Filter) created() bool  { return !f.CreatedFrom.IsZero() || !f.CreatedTo.IsZero() }
 func (f Filter) finished() bool { return !f.FinishedFrom.IsZero() || !f.FinishedTo.IsZero() }
 
@@ -90,7 +153,8 @@ func (f Filter) Empty() bool { return f == Filter{} }
 // Match reports whether r is one f selects.
 func (f Filter) Match(r *Request) bool {
 	switch {
-	case f.Status != "" && r.Status != f.Status,
+	case f.Statuses != 0 && !f.Statuses.Has(r.Status),
+		f.WaitingFor != 0 && (r.Status.Terminal() || !f.WaitingFor.Has(r.WaitingFor)),
 		f.Host != "" && !(DLQFilter{Host: f.Host}).Match(r),
 		f.Method != "" && !strings.EqualFold(r.Method, f.Method),
 		f.FailureClass != "" && r.FailureClass != f.FailureClass,
@@ -125,31 +189,43 @@ func (f Filter) needsSpec() bool {
 // index is one family of index keys, a key per tenant.
 type index func(tkeys) string
 
-// candidates are the indexes one of which a page of f reads, in id order:
-// each holds every request f selects.
-func (f Filter) candidates() []index {
-	var out []index
+// candidate is one or more families of index keys whose union holds
+// every request f selects (several statuses are several indexes).
+type candidate []index
+
+// candidates are the indexes one of which a page of f reads, in id order.
+func (f Filter) candidates() []candidate {
+	var out []candidate
 	if f.Host != "" {
-		out = append(out, func(k tkeys) string { return k.host(f.hostName()) })
+		out = append(out, candidate{func(k tkeys) string { return k.host(f.hostName()) }})
 	}
 	if f.Label != "" {
-		out = append(out, func(k tkeys) string { return k.label(f.Label) })
+		out = append(out, candidate{func(k tkeys) string { return k.label(f.Label) }})
 	}
 	if f.FailureClass != "" {
-		out = append(out, func(k tkeys) string { return k.failClass(f.FailureClass) })
+		out = append(out, candidate{func(k tkeys) string { return k.failClass(f.FailureClass) }})
 	}
 	switch {
 	case f.StatusCode >= 200 && f.StatusCode < 300:
 		// Only a completed request's last attempt succeeded.
-		out = append(out, func(k tkeys) string { return k.index(Completed) })
+		out = append(out, candidate{func(k tkeys) string { return k.index(Completed) }})
 	case f.StatusCode != 0:
-		out = append(out, func(k tkeys) string { return k.failCode(f.StatusCode) })
+		out = append(out, candidate{func(k tkeys) string { return k.failCode(f.StatusCode) }})
 	}
-	if f.Status != "" {
-		out = append(out, func(k tkeys) string { return k.index(f.Status) })
+	statuses := f.Statuses
+	if f.WaitingFor != 0 {
+		// Only an unfinished request waits.
+		statuses = statuses.orAll() & StatusesOf(Pending, Retrying)
+	}
+	if statuses != 0 {
+		var c candidate
+		for _, st := range statuses.List() {
+			c = append(c, func(k tkeys) string { return k.index(st) })
+		}
+		out = append(out, c)
 	}
 	if len(out) == 0 {
-		out = append(out, tkeys.all)
+		out = append(out, candidate{tkeys.all})
 	}
 	return out
 }
@@ -249,11 +325,13 @@ func (s *Store) byID(ctx context.Context, tenants []string, f Filter) (source, e
 		src.hi = "(" + ids.Prefix(f.CreatedTo.Add(time.Millisecond))
 	}
 	cands := f.candidates()
-	keysOf := func(ix index) []string {
+	keysOf := func(c candidate) []string {
 		var out []string
 		for _, k := range s.each() {
 			for _, t := range tenants {
-				out = append(out, ix(k.of(t)))
+				for _, ix := range c {
+					out = append(out, ix(k.of(t)))
+				}
 			}
 		}
 		return out
@@ -441,7 +519,7 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 }
 
 // probeFields are the hash fields Filter.Match reads.
-var probeFields = []string{fStatus, fTenant, fCreatedAt, fCompletedAt, fFailureClass, fLastStatusCode}
+var probeFields = []string{fStatus, fTenant, fCreatedAt, fCompletedAt, fFailureClass, fLastStatusCode, fWaitingFor}
 
 // check reads what f needs of the records of entries (a few hash
 // fields, and the spec where f needs it) and returns, at each entry's

@@ -95,7 +95,7 @@ func BenchmarkFind(b *testing.B) {
 		f     func() Filter
 	}{
 		{"none", tenant.All, func() Filter { return Filter{} }},
-		{"status=failed", tenant.All, func() Filter { return Filter{Status: Failed} }},
+		{"status=failed", tenant.All, func() Filter { return Filter{Statuses: StatusesOf(Failed)} }},
 		{"host (busy)", tenant.All, func() Filter { return Filter{Host: hotHost(rng)} }},
 		{"host (quiet)", tenant.All, func() Filter { return Filter{Host: quietHost(rng)} }},
 		{"host:port", tenant.All, func() Filter { return Filter{Host: hotHost(rng) + ":443"} }},

@@ -141,7 +141,7 @@ func TestFindEachFilterAndTheirCombinations(t *testing.T) {
 		{"host", Filter{Host: "a.com"}, newestFirst(aOK, aRetry, aFailed)},
 		{"host:port, the scheme's port", Filter{Host: "a.com:443"}, newestFirst(aOK, aFailed)},
 		{"host:port, its own port", Filter{Host: "a.com:8443"}, []string{aRetry}},
-		{"status", Filter{Status: Failed}, newestFirst(aFailed, bTimeout, b503)},
+		{"status", Filter{Statuses: StatusesOf(Failed)}, newestFirst(aFailed, bTimeout, b503)},
 		{"failureClass", Filter{FailureClass: "server_error"}, newestFirst(aRetry, b503)},
 		{"failureClass of the last attempt only", Filter{FailureClass: "client_error"}, []string{aFailed}},
 		{"statusCode of a failure", Filter{StatusCode: 503}, newestFirst(aRetry, b503)},
@@ -156,7 +156,7 @@ func TestFindEachFilterAndTheirCombinations(t *testing.T) {
 		{"method needs another filter, and has one", Filter{Method: "post", Host: "b.org"}, newestFirst(b503, bCreated201)},
 		{"urlContains within a host", Filter{Host: "a.com", URLContains: "ORDERS"}, newestFirst(aOK, aRetry)},
 		{"urlContains never matches a masked secret", Filter{Host: "a.com", URLContains: "s3cret"}, nil},
-		{"host and status", Filter{Host: "b.org", Status: Failed}, newestFirst(bTimeout, b503)},
+		{"host and status", Filter{Host: "b.org", Statuses: StatusesOf(Failed)}, newestFirst(bTimeout, b503)},
 		{"host and failureClass", Filter{Host: "b.org", FailureClass: "timeout"}, []string{bTimeout}},
 		{"label and statusCode", Filter{Label: "billing", StatusCode: 503}, []string{aRetry}},
 		{"host, method and created range", Filter{Host: "a.com", Method: "POST", CreatedFrom: x.at(5)}, []string{aFailed}},
@@ -184,9 +184,9 @@ func TestFindRefusesWhatNoIndexServes(t *testing.T) {
 		says  string
 	}{
 		{Filter{URLContains: "orders"}, "urlContains", "add host or label"},
-		{Filter{URLContains: "orders", Status: Failed}, "urlContains", "add host or label"},
+		{Filter{URLContains: "orders", Statuses: StatusesOf(Failed)}, "urlContains", "add host or label"},
 		{Filter{Method: "POST"}, "method", "add host, label, failureClass, statusCode, createdFrom/createdTo or finishedFrom/finishedTo"},
-		{Filter{Method: "POST", Status: Completed}, "method", "add host"},
+		{Filter{Method: "POST", Statuses: StatusesOf(Completed)}, "method", "add host"},
 		{Filter{CreatedFrom: now, CreatedTo: now.Add(-time.Second)}, "createdFrom", "createdFrom is after createdTo"},
 		{Filter{FinishedFrom: now, FinishedTo: now.Add(-time.Second)}, "finishedFrom", "finishedFrom is after finishedTo"},
 	} {
@@ -410,7 +410,7 @@ func TestResendEntersTheNewRequestsIndexes(t *testing.T) {
 	if got := x.indexed(orig); !slices.Equal(got, want) {
 		t.Errorf("the original is in %v, want %v", got, want)
 	}
-	if got := x.find(tenant.All, Filter{Label: "l", Status: Pending}, 10); !slices.Equal(got, []string{res.ID}) {
+	if got := x.find(tenant.All, Filter{Label: "l", Statuses: StatusesOf(Pending)}, 10); !slices.Equal(got, []string{res.ID}) {
 		t.Errorf("pending with label l: %v", got)
 	}
 }

@@ -74,7 +74,7 @@ func TestListPagesStopAtTheBudget(t *testing.T) {
 		return s.Find(ctx, tenant.All, Filter{Host: "e.com"}, cursor, 500, nil)
 	}, want)
 	walk("Find failed", func(cursor string) (*Page, error) {
-		return s.Find(ctx, tenant.All, Filter{Status: Failed}, cursor, 500, nil)
+		return s.Find(ctx, tenant.All, Filter{Statuses: StatusesOf(Failed)}, cursor, 500, nil)
 	}, want[n-failed:])
 	walk("ListFailed", func(cursor string) (*Page, error) {
 		return s.ListFailed(ctx, tenant.All, DLQFilter{}, cursor, 500, nil)
