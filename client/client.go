@@ -482,7 +482,8 @@ type BulkRedriveResult struct {
 		ID     string `json:"id"`
 		Reason string `json:"reason"`
 	} `json:"skipped"`
-	NextCursor *string `json:"nextCursor"`
+	NextCursor *string  `json:"nextCursor"`
+	Stopped    *Stopped `json:"stopped,omitempty"`
 }
 
 // BulkRedrive sends the selected failed requests again.

@@ -305,6 +305,12 @@ func (x *cli) redriveCmd() *cobra.Command {
 				fmt.Fprintf(x.out, "%s skipped: %s\n", s.ID, s.Reason)
 			}
 			fmt.Fprintf(x.out, "%d redriven, %d skipped\n", len(res.Redriven), len(res.Skipped))
+			if res.Stopped != nil {
+				fmt.Fprintf(x.out, "stopped early: %s\n", res.Stopped.Message)
+			}
+			if res.NextCursor != nil {
+				fmt.Fprintln(x.out, "more may match: run it again")
+			}
 			return nil
 		},
 	}
