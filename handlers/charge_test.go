@@ -194,3 +194,40 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A bulk redrive pays one token per request it redrives, as single
+// redrives do, and says where the limit stopped it; the requests it did
+// not reach are still failed, for the next call.
+func TestBulkRedrivePaysTheRateLimitPerRequest(t *testing.T) {
+	t.Parallel()
+	const rps, seeded = 10, 40
+	env := map[string]string{"RATE_LIMIT_RPS": fmt.Sprint(rps)}
+	for k, v := range limitsEnv {
+		env[k] = v
+	}
+	srv := redistest.StartServer(t, redistest.Options{})
+	ts := engineServer(t, srv, env)
+	b := &dlqBundle{store: record.NewStore(srv.Client(), time.Hour)}
+	for range seeded {
+		b.failed(t, 0)
+	}
+	start := time.Now()
+	a := do(t, "POST", ts.URL+"/dlq/redrive", "application/json", `{"limit":1000}`, bearer("admin-key")...)
+	took := time.Since(start)
+	redriven, _ := a.body["redriven"].([]any)
+	if most := rps + int(rps*took.Seconds()) + 1; a.status != 200 || len(redriven) > most {
+		t.Fatalf("bulk redrive of %d at %d a second: %d, %d redriven in %v (at most %d allowed) %s", seeded, rps, a.status, len(redriven), took, most, a.raw)
+	}
+	if len(redriven) < seeded {
+		if st, _ := a.body["stopped"].(map[string]any); st["code"] != "rate_limited" || a.header.Get("Retry-After") == "" {
+			t.Errorf("a bulk redrive cut short by the limit: %s (Retry-After %q), want stopped rate_limited", a.raw, a.header.Get("Retry-After"))
+		}
+	}
+	page, err := b.store.ListFailed(context.Background(), tenant.All, record.DLQFilter{}, "", 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Requests)+len(redriven) != seeded {
+		t.Errorf("%d redriven and %d still failed, of %d", len(redriven), len(page.Requests), seeded)
+	}
+}
