@@ -484,7 +484,8 @@ type BulkRedriveResult struct {
 		ID     string `json:"id"`
 		Reason string `json:"reason"`
 	} `json:"skipped"`
-	NextCursor *string `json:"nextCursor"`
+	NextCursor *string  `json:"nextCursor"`
+	Stopped    *Stopped `json:"stopped,omitempty"`
 	// EndpointsOpen are the endpoints not closed that requests redriven
 	// go to: those wait for a probe that succeeds.
 	EndpointsOpen []struct {

@@ -93,6 +93,15 @@ type BulkResendResult struct {
 	Count       int       `json:"count"`
 	Skipped     []Skipped `json:"skipped"`
 	NextCursor  *string   `json:"nextCursor"`
+	// Stopped says why the call stopped early (the rate limit was spent,
+	// say); NextCursor then goes on from the first request not done.
+	Stopped *Stopped `json:"stopped,omitempty"`
+}
+
+// Stopped is why a bulk call stopped before its limit.
+type Stopped struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // BulkResend resends the finished requests f selects, each as a new
@@ -115,6 +124,7 @@ type BulkExpungeResult struct {
 	Count        int       `json:"count"`
 	Skipped      []Skipped `json:"skipped"`
 	NextCursor   *string   `json:"nextCursor"`
+	Stopped      *Stopped  `json:"stopped,omitempty"`
 }
 
 // BulkExpunge erases the payloads of the finished requests f selects.

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -69,36 +70,28 @@ func (a *API) readBulkCall(c *gin.Context, rt filterRoute) (*bulkCall, error) {
 // and returns the cursor the next call goes on from ("" when none is
 // left). fn returns nil when it acted or listed the request as skipped;
 // an error stops the walk before that request, which the next call then
-// starts with.
+// starts with. It reads through record.Reading: a call examines at most
+// record.ScanBudget entries, whatever its filters match, and a dry run
+// reads what the real call would.
 func (a *API) walk(ctx context.Context, call *bulkCall, fn func(*record.Request) error) (string, error) {
-	cursor, seen := call.Cursor, 0
-	for {
-		page, err := a.Store.Find(ctx, call.scope, call.Filter, cursor, min(call.Limit-seen, MaxListLimit))
-		if err != nil {
-			return cursor, err
+	seen := 0
+	rd := record.Reading{Cursor: call.Cursor, At: call.Filter.CursorAt,
+		Want: func() int { return min(call.Limit-seen, MaxListLimit) },
+		List: func(ctx context.Context, scan *record.Scan, cursor string, n int) (*record.Page, error) {
+			return a.Store.Find(ctx, call.scope, call.Filter, cursor, n, scan)
+		}}
+	return rd.Read(ctx, func(r *record.Request) (bool, error) {
+		if err := fn(r); err != nil {
+			return false, err
 		}
-		for i, r := range page.Requests {
-			if err := fn(r); err != nil {
-				return cursor, err
-			}
-			seen++
-			cursor = call.Filter.CursorAt(r)
-			if seen == call.Limit {
-				if i == len(page.Requests)-1 && page.NextCursor == "" {
-					return "", nil
-				}
-				return cursor, nil
-			}
-		}
-		if page.NextCursor == "" {
-			return "", nil
-		}
-		cursor = page.NextCursor
-	}
+		seen++
+		return seen == call.Limit, nil
+	})
 }
 
 // stops reports whether err, met on one request, stops a bulk call: the
-// store or Redis' memory is out, or something unknown went wrong.
+// store or Redis' memory is out, the caller's rate limit is spent, or
+// something unknown went wrong.
 func stops(err error) bool {
 	var apiErr *Error
 	if errors.As(err, &apiErr) && apiErr.Code == CodeUnavailable {
@@ -114,14 +107,23 @@ func (a *API) finishBulk(c *gin.Context, what string, did int, skipped SkipList,
 		Abort(c, a.Log, err)
 		return
 	}
-	if err != nil {
-		a.Log.Error("bulk "+what+" stopped early; reporting what it did", "done", did, "err", err)
-	}
-	if skipped == nil {
-		skipped = SkipList{}
-	}
-	doc["skipped"], doc["nextCursor"], doc["count"] = skipped, nullable(next), did
+	doc["skipped"], doc["nextCursor"], doc["count"] = skipped.orEmpty(), nullable(next), did
+	a.stopped(c, "bulk "+what, did, err, doc)
 	c.JSON(http.StatusOK, doc)
+}
+
+// stopped says in doc why a bulk call that did some of its work stopped
+// early (err: the store failed, or the caller's rate limit is spent), as
+// stopped: {code, message}, with Retry-After where the error has one;
+// nextCursor then goes on from the first request not done.
+func (a *API) stopped(c *gin.Context, what string, did int, err error, doc gin.H) {
+	if err == nil {
+		return
+	}
+	if _, limited := errors.AsType[*RateLimited](err); !limited {
+		a.Log.Error(what+" stopped early; reporting what it did", "done", did, "err", err)
+	}
+	doc["stopped"] = Resolve(c, a.Log, err)
 }
 
 // Resent pairs a request resent by a bulk call with the new request.
@@ -154,6 +156,9 @@ func (a *API) bulkResend(c *gin.Context) {
 			if res, err = a.resendOne(c, r, call.by, "", now); err == nil {
 				resent = append(resent, Resent{ID: r.ID, ResendID: res.ID})
 				return nil
+			}
+			if errors.Is(err, selection.ErrUntouched) {
+				return err // not made: the next call begins with it
 			}
 		}
 		skipped.Add(r.ID, err)

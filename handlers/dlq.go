@@ -29,7 +29,7 @@ import (
 type DLQStore interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
 	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
-	ListFailed(ctx context.Context, scope tenant.Scope, f record.DLQFilter, cursor string, limit int) (*record.Page, error)
+	ListFailed(ctx context.Context, scope tenant.Scope, f record.DLQFilter, cursor string, limit int, scan *record.Scan) (*record.Page, error)
 	Redrive(ctx context.Context, id string, in record.RedriveInput) (*record.RedriveResult, error)
 }
 
@@ -160,8 +160,8 @@ func (d *DLQ) walkFailed(ctx context.Context, scope tenant.Scope, s selection.Se
 	if v := s.Values[selection.Host]; len(v) == 1 {
 		f.Host = strings.ToLower(v[0])
 	}
-	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
-		return d.Store.ListFailed(ctx, scope, f, cursor, n)
+	list := func(ctx context.Context, scan *record.Scan, cursor string, n int) (*record.Page, error) {
+		return d.Store.ListFailed(ctx, scope, f, cursor, n, scan)
 	}
 	get := func(ctx context.Context, id string) (*record.Request, error) { return d.Store.GetIn(ctx, scope, id) }
 	failed := func(r *record.Request) error {
@@ -242,8 +242,8 @@ func (b *redriveBody) check() (*redriveBody, error) {
 	if b.Actor == "" {
 		b.Actor = DefaultActor
 	}
-	if len(b.Actor) > 200 {
-		return nil, Errorf(CodeInvalid, "actor", "actor must be at most 200 characters")
+	if err := record.CheckActor(b.Actor); err != nil {
+		return nil, Errorf(CodeInvalid, "actor", err.Error())
 	}
 	if len(b.Reason) > 2000 {
 		return nil, Errorf(CodeInvalid, "reason", "reason must be at most 2000 characters")
@@ -299,8 +299,12 @@ func (d *DLQ) Redrive(ctx context.Context, scope tenant.Scope, id, actor, reason
 	return err
 }
 
-// redriveOne redrives id and hands it back to the workers.
+// redriveOne redrives id and hands it back to the workers. A redrive is
+// a request made again: it pays the caller's rate limit (Charge).
 func (d *DLQ) redriveOne(ctx context.Context, scope tenant.Scope, id string, b *redriveBody, idemKey string) (*record.RedriveResult, error) {
+	if err := Charge(ctx); err != nil {
+		return nil, err
+	}
 	res, err := d.Store.Redrive(ctx, id, record.RedriveInput{
 		Scope: scope, Actor: b.Actor, Reason: b.Reason, Limit: d.RedriveLimit, IdemKey: idemKey, Now: d.API.Now(),
 	})
@@ -335,6 +339,14 @@ type Skipped struct {
 
 // SkipList collects what a bulk call did not do.
 type SkipList []Skipped
+
+// orEmpty is l, as [] rather than null when nothing was skipped.
+func (l SkipList) orEmpty() SkipList {
+	if l == nil {
+		return SkipList{}
+	}
+	return l
+}
 
 // Add lists id as not done because of why.
 func (l *SkipList) Add(id string, why error) {
@@ -415,19 +427,14 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 		Abort(c, d.API.Log, err)
 		return
 	}
-	if err != nil {
-		d.API.Log.Error("bulk redrive stopped early; reporting what it did", "redriven", len(redriven), "err", err)
-	}
-	if skipped == nil {
-		skipped = SkipList{}
-	}
 	// Redriven all the same: a request to an endpoint still open waits for
 	// a probe that succeeds (the first to come is the probe), and the
 	// answer says which.
 	held := d.heldEndpoints(ctx, sent)
+	doc := gin.H{"redriven": redriven, "skipped": skipped.orEmpty(), "nextCursor": nullable(next), "endpointsOpen": held}
 	if dryRun {
-		c.JSON(http.StatusOK, gin.H{"dryRun": true, "wouldRedrive": redriven, "skipped": skipped, "nextCursor": nullable(next), "endpointsOpen": held})
-		return
+		doc = gin.H{"dryRun": true, "wouldRedrive": redriven, "skipped": skipped.orEmpty(), "nextCursor": nullable(next), "endpointsOpen": held}
 	}
-	c.JSON(http.StatusOK, gin.H{"redriven": redriven, "skipped": skipped, "nextCursor": nullable(next), "endpointsOpen": held})
+	d.API.stopped(c, "bulk redrive", len(redriven), err, doc)
+	c.JSON(http.StatusOK, doc)
 }

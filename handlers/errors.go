@@ -126,6 +126,7 @@ func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 	var partial *PartialFanOut
 	var nameErr *names.Error
 	var filterErr *record.FilterError
+	var limited *RateLimited
 	switch {
 	case errors.As(err, &partial):
 		inner, ra, l := explain(partial.Err)
@@ -133,6 +134,9 @@ func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 		out.Message += "; " + partial.describe()
 		return &out, ra, l
 	case errors.As(err, &apiErr):
+	case errors.As(err, &limited):
+		retryAfter = retryAfterSeconds(limited.RetryAfter)
+		apiErr = Errorf(CodeRateLimited, "", limited.Message)
 	case errors.As(err, &subErr):
 		apiErr = Errorf(CodeInvalid, subErr.Field, subErr.Message)
 	case errors.As(err, &selErr):

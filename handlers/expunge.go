@@ -47,14 +47,8 @@ func (a *API) expunge(c *gin.Context) {
 	if b.Actor == "" {
 		b.Actor = DefaultActor
 	}
-	if len(b.Actor) > 200 {
-		Abort(c, a.Log, Errorf(CodeInvalid, "actor", "actor must be at most 200 characters"))
-		return
-	}
-	if b.Actor == record.RetentionActor {
-		// expungedBy "retention" says the payload retention erased it.
-		Abort(c, a.Log, Errorf(CodeInvalid, "actor", `actor "retention" is retryd's own, for payloads erased by their payload retention: `+
-			`name who erases (such as "dpo")`))
+	if err := record.CheckActor(b.Actor); err != nil {
+		Abort(c, a.Log, Errorf(CodeInvalid, "actor", err.Error()))
 		return
 	}
 	scope, err := ScopeOf(c)

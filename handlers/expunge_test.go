@@ -118,18 +118,33 @@ func TestExpungeRejections(t *testing.T) {
 	}
 }
 
-// "retention" as expungedBy says the payload retention erased a payload:
-// a caller cannot claim it.
-func TestExpungeRefusesTheRetentionActor(t *testing.T) {
+// The actors retryd records for itself ("retention" as expungedBy says
+// the payload retention erased a payload) cannot be claimed by a caller,
+// on a single call or a bulk one, in a body or in the query.
+func TestNoRouteLetsACallerClaimRetrydsOwnActor(t *testing.T) {
 	t.Parallel()
 	b := dlqSetup(t, 3)
 	id := b.failedWithPayload(t)
-	a := do(t, "DELETE", b.ts.URL+"/requests/"+id+"/payload", "application/json", `{"actor":"retention"}`)
-	if code, field := errorOf(t, a); a.status != http.StatusBadRequest || code != "invalid_request" || field != "actor" ||
-		!strings.Contains(a.raw, `name who erases`) {
-		t.Errorf("actor retention: %d %s", a.status, a.raw)
+	for _, actor := range record.OwnActors {
+		calls := []struct{ method, path, body string }{
+			{"DELETE", "/requests/" + id + "/payload", `{"actor":"` + actor + `"}`},
+			{"DELETE", "/requests/payload", `{"host":"e.com","actor":"` + actor + `"}`},
+			{"DELETE", "/requests/payload?host=e.com&actor=" + actor, ""},
+			{"POST", "/requests/resend", `{"host":"e.com","actor":"` + actor + `"}`},
+			{"POST", "/requests/" + id + "/resend", `{"actor":"` + actor + `"}`},
+			{"POST", "/dlq/redrive", `{"actor":"` + actor + `"}`},
+			{"POST", "/dlq/" + id + "/redrive", `{"actor":"` + actor + `"}`},
+		}
+		for _, c := range calls {
+			a := do(t, c.method, b.ts.URL+c.path, "application/json", c.body)
+			if code, field := errorOf(t, a); a.status != http.StatusBadRequest || code != "invalid_request" || field != "actor" ||
+				!strings.Contains(a.raw, "retryd's own actor") {
+				t.Errorf("%s %s %s: %d %s, want 400 on actor", c.method, c.path, c.body, a.status, a.raw)
+			}
+		}
 	}
-	if doc := do(t, "GET", b.ts.URL+"/requests/"+id, "", ""); doc.body["expunged"] != false {
-		t.Errorf("the refused expunge erased: %s", doc.raw)
+	doc := do(t, "GET", b.ts.URL+"/requests/"+id, "", "")
+	if doc.body["expunged"] != false || doc.body["status"] != "failed" || len(doc.body["resends"].([]any)) != 0 {
+		t.Errorf("a refused call changed the request: %s", doc.raw)
 	}
 }

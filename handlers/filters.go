@@ -30,11 +30,12 @@ const (
 	FilterFinishedTo   = "finishedTo"
 	FilterLabel        = "label"
 	FilterURLContains  = "urlContains"
+	FilterWaitingFor   = "waitingFor"
 )
 
 // RequestFilters lists them, in the order the API documents them.
 var RequestFilters = []string{FilterStatus, FilterHost, FilterMethod, FilterFailureClass, FilterStatusCode,
-	FilterCreatedFrom, FilterCreatedTo, FilterFinishedFrom, FilterFinishedTo, FilterLabel, FilterURLContains}
+	FilterCreatedFrom, FilterCreatedTo, FilterFinishedFrom, FilterFinishedTo, FilterLabel, FilterURLContains, FilterWaitingFor}
 
 // filterQuery is what one filtered call names.
 type filterQuery struct {
@@ -97,10 +98,23 @@ func parseFilterQuery(rt filterRoute, query url.Values, body []byte) (filterQuer
 			}
 			q.Tenant = v
 		case FilterStatus:
-			f.Status = record.Status(v)
-			if !f.Status.Valid() {
-				return filterQuery{}, Errorf(CodeInvalid, k, "status must be one of "+statusNames())
+			for _, st := range strings.Split(v, ",") {
+				if st := record.Status(strings.TrimSpace(st)); st.Valid() {
+					f.Statuses |= record.StatusesOf(st)
+					continue
+				}
+				return filterQuery{}, Errorf(CodeInvalid, k, "status must be one or more of "+statusNames()+", comma-separated (status=failed,pending)")
 			}
+		case FilterWaitingFor:
+			var reasons []string
+			for _, w := range strings.Split(v, ",") {
+				reasons = append(reasons, strings.TrimSpace(w))
+			}
+			set, ok := record.WaitingOf(reasons...)
+			if !ok {
+				return filterQuery{}, Errorf(CodeInvalid, k, "waitingFor must be one or more of "+strings.Join(record.WaitingReasons, ", ")+", comma-separated")
+			}
+			f.WaitingFor = set
 		case FilterHost:
 			if f.Host, err = hostFilter(v); err != nil {
 				return filterQuery{}, err

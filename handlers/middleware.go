@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/selection"
 )
 
 // devListener marks a request that came in on the QStash dev listener.
@@ -120,12 +122,14 @@ func credential(r *http.Request) (string, bool) {
 
 // RateLimit allows rps tokens per second per tenant (per client IP when
 // no keys are configured), counted in Redis so the limit holds across API
-// replicas. A call takes one token; a call that creates more than one
-// request (a publish to a topic or URL group, a batch) takes one per
-// request it creates, paid with PayFor before it makes any. Over the
-// limit: 429 with Retry-After. If Redis cannot be asked, the call goes
-// through (the handler itself will then answer 503 if it needs Redis): the
-// limiter must not turn a Redis blip into a second outage.
+// replicas. A call takes one token, which pays for the first request it
+// makes; every further request it makes takes one more, in the one place
+// a request is made (Charge): a bulk resend or redrive of 500 pays 500, as
+// 500 single calls do. A call that fans out (a publish to a topic or URL
+// group, a batch) pays for all its requests with PayFor before it makes
+// any. Over the limit: 429 with Retry-After. If Redis cannot be asked, the
+// call goes through (the handler itself will then answer 503 if it needs
+// Redis): the limiter must not turn a Redis blip into a second outage.
 func RateLimit(limiter *redis_rate.Limiter, rps int, log *slog.Logger) gin.HandlerFunc {
 	limit := redis_rate.PerSecond(rps)
 	return func(c *gin.Context) {
@@ -141,39 +145,105 @@ func RateLimit(limiter *redis_rate.Limiter, rps int, log *slog.Logger) gin.Handl
 			return
 		}
 		if res.Allowed > 0 {
-			c.Set(budgetCtx, &budget{limiter: limiter, key: key, limit: limit, rps: rps, paid: 1, log: log})
+			b := &budget{limiter: limiter, key: key, limit: limit, rps: rps, paid: 1, log: log}
+			c.Request = c.Request.WithContext(context.WithValue(c.Request.Context(), budgetKey{}, b))
 			return
 		}
 		retryAfter(c, res.RetryAfter)
 		Abort(c, log, Errorf(CodeRateLimited, "", "rate limit of "+strconv.Itoa(rps)+" a second exceeded (RATE_LIMIT_RPS: each call counts one, "+
-			"and a call that creates requests one per request)"))
+			"and a call that makes requests one per request)"))
 	}
 }
 
-// budgetCtx is where RateLimit leaves the call's budget.
-const budgetCtx = "retryd.budget"
+// budgetKey is where RateLimit leaves the call's budget in its context,
+// so that the code making a request (which holds the context, not the
+// gin call) pays for it.
+type budgetKey struct{}
 
-// budget is what one call has paid of its caller's rate limit.
+// budget is what one call has paid of its caller's rate limit, and what
+// it has used of that.
 type budget struct {
 	limiter *redis_rate.Limiter
 	key     string
 	limit   redis_rate.Limit
 	rps     int
-	paid    int // tokens taken so far: the call's own, and any PayFor took
+	mu      sync.Mutex
+	paid    int // tokens taken so far: the call's own, and any taken since
+	used    int // requests made (or about to be) against them
 	log     *slog.Logger
 }
 
+func budgetOf(ctx context.Context) *budget {
+	b, _ := ctx.Value(budgetKey{}).(*budget)
+	return b
+}
+
+// RateLimited is a request refused by the caller's rate limit: nothing of
+// it was made, so a bulk call stops before it and goes on from it later.
+type RateLimited struct {
+	Message    string
+	RetryAfter time.Duration
+}
+
+func (e *RateLimited) Error() string { return e.Message }
+
+// Is makes a RateLimited stop a walk before its request
+// (selection.ErrUntouched).
+func (e *RateLimited) Is(target error) bool { return target == selection.ErrUntouched }
+
+// Charge pays one token of the caller's rate limit for one request the
+// call is about to make (create, resend or redrive): from what the call
+// has paid and not used (its own token, or a PayFor), else a new token.
+// It is the one place a request is charged, so every route that makes
+// requests pays one per request made. Refused: a *RateLimited, and the
+// request must not be made. Without a rate limit (or when Redis cannot be
+// asked) every request passes.
+func Charge(ctx context.Context) error {
+	b := budgetOf(ctx)
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used < b.paid {
+		b.used++
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	res, err := b.limiter.AllowN(ctx, b.key, b.limit, 1)
+	if err != nil {
+		b.log.Warn("rate limiter unavailable; request let through", "err", err)
+		b.paid++
+		b.used++
+		return nil
+	}
+	if res.Allowed == 0 {
+		return &RateLimited{RetryAfter: res.RetryAfter, Message: "the rate limit of " + strconv.Itoa(b.rps) +
+			" a second (RATE_LIMIT_RPS) is spent: each request made counts one, and this one was not made"}
+	}
+	b.paid++
+	b.used++
+	return nil
+}
+
 // PayFor makes sure the call has paid one token of the caller's rate limit
-// for each of the n requests it is about to create, taking what is
-// missing in one step. It is called before anything is made, so a call
-// the limit refuses creates nothing: the answer is 429 with Retry-After.
-// A call that would create more requests than the limit allows in a
-// second can never pass and is refused as well, saying so. Without a rate
-// limit (or when Redis cannot be asked) every call passes.
+// for each of the n requests it is about to make (each then Charges from
+// what it paid), taking what is missing in one step. It is called before
+// anything is made, so a call the limit refuses makes nothing: the answer
+// is 429 with Retry-After. A call that would make more requests than the
+// limit allows in a second can never pass and is refused as well, saying
+// so. Without a rate limit (or when Redis cannot be asked) every call
+// passes.
 func PayFor(c *gin.Context, n int) error {
-	v, ok := c.Get(budgetCtx)
-	b, _ := v.(*budget)
-	if !ok || b == nil || n <= b.paid {
+	b := budgetOf(c.Request.Context())
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	missing := n - (b.paid - b.used)
+	if missing <= 0 {
 		return nil
 	}
 	if n > b.rps {
@@ -183,10 +253,10 @@ func PayFor(c *gin.Context, n int) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), time.Second)
 	defer cancel()
-	res, err := b.limiter.AllowN(ctx, b.key, b.limit, n-b.paid)
+	res, err := b.limiter.AllowN(ctx, b.key, b.limit, missing)
 	if err != nil {
 		b.log.Warn("rate limiter unavailable; requests let through", "err", err)
-		b.paid = n
+		b.paid += missing
 		return nil
 	}
 	if res.Allowed == 0 {
@@ -194,11 +264,15 @@ func PayFor(c *gin.Context, n int) error {
 		return Errorf(CodeRateLimited, "", "this call would create "+strconv.Itoa(n)+" requests, more than is left of the rate limit of "+
 			strconv.Itoa(b.rps)+" a second (RATE_LIMIT_RPS), each request created counting as one; nothing was created")
 	}
-	b.paid = n
+	b.paid += missing
 	return nil
 }
 
 // retryAfter sets Retry-After to d in whole seconds, at least 1.
 func retryAfter(c *gin.Context, d time.Duration) {
-	c.Header("Retry-After", strconv.Itoa(int(math.Ceil(max(d.Seconds(), 1)))))
+	c.Header("Retry-After", retryAfterSeconds(d))
+}
+
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(int(math.Ceil(max(d.Seconds(), 1))))
 }

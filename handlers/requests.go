@@ -44,9 +44,9 @@ type Store interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
 	GetIn(ctx context.Context, scope tenant.Scope, id string) (*record.Request, error)
 	List(ctx context.Context, scope tenant.Scope, status record.Status, cursor string, limit int) (*record.Page, error)
-	ListIn(ctx context.Context, scope tenant.Scope, statuses []record.Status, cursor string, limit int) (*record.Page, error)
+	ListIn(ctx context.Context, scope tenant.Scope, statuses []record.Status, cursor string, limit int, scan *record.Scan) (*record.Page, error)
 	// Find lists the requests a filter selects (GET /requests).
-	Find(ctx context.Context, scope tenant.Scope, f record.Filter, cursor string, limit int) (*record.Page, error)
+	Find(ctx context.Context, scope tenant.Scope, f record.Filter, cursor string, limit int, scan *record.Scan) (*record.Page, error)
 	Cancel(ctx context.Context, scope tenant.Scope, id, actor string, now time.Time) (callbackDue bool, err error)
 	// Resend makes a new pending request from finished request orig.
 	Resend(ctx context.Context, orig *record.Request, in record.ResendInput) (*record.ResendResult, error)
@@ -179,7 +179,12 @@ func (a *API) Health(r gin.IRouter) {
 }
 
 func (a *API) submit(c *gin.Context) {
-	defer func() { a.Metrics.Submission(submissionResult(c.Writer.Status())) }()
+	accepting := false // from then on Accept counts the submission
+	defer func() {
+		if !accepting {
+			a.Metrics.Submission(metrics.Rejected)
+		}
+	}()
 	if err := requireJSON(c); err != nil {
 		Abort(c, a.Log, err)
 		return
@@ -208,6 +213,7 @@ func (a *API) submit(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
+	accepting = true
 	replay, err := a.Accept(c, r, idemKey, body, now)
 	if err != nil {
 		Abort(c, a.Log, err)
@@ -227,8 +233,12 @@ func (a *API) submit(c *gin.Context) {
 // destination checks, a new id (in the partition idemKey picks), the
 // memory gate, the record (claiming idemKey, counting the owner's cap) and
 // the enqueue. It returns the earlier request when idemKey was used
-// before. Both APIs (retryd's and the QStash dialect) submit through it.
+// before. Both APIs (retryd's and the QStash dialect) submit through it,
+// and it pays the caller's rate limit for the request (Charge) and counts
+// it in retryd_submissions_total. A route that refuses a submission before
+// it reaches Accept counts it as rejected itself (SubmissionRejected).
 func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []byte, now time.Time) (replay *record.Replay, err error) {
+	defer func() { a.Metrics.Submission(acceptResult(replay, err)) }()
 	ctx := c.Request.Context()
 	if a.Traces != nil {
 		var endSpan func(id, tenant, endpoint string, err error)
@@ -245,6 +255,9 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 		if err := a.memory.check(ctx, a.Memory, now); err != nil {
 			return nil, err
 		}
+	}
+	if err := Charge(ctx); err != nil {
+		return nil, err
 	}
 	atOnce := a.Queue.PendingAtOnce(r.NextAttemptAt)
 	rang := a.Store.RingsOnCreate() && atOnce
@@ -407,7 +420,7 @@ func (a *API) list(c *gin.Context) {
 		Abort(c, a.Log, err)
 		return
 	}
-	page, err := a.Store.Find(c.Request.Context(), scope, q.Filter, q.Cursor, q.Limit)
+	page, err := a.Store.Find(c.Request.Context(), scope, q.Filter, q.Cursor, q.Limit, nil)
 	if err != nil {
 		Abort(c, a.Log, err)
 		return
@@ -550,15 +563,21 @@ func nullable(s string) *string {
 	return &s
 }
 
-func submissionResult(status int) string {
+func acceptResult(replay *record.Replay, err error) string {
 	switch {
-	case status == http.StatusAccepted:
-		return "accepted"
-	case status == http.StatusOK:
-		return "replayed"
-	case status == http.StatusServiceUnavailable:
-		return "unavailable"
-	default:
-		return "rejected"
+	case err != nil:
+		if apiErr, _, _ := explain(err); apiErr.Code == CodeUnavailable {
+			return metrics.Unavailable
+		}
+		return metrics.Rejected
+	case replay != nil && !replay.SameBody:
+		return metrics.Rejected // 409: the key was used with another body
+	case replay != nil:
+		return metrics.Replayed
 	}
+	return metrics.Accepted
 }
+
+// SubmissionRejected counts a submission a route refused before it
+// reached Accept (a body that does not parse, say).
+func (a *API) SubmissionRejected() { a.Metrics.Submission(metrics.Rejected) }

@@ -66,8 +66,9 @@ func (a *API) resend(c *gin.Context) {
 }
 
 // resendOne resends finished request orig as b says: a new delivery, so
-// it meets today's destination rules and the memory gate first; the new
-// request is then handed to the workers.
+// it meets today's destination rules and the memory gate first and pays
+// the caller's rate limit (Charge); the new request is then handed to the
+// workers.
 func (a *API) resendOne(c *gin.Context, orig *record.Request, b *redriveBody, idemKey string, now time.Time) (*record.ResendResult, error) {
 	ctx := c.Request.Context()
 	// The destination rules may have changed since the original was
@@ -79,6 +80,9 @@ func (a *API) resendOne(c *gin.Context, orig *record.Request, b *redriveBody, id
 		if err := a.memory.check(ctx, a.Memory, now); err != nil {
 			return nil, err
 		}
+	}
+	if err := Charge(ctx); err != nil {
+		return nil, err
 	}
 	rang := a.Store.RingsOnCreate() && a.Queue.PendingAtOnce(now)
 	res, err := a.Store.Resend(ctx, orig, record.ResendInput{Actor: b.Actor, Reason: b.Reason, IdemKey: idemKey,

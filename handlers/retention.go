@@ -29,7 +29,11 @@ type RetentionStore interface {
 // the same (within record.RetentionRefresh).
 type Retention struct {
 	Store RetentionStore
-	API   *API // logging, the clock
+	// Tenants refuses a tenant that does not exist (GET and PUT: 404);
+	// DELETE clears whatever is set, so a setting for a tenant gone since
+	// can still be removed.
+	Tenants *Tenants
+	API     *API // logging, the clock
 }
 
 // Routes registers the retention routes.
@@ -83,8 +87,21 @@ func tenantParam(c *gin.Context) (string, error) {
 	return t, nil
 }
 
-func (h *Retention) get(c *gin.Context) {
+// existingTenant is the path's tenant, which the caller must reach and
+// which must exist.
+func (h *Retention) existingTenant(c *gin.Context) (string, error) {
 	t, err := tenantParam(c)
+	if err != nil {
+		return "", err
+	}
+	if err := h.Tenants.Exists(c.Request.Context(), t); err != nil {
+		return "", err
+	}
+	return t, nil
+}
+
+func (h *Retention) get(c *gin.Context) {
+	t, err := h.existingTenant(c)
 	if err != nil {
 		Abort(c, h.API.Log, err)
 		return
@@ -112,7 +129,7 @@ func parseRetention(field string, v *string) (time.Duration, error) {
 }
 
 func (h *Retention) put(c *gin.Context) {
-	t, err := tenantParam(c)
+	t, err := h.existingTenant(c)
 	if err != nil {
 		Abort(c, h.API.Log, err)
 		return

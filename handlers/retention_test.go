@@ -26,7 +26,8 @@ func retentionServer(t *testing.T) (*httptest.Server, *record.Store) {
 	api := &handlers.API{Store: store, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now}
 	keys := []handlers.Key{{Secret: "admin-key", Tenant: tenant.Default, Admin: true}, {Secret: "acme-key", Tenant: "acme"},
 		{Secret: "beta-key", Tenant: "beta"}}
-	ts := httptest.NewServer(app.NewEngine(api, app.Access{Keys: keys}, api.Log, &handlers.Retention{Store: store, API: api}))
+	tenants := &handlers.Tenants{Store: store, Keys: keys, API: api}
+	ts := httptest.NewServer(app.NewEngine(api, app.Access{Keys: keys}, api.Log, &handlers.Retention{Store: store, Tenants: tenants, API: api}, tenants))
 	t.Cleanup(ts.Close)
 	return ts, store
 }
@@ -118,4 +119,52 @@ func jsonEqual(a, b map[string]any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
+}
+
+// A tenant exists when an API key names it or it has stored a request:
+// the retention of any other is 404 naming it (nothing is stored), and
+// GET /tenants (an admin's) lists those that exist.
+func TestRetentionOfAnUnknownTenantIs404AndTenantsListsThem(t *testing.T) {
+	t.Parallel()
+	ts, store := retentionServer(t)
+	for _, c := range []struct{ method, body string }{{"PUT", `{"retention":"7d"}`}, {"GET", ""}} {
+		a := do(t, c.method, ts.URL+"/tenants/nosuch/retention", "application/json", c.body, asKey("admin-key")...)
+		if code, field := errorOf(t, a); a.status != http.StatusNotFound || code != "not_found" || field != "tenant" ||
+			!strings.Contains(a.raw, `no tenant \"nosuch\"`) {
+			t.Errorf("%s the retention of an unknown tenant: %d %s, want 404 naming it", c.method, a.status, a.raw)
+		}
+	}
+	if set, err := store.TenantRetention(t.Context(), "nosuch"); err != nil || set != (record.Retention{}) {
+		t.Errorf("the refused PUT stored %+v %v", set, err)
+	}
+	// A tenant with no key here that stored a request exists.
+	now := time.Now()
+	r := &record.Request{ID: "01m8mg842n8nbsaee7cq", Tenant: "gamma", URL: "https://e.com/x", Host: "e.com", Method: "POST",
+		Headers: map[string]string{}, Status: record.Pending, CreatedAt: now, NextAttemptAt: now}
+	if _, err := store.Create(t.Context(), r, "", nil, record.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if a := do(t, "PUT", ts.URL+"/tenants/gamma/retention", "application/json", `{"retention":"7d"}`, asKey("admin-key")...); a.status != 200 {
+		t.Errorf("PUT the retention of a tenant with requests: %d %s", a.status, a.raw)
+	}
+	a := do(t, "GET", ts.URL+"/tenants", "", "", asKey("admin-key")...)
+	var got struct {
+		Tenants []handlers.TenantInfo `json:"tenants"`
+	}
+	if err := json.Unmarshal([]byte(a.raw), &got); err != nil || a.status != 200 {
+		t.Fatalf("GET /tenants: %d %s", a.status, a.raw)
+	}
+	want := []handlers.TenantInfo{{Tenant: "acme", Keys: 1}, {Tenant: "beta", Keys: 1}, {Tenant: "default", Keys: 1}, {Tenant: "gamma"}}
+	if len(got.Tenants) != len(want) {
+		t.Fatalf("GET /tenants: %s, want %v", a.raw, want)
+	}
+	for i := range want {
+		if got.Tenants[i] != want[i] {
+			t.Errorf("GET /tenants: %s, want %v", a.raw, want)
+			break
+		}
+	}
+	if a := do(t, "GET", ts.URL+"/tenants", "", "", asKey("acme-key")...); a.status != http.StatusForbidden {
+		t.Errorf("GET /tenants with a tenant's key: %d %s, want 403", a.status, a.raw)
+	}
 }

@@ -1,7 +1,11 @@
 package handlers
 
 import (
+	"context"
 	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -75,4 +79,79 @@ func AdminOnly(log *slog.Logger) gin.HandlerFunc {
 			Abort(c, log, Errorf(CodeForbidden, "", "this needs an admin key (ADMIN_KEYS)"))
 		}
 	}
+}
+
+// TenantStore knows the tenants that have stored a request.
+type TenantStore interface {
+	// Tenants are the default tenant and every tenant that stored a
+	// request, sorted.
+	Tenants(ctx context.Context) ([]string, error)
+}
+
+// Tenants knows which tenants exist: the default tenant, each tenant an
+// API_KEYS entry of this process names, and each that has stored a
+// request (through any process). Every answer about a tenant asks it, so
+// none names a tenant that does not exist.
+type Tenants struct {
+	Store TenantStore
+	// Keys are this process' API keys.
+	Keys []Key
+	API  *API // logging
+}
+
+// TenantInfo is one tenant as GET /tenants lists it.
+type TenantInfo struct {
+	Tenant string `json:"tenant"`
+	// Keys counts the API_KEYS entries of this process for it (0: it is
+	// known from its stored requests only).
+	Keys int `json:"keys"`
+}
+
+// Routes registers GET /tenants (an admin's).
+func (h *Tenants) Routes(r gin.IRouter) {
+	r.GET("/tenants", AdminOnly(h.API.Log), h.list)
+}
+
+// all are the tenants that exist, sorted.
+func (h *Tenants) all(ctx context.Context) ([]TenantInfo, error) {
+	names, err := h.Store.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys := map[string]int{}
+	for _, k := range h.Keys {
+		keys[tenant.Of(k.Tenant)]++
+	}
+	for t := range keys {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out := make([]TenantInfo, len(names))
+	for i, t := range names {
+		out[i] = TenantInfo{Tenant: t, Keys: keys[t]}
+	}
+	return out, nil
+}
+
+// Exists refuses a tenant that does not exist: 404 naming it.
+func (h *Tenants) Exists(ctx context.Context, t string) error {
+	all, err := h.all(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(all, func(i TenantInfo) bool { return i.Tenant == tenant.Of(t) }) {
+		return nil
+	}
+	return Errorf(CodeNotFound, "tenant", "no tenant "+strconv.Quote(t)+": a tenant exists once an API_KEYS entry names it "+
+		"or it has stored a request (GET /tenants lists them)")
+}
+
+func (h *Tenants) list(c *gin.Context) {
+	all, err := h.all(c.Request.Context())
+	if err != nil {
+		Abort(c, h.API.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"tenants": all})
 }

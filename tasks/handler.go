@@ -59,7 +59,7 @@ type Callbacks interface {
 
 // DashboardActor is the actor of a redrive started by running a task again
 // from the asynqmon dashboard.
-const DashboardActor = "dashboard"
+const DashboardActor = record.DashboardActor
 
 // Handler performs one attempt of a request per task run.
 type Handler struct {

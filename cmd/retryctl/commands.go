@@ -320,6 +320,12 @@ func (x *cli) redriveCmd() *cobra.Command {
 				fmt.Fprintf(x.out, "%d of them go to %s (tenant %s), still %s: they wait for a probe that succeeds\n",
 					len(e.IDs), e.Endpoint, e.Tenant, e.State)
 			}
+			if res.Stopped != nil {
+				fmt.Fprintf(x.out, "stopped early: %s\n", res.Stopped.Message)
+			}
+			if res.NextCursor != nil {
+				fmt.Fprintln(x.out, "more may match: run it again")
+			}
 			return nil
 		},
 	}

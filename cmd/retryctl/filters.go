@@ -104,7 +104,7 @@ func oneOrFilter(args []string, f client.Filter, o client.BulkOptions) error {
 
 // bulkReport prints what a bulk call did (verb) or would do, and what
 // it skipped.
-func (x *cli) bulkReport(verb string, did []string, skipped []client.Skipped, dryRun bool, next *string) {
+func (x *cli) bulkReport(verb string, did []string, skipped []client.Skipped, dryRun bool, next *string, stopped *client.Stopped) {
 	would := ""
 	if dryRun {
 		would = "would be "
@@ -119,6 +119,9 @@ func (x *cli) bulkReport(verb string, did []string, skipped []client.Skipped, dr
 		fmt.Fprintf(x.out, "dry run: %d would be %s, %d skipped; nothing changed\n", len(did), verb, len(skipped))
 	} else {
 		fmt.Fprintf(x.out, "%d %s, %d skipped\n", len(did), verb, len(skipped))
+	}
+	if stopped != nil {
+		fmt.Fprintf(x.out, "stopped early: %s\n", stopped.Message)
 	}
 	if next != nil {
 		fmt.Fprintf(x.out, "more: --cursor %s\n", *next)
@@ -178,7 +181,7 @@ func (x *cli) bulkResend(ctx context.Context, f client.Filter, o client.BulkOpti
 			did = append(did, r.ID+" as "+r.ResendID)
 		}
 	}
-	x.bulkReport("resent", did, res.Skipped, o.DryRun, res.NextCursor)
+	x.bulkReport("resent", did, res.Skipped, o.DryRun, res.NextCursor, res.Stopped)
 	return nil
 }
 
@@ -204,7 +207,7 @@ func (x *cli) expungeCmd() *cobra.Command {
 				if o.DryRun {
 					did = res.WouldExpunge
 				}
-				x.bulkReport("expunged", did, res.Skipped, o.DryRun, res.NextCursor)
+				x.bulkReport("expunged", did, res.Skipped, o.DryRun, res.NextCursor, res.Stopped)
 				return nil
 			}
 			var r client.Request

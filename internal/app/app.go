@@ -372,13 +372,15 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	}
 	dash := &dashboard.Dashboard{UI: ui, Root: DashboardPath, Records: store, Counter: store, Actions: dashboardActions{dlq, api}, Log: log, Now: time.Now,
 		Endpoints: func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.HeldEndpoints(ctx, rdb) }}
+	tenants := &handlers.Tenants{Store: store, Keys: AccessKeys(cfg), API: api}
 	engine = NewEngine(api, Access{Keys: AccessKeys(cfg), RateLimitRPS: cfg.RateLimitRPS, Limiter: redis_rate.NewLimiter(rdb), Failures: store,
 		DevListenerKeys: eo.DevListenerKeys, LoopbackOnly: eo.LoopbackOnly}, log,
 		dlq,
 		schedules,
 		flows,
 		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait, Limit: cfg.EndpointLimit},
-		&handlers.Retention{Store: store, API: api},
+		&handlers.Retention{Store: store, Tenants: tenants, API: api},
+		tenants,
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
 		admin(dash),

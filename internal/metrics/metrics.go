@@ -51,7 +51,7 @@ func New(src Source, inspector *asynq.Inspector) *Metrics {
 	m := &Metrics{
 		Registry: reg,
 		Submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "retryd_submissions_total", Help: "Submissions answered by this API process, by result.",
+			Name: "retryd_submissions_total", Help: "Requests submitted to this API process by any route, by result.",
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.Submissions, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -68,6 +68,14 @@ func New(src Source, inspector *asynq.Inspector) *Metrics {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
 }
+
+// The results of a submission.
+const (
+	Accepted    = "accepted"
+	Replayed    = "replayed"
+	Rejected    = "rejected"
+	Unavailable = "unavailable"
+)
 
 // Submission counts one answered submission; nil-safe.
 func (m *Metrics) Submission(result string) {

@@ -187,7 +187,7 @@ func withCursor(h gin.H, cursor string) gin.H {
 }
 
 // RetryActor is the actor recorded on redrives (dlq.retry) and cancels made through the QStash API.
-const RetryActor = "qstash"
+const RetryActor = record.QStashActor
 
 func (q *API) retryDLQ(c *gin.Context) {
 	s, err := selection(c, dlqBulk)

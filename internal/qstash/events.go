@@ -1,6 +1,8 @@
 package qstash
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -165,37 +167,90 @@ func (q *API) events(c *gin.Context) {
 		c.JSON(http.StatusOK, gin.H{"events": out})
 		return
 	}
-	// Whole requests, newest first, until count events are gathered; the
-	// cursor is the last request read.
-	next := ""
-	for len(out) < count {
-		page, err := q.API.Store.List(ctx, scope, "", cursor, 100)
-		if err != nil {
-			q.fail(c, err)
-			return
-		}
-		for _, listed := range page.Requests {
-			r, err := q.API.Store.Get(ctx, listed.ID)
-			if err != nil {
-				continue
-			}
-			add(r)
-			cursor = r.ID
-			if len(out) >= count {
-				break
-			}
-		}
-		if page.NextCursor == "" || len(out) >= count {
-			if len(out) >= count {
-				next = cursor
-			}
-			break
-		}
-		cursor = page.NextCursor
+	next, err := q.readEvents(c, scope, s, cursor, count, keep, &out)
+	if err != nil {
+		q.fail(c, err)
+		return
 	}
 	res := gin.H{"events": out}
 	if next != "" {
 		res["cursor"] = next
 	}
 	c.JSON(http.StatusOK, res)
+}
+
+// readEvents appends to out the events s selects (and keep keeps) of the
+// requests of scope, newest first, from cursor on, at most count, and
+// returns the cursor the next call goes on from ("" at the end). A cursor
+// is a request's id (go on after it), or id.k when the page ended inside
+// that request's events (go on with its k-th, newest first), so a page
+// never holds more than count events and none is given twice. The
+// requests are read through record.Reading: a call examines at most
+// record.ScanBudget of them whatever its filters match, and may end with
+// fewer events than count (or none) and a cursor.
+func (q *API) readEvents(c *gin.Context, scope tenant.Scope, s sel.Selection, cursor string, count int, keep func(Event) bool, out *[]Event) (string, error) {
+	ctx := c.Request.Context()
+	partial := "" // the cursor inside a request, when the page ended there
+	// take appends r's events from the from-th on; it stops the page when
+	// count is reached.
+	take := func(r *record.Request, from int) bool {
+		evs := eventsOf(r)
+		var mine []Event
+		for i := len(evs) - 1; i >= 0; i-- {
+			if keep(evs[i]) {
+				mine = append(mine, evs[i])
+			}
+		}
+		for i := min(from, len(mine)); i < len(mine); i++ {
+			if len(*out) == count {
+				partial = r.ID + "." + strconv.Itoa(i)
+				return true
+			}
+			*out = append(*out, mine[i])
+		}
+		return len(*out) == count
+	}
+	if id, k, inside := strings.Cut(cursor, "."); inside {
+		from, err := strconv.Atoi(k)
+		if !ids.Valid(id) || err != nil || from < 0 {
+			return "", badRequest("cursor", "cursor is not one this list returned")
+		}
+		cursor = id
+		r, err := q.API.Store.GetIn(ctx, scope, id)
+		switch {
+		case err == nil && s.Match(r):
+			if take(r, from) && partial != "" {
+				return partial, nil
+			}
+		case err != nil && !errors.Is(err, record.ErrNotFound):
+			return "", err
+		}
+	} else if cursor != "" && !ids.Valid(cursor) {
+		return "", badRequest("cursor", "cursor is not one this list returned")
+	}
+	if len(*out) == count {
+		return cursor, nil
+	}
+	rd := record.Reading{Cursor: cursor, At: func(r *record.Request) string { return r.ID },
+		Want: func() int { return min(count-len(*out)+1, 100) },
+		List: func(ctx context.Context, scan *record.Scan, cursor string, n int) (*record.Page, error) {
+			return q.API.Store.ListIn(ctx, scope, nil, cursor, n, scan)
+		}}
+	next, err := rd.Read(ctx, func(listed *record.Request) (bool, error) {
+		if !s.Match(listed) {
+			return false, nil
+		}
+		r, err := q.API.Store.Get(ctx, listed.ID) // with its attempts
+		if errors.Is(err, record.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return take(r, 0), nil
+	})
+	if partial != "" && err == nil {
+		return partial, nil
+	}
+	return next, err
 }

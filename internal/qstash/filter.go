@@ -29,7 +29,7 @@ var (
 	dlqBulk    = sel.Route{IDs: "dlqIds", Filters: dlqFilters, CountParam: "count", DefaultCount: 100, MaxCount: handlers.MaxBulkLimit, Cursor: true, NothingIsAll: true}
 	cancelBulk = sel.Route{IDs: "messageIds", Filters: messageFilters, CountParam: "count", DefaultCount: 100, MaxCount: handlers.MaxBulkLimit, Cursor: true, NothingIsAll: true}
 	eventsList = sel.Route{IDs: "messageIds", Filters: append([]string{sel.MessageID}, messageFilters...), Params: []string{"state"},
-		CountParam: "count", DefaultCount: 100, MaxCount: MaxEvents, Cursor: true, NothingIsAll: true}
+		CountParam: "count", DefaultCount: 100, MaxCount: MaxEvents, Cursor: true, CursorWithin: true, NothingIsAll: true}
 )
 
 // selection reads the selection of a call from its query and its JSON
@@ -57,8 +57,8 @@ func (q *API) walk(c *gin.Context, s sel.Selection, statuses []record.Status, fn
 	if err != nil {
 		return "", err
 	}
-	list := func(ctx context.Context, cursor string, n int) (*record.Page, error) {
-		return q.API.Store.ListIn(ctx, scope, statuses, cursor, n)
+	list := func(ctx context.Context, scan *record.Scan, cursor string, n int) (*record.Page, error) {
+		return q.API.Store.ListIn(ctx, scope, statuses, cursor, n, scan)
 	}
 	get := func(ctx context.Context, id string) (*record.Request, error) {
 		return q.API.Store.GetIn(ctx, scope, id)

@@ -168,23 +168,12 @@ type Published struct {
 // publishOne translates one message into a retryd submission and accepts
 // it.
 func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte) (*Published, error) {
-	now := q.API.Now()
-	sub, extra, err := submission(h, dest, body)
+	r, raw, err := q.translate(c, dest, h, body)
 	if err != nil {
+		q.API.SubmissionRejected() // Accept counts the rest
 		return nil, err
 	}
-	raw, _ := json.Marshal(sub)
-	r, err := submit.Parse(raw, now)
-	if err != nil {
-		return nil, err
-	}
-	r.Dialect, r.QStash = record.DialectQStash, extra
-	if extra.Queue != "" {
-		if err := q.ensureQueue(c, handlers.TenantOf(c), extra.Queue); err != nil {
-			return nil, err
-		}
-	}
-	replay, err := q.API.Accept(c, r, dedupKey(h, dest, body), raw, now)
+	replay, err := q.API.Accept(c, r, dedupKey(h, dest, body), raw, r.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +187,28 @@ func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte
 	// The answer is a view like any other: the URL's secrets masked (the
 	// client knows them; its logs and proxies need not).
 	return &Published{MessageID: r.ID, URL: redact.URL(dest)}, nil
+}
+
+// translate makes one message into a parsed retryd submission (and its
+// body), its queue made if it names one.
+func (q *API) translate(c *gin.Context, dest string, h http.Header, body []byte) (*record.Request, []byte, error) {
+	now := q.API.Now()
+	sub, extra, err := submission(h, dest, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, _ := json.Marshal(sub)
+	r, err := submit.Parse(raw, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.Dialect, r.QStash = record.DialectQStash, extra
+	if extra.Queue != "" {
+		if err := q.ensureQueue(c, handlers.TenantOf(c), extra.Queue); err != nil {
+			return nil, nil, err
+		}
+	}
+	return r, raw, nil
 }
 
 // batchItem is one message of POST /v2/batch.

@@ -121,21 +121,23 @@ func (f DLQFilter) Match(r *Request) bool {
 	return r.Host == strings.Trim(f.Host, "[]")
 }
 
-// maxScan bounds how many failed entries one page examines when filters
-// skip most of them; the page then ends early with a cursor to go on.
-const maxScan = 5000
-
 // ListFailed returns the failed requests of scope matching f, newest
 // first, after cursor. It reads retryd's own records, so nothing asynq
-// trims from its archive is ever missing here.
-func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter, cursor string, limit int) (*Page, error) {
+// trims from its archive is ever missing here. It examines no more
+// entries than scan allows (nil: ScanBudget); a page cut short by it has
+// a cursor.
+func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter, cursor string, limit int, scan *Scan) (*Page, error) {
+	scan = scan.orNew()
 	page := &Page{Requests: []*Request{}}
+	if scan.Spent() {
+		page.NextCursor = cursor
+		return page, nil
+	}
 	tenants, err := s.tenantsIn(ctx, scope)
 	if err != nil || len(tenants) == 0 {
 		return page, err
 	}
-	scanned, loaded := 0, 0
-	batch := int64(max(limit*2, 100))
+	loaded := 0
 	var indexes []func(keys) string
 	for _, t := range tenants {
 		indexes = append(indexes, func(k keys) string { return k.of(t).index(Failed) })
@@ -156,6 +158,7 @@ func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter,
 		}
 	}
 	for {
+		batch := int64(min(max(limit*2, 100), scan.Left()+1))
 		ids, err := s.newest(ctx, cursor, batch, indexes...)
 		if err != nil {
 			return nil, wrap(err)
@@ -169,7 +172,7 @@ func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter,
 				return nil, err
 			}
 			for i, id := range chunk {
-				scanned++
+				scan.use(1)
 				h := hs[i]
 				loaded += storedSize(h, specs[i])
 				if len(h) == 0 || Status(h[fStatus]) != Failed {
@@ -178,12 +181,10 @@ func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter,
 					for _, index := range indexes {
 						s.rdb.ZRem(ctx, index(s.k(id)), id)
 					}
-					continue
-				}
-				if r := decode(id, h, specs[i]); f.Match(r) && scope.Has(r.Tenant) {
+				} else if r := decode(id, h, specs[i]); f.Match(r) && scope.Has(r.Tenant) {
 					page.Requests = append(page.Requests, r)
 				}
-				if len(page.Requests) == limit || scanned >= maxScan || loaded >= ListBudget {
+				if len(page.Requests) == limit || scan.Spent() || loaded >= ListBudget {
 					if start+i < len(ids)-1 || int64(len(ids)) == batch {
 						page.NextCursor = id
 					}

@@ -104,7 +104,7 @@ func TestDLQHostFilterUsesTheHostIndex(t *testing.T) {
 	old := "01m8mhyychtfy2pdj6gb"
 	seed(t, rdb, state{k0.req(old): reqHash(Failed), k0.spec(old): `{"u":"https://a.example/old","m":"GET"}`, d0.index(Failed): zset{old}})
 	for _, filter := range []string{"a.example", "a.example:8443"} {
-		page, err := s.ListFailed(ctx, tenant.All, DLQFilter{Host: filter}, "", 10)
+		page, err := s.ListFailed(ctx, tenant.All, DLQFilter{Host: filter}, "", 10, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func TestDLQHostFilterUsesTheHostIndex(t *testing.T) {
 	if _, err := s.Redrive(ctx, r.ID, RedriveInput{Scope: tenant.All, Actor: "a", Limit: 3, Now: now}); err != nil {
 		t.Fatal(err)
 	}
-	page, _ := s.ListFailed(ctx, tenant.All, DLQFilter{Host: "a.example"}, "", 10)
+	page, _ := s.ListFailed(ctx, tenant.All, DLQFilter{Host: "a.example"}, "", 10, nil)
 	if len(page.Requests) != 1 || page.Requests[0].ID != old {
 		t.Errorf("after a redrive: %d listed", len(page.Requests))
 	}

@@ -24,7 +24,11 @@ import (
 // Filter selects requests: every field set must match. Times are
 // inclusive bounds; zero is open.
 type Filter struct {
-	Status Status
+	// Statuses are the statuses selected (none: any).
+	Statuses StatusSet
+	// WaitingFor are the waiting reasons selected (none: any): an
+	// unfinished request that waits for one of them.
+	WaitingFor WaitingSet
 	// Host is a host name (any port) or host:port (that port; a URL
 	// without a port has its scheme's), in lower case.
 	Host         string
@@ -90,7 +94,8 @@ func (f Filter) Empty() bool { return f == Filter{} }
 // Match reports whether r is one f selects.
 func (f Filter) Match(r *Request) bool {
 	switch {
-	case f.Status != "" && r.Status != f.Status,
+	case f.Statuses != 0 && !f.Statuses.Has(r.Status),
+		f.WaitingFor != 0 && (r.Status.Terminal() || !f.WaitingFor.Has(r.WaitingFor)),
 		f.Host != "" && !(DLQFilter{Host: f.Host}).Match(r),
 		f.Method != "" && !strings.EqualFold(r.Method, f.Method),
 		f.FailureClass != "" && r.FailureClass != f.FailureClass,
@@ -125,46 +130,54 @@ func (f Filter) needsSpec() bool {
 // index is one family of index keys, a key per tenant.
 type index func(tkeys) string
 
-// candidates are the indexes one of which a page of f reads, in id order:
-// each holds every request f selects.
-func (f Filter) candidates() []index {
-	var out []index
+// candidate is one or more families of index keys whose union holds
+// every request f selects (several statuses are several indexes).
+type candidate []index
+
+// candidates are the indexes one of which a page of f reads, in id order.
+func (f Filter) candidates() []candidate {
+	var out []candidate
 	if f.Host != "" {
-		out = append(out, func(k tkeys) string { return k.host(f.hostName()) })
+		out = append(out, candidate{func(k tkeys) string { return k.host(f.hostName()) }})
 	}
 	if f.Label != "" {
-		out = append(out, func(k tkeys) string { return k.label(f.Label) })
+		out = append(out, candidate{func(k tkeys) string { return k.label(f.Label) }})
 	}
 	if f.FailureClass != "" {
-		out = append(out, func(k tkeys) string { return k.failClass(f.FailureClass) })
+		out = append(out, candidate{func(k tkeys) string { return k.failClass(f.FailureClass) }})
 	}
 	switch {
 	case f.StatusCode >= 200 && f.StatusCode < 300:
 		// Only a completed request's last attempt succeeded.
-		out = append(out, func(k tkeys) string { return k.index(Completed) })
+		out = append(out, candidate{func(k tkeys) string { return k.index(Completed) }})
 	case f.StatusCode != 0:
-		out = append(out, func(k tkeys) string { return k.failCode(f.StatusCode) })
+		out = append(out, candidate{func(k tkeys) string { return k.failCode(f.StatusCode) }})
 	}
-	if f.Status != "" {
-		out = append(out, func(k tkeys) string { return k.index(f.Status) })
+	statuses := f.Statuses
+	if f.WaitingFor != 0 {
+		// Only an unfinished request waits.
+		statuses = statuses.orAll() & StatusesOf(Pending, Retrying)
+	}
+	if statuses != 0 {
+		var c candidate
+		for _, st := range statuses.List() {
+			c = append(c, func(k tkeys) string { return k.index(st) })
+		}
+		out = append(out, c)
 	}
 	if len(out) == 0 {
-		out = append(out, tkeys.all)
+		out = append(out, candidate{tkeys.all})
 	}
 	return out
 }
 
-// FindScan bounds the index entries one page examines when the filters
-// skip most of them: the page then ends early, with a cursor to go on.
-const FindScan = 1000
-
 // Find returns the requests of scope that f selects, newest first, after
 // cursor (a page's NextCursor), at most limit of them. Attempts are not
-// loaded. A page ends early, with a cursor, once it has examined FindScan
-// entries or loaded ListBudget. With a finished range the order is by
-// finish time (the finished index), else by creation. It refuses a filter
-// Check refuses.
-func (s *Store) Find(ctx context.Context, scope tenant.Scope, f Filter, cursor string, limit int) (*Page, error) {
+// loaded. A page ends early, with a cursor, once it has examined what
+// scan allows (nil: ScanBudget) or loaded ListBudget. With a finished
+// range the order is by finish time (the finished index), else by
+// creation. It refuses a filter Check refuses.
+func (s *Store) Find(ctx context.Context, scope tenant.Scope, f Filter, cursor string, limit int, scan *Scan) (*Page, error) {
 	if err := f.Check(); err != nil {
 		return nil, err
 	}
@@ -186,7 +199,7 @@ func (s *Store) Find(ctx context.Context, scope tenant.Scope, f Filter, cursor s
 			return nil, err
 		}
 	}
-	return s.scan(ctx, scope, f, src, pos, limit)
+	return s.scan(ctx, scope, f, src, pos, limit, scan.orNew())
 }
 
 // position is where a page starts: after id (and, in finish order, its
@@ -253,11 +266,13 @@ func (s *Store) byID(ctx context.Context, tenants []string, f Filter) (source, e
 		src.hi = "(" + ids.Prefix(f.CreatedTo.Add(time.Millisecond))
 	}
 	cands := f.candidates()
-	keysOf := func(ix index) []string {
+	keysOf := func(c candidate) []string {
 		var out []string
 		for _, k := range s.each() {
 			for _, t := range tenants {
-				out = append(out, ix(k.of(t)))
+				for _, ix := range c {
+					out = append(out, ix(k.of(t)))
+				}
 			}
 		}
 		return out
@@ -392,11 +407,15 @@ func atoi64(s string) int64 {
 }
 
 // scan reads src from p on, checks each record against f and scope, and
-// returns a page of at most limit, ending early (with a cursor) at
-// FindScan entries examined or ListBudget loaded.
-func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src source, p position, limit int) (*Page, error) {
+// returns a page of at most limit, ending early (with a cursor) once sc
+// is spent or ListBudget loaded.
+func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src source, p position, limit int, sc *Scan) (*Page, error) {
 	page := &Page{Requests: []*Request{}}
-	scanned, loaded := 0, 0
+	loaded := 0
+	if sc.Spent() {
+		page.NextCursor = p.cursor(src.byFinish)
+		return page, nil
+	}
 	// Records are read in chunks of about 1 MiB (of 10 to 200 records),
 	// starting small where every spec is read, so that a page of large
 	// bodies stops near ListBudget.
@@ -405,13 +424,13 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 		chunk = listChunk
 	}
 	for {
-		want := max(limit*2, 200)
+		want := min(max(limit*2, 200), sc.Left()+1)
 		batch, err := s.next(ctx, src, p, want)
 		if err != nil {
 			return nil, err
 		}
 		for start := 0; start < len(batch); {
-			part := batch[start:min(start+chunk, len(batch), start+FindScan-scanned)]
+			part := batch[start:min(start+chunk, len(batch), start+sc.Left())]
 			found, examined, bytes, err := s.check(ctx, scope, f, src, part, ListBudget-loaded)
 			if err != nil {
 				return nil, err
@@ -419,13 +438,13 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 			loaded += bytes
 			chunk = max(10, min(200, (1<<20)*len(part)/max(bytes, 1)))
 			for i, e := range part[:examined] {
-				scanned++
+				sc.use(1)
 				p = e
 				if r := found[i]; r != nil {
 					page.Requests = append(page.Requests, r)
 				}
 				last := start+i == len(batch)-1 && len(batch) < want
-				if len(page.Requests) == limit || scanned >= FindScan || loaded >= ListBudget {
+				if len(page.Requests) == limit || sc.Spent() || loaded >= ListBudget {
 					if !last {
 						page.NextCursor = p.cursor(src.byFinish)
 					}
@@ -441,7 +460,7 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 }
 
 // probeFields are the hash fields Filter.Match reads.
-var probeFields = []string{fStatus, fTenant, fCreatedAt, fCompletedAt, fFailureClass, fLastStatusCode}
+var probeFields = []string{fStatus, fTenant, fCreatedAt, fCompletedAt, fFailureClass, fLastStatusCode, fWaitingFor}
 
 // check reads what f needs of the records of entries (a few hash
 // fields, and the spec where f needs it) and returns, at each entry's

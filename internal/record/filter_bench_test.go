@@ -95,7 +95,7 @@ func BenchmarkFind(b *testing.B) {
 		f     func() Filter
 	}{
 		{"none", tenant.All, func() Filter { return Filter{} }},
-		{"status=failed", tenant.All, func() Filter { return Filter{Status: Failed} }},
+		{"status=failed", tenant.All, func() Filter { return Filter{Statuses: StatusesOf(Failed)} }},
 		{"host (busy)", tenant.All, func() Filter { return Filter{Host: hotHost(rng)} }},
 		{"host (quiet)", tenant.All, func() Filter { return Filter{Host: quietHost(rng)} }},
 		{"host:port", tenant.All, func() Filter { return Filter{Host: hotHost(rng) + ":443"} }},
@@ -124,7 +124,7 @@ func BenchmarkFind(b *testing.B) {
 		for range runs {
 			f := c.f()
 			start := time.Now()
-			page, err := s.Find(ctx, c.scope, f, "", 50)
+			page, err := s.Find(ctx, c.scope, f, "", 50, nil)
 			if err != nil {
 				b.Fatalf("%s: %v", c.name, err)
 			}
@@ -138,7 +138,7 @@ func BenchmarkFind(b *testing.B) {
 			}
 			cursor := f.CursorAt(x.r)
 			start = time.Now()
-			if _, err := s.Find(ctx, c.scope, f, cursor, 50); err != nil {
+			if _, err := s.Find(ctx, c.scope, f, cursor, 50, nil); err != nil {
 				b.Fatalf("%s after %s: %v", c.name, cursor, err)
 			}
 			deep = append(deep, time.Since(start))

@@ -94,7 +94,7 @@ func (x *findFixture) find(scope tenant.Scope, f Filter, limit int) []string {
 		if pages > 100 {
 			x.t.Fatal("more than 100 pages")
 		}
-		page, err := x.s.Find(x.ctx, scope, f, cursor, limit)
+		page, err := x.s.Find(x.ctx, scope, f, cursor, limit, nil)
 		if err != nil {
 			x.t.Fatalf("find %+v: %v", f, err)
 		}
@@ -141,7 +141,7 @@ func TestFindEachFilterAndTheirCombinations(t *testing.T) {
 		{"host", Filter{Host: "a.com"}, newestFirst(aOK, aRetry, aFailed)},
 		{"host:port, the scheme's port", Filter{Host: "a.com:443"}, newestFirst(aOK, aFailed)},
 		{"host:port, its own port", Filter{Host: "a.com:8443"}, []string{aRetry}},
-		{"status", Filter{Status: Failed}, newestFirst(aFailed, bTimeout, b503)},
+		{"status", Filter{Statuses: StatusesOf(Failed)}, newestFirst(aFailed, bTimeout, b503)},
 		{"failureClass", Filter{FailureClass: "server_error"}, newestFirst(aRetry, b503)},
 		{"failureClass of the last attempt only", Filter{FailureClass: "client_error"}, []string{aFailed}},
 		{"statusCode of a failure", Filter{StatusCode: 503}, newestFirst(aRetry, b503)},
@@ -156,7 +156,7 @@ func TestFindEachFilterAndTheirCombinations(t *testing.T) {
 		{"method needs another filter, and has one", Filter{Method: "post", Host: "b.org"}, newestFirst(b503, bCreated201)},
 		{"urlContains within a host", Filter{Host: "a.com", URLContains: "ORDERS"}, newestFirst(aOK, aRetry)},
 		{"urlContains never matches a masked secret", Filter{Host: "a.com", URLContains: "s3cret"}, nil},
-		{"host and status", Filter{Host: "b.org", Status: Failed}, newestFirst(bTimeout, b503)},
+		{"host and status", Filter{Host: "b.org", Statuses: StatusesOf(Failed)}, newestFirst(bTimeout, b503)},
 		{"host and failureClass", Filter{Host: "b.org", FailureClass: "timeout"}, []string{bTimeout}},
 		{"label and statusCode", Filter{Label: "billing", StatusCode: 503}, []string{aRetry}},
 		{"host, method and created range", Filter{Host: "a.com", Method: "POST", CreatedFrom: x.at(5)}, []string{aFailed}},
@@ -184,13 +184,13 @@ func TestFindRefusesWhatNoIndexServes(t *testing.T) {
 		says  string
 	}{
 		{Filter{URLContains: "orders"}, "urlContains", "add host or label"},
-		{Filter{URLContains: "orders", Status: Failed}, "urlContains", "add host or label"},
+		{Filter{URLContains: "orders", Statuses: StatusesOf(Failed)}, "urlContains", "add host or label"},
 		{Filter{Method: "POST"}, "method", "add host, label, failureClass, statusCode, createdFrom/createdTo or finishedFrom/finishedTo"},
-		{Filter{Method: "POST", Status: Completed}, "method", "add host"},
+		{Filter{Method: "POST", Statuses: StatusesOf(Completed)}, "method", "add host"},
 		{Filter{CreatedFrom: now, CreatedTo: now.Add(-time.Second)}, "createdFrom", "createdFrom is after createdTo"},
 		{Filter{FinishedFrom: now, FinishedTo: now.Add(-time.Second)}, "finishedFrom", "finishedFrom is after finishedTo"},
 	} {
-		_, err := x.s.Find(x.ctx, tenant.All, tt.f, "", 10)
+		_, err := x.s.Find(x.ctx, tenant.All, tt.f, "", 10, nil)
 		var fe *FilterError
 		if !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(fe.Message, tt.says) {
 			t.Errorf("%+v: got %v, want an error on %s saying %q", tt.f, err, tt.field, tt.says)
@@ -205,7 +205,7 @@ func TestFindRefusesWhatNoIndexServes(t *testing.T) {
 		{tid, Filter{FinishedFrom: now}},
 		{tid + ".x", Filter{FinishedFrom: now}},
 	} {
-		if _, err := x.s.Find(x.ctx, tenant.All, c.f, c.cursor, 10); !errors.Is(err, ErrCursor) {
+		if _, err := x.s.Find(x.ctx, tenant.All, c.f, c.cursor, 10, nil); !errors.Is(err, ErrCursor) {
 			t.Errorf("cursor %q with %+v: %v", c.cursor, c.f, err)
 		}
 	}
@@ -233,14 +233,14 @@ func TestFindKeepsTenantsApart(t *testing.T) {
 	}
 }
 
-// A page that examines FindScan entries without filling ends early with
+// A page that examines ScanBudget entries without filling ends early with
 // a cursor, and the next page goes on from there.
 func TestFindEndsASparsePageEarly(t *testing.T) {
 	t.Parallel()
 	x := newFindFixture(t)
 	want := x.add(0, "", "DELETE", "https://a.com/x", nil)
 	pipe := x.rdb.Pipeline()
-	for i := 1; i <= FindScan+10; i++ {
+	for i := 1; i <= ScanBudget+10; i++ {
 		now := x.at(1).Add(time.Duration(i) * time.Millisecond)
 		r := newRequest(x.parts.NewID(now, fmt.Sprint(i)), now)
 		r.URL, r.Host = "https://a.com/y", "a.com"
@@ -252,14 +252,14 @@ func TestFindEndsASparsePageEarly(t *testing.T) {
 	if _, err := pipe.Exec(x.ctx); err != nil {
 		t.Fatal(err)
 	}
-	page, err := x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, "", 10)
+	page, err := x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, "", 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(page.Requests) != 0 || page.NextCursor == "" {
 		t.Fatalf("first page: %d requests, cursor %q; want none and a cursor", len(page.Requests), page.NextCursor)
 	}
-	page, err = x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, page.NextCursor, 10)
+	page, err = x.s.Find(x.ctx, tenant.All, Filter{Host: "a.com", Method: "DELETE"}, page.NextCursor, 10, nil)
 	if err != nil || len(page.Requests) != 1 || page.Requests[0].ID != want || page.NextCursor != "" {
 		t.Fatalf("second page: %+v %v", page, err)
 	}
@@ -410,7 +410,7 @@ func TestResendEntersTheNewRequestsIndexes(t *testing.T) {
 	if got := x.indexed(orig); !slices.Equal(got, want) {
 		t.Errorf("the original is in %v, want %v", got, want)
 	}
-	if got := x.find(tenant.All, Filter{Label: "l", Status: Pending}, 10); !slices.Equal(got, []string{res.ID}) {
+	if got := x.find(tenant.All, Filter{Label: "l", Statuses: StatusesOf(Pending)}, 10); !slices.Equal(got, []string{res.ID}) {
 		t.Errorf("pending with label l: %v", got)
 	}
 }

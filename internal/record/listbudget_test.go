@@ -69,10 +69,14 @@ func TestListPagesStopAtTheBudget(t *testing.T) {
 		}
 	}
 	walk("List", func(cursor string) (*Page, error) { return s.List(ctx, tenant.All, "", cursor, 500) }, want)
-	walk("Find", func(cursor string) (*Page, error) { return s.Find(ctx, tenant.All, Filter{}, cursor, 500) }, want)
-	walk("Find by host", func(cursor string) (*Page, error) { return s.Find(ctx, tenant.All, Filter{Host: "e.com"}, cursor, 500) }, want)
+	walk("Find", func(cursor string) (*Page, error) { return s.Find(ctx, tenant.All, Filter{}, cursor, 500, nil) }, want)
+	walk("Find by host", func(cursor string) (*Page, error) {
+		return s.Find(ctx, tenant.All, Filter{Host: "e.com"}, cursor, 500, nil)
+	}, want)
 	walk("Find failed", func(cursor string) (*Page, error) {
-		return s.Find(ctx, tenant.All, Filter{Status: Failed}, cursor, 500)
+		return s.Find(ctx, tenant.All, Filter{Statuses: StatusesOf(Failed)}, cursor, 500, nil)
 	}, want[n-failed:])
-	walk("ListFailed", func(cursor string) (*Page, error) { return s.ListFailed(ctx, tenant.All, DLQFilter{}, cursor, 500) }, want[n-failed:])
+	walk("ListFailed", func(cursor string) (*Page, error) {
+		return s.ListFailed(ctx, tenant.All, DLQFilter{}, cursor, 500, nil)
+	}, want[n-failed:])
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,9 +50,43 @@ func (r Retention) Check() error {
 	return nil
 }
 
-// RetentionActor is the expungedBy of payloads erased by their payload
-// retention; the API refuses it as a caller's actor.
-const RetentionActor = "retention"
+// The actors retryd records for what it does itself. A caller cannot
+// claim one (CheckActor): an audit entry naming one must be retryd's.
+const (
+	// RetentionActor is the expungedBy of payloads erased by their
+	// payload retention.
+	RetentionActor = "retention"
+	// DashboardActor is the actor of a redrive started by running a task
+	// again from the asynqmon dashboard.
+	DashboardActor = "dashboard"
+	// QStashActor is the actor of redrives (dlq.retry) and cancels made
+	// through the QStash API.
+	QStashActor = "qstash"
+)
+
+// OwnActors are the actors retryd records for itself, in the order the
+// API names them.
+var OwnActors = []string{RetentionActor, DashboardActor, QStashActor}
+
+// MaxActor bounds an actor's length.
+const MaxActor = 200
+
+// ErrOwnActor: a caller named one of OwnActors as its actor.
+var ErrOwnActor = errors.New("is retryd's own actor")
+
+// CheckActor refuses an actor a caller may not record: longer than
+// MaxActor, or one of OwnActors. Every route that takes an actor from a
+// caller checks it here, single and bulk alike.
+func CheckActor(actor string) error {
+	if len(actor) > MaxActor {
+		return fmt.Errorf("actor must be at most %d characters", MaxActor)
+	}
+	if slices.Contains(OwnActors, actor) {
+		return fmt.Errorf("actor %q %w, recorded for what retryd does by itself (%s): name who acts (such as \"dpo\")",
+			actor, ErrOwnActor, strings.Join(OwnActors, ", "))
+	}
+	return nil
+}
 
 // RetentionRefresh is how often a process reads the tenants' retention
 // again: an admin's change reaches every process within it. Nothing is

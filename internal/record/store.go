@@ -457,14 +457,16 @@ type Page struct {
 // NextCursor). Attempts are not loaded.
 func (s *Store) List(ctx context.Context, scope tenant.Scope, status Status, cursor string, limit int) (*Page, error) {
 	if status == "" {
-		return s.ListIn(ctx, scope, nil, cursor, limit)
+		return s.ListIn(ctx, scope, nil, cursor, limit, nil)
 	}
-	return s.ListIn(ctx, scope, []Status{status}, cursor, limit)
+	return s.ListIn(ctx, scope, []Status{status}, cursor, limit, nil)
 }
 
 // ListIn is List over any of statuses (nil: every request), merged into
-// one newest-first order behind one cursor.
-func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Status, cursor string, limit int) (*Page, error) {
+// one newest-first order behind one cursor. It examines no more entries
+// than scan allows (nil: ScanBudget); a page cut short by it has a cursor.
+func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Status, cursor string, limit int, scan *Scan) (*Page, error) {
+	scan = scan.orNew()
 	tenants, err := s.tenantsIn(ctx, scope)
 	if err != nil {
 		return nil, err
@@ -482,6 +484,11 @@ func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Statu
 	if len(indexes) == 0 {
 		return page, nil
 	}
+	if scan.Spent() {
+		page.NextCursor = cursor
+		return page, nil
+	}
+	limit = min(limit, scan.Left())
 	ids, err := s.newest(ctx, cursor, int64(limit)+1, indexes...)
 	if err != nil {
 		return nil, wrap(err)
@@ -490,6 +497,7 @@ func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Statu
 		ids = ids[:limit]
 		page.NextCursor = ids[limit-1]
 	}
+	scan.use(len(ids))
 	loaded := 0
 	for start := 0; start < len(ids); start += listChunk {
 		chunk := ids[start:min(start+listChunk, len(ids))]

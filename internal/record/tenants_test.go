@@ -91,7 +91,7 @@ func TestTenantsAreApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dlq, err := s.ListFailed(ctx, a, DLQFilter{Host: "e.com"}, "", 10)
+	dlq, err := s.ListFailed(ctx, a, DLQFilter{Host: "e.com"}, "", 10, nil)
 	if err != nil || len(dlq.Requests) != 1 || dlq.Requests[0].ID != ra.ID {
 		t.Errorf("team-a's DLQ by host: %+v %v", dlq, err)
 	}

@@ -79,6 +79,9 @@ type Route struct {
 	MaxCount     int
 	// Cursor: the route continues with a cursor.
 	Cursor bool
+	// CursorWithin: the cursor may also be id.n, a place within one
+	// request's entries (the events of /v2/events).
+	CursorWithin bool
 	// NothingIsAll: a call that names no id and no filter selects
 	// everything (QStash's {all: true} sends no filter). Without it such a
 	// call is refused.
@@ -146,7 +149,8 @@ func Parse(rt Route, query url.Values, body []byte) (Selection, error) {
 			s.Count = n
 		case k == "cursor" && rt.Cursor:
 			if c := last(v); c != "" {
-				if !ids.Valid(c) {
+				id, n, within := strings.Cut(c, ".")
+				if !ids.Valid(id) || within && (!rt.CursorWithin || strings.Trim(n, "0123456789") != "" || n == "") {
 					return Selection{}, errorf(k, "cursor is not one this API returned")
 				}
 				s.Cursor = c

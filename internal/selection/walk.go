@@ -8,9 +8,9 @@ import (
 	"github.com/retryd/retryd/internal/record"
 )
 
-// Lister reads up to n requests, newest first, after cursor; the
+// Lister reads a page of requests, newest first (record.Lister); the
 // statuses a route acts on are the lister's business.
-type Lister func(ctx context.Context, cursor string, n int) (*record.Page, error)
+type Lister = record.Lister
 
 // Getter reads one request by id.
 type Getter func(ctx context.Context, id string) (*record.Request, error)
@@ -20,10 +20,6 @@ type Getter func(ctx context.Context, id string) (*record.Request, error)
 // cursor to go on. Named ids have no cursor: a call naming more than one
 // answer holds is refused.
 var ErrFull = errors.New("selection: the answer is full")
-
-// MaxScan bounds the requests one call examines when filters skip most
-// of them: the call then ends early, with a cursor to go on.
-const MaxScan = 5000
 
 // Skipper hears of each request a bulk call selected and did not act on,
 // with why: a named id that is not there (or not the caller's), a request
@@ -37,6 +33,11 @@ var (
 	ErrBeyondCount = errors.New("beyond the call's count")
 	// ErrNoMatch: a named id whose request does not match the filters.
 	ErrNoMatch = errors.New("does not match the filters")
+	// ErrUntouched is what an error fn returns is (errors.Is) when fn
+	// did nothing to its request (the caller's rate limit was spent, say):
+	// the walk stops before that request, which is not skipped, and the
+	// next call begins with it.
+	ErrUntouched = errors.New("stopped before this request")
 )
 
 // Walk calls fn on each request s selects, at most s.Count of them, and
@@ -54,53 +55,50 @@ var (
 // unavailable, say). Walk then skips that request and every named id not
 // reached yet with that error, and returns it with a cursor from which
 // the next call goes on; what was done before it stays done and the
-// caller reports it.
+// caller reports it. An error that is ErrUntouched is not skipped: the
+// cursor is before its request, which the next call begins with. The
+// list is read through record.Reading, so a call examines at most
+// record.ScanBudget entries whatever its filters match.
 func (s Selection) Walk(ctx context.Context, list Lister, get Getter, keep func(*record.Request) error, fn func(*record.Request) error, skip Skipper) (string, error) {
 	if s.Named || len(s.Values[MessageID]) > 0 {
 		return s.walkNamed(ctx, get, keep, fn, skip)
 	}
-	cursor, done, scanned := s.Cursor, 0, 0
-	for {
-		page, err := list(ctx, cursor, min(max(2*(s.Count-done), 50), 500))
-		if err != nil {
-			if skip == nil {
-				return "", err
-			}
-			return cursor, err
+	done := 0
+	skippedAt := "" // the request fn's error stopped at, skipped
+	rd := record.Reading{List: list, Cursor: s.Cursor, At: func(r *record.Request) string { return r.ID },
+		Want: func() int { return min(max(2*(s.Count-done), 50), 500) }}
+	next, err := rd.Read(ctx, func(r *record.Request) (bool, error) {
+		if !s.Match(r) {
+			return false, nil
 		}
-		for i, r := range page.Requests {
-			scanned++
-			full := false
-			if s.Match(r) {
-				if why := keep(r); why != nil {
-					if skip != nil {
-						skip(r.ID, why) // listed as the route's, and changed meanwhile
-					}
-				} else {
-					done++
-					err := fn(r)
-					full = errors.Is(err, ErrFull)
-					if err != nil && !full {
-						if skip == nil {
-							return "", err
-						}
-						skip(r.ID, err)
-						return r.ID, err
-					}
-				}
+		if why := keep(r); why != nil {
+			if skip != nil {
+				skip(r.ID, why) // listed as the route's, and changed meanwhile
 			}
-			if done == s.Count || scanned >= MaxScan || full {
-				if i < len(page.Requests)-1 || page.NextCursor != "" {
-					return r.ID, nil
-				}
-				return "", nil
+			return false, nil
+		}
+		done++
+		switch err := fn(r); {
+		case errors.Is(err, ErrFull):
+			return true, nil
+		case err != nil:
+			if skip != nil && !errors.Is(err, ErrUntouched) {
+				skip(r.ID, err)
+				skippedAt = r.ID
 			}
+			return false, err
 		}
-		if page.NextCursor == "" {
-			return "", nil
-		}
-		cursor = page.NextCursor
+		return done == s.Count, nil
+	})
+	switch {
+	case err == nil:
+		return next, nil
+	case skip == nil:
+		return "", err
+	case skippedAt != "":
+		return skippedAt, err
 	}
+	return next, err
 }
 
 // walkNamed is Walk over named ids.

@@ -12,7 +12,7 @@ import (
 
 // fakeList lists the requests of reqs (newest first) after cursor.
 func fakeList(reqs []*record.Request) Lister {
-	return func(_ context.Context, cursor string, n int) (*record.Page, error) {
+	return func(_ context.Context, _ *record.Scan, cursor string, n int) (*record.Page, error) {
 		i := 0
 		if cursor != "" {
 			for i < len(reqs) && reqs[i].ID != cursor {
