@@ -361,6 +361,7 @@ type givenTurn struct {
 // without first coming back through asynq to join the line. ok says it
 // joined; until is then its asynq safety-net deadline.
 func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) (until time.Time, ok bool) {
+	req = req.scoped()
 	c.mu.Lock()
 	k := c.keys[req.Key]
 	cut := c.cfg.Adaptive && k != nil && k.lim != nil

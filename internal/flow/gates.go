@@ -75,7 +75,7 @@ type Ticket struct {
 // Admit passes req through the gates: a Ticket when the attempt may start
 // now, or a *Parked error saying until when its task sleeps.
 func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
-	t := &Ticket{c: c, req: req, start: c.now()}
+	t := &Ticket{c: c, req: req.scoped(), start: c.now()}
 	for i, g := range gates {
 		if err := g.enter(c, ctx, t); err != nil {
 			c.hold(ctx, t, i, err)
