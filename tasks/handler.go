@@ -300,8 +300,11 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	}
 	endSpan(status, string(res.Kind), res.Kind != retry.Success)
 
-	dur := end.Sub(start).Milliseconds()
-	a := record.Attempt{N: n, StartedAt: start, DurationMs: &dur, Outcome: string(res.Kind), FailureClass: string(res.Class)}
+	a := record.Attempt{N: n, StartedAt: start, Outcome: string(res.Kind), FailureClass: string(res.Class), NotCalled: res.NoCall}
+	if !res.NoCall {
+		dur := end.Sub(start).Milliseconds()
+		a.DurationMs = &dur
+	}
 	if resp != nil {
 		a.StatusCode = resp.StatusCode
 		kept := body
@@ -372,8 +375,8 @@ func (h *Handler) endPoisoned(ctx context.Context, b *record.Begin) error {
 
 // endEndpointDown ends a request whose endpoint has been open longer than
 // BREAKER_FAIL_AFTER: failed, with failureClass endpoint_down, redrivable
-// like any failure. Its begun attempt is recorded as that end; nothing
-// was sent.
+// like any failure. Its begun attempt is recorded as that end, marked as
+// making no call: nothing was sent, so it is not counted as an attempt.
 func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause error) error {
 	r := b.Request
 	msg := cause.Error() + "; no attempt was made; redrive it once the endpoint is back"
@@ -382,7 +385,8 @@ func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause er
 		run = -1
 	}
 	o := record.Outcome{
-		Attempt: record.Attempt{N: b.N, StartedAt: h.Clock.Now(), Outcome: string(retry.Permanent), FailureClass: string(retry.EndpointDown), Error: msg},
+		Attempt: record.Attempt{N: b.N, StartedAt: h.Clock.Now(), Outcome: string(retry.Permanent), FailureClass: string(retry.EndpointDown), Error: msg,
+			NotCalled: true},
 		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels(),
 	}
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
@@ -405,7 +409,7 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 		dur = *a.DurationMs
 	}
 	h.Log.Info("attempt",
-		"requestId", r.ID, "host", r.Host, "attempt", a.N, "statusCode", a.StatusCode, "outcome", a.Outcome,
+		"requestId", r.ID, "host", r.Host, "attempt", a.N, "called", !a.NotCalled, "statusCode", a.StatusCode, "outcome", a.Outcome,
 		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", a.StartedAt.Sub(r.NextAttemptAt).Milliseconds(),
 		"status", o.Status, "stale", fin == record.Stale)
 	h.Faults.Hit(faultpoint.AfterRecord)
@@ -414,8 +418,12 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 		return nil
 	}
 	if o.Status == record.Failed {
+		made := a.N // attempts numbered from 1; one that made no call gave its number back
+		if a.NotCalled {
+			made--
+		}
 		h.Events.Emit(events.RequestFailed, map[string]any{"requestId": r.ID, "tenant": r.Tenant, "host": r.Host,
-			"attempts": a.N, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
+			"attempts": made, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
 	}
 	switch fin {
 	case record.RecordedCallback:

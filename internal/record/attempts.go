@@ -267,14 +267,18 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if ret.Payload > 0 {
 		keys = append(keys, tk.payloadDue())
 	}
+	noCall := "0"
+	if a.NotCalled {
+		noCall = "1"
+	}
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),
 		hasResult, result,
-		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix()}, fields...)
+		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix(), noCall}, fields...)
 	res, err := batch.Run(ctx, s.batcher(id), finishScript, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)
 	}
-	if res != "stale" {
+	if res != "stale" && !a.NotCalled {
 		var dur time.Duration
 		if a.DurationMs != nil {
 			dur = time.Duration(*a.DurationMs) * time.Millisecond

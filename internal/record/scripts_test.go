@@ -368,6 +368,39 @@ func TestFinishScript(t *testing.T) {
 			},
 		},
 		{
+			name: "an attempt that made no call is recorded with what stopped it, takes back its number, spends no budget and is not counted",
+			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", fBudgetUsed, "1", "inflightN", "2", "inflightAt", t0ms),
+				d0.index(Retrying): zset{tid}},
+			outcome: Outcome{Attempt: Attempt{N: 2, StartedAt: t0, Outcome: "permanent", FailureClass: "endpoint_down", Error: "endpoint open; no call was made",
+				NotCalled: true}, Status: Failed, Lateness: time.Minute}, wantResult: Recorded,
+			check: func(t *testing.T, got state) {
+				h := got[k0.req(tid)].(map[string]string)
+				if h[fStatus] != "failed" || h[fAttemptCount] != "1" || h[fBudgetUsed] != "1" || h[fFailureClass] != "endpoint_down" ||
+					h[fLastError] != "endpoint open; no call was made" || h["inflightN"] != "" {
+					t.Errorf("request hash %v; want failed, attemptCount 1 and budgetUsed 1 as before, endpoint_down and its error, nothing in flight", h)
+				}
+				want := []string{`{"n":2,"startedAtMs":` + t0ms + `,"outcome":"permanent","failureClass":"endpoint_down","error":"endpoint open; no call was made","notCalled":true}`}
+				if diff := cmp.Diff(want, got[k0.attempts(tid)], jsonAware); diff != "" {
+					t.Errorf("attempts (-want +got):\n%s", diff)
+				}
+				if got[k0.stats()] != nil {
+					t.Errorf("stats %v; an attempt that made no call is counted in no attempt metric", got[k0.stats()])
+				}
+			},
+		},
+		{
+			name:    "a request canceled while an attempt that made no call ended takes its number back too",
+			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), d0.index(Canceled): zset{tid}},
+			outcome: Outcome{Attempt: Attempt{N: 1, StartedAt: t0, Outcome: "permanent", FailureClass: "blocked_destination", Error: "refused", NotCalled: true},
+				Status: Failed}, wantResult: CanceledMeanwhile,
+			check: func(t *testing.T, got state) {
+				h := got[k0.req(tid)].(map[string]string)
+				if h[fStatus] != "canceled" || h[fAttemptCount] != "0" || h[fBudgetUsed] != "0" || len(got[k0.attempts(tid)].([]string)) != 1 {
+					t.Errorf("state %v; want canceled, attemptCount and budgetUsed 0, the entry recorded", got)
+				}
+			},
+		},
+		{
 			name:    "a request canceled meanwhile keeps its status and gains the attempt",
 			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), d0.index(Canceled): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: CanceledMeanwhile,
@@ -392,7 +425,7 @@ func TestFinishScript(t *testing.T) {
 				t.Errorf("Finish = %v, want %v", res, c.wantResult)
 			}
 			c.check(t, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.result(tid), k0.callbackDue(),
-				d0.index(Pending), d0.index(Retrying), d0.index(Completed), d0.index(Canceled)))
+				d0.index(Pending), d0.index(Retrying), d0.index(Completed), d0.index(Canceled), k0.stats()))
 			if c.wantResult == RecordedCallback {
 				if ttl := rdb.PTTL(context.Background(), k0.req(tid)).Val(); ttl <= 0 || ttl > time.Hour {
 					t.Errorf("a finished record's retention TTL is %v, want ≤ 1h", ttl)
