@@ -145,7 +145,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return h.endPoisoned(ctx, b)
 	}
 	if h.Flow == nil {
-		return h.attempt(ctx, b.Request, b.N, nil)
+		return h.attempt(ctx, b, nil)
 	}
 	ticket, err := h.Flow.Admit(ctx, FlowRequest(b.Request))
 	var parked *flow.Parked
@@ -180,7 +180,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}
 		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)
 	}
-	return h.attempt(ctx, b.Request, b.N, ticket)
+	return h.attempt(ctx, b, ticket)
 }
 
 // earlyWait is how long a task handed over early is waited out.
@@ -268,7 +268,33 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 	return h.ProcessTask(ctx, t)
 }
 
-func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket *flow.Ticket) error {
+// owed is when begun attempt b, admitted with ticket (nil: no flow
+// control), was owed a start, for its lateness (record.Outcome.Due): its
+// due time, or the later end of a wait retryd set it (a turn); zero when
+// an event released it from a wait, whose moment is not known.
+func owed(b *record.Begin, ticket *flow.Ticket) time.Time {
+	due := b.Request.NextAttemptAt
+	if b.Waited {
+		due = laterOf(due, b.WaitEnd)
+		if b.WaitEnd.IsZero() {
+			due = time.Time{}
+		}
+	}
+	if ticket != nil && !ticket.Turn().IsZero() {
+		due = laterOf(due, ticket.Turn())
+	}
+	return due
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Ticket) error {
+	r, n := b.Request, b.N
 	h.Faults.Hit(faultpoint.BeforeCall)
 	var traced http.Header // the attempt span's traceparent, when traces are on
 	endSpan := func(int, string, bool) {}
@@ -327,7 +353,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	if !ok {
 		run = -1
 	}
-	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt), Host: r.Host, Tenant: r.Tenant, Labels: r.Labels()}
+	o := record.Outcome{Attempt: a, Run: run, Due: owed(b, ticket), Host: r.Host, Tenant: r.Tenant, Labels: r.Labels()}
 	var next error
 	switch res.Kind {
 	case retry.Success:
@@ -387,7 +413,7 @@ func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause er
 	o := record.Outcome{
 		Attempt: record.Attempt{N: b.N, StartedAt: h.Clock.Now(), Outcome: string(retry.Permanent), FailureClass: string(retry.EndpointDown), Error: msg,
 			NotCalled: true},
-		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels(),
+		Status: record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels(),
 	}
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
 }
@@ -408,10 +434,12 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	if a.DurationMs != nil {
 		dur = *a.DurationMs
 	}
-	h.Log.Info("attempt",
-		"requestId", r.ID, "host", r.Host, "attempt", a.N, "called", !a.NotCalled, "statusCode", a.StatusCode, "outcome", a.Outcome,
-		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", a.StartedAt.Sub(r.NextAttemptAt).Milliseconds(),
-		"status", o.Status, "stale", fin == record.Stale)
+	attrs := []any{"requestId", r.ID, "host", r.Host, "attempt", a.N, "called", !a.NotCalled, "statusCode", a.StatusCode, "outcome", a.Outcome,
+		"failureClass", a.FailureClass, "durationMs", dur, "status", o.Status, "stale", fin == record.Stale}
+	if !o.Due.IsZero() {
+		attrs = append(attrs, "lateMs", a.StartedAt.Sub(o.Due).Milliseconds())
+	}
+	h.Log.Info("attempt", attrs...)
 	h.Faults.Hit(faultpoint.AfterRecord)
 	switch fin {
 	case record.Stale, record.CanceledMeanwhile:

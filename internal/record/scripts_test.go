@@ -194,7 +194,11 @@ func TestBeginScript(t *testing.T) {
 		now       time.Time
 		wantState BeginState
 		wantN     int
-		want      state
+		// wantWaited and wantEnd are what Begin says of a wait since the
+		// last attempt.
+		wantWaited bool
+		wantEnd    time.Time
+		want       state
 	}{
 		{name: "no record", now: t0, wantState: Missing, want: state{}},
 		{
@@ -236,9 +240,17 @@ func TestBeginScript(t *testing.T) {
 			},
 		},
 		{
-			name: "waiting ends when the attempt starts", now: t0, wantState: Started, wantN: 1,
+			name: "waiting ends when the attempt starts, which says when it was to end", now: t0, wantState: Started, wantN: 1,
+			wantWaited: true, wantEnd: t0,
 			initial: state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingRate, fWaitUntil, t0ms), k0.spec(tid): specJSON},
 			want:    state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
+		},
+		{
+			name: "a wait an event was to end ends too, with no end to say", now: t0.Add(time.Minute), wantState: Started, wantN: 1,
+			wantWaited: true,
+			initial:    state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingPaused), k0.spec(tid): specJSON},
+			want: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1",
+				"inflightAt", strconv.FormatInt(t0.Add(time.Minute).UnixMilli(), 10), fUpdatedAt, strconv.FormatInt(t0.Add(time.Minute).UnixMilli(), 10))},
 		},
 		{
 			name: "finished: nothing starts", now: t0, wantState: Finished,
@@ -257,6 +269,9 @@ func TestBeginScript(t *testing.T) {
 			}
 			if b.State != c.wantState || b.N != c.wantN {
 				t.Errorf("Begin = state %v n %d, want %v %d", b.State, b.N, c.wantState, c.wantN)
+			}
+			if b.Waited != c.wantWaited || !b.WaitEnd.Equal(c.wantEnd) {
+				t.Errorf("Begin says waited %v until %v; want %v until %v", b.Waited, b.WaitEnd, c.wantWaited, c.wantEnd)
 			}
 			if diff := cmp.Diff(c.want, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.stats()), jsonAware); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
@@ -372,7 +387,7 @@ func TestFinishScript(t *testing.T) {
 			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", fBudgetUsed, "1", "inflightN", "2", "inflightAt", t0ms),
 				d0.index(Retrying): zset{tid}},
 			outcome: Outcome{Attempt: Attempt{N: 2, StartedAt: t0, Outcome: "permanent", FailureClass: "endpoint_down", Error: "endpoint open; no call was made",
-				NotCalled: true}, Status: Failed, Lateness: time.Minute}, wantResult: Recorded,
+				NotCalled: true}, Status: Failed, Due: t0.Add(-time.Minute)}, wantResult: Recorded,
 			check: func(t *testing.T, got state) {
 				h := got[k0.req(tid)].(map[string]string)
 				if h[fStatus] != "failed" || h[fAttemptCount] != "1" || h[fBudgetUsed] != "1" || h[fFailureClass] != "endpoint_down" ||
