@@ -235,6 +235,8 @@ func FlowRequest(r *record.Request) flow.Request {
 // destination's load.
 func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
 	switch {
+	case res.NoCall:
+		return flow.NoCall
 	case res.Kind == retry.Success:
 		return flow.Succeeded
 	case res.Class == retry.RateLimited || res.Class == retry.Timeout || (resp != nil && resp.StatusCode == http.StatusServiceUnavailable):

@@ -146,7 +146,7 @@ func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
 func (c *Controller) exitCut(_ context.Context, t *Ticket, e ending) {
 	c.mu.Lock()
 	t.k.inflight--
-	if e.started {
+	if e.started && e.outcome != NoCall {
 		t.k.learn(c, e.outcome, e.at)
 	}
 	c.mu.Unlock()

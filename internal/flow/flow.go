@@ -116,6 +116,11 @@ const (
 	Succeeded                 // 2xx
 	Overloaded                // 429, 503, 408, a timeout
 	Failed                    // other 5xx, a connection error: the endpoint's failure, not load
+	// NoCall: retryd made no call (the destination rules refused the
+	// address before dialling). It frees what the attempt held, and is
+	// counted nowhere attempts are: not by adaptive backpressure, the
+	// key's recent attempts, or the breaker, whose probe it is not.
+	NoCall
 )
 
 // Waker is what flow asks of internal/waiting, the owner of waiting
