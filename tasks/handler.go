@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/delayexpr"
-	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
@@ -191,62 +187,6 @@ func (h *Handler) earlyWait() time.Duration {
 	return waiting.DefaultTuning.EarlyWait
 }
 
-// leftFlow tells flow control that finished request id will not start.
-// Its task ran because it was woken, typically: canceled while it waited
-// for a parallelism slot (or while being parked, too late for the cancel
-// to delete its task), it was handed one, which would otherwise idle out
-// its HandOverLease.
-func (h *Handler) leftFlow(ctx context.Context, id string) {
-	if h.Flow == nil {
-		return
-	}
-	r, err := h.Store.Get(ctx, id)
-	if err != nil {
-		h.Log.Debug("could not read a finished request for flow control; a slot handed to it ends with its lease", "requestId", id, "err", err)
-		return
-	}
-	h.Flow.LeaveSlot(ctx, FlowRequest(r))
-}
-
-// at sets request id's task to start at due; without Waiting asynq's own
-// due time does.
-func (h *Handler) at(ctx context.Context, id string, due time.Time) error {
-	if h.Waiting == nil {
-		return nil
-	}
-	return h.Waiting.WakeAt(ctx, id, due)
-}
-
-// FlowRequest is what flow control needs of a request.
-func FlowRequest(r *record.Request) flow.Request {
-	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Endpoint: r.Endpoint(), Tenant: r.Tenant, Key: r.FlowKey(), Created: r.CreatedAt,
-		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond}
-	if fc := r.FlowControl; fc != nil {
-		fr.Parallelism, fr.Rate, fr.Period = fc.Parallelism, fc.Rate, time.Duration(fc.PeriodMs)*time.Millisecond
-		fr.Named = fc.Key != ""
-	}
-	if q := r.QStash; q != nil && q.Queue != "" {
-		fr.Queue = tenant.Qualify(r.Tenant, q.Queue)
-	}
-	return fr
-}
-
-// flowOutcome is what an attempt's result tells flow control about its
-// destination's load.
-func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
-	switch {
-	case res.NoCall:
-		return flow.NoCall
-	case res.Kind == retry.Success:
-		return flow.Succeeded
-	case res.Class == retry.RateLimited || res.Class == retry.Timeout || (resp != nil && resp.StatusCode == http.StatusServiceUnavailable):
-		return flow.Overloaded
-	case res.Class == retry.ServerError || res.Class == retry.Network:
-		return flow.Failed
-	}
-	return flow.Other
-}
-
 // dashboardRedrive handles a failed request's archived task being run again
 // from the dashboard: the same task run count that failed the request comes
 // back, which no crash recovery produces (asynq counts a lease-expired run
@@ -268,31 +208,6 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 	h.Log.Info("request redriven", "requestId", id, "actor", DashboardActor)
 	h.Faults.Hit(faultpoint.MidRedrive)
 	return h.ProcessTask(ctx, t)
-}
-
-// owed is when begun attempt b, admitted with ticket (nil: no flow
-// control), was owed a start, for its lateness (record.Outcome.Due): its
-// due time, or the later end of a wait retryd set it (a turn); zero when
-// an event released it from a wait, whose moment is not known.
-func owed(b *record.Begin, ticket *flow.Ticket) time.Time {
-	due := b.Request.NextAttemptAt
-	if b.Waited {
-		due = laterOf(due, b.WaitEnd)
-		if b.WaitEnd.IsZero() {
-			due = time.Time{}
-		}
-	}
-	if ticket != nil && !ticket.Turn().IsZero() {
-		due = laterOf(due, ticket.Turn())
-	}
-	return due
-}
-
-func laterOf(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
 
 func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Ticket) error {
@@ -520,73 +435,4 @@ func (h *Handler) retryWait(r *record.Request, p retry.Policy, failures int, res
 		h.Log.Warn("retry delay expression failed; using the default backoff", "requestId", r.ID, "err", err)
 	}
 	return p.Next(failures, h.Rand(), res)
-}
-
-// ErrShutdown is the reason of an attempt the worker's shutdown cut short.
-var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
-
-// call performs the HTTP request of attempt n under its own deadline, and
-// gives up when the worker must stop.
-// call makes attempt n of r, with the headers extra (its trace's) set
-// over the request's own.
-func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
-	defer cancel()
-	if h.Stopping != nil {
-		stop := context.AfterFunc(h.Stopping, cancel)
-		defer stop()
-	}
-	var reqBody io.Reader // a nil interface, not a nil *strings.Reader, when there is no body
-	if r.Body != "" {
-		reqBody = strings.NewReader(r.Body)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, reqBody)
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("%w: build request: %w", retry.ErrInvalid, err)
-	}
-	for k, v := range r.Headers {
-		req.Header.Set(k, v)
-	}
-	for k, v := range extra {
-		req.Header[k] = v
-	}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", "retryd/1")
-	}
-	key := r.IdempotencyKey
-	if key == "" {
-		key = r.ID
-	}
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set(egress.RequestIDHeader, r.ID)
-	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
-	// webhook-id is the request id: the same on every attempt and redrive,
-	// so a receiver can dedupe on it.
-	h.Signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(r.Body))
-	if r.Dialect == record.DialectQStash {
-		// What QStash's deliveries carry (attempts before this one, from 0).
-		req.Header.Set("Upstash-Message-Id", r.ID)
-		req.Header.Set("Upstash-Retried", strconv.Itoa(n-1))
-		if q := r.QStash; q != nil && q.ScheduleID != "" {
-			req.Header.Set("Upstash-Schedule-Id", q.ScheduleID)
-		}
-		if req.Header.Get("User-Agent") == "retryd/1" {
-			req.Header.Set("User-Agent", "Upstash-QStash")
-		}
-		if tok := h.QStash.Token(r.URL, []byte(r.Body), h.Clock.Now()); tok != "" {
-			req.Header.Set("Upstash-Signature", tok)
-		}
-	}
-	resp, err = h.Client.Do(req)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	defer resp.Body.Close()
-	body, truncated, err = egress.ReadCapped(resp.Body, ResultLimit)
-	if err != nil {
-		// The status line arrived; a body cut short is still a failed
-		// attempt, classified by the read error (timeout or network).
-		return nil, nil, false, fmt.Errorf("read response body: %w", err)
-	}
-	return resp, body, truncated, nil
 }
