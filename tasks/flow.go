@@ -72,15 +72,18 @@ func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
 
 // owed is when begun attempt b, admitted with ticket (nil: no flow
 // control), was owed a start, for its lateness (record.Outcome.Due): its
-// due time, or the later end of a wait retryd set it (a turn); zero when
-// an event released it from a wait, whose moment is not known.
+// due time, or the later turn a wait for a rate gave it; zero when an
+// event released it from a wait, whose moment is not known. Only a rate's
+// wait ends at a time retryd set: an open endpoint's shows its next probe,
+// but a probe that fails keeps it waiting, and others wait for no time.
 func owed(b *record.Begin, ticket *flow.Ticket) time.Time {
 	due := b.Request.NextAttemptAt
-	if b.Waited {
-		due = laterOf(due, b.WaitEnd)
-		if b.WaitEnd.IsZero() {
-			due = time.Time{}
-		}
+	switch {
+	case b.WaitedFor == "":
+	case b.WaitedFor == record.WaitingRate && !b.WaitedUntil.IsZero():
+		due = laterOf(due, b.WaitedUntil)
+	default:
+		due = time.Time{}
 	}
 	if ticket != nil && !ticket.Turn().IsZero() {
 		due = laterOf(due, ticket.Turn())

@@ -46,10 +46,10 @@ func parkedBy(t *testing.T, b *testBundle, r *record.Request, reason string, unt
 	}
 }
 
-// A request held a minute by a pause is not late once resumed: waiting is
-// not lateness, and when the resume released it is not known, so no
-// lateness is observed. One given a turn (a rate) is late only by how long
-// after its turn it started.
+// A request held a minute by a pause, or behind an open endpoint, is not
+// late once released: waiting is not lateness, and when the event released
+// it is not known, so no lateness is observed. One given a turn (a rate)
+// is late only by how long after its turn it started.
 func TestWaitingIsNotLateness(t *testing.T) {
 	t.Parallel()
 	ok := func(_ int, w http.ResponseWriter) { w.WriteHeader(200) }
@@ -63,6 +63,19 @@ func TestWaitingIsNotLateness(t *testing.T) {
 	}
 	if all, over, _ := latenessSamples(t, b); all != 0 || over != 0 {
 		t.Errorf("after a minute paused: %d lateness samples, %d over a second; want none (waiting is not lateness)", all, over)
+	}
+
+	// Behind an open endpoint, shown its next probe: a probe that fails
+	// keeps it waiting past that, and the one that succeeds is an event.
+	h, b = setup(t, ok)
+	r = b.submit(t, `{"url":"`+b.dest.URL+`"}`)
+	parkedBy(t, b, r, record.WaitingEndpointOpen, time.Now().Add(5*time.Second))
+	h.Clock = clock.NewFake(time.Now().Add(time.Minute)) // closed a minute later
+	if err := h.ProcessTask(context.Background(), NewDeliver(r.ID)); err != nil {
+		t.Fatalf("ProcessTask: %v", err)
+	}
+	if all, over, _ := latenessSamples(t, b); all != 0 || over != 0 {
+		t.Errorf("after a minute behind an open endpoint: %d lateness samples, %d over a second; want none", all, over)
 	}
 
 	h, b = setup(t, ok)

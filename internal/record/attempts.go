@@ -50,12 +50,11 @@ type Begin struct {
 	// request, when Finished as failed (-1 when unknown).
 	FailedRun int
 	Request   *Request // the record as of the start, when Started or Poisoned
-	// Waited says the request waited for a flow-control gate (paused,
-	// queue, rate, ...) since its last attempt, when Started; WaitEnd is
-	// when that wait was to end (a turn retryd set), zero when an event
-	// (a resume, a free slot, a probe) was to end it.
-	Waited  bool
-	WaitEnd time.Time
+	// WaitedFor is what the request waited for since its last attempt
+	// (one of WaitingReasons; "" for nothing), when Started, and
+	// WaitedUntil the time it was shown to wait until (zero: none).
+	WaitedFor   string
+	WaitedUntil time.Time
 	// StartedAt is when the interrupted attempt began, when Poisoned.
 	StartedAt time.Time
 }
@@ -170,16 +169,16 @@ func parseBegin(id string, res []any, hash map[string]string, spec string) (*Beg
 	case "notdue":
 		return &Begin{State: NotDue, Due: time.UnixMilli(n)}, nil
 	case "ok":
-		b := &Begin{State: Started, N: int(n), Request: decode(id, hash, spec)}
-		if len(v) > 2 && v[2] != "" {
-			end, err := replyInt("begin", v[2])
+		if len(v) < 4 {
+			return nil, errReply("begin", res)
+		}
+		b := &Begin{State: Started, N: int(n), Request: decode(id, hash, spec), WaitedFor: v[2]}
+		if v[3] != "" {
+			until, err := replyInt("begin", v[3])
 			if err != nil {
 				return nil, err
 			}
-			b.Waited = true
-			if end > 0 {
-				b.WaitEnd = time.UnixMilli(end)
-			}
+			b.WaitedUntil = time.UnixMilli(until)
 		}
 		return b, nil
 	case "poison":

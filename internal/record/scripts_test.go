@@ -194,10 +194,10 @@ func TestBeginScript(t *testing.T) {
 		now       time.Time
 		wantState BeginState
 		wantN     int
-		// wantWaited and wantEnd are what Begin says of a wait since the
-		// last attempt.
-		wantWaited bool
-		wantEnd    time.Time
+		// wantWaited and wantUntil are what Begin says of a wait since
+		// the last attempt.
+		wantWaited string
+		wantUntil  time.Time
 		want       state
 	}{
 		{name: "no record", now: t0, wantState: Missing, want: state{}},
@@ -240,14 +240,14 @@ func TestBeginScript(t *testing.T) {
 			},
 		},
 		{
-			name: "waiting ends when the attempt starts, which says when it was to end", now: t0, wantState: Started, wantN: 1,
-			wantWaited: true, wantEnd: t0,
+			name: "waiting ends when the attempt starts, which says what it waited for and until when", now: t0, wantState: Started, wantN: 1,
+			wantWaited: WaitingRate, wantUntil: t0,
 			initial: state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingRate, fWaitUntil, t0ms), k0.spec(tid): specJSON},
 			want:    state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
 		},
 		{
-			name: "a wait an event was to end ends too, with no end to say", now: t0.Add(time.Minute), wantState: Started, wantN: 1,
-			wantWaited: true,
+			name: "a wait with no time shown ends too", now: t0.Add(time.Minute), wantState: Started, wantN: 1,
+			wantWaited: WaitingPaused,
 			initial:    state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingPaused), k0.spec(tid): specJSON},
 			want: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1",
 				"inflightAt", strconv.FormatInt(t0.Add(time.Minute).UnixMilli(), 10), fUpdatedAt, strconv.FormatInt(t0.Add(time.Minute).UnixMilli(), 10))},
@@ -270,8 +270,8 @@ func TestBeginScript(t *testing.T) {
 			if b.State != c.wantState || b.N != c.wantN {
 				t.Errorf("Begin = state %v n %d, want %v %d", b.State, b.N, c.wantState, c.wantN)
 			}
-			if b.Waited != c.wantWaited || !b.WaitEnd.Equal(c.wantEnd) {
-				t.Errorf("Begin says waited %v until %v; want %v until %v", b.Waited, b.WaitEnd, c.wantWaited, c.wantEnd)
+			if b.WaitedFor != c.wantWaited || !b.WaitedUntil.Equal(c.wantUntil) {
+				t.Errorf("Begin says it waited for %q until %v; want %q until %v", b.WaitedFor, b.WaitedUntil, c.wantWaited, c.wantUntil)
 			}
 			if diff := cmp.Diff(c.want, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.stats()), jsonAware); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
