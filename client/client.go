@@ -304,6 +304,9 @@ type Attempt struct {
 	ResponseBody *string    `json:"responseBody"`
 	// Expunged: the response body was erased with the request's payload.
 	Expunged bool `json:"expunged,omitempty"`
+	// Called is false for an entry that made no call: it says what
+	// stopped the attempt, and is not counted as one.
+	Called bool `json:"called"`
 }
 
 // Redrive is one redrive of a request.

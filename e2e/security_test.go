@@ -111,9 +111,12 @@ func TestWorkerRefusesPrivateAddressAtDialTime(t *testing.T) {
 	dest := newDestination(t)
 	id := s.submit(t, fmt.Sprintf(`{"url":%q,"maxRetries":3,"backoffMs":100}`, dest.script("/private", 200)))
 	doc := s.waitTerminal(t, id, 10*time.Second)
-	if doc["status"] != "failed" || doc["failureClass"] != "blocked_destination" || doc["attemptCount"] != 1.0 {
-		t.Errorf("doc: status %v class %v attempts %v; want failed blocked_destination after 1",
+	if doc["status"] != "failed" || doc["failureClass"] != "blocked_destination" || doc["attemptCount"] != 0.0 {
+		t.Errorf("doc: status %v class %v attempts %v; want failed blocked_destination with no attempt counted (no call was made)",
 			doc["status"], doc["failureClass"], doc["attemptCount"])
+	}
+	if as, _ := doc["attempts"].([]any); len(as) != 1 || as[0].(map[string]any)["called"] != false {
+		t.Errorf("attempts %v; want one entry with called: false", doc["attempts"])
 	}
 	if n := len(dest.calls("/private")); n != 0 {
 		t.Errorf("destination called %d times", n)

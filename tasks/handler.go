@@ -4,18 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/delayexpr"
-	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
@@ -145,7 +141,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		return h.endPoisoned(ctx, b)
 	}
 	if h.Flow == nil {
-		return h.attempt(ctx, b.Request, b.N, nil)
+		return h.attempt(ctx, b, nil)
 	}
 	ticket, err := h.Flow.Admit(ctx, FlowRequest(b.Request))
 	var parked *flow.Parked
@@ -180,7 +176,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		}
 		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)
 	}
-	return h.attempt(ctx, b.Request, b.N, ticket)
+	return h.attempt(ctx, b, ticket)
 }
 
 // earlyWait is how long a task handed over early is waited out.
@@ -189,60 +185,6 @@ func (h *Handler) earlyWait() time.Duration {
 		return h.EarlyWait
 	}
 	return waiting.DefaultTuning.EarlyWait
-}
-
-// leftFlow tells flow control that finished request id will not start.
-// Its task ran because it was woken, typically: canceled while it waited
-// for a parallelism slot (or while being parked, too late for the cancel
-// to delete its task), it was handed one, which would otherwise idle out
-// its HandOverLease.
-func (h *Handler) leftFlow(ctx context.Context, id string) {
-	if h.Flow == nil {
-		return
-	}
-	r, err := h.Store.Get(ctx, id)
-	if err != nil {
-		h.Log.Debug("could not read a finished request for flow control; a slot handed to it ends with its lease", "requestId", id, "err", err)
-		return
-	}
-	h.Flow.LeaveSlot(ctx, FlowRequest(r))
-}
-
-// at sets request id's task to start at due; without Waiting asynq's own
-// due time does.
-func (h *Handler) at(ctx context.Context, id string, due time.Time) error {
-	if h.Waiting == nil {
-		return nil
-	}
-	return h.Waiting.WakeAt(ctx, id, due)
-}
-
-// FlowRequest is what flow control needs of a request.
-func FlowRequest(r *record.Request) flow.Request {
-	fr := flow.Request{ID: r.ID, HostPort: r.HostPort(), Endpoint: r.Endpoint(), Tenant: r.Tenant, Key: r.FlowKey(), Created: r.CreatedAt,
-		Timeout: time.Duration(r.TimeoutMs) * time.Millisecond}
-	if fc := r.FlowControl; fc != nil {
-		fr.Parallelism, fr.Rate, fr.Period = fc.Parallelism, fc.Rate, time.Duration(fc.PeriodMs)*time.Millisecond
-		fr.Named = fc.Key != ""
-	}
-	if q := r.QStash; q != nil && q.Queue != "" {
-		fr.Queue = tenant.Qualify(r.Tenant, q.Queue)
-	}
-	return fr
-}
-
-// flowOutcome is what an attempt's result tells flow control about its
-// destination's load.
-func flowOutcome(resp *http.Response, res retry.Result) flow.Outcome {
-	switch {
-	case res.Kind == retry.Success:
-		return flow.Succeeded
-	case res.Class == retry.RateLimited || res.Class == retry.Timeout || (resp != nil && resp.StatusCode == http.StatusServiceUnavailable):
-		return flow.Overloaded
-	case res.Class == retry.ServerError || res.Class == retry.Network:
-		return flow.Failed
-	}
-	return flow.Other
 }
 
 // dashboardRedrive handles a failed request's archived task being run again
@@ -268,7 +210,8 @@ func (h *Handler) dashboardRedrive(ctx context.Context, t *asynq.Task, id string
 	return h.ProcessTask(ctx, t)
 }
 
-func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket *flow.Ticket) error {
+func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Ticket) error {
+	r, n := b.Request, b.N
 	h.Faults.Hit(faultpoint.BeforeCall)
 	var traced http.Header // the attempt span's traceparent, when traces are on
 	endSpan := func(int, string, bool) {}
@@ -300,8 +243,11 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	}
 	endSpan(status, string(res.Kind), res.Kind != retry.Success)
 
-	dur := end.Sub(start).Milliseconds()
-	a := record.Attempt{N: n, StartedAt: start, DurationMs: &dur, Outcome: string(res.Kind), FailureClass: string(res.Class)}
+	a := record.Attempt{N: n, StartedAt: start, Outcome: string(res.Kind), FailureClass: string(res.Class), NotCalled: res.NoCall}
+	if !res.NoCall {
+		dur := end.Sub(start).Milliseconds()
+		a.DurationMs = &dur
+	}
 	if resp != nil {
 		a.StatusCode = resp.StatusCode
 		kept := body
@@ -324,7 +270,7 @@ func (h *Handler) attempt(ctx context.Context, r *record.Request, n int, ticket 
 	if !ok {
 		run = -1
 	}
-	o := record.Outcome{Attempt: a, Run: run, Lateness: start.Sub(r.NextAttemptAt), Host: r.Host, Tenant: r.Tenant, Labels: r.Labels()}
+	o := record.Outcome{Attempt: a, Run: run, Due: owed(b, ticket), Host: r.Host, Tenant: r.Tenant, Labels: r.Labels()}
 	var next error
 	switch res.Kind {
 	case retry.Success:
@@ -372,8 +318,8 @@ func (h *Handler) endPoisoned(ctx context.Context, b *record.Begin) error {
 
 // endEndpointDown ends a request whose endpoint has been open longer than
 // BREAKER_FAIL_AFTER: failed, with failureClass endpoint_down, redrivable
-// like any failure. Its begun attempt is recorded as that end; nothing
-// was sent.
+// like any failure. Its begun attempt is recorded as that end, marked as
+// making no call: nothing was sent, so it is not counted as an attempt.
 func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause error) error {
 	r := b.Request
 	msg := cause.Error() + "; no attempt was made; redrive it once the endpoint is back"
@@ -382,8 +328,9 @@ func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause er
 		run = -1
 	}
 	o := record.Outcome{
-		Attempt: record.Attempt{N: b.N, StartedAt: h.Clock.Now(), Outcome: string(retry.Permanent), FailureClass: string(retry.EndpointDown), Error: msg},
-		Status:  record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels(),
+		Attempt: record.Attempt{N: b.N, StartedAt: h.Clock.Now(), Outcome: string(retry.Permanent), FailureClass: string(retry.EndpointDown), Error: msg,
+			NotCalled: true},
+		Status: record.Failed, Run: run, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels(),
 	}
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
 }
@@ -404,18 +351,24 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	if a.DurationMs != nil {
 		dur = *a.DurationMs
 	}
-	h.Log.Info("attempt",
-		"requestId", r.ID, "host", r.Host, "attempt", a.N, "statusCode", a.StatusCode, "outcome", a.Outcome,
-		"failureClass", a.FailureClass, "durationMs", dur, "lateMs", a.StartedAt.Sub(r.NextAttemptAt).Milliseconds(),
-		"status", o.Status, "stale", fin == record.Stale)
+	attrs := []any{"requestId", r.ID, "host", r.Host, "attempt", a.N, "called", !a.NotCalled, "statusCode", a.StatusCode, "outcome", a.Outcome,
+		"failureClass", a.FailureClass, "durationMs", dur, "status", o.Status, "stale", fin == record.Stale}
+	if !o.Due.IsZero() {
+		attrs = append(attrs, "lateMs", a.StartedAt.Sub(o.Due).Milliseconds())
+	}
+	h.Log.Info("attempt", attrs...)
 	h.Faults.Hit(faultpoint.AfterRecord)
 	switch fin {
 	case record.Stale, record.CanceledMeanwhile:
 		return nil
 	}
 	if o.Status == record.Failed {
+		made := a.N // attempts numbered from 1; one that made no call gave its number back
+		if a.NotCalled {
+			made--
+		}
 		h.Events.Emit(events.RequestFailed, map[string]any{"requestId": r.ID, "tenant": r.Tenant, "host": r.Host,
-			"attempts": a.N, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
+			"attempts": made, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
 	}
 	switch fin {
 	case record.RecordedCallback:
@@ -482,73 +435,4 @@ func (h *Handler) retryWait(r *record.Request, p retry.Policy, failures int, res
 		h.Log.Warn("retry delay expression failed; using the default backoff", "requestId", r.ID, "err", err)
 	}
 	return p.Next(failures, h.Rand(), res)
-}
-
-// ErrShutdown is the reason of an attempt the worker's shutdown cut short.
-var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
-
-// call performs the HTTP request of attempt n under its own deadline, and
-// gives up when the worker must stop.
-// call makes attempt n of r, with the headers extra (its trace's) set
-// over the request's own.
-func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
-	defer cancel()
-	if h.Stopping != nil {
-		stop := context.AfterFunc(h.Stopping, cancel)
-		defer stop()
-	}
-	var reqBody io.Reader // a nil interface, not a nil *strings.Reader, when there is no body
-	if r.Body != "" {
-		reqBody = strings.NewReader(r.Body)
-	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, reqBody)
-	if err != nil {
-		return nil, nil, false, fmt.Errorf("%w: build request: %w", retry.ErrInvalid, err)
-	}
-	for k, v := range r.Headers {
-		req.Header.Set(k, v)
-	}
-	for k, v := range extra {
-		req.Header[k] = v
-	}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", "retryd/1")
-	}
-	key := r.IdempotencyKey
-	if key == "" {
-		key = r.ID
-	}
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set(egress.RequestIDHeader, r.ID)
-	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
-	// webhook-id is the request id: the same on every attempt and redrive,
-	// so a receiver can dedupe on it.
-	h.Signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(r.Body))
-	if r.Dialect == record.DialectQStash {
-		// What QStash's deliveries carry (attempts before this one, from 0).
-		req.Header.Set("Upstash-Message-Id", r.ID)
-		req.Header.Set("Upstash-Retried", strconv.Itoa(n-1))
-		if q := r.QStash; q != nil && q.ScheduleID != "" {
-			req.Header.Set("Upstash-Schedule-Id", q.ScheduleID)
-		}
-		if req.Header.Get("User-Agent") == "retryd/1" {
-			req.Header.Set("User-Agent", "Upstash-QStash")
-		}
-		if tok := h.QStash.Token(r.URL, []byte(r.Body), h.Clock.Now()); tok != "" {
-			req.Header.Set("Upstash-Signature", tok)
-		}
-	}
-	resp, err = h.Client.Do(req)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	defer resp.Body.Close()
-	body, truncated, err = egress.ReadCapped(resp.Body, ResultLimit)
-	if err != nil {
-		// The status line arrived; a body cut short is still a failed
-		// attempt, classified by the read error (timeout or network).
-		return nil, nil, false, fmt.Errorf("read response body: %w", err)
-	}
-	return resp, body, truncated, nil
 }

@@ -13,8 +13,9 @@ import (
 
 // What an attempt tells flow control of its endpoint: load (429, 503,
 // 408, a timeout), the endpoint's own failure (other 5xx, a connection
-// error), or nothing about it (a client error, a redirect, a blocked
-// address): only the first two count against the endpoint's breaker.
+// error), or nothing about it (a client error, a redirect); a blocked
+// address made no call at all. Only the first two count against the
+// endpoint's breaker.
 func TestFlowOutcomeOfAnAttempt(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -35,7 +36,7 @@ func TestFlowOutcomeOfAnAttempt(t *testing.T) {
 		{"400", 400, nil, flow.Other},
 		{"404", 404, nil, flow.Other},
 		{"redirect", 302, nil, flow.Other},
-		{"blocked", 0, retry.ErrBlocked, flow.Other},
+		{"blocked", 0, retry.ErrBlocked, flow.NoCall},
 	} {
 		var resp *http.Response
 		if c.err == nil {

@@ -225,6 +225,9 @@ func (x *cli) requestDetail(r *client.Request) {
 			if a.StatusCode != nil {
 				code = fmt.Sprint(*a.StatusCode)
 			}
+			if !a.Called {
+				code = "no call" // what stopped it is its error; it is not counted as an attempt
+			}
 			if a.DurationMs != nil {
 				ms = fmt.Sprint(*a.DurationMs)
 			}

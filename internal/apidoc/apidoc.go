@@ -136,6 +136,10 @@ type AttemptDocument struct {
 	ResponseBody *string `json:"responseBody"`
 	// Expunged: the response body was erased with the request's payload.
 	Expunged bool `json:"expunged,omitempty"`
+	// Called is false for an entry that made no call (its endpoint stayed
+	// open, or the destination rules refused the address before dialling):
+	// it says what stopped the attempt, and is not counted as one.
+	Called bool `json:"called"`
 }
 
 // NewDocument renders r as of now. Attempts are included when
@@ -214,6 +218,7 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 				Error:        strPtr(redact.Text(a.Error)),
 				ResponseBody: a.ResponseBody,
 				Expunged:     r.Expunged,
+				Called:       !a.NotCalled,
 			})
 		}
 		d.Attempts = &attempts

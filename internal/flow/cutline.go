@@ -35,7 +35,7 @@ func cutNames(key string) []string {
 
 // cutAnswer is what cut_wait said: start now, sleep until a turn, or
 // wait in line behind ahead others; offered says the turn is the one this
-// worker offered.
+// worker offered. A start at a turn given earlier has it in at.
 type cutAnswer struct {
 	start   bool
 	at      time.Time
@@ -67,6 +67,7 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 		}
 	}
 	c.mu.Unlock()
+	slept := false
 	if d := time.UnixMilli(offerAt).Sub(now); offerAt >= 0 && d > 0 && d <= c.tune.ShortWait {
 		// Moments away: waiting it out costs less than a park.
 		if err := c.sleep(ctx, d); err != nil {
@@ -74,6 +75,7 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 			return cutAnswer{}, err
 		}
 		now = time.UnixMilli(offerAt)
+		slept = true
 	}
 	res, err := cutWaitScript.Run(ctx, c.rdb, cutNames(req.Key), req.ID, now.UnixMilli(), c.tune.TurnEarly.Milliseconds(),
 		c.tune.TurnGrace.Milliseconds(), offerAt, c.tune.KeyTTL.Milliseconds()).StringSlice()
@@ -83,6 +85,9 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 	}
 	if !a.offered {
 		c.cancelOffer(offer, now)
+	}
+	if err == nil && a.start && slept {
+		a.at = now // the offer it waited out
 	}
 	if err == nil && !a.start && a.at.IsZero() {
 		c.mu.Lock()
@@ -128,6 +133,7 @@ func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
 			return &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
 		}
 		t.start = c.now()
+		t.laterTurn(a.at)
 		c.mu.Lock()
 		k.inflight++
 		c.mu.Unlock()
@@ -140,7 +146,7 @@ func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
 func (c *Controller) exitCut(_ context.Context, t *Ticket, e ending) {
 	c.mu.Lock()
 	t.k.inflight--
-	if e.started {
+	if e.started && e.outcome != NoCall {
 		t.k.learn(c, e.outcome, e.at)
 	}
 	c.mu.Unlock()
@@ -163,8 +169,13 @@ func (c *Controller) cancelOffer(r *rate.Reservation, now time.Time) {
 
 func parseCutAnswer(res []string) (cutAnswer, error) {
 	switch {
-	case len(res) == 1 && (res[0] == "turn" || res[0] == "start"):
-		return cutAnswer{start: true, offered: res[0] == "start"}, nil
+	case len(res) == 1 && res[0] == "start":
+		return cutAnswer{start: true, offered: true}, nil
+	case len(res) == 2 && res[0] == "turn":
+		ms, err := strconv.ParseInt(res[1], 10, 64)
+		if err == nil {
+			return cutAnswer{start: true, at: time.UnixMilli(ms)}, nil
+		}
 	case len(res) == 2 && (res[0] == "wait" || res[0] == "offer"):
 		ms, err := strconv.ParseInt(res[1], 10, 64)
 		if err == nil {
@@ -361,6 +372,7 @@ type givenTurn struct {
 // without first coming back through asynq to join the line. ok says it
 // joined; until is then its asynq safety-net deadline.
 func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) (until time.Time, ok bool) {
+	req = req.scoped()
 	c.mu.Lock()
 	k := c.keys[req.Key]
 	cut := c.cfg.Adaptive && k != nil && k.lim != nil

@@ -25,7 +25,14 @@
 //     answer 429 or 503 or time out gets an effective rate, cut
 //     multiplicatively on overload and raised additively as attempts
 //     succeed (AIMD), and waits in the key's line for a turn of it
-//     (cutline.go, adaptive.go);
+//     (cutline.go, adaptive.go). Every key is a tenant's: a request
+//     without a flowControl.key has its destination's host:port as its
+//     tenant names it (Request.scoped), so a tenant whose requests to a
+//     host are refused cuts its own rate there and no other tenant's. A
+//     destination overloaded by every tenant gets each tenant's key cut
+//     on its own overloaded answers: each backs off, which eases the
+//     destination all the same (its floor is then FLOW_ADAPTIVE_MIN_RATE
+//     per tenant sending to it, per worker);
 //   - rate: the request's flowControl rate (all workers): turns spaced
 //     evenly (GCRA's virtual time) in Redis, one given to each waiter
 //     once, so a waiter sleeps until its own turn and then starts (before

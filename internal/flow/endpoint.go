@@ -342,6 +342,9 @@ func (c *Controller) exitEndpoint(ctx context.Context, t *Ticket, e ending) {
 	if t.endpoint == "" {
 		return
 	}
+	if e.outcome == NoCall {
+		e.started = false // no call: not an attempt, nor a probe's answer
+	}
 	failed := e.outcome == Overloaded || e.outcome == Failed
 	if t.probe {
 		verdict := "back" // held by a later gate: the next probe is due

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/luascript"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/internal/waiting/lines"
 )
@@ -67,7 +68,10 @@ type Request struct {
 	ID       string
 	HostPort string // fairness is per destination
 	Tenant   string // and per tenant (the one stamped on the request)
-	Key      string // flowControl.key, else HostPort
+	// Key is the request's flow-control key: its flowControl.key (Named,
+	// qualified by its tenant already), else HostPort, which flow keeps
+	// per tenant too (scoped).
+	Key string
 	// Endpoint is scheme://host:port: the breaker's is per endpoint and
 	// tenant ("": none).
 	Endpoint string
@@ -89,6 +93,19 @@ type Request struct {
 	Timeout time.Duration
 }
 
+// scoped is r with its key as flow keeps it: a destination's own key
+// (host:port) is its tenant's, as a named key is. What one tenant's
+// requests teach a key (an adaptive cut), ask of it (a rate, a
+// parallelism) or hold of it is then never another tenant's: a tenant
+// whose requests to a host are refused with 503s cuts its own rate there,
+// not the rate of every tenant sending to that host.
+func (r Request) scoped() Request {
+	if !r.Named {
+		r.Key = tenant.Qualify(r.Tenant, r.Key)
+	}
+	return r
+}
+
 // Outcome is what an attempt told about its destination.
 type Outcome int
 
@@ -99,6 +116,11 @@ const (
 	Succeeded                 // 2xx
 	Overloaded                // 429, 503, 408, a timeout
 	Failed                    // other 5xx, a connection error: the endpoint's failure, not load
+	// NoCall: retryd made no call (the destination rules refused the
+	// address before dialling). It frees what the attempt held, and is
+	// counted nowhere attempts are: not by adaptive backpressure, the
+	// key's recent attempts, or the breaker, whose probe it is not.
+	NoCall
 )
 
 // Waker is what flow asks of internal/waiting, the owner of waiting

@@ -59,7 +59,10 @@ type Ticket struct {
 	// start is when the attempt may start, as the gates saw it (a rate's
 	// turn moments away is waited out).
 	start time.Time
-	k     *key // its key's state here (cut)
+	// turn is the latest turn a gate started the attempt at (zero: none),
+	// see Turn.
+	turn time.Time
+	k    *key // its key's state here (cut)
 	// lanes are the fairness lanes the attempt holds a slot of: its
 	// destination's, then (while another tenant is about) its tenant's
 	// there and its tenant's.
@@ -75,7 +78,7 @@ type Ticket struct {
 // Admit passes req through the gates: a Ticket when the attempt may start
 // now, or a *Parked error saying until when its task sleeps.
 func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
-	t := &Ticket{c: c, req: req, start: c.now()}
+	t := &Ticket{c: c, req: req.scoped(), start: c.now()}
 	for i, g := range gates {
 		if err := g.enter(c, ctx, t); err != nil {
 			c.hold(ctx, t, i, err)
@@ -107,6 +110,19 @@ func (c *Controller) hold(ctx context.Context, t *Ticket, at int, err error) {
 		}
 	}
 	c.parkedOne(t.req.Key)
+}
+
+// Turn is when a gate let the attempt start after a wait it set: the
+// turn a cut key's line gave it, or a rate's or cut rate's turn it waited
+// out. Zero when none did (it started when it came, or an event woke it).
+// What came later than its turn is the workers' delay, not the wait.
+func (t *Ticket) Turn() time.Time { return t.turn }
+
+// laterTurn notes at as a turn the attempt started at.
+func (t *Ticket) laterTurn(at time.Time) {
+	if at.After(t.turn) {
+		t.turn = at
+	}
 }
 
 // Done leaves the gates in reverse order: each gives back what the

@@ -137,6 +137,7 @@ func (c *Controller) missedParallelism(ctx context.Context, t *Ticket, by gate) 
 // HandOverLease while the key's line waits. A request that waits keeps
 // its place all the same: its place is when it was made.
 func (c *Controller) LeaveSlot(ctx context.Context, req Request) {
+	req = req.scoped()
 	if req.Named {
 		// An operator's pin (control.go) gives a key's requests slots
 		// their own settings may not name.

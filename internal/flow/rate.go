@@ -42,6 +42,7 @@ func (c *Controller) enterRate(ctx context.Context, t *Ticket) error {
 			return err
 		}
 		ok, t.start = true, c.now()
+		t.laterTurn(until)
 	}
 	if !ok {
 		c.wakeAt(ctx, t.req.ID, until)

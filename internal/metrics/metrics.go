@@ -90,7 +90,7 @@ var (
 	descDuration = prometheus.NewDesc("retryd_attempt_duration_seconds",
 		"Duration of delivery attempts (cluster-wide).", nil, nil)
 	descLateness = prometheus.NewDesc("retryd_attempt_lateness_seconds",
-		"How long after its due time an attempt started (cluster-wide).", nil, nil)
+		"How long after the start it was owed (its due time, or the turn a wait ended at) an attempt started: the workers' delay, never time spent waiting (cluster-wide).", nil, nil)
 	descRedrives = prometheus.NewDesc("retryd_redrives_total",
 		"Redrives of failed requests by source, api or dashboard (cluster-wide).", []string{"source"}, nil)
 	descCallbacks = prometheus.NewDesc("retryd_callback_attempts_total",

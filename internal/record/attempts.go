@@ -50,6 +50,11 @@ type Begin struct {
 	// request, when Finished as failed (-1 when unknown).
 	FailedRun int
 	Request   *Request // the record as of the start, when Started or Poisoned
+	// WaitedFor is what the request waited for since its last attempt
+	// (one of WaitingReasons; "" for nothing), when Started, and
+	// WaitedUntil the time it was shown to wait until (zero: none).
+	WaitedFor   string
+	WaitedUntil time.Time
 	// StartedAt is when the interrupted attempt began, when Poisoned.
 	StartedAt time.Time
 }
@@ -164,7 +169,18 @@ func parseBegin(id string, res []any, hash map[string]string, spec string) (*Beg
 	case "notdue":
 		return &Begin{State: NotDue, Due: time.UnixMilli(n)}, nil
 	case "ok":
-		return &Begin{State: Started, N: int(n), Request: decode(id, hash, spec)}, nil
+		if len(v) < 4 {
+			return nil, errReply("begin", res)
+		}
+		b := &Begin{State: Started, N: int(n), Request: decode(id, hash, spec), WaitedFor: v[2]}
+		if v[3] != "" {
+			until, err := replyInt("begin", v[3])
+			if err != nil {
+				return nil, err
+			}
+			b.WaitedUntil = time.UnixMilli(until)
+		}
+		return b, nil
 	case "poison":
 		if len(v) < 3 {
 			return nil, errReply("begin", res)
@@ -182,11 +198,17 @@ func parseBegin(id string, res []any, hash map[string]string, spec string) (*Beg
 
 // Outcome is the result of a finished attempt and the state it leads to.
 type Outcome struct {
-	Attempt         Attempt
-	Lateness        time.Duration // how long after its due time the attempt started
-	Status          Status        // the request's next status
-	NextAttemptAt   time.Time     // when Status is Retrying
-	Result          *string       // the response body, when Status is Completed
+	Attempt Attempt
+	// Due is when the attempt was owed a start: its due time (the first
+	// attempt's, a retry's), or the later end of a wait retryd set it (a
+	// rate or cut turn). Its lateness is how long after Due it started:
+	// the delay the workers caused. Zero when an event (a resume, a free
+	// slot, a probe) released it from a wait: when is not known here, and
+	// the time it waited is no lateness, so none is observed.
+	Due             time.Time
+	Status          Status    // the request's next status
+	NextAttemptAt   time.Time // when Status is Retrying
+	Result          *string   // the response body, when Status is Completed
 	ResultTruncated bool
 	// Run is asynq's retry count of the task run (-1 when unknown),
 	// remembered when the request fails.
@@ -267,19 +289,27 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 	if ret.Payload > 0 {
 		keys = append(keys, tk.payloadDue())
 	}
+	noCall := "0"
+	if a.NotCalled {
+		noCall = "1"
+	}
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),
 		hasResult, result,
-		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix()}, fields...)
+		class, codeIdx, finishedMember(id, o.Host, class, codeIdx, o.Labels), tk.failClassPrefix(), tk.failCodePrefix(), noCall}, fields...)
 	res, err := batch.Run(ctx, s.batcher(id), finishScript, keys, args...).Text()
 	if err != nil {
 		return 0, wrap(err)
 	}
-	if res != "stale" {
+	if res != "stale" && !a.NotCalled {
 		var dur time.Duration
 		if a.DurationMs != nil {
 			dur = time.Duration(*a.DurationMs) * time.Millisecond
 		}
-		s.countAttempt(a.Outcome, a.FailureClass, dur, max(o.Lateness, 0))
+		late := time.Duration(-1) // unknown: not observed
+		if !o.Due.IsZero() {
+			late = max(a.StartedAt.Sub(o.Due), 0)
+		}
+		s.countAttempt(a.Outcome, a.FailureClass, dur, late)
 		if s.counts.due() {
 			// Not added now, they are kept for RunCounts: the attempt
 			// is recorded either way.

@@ -6,7 +6,8 @@ import "testing"
 func TestUnexpectedBeginRepliesAreErrors(t *testing.T) {
 	t.Parallel()
 	for _, reply := range [][]any{
-		{}, {int64(1)}, {"ok"}, {"ok", "x"}, {"ok", int64(2)}, {"notdue"}, {"poison", "3"}, {"poison", "3", "soon"},
+		{}, {int64(1)}, {"ok"}, {"ok", "x", "", ""}, {"ok", int64(2), "", ""}, {"ok", "2"}, {"ok", "2", "rate", "soon"},
+		{"notdue"}, {"poison", "3"}, {"poison", "3", "soon"},
 		{"pending", "-1"}, {"whatever", "1"},
 	} {
 		if b, err := parseBegin(tid, reply, nil, ""); err == nil {
@@ -17,7 +18,7 @@ func TestUnexpectedBeginRepliesAreErrors(t *testing.T) {
 		reply []any
 		want  BeginState
 	}{
-		{[]any{"missing"}, Missing}, {[]any{"notdue", "5"}, NotDue}, {[]any{"ok", "2"}, Started},
+		{[]any{"missing"}, Missing}, {[]any{"notdue", "5"}, NotDue}, {[]any{"ok", "2", "", ""}, Started}, {[]any{"ok", "2", "rate", "5"}, Started},
 		{[]any{"poison", "3", "7"}, Poisoned}, {[]any{"failed", "-1"}, Finished},
 	} {
 		b, err := parseBegin(tid, tc.reply, map[string]string{fStatus: "pending"}, specJSON)

@@ -165,6 +165,12 @@ type Attempt struct {
 	FailureClass string    `json:"failureClass,omitempty"`
 	Error        string    `json:"error,omitempty"`
 	ResponseBody *string   `json:"responseBody,omitempty"`
+	// NotCalled: no call was made (the endpoint stayed open, the
+	// destination rules refused the address before dialling); the entry
+	// records what stopped it. It is not counted as an attempt: not in
+	// attemptCount, the run's budget or the attempt metrics, and N is the
+	// number the next attempt made takes.
+	NotCalled bool `json:"notCalled,omitempty"`
 }
 
 // Hash field names: an internal format, rendered for the API by apidoc.

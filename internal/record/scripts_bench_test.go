@@ -72,7 +72,7 @@ func BenchmarkScripts(b *testing.B) {
 	dur := int64(3)
 	phase("finish", func(id string) error {
 		_, err := s.Finish(ctx, id, Outcome{Attempt: Attempt{N: 1, StartedAt: now, DurationMs: &dur, Outcome: "success", StatusCode: 200},
-			Status: Completed, Host: "e.com", Lateness: time.Millisecond}, now)
+			Status: Completed, Host: "e.com", Due: now.Add(-time.Millisecond)}, now)
 		return err
 	})
 }

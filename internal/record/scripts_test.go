@@ -194,7 +194,11 @@ func TestBeginScript(t *testing.T) {
 		now       time.Time
 		wantState BeginState
 		wantN     int
-		want      state
+		// wantWaited and wantUntil are what Begin says of a wait since
+		// the last attempt.
+		wantWaited string
+		wantUntil  time.Time
+		want       state
 	}{
 		{name: "no record", now: t0, wantState: Missing, want: state{}},
 		{
@@ -236,9 +240,17 @@ func TestBeginScript(t *testing.T) {
 			},
 		},
 		{
-			name: "waiting ends when the attempt starts", now: t0, wantState: Started, wantN: 1,
+			name: "waiting ends when the attempt starts, which says what it waited for and until when", now: t0, wantState: Started, wantN: 1,
+			wantWaited: WaitingRate, wantUntil: t0,
 			initial: state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingRate, fWaitUntil, t0ms), k0.spec(tid): specJSON},
 			want:    state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms)},
+		},
+		{
+			name: "a wait with no time shown ends too", now: t0.Add(time.Minute), wantState: Started, wantN: 1,
+			wantWaited: WaitingPaused,
+			initial:    state{k0.req(tid): reqHash(Pending, fWaitingFor, WaitingPaused), k0.spec(tid): specJSON},
+			want: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1",
+				"inflightAt", strconv.FormatInt(t0.Add(time.Minute).UnixMilli(), 10), fUpdatedAt, strconv.FormatInt(t0.Add(time.Minute).UnixMilli(), 10))},
 		},
 		{
 			name: "finished: nothing starts", now: t0, wantState: Finished,
@@ -257,6 +269,9 @@ func TestBeginScript(t *testing.T) {
 			}
 			if b.State != c.wantState || b.N != c.wantN {
 				t.Errorf("Begin = state %v n %d, want %v %d", b.State, b.N, c.wantState, c.wantN)
+			}
+			if b.WaitedFor != c.wantWaited || !b.WaitedUntil.Equal(c.wantUntil) {
+				t.Errorf("Begin says it waited for %q until %v; want %q until %v", b.WaitedFor, b.WaitedUntil, c.wantWaited, c.wantUntil)
 			}
 			if diff := cmp.Diff(c.want, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.stats()), jsonAware); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
@@ -368,6 +383,39 @@ func TestFinishScript(t *testing.T) {
 			},
 		},
 		{
+			name: "an attempt that made no call is recorded with what stopped it, takes back its number, spends no budget and is not counted",
+			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", fBudgetUsed, "1", "inflightN", "2", "inflightAt", t0ms),
+				d0.index(Retrying): zset{tid}},
+			outcome: Outcome{Attempt: Attempt{N: 2, StartedAt: t0, Outcome: "permanent", FailureClass: "endpoint_down", Error: "endpoint open; no call was made",
+				NotCalled: true}, Status: Failed, Due: t0.Add(-time.Minute)}, wantResult: Recorded,
+			check: func(t *testing.T, got state) {
+				h := got[k0.req(tid)].(map[string]string)
+				if h[fStatus] != "failed" || h[fAttemptCount] != "1" || h[fBudgetUsed] != "1" || h[fFailureClass] != "endpoint_down" ||
+					h[fLastError] != "endpoint open; no call was made" || h["inflightN"] != "" {
+					t.Errorf("request hash %v; want failed, attemptCount 1 and budgetUsed 1 as before, endpoint_down and its error, nothing in flight", h)
+				}
+				want := []string{`{"n":2,"startedAtMs":` + t0ms + `,"outcome":"permanent","failureClass":"endpoint_down","error":"endpoint open; no call was made","notCalled":true}`}
+				if diff := cmp.Diff(want, got[k0.attempts(tid)], jsonAware); diff != "" {
+					t.Errorf("attempts (-want +got):\n%s", diff)
+				}
+				if got[k0.stats()] != nil {
+					t.Errorf("stats %v; an attempt that made no call is counted in no attempt metric", got[k0.stats()])
+				}
+			},
+		},
+		{
+			name:    "a request canceled while an attempt that made no call ended takes its number back too",
+			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), d0.index(Canceled): zset{tid}},
+			outcome: Outcome{Attempt: Attempt{N: 1, StartedAt: t0, Outcome: "permanent", FailureClass: "blocked_destination", Error: "refused", NotCalled: true},
+				Status: Failed}, wantResult: CanceledMeanwhile,
+			check: func(t *testing.T, got state) {
+				h := got[k0.req(tid)].(map[string]string)
+				if h[fStatus] != "canceled" || h[fAttemptCount] != "0" || h[fBudgetUsed] != "0" || len(got[k0.attempts(tid)].([]string)) != 1 {
+					t.Errorf("state %v; want canceled, attemptCount and budgetUsed 0, the entry recorded", got)
+				}
+			},
+		},
+		{
 			name:    "a request canceled meanwhile keeps its status and gains the attempt",
 			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), d0.index(Canceled): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: CanceledMeanwhile,
@@ -392,7 +440,7 @@ func TestFinishScript(t *testing.T) {
 				t.Errorf("Finish = %v, want %v", res, c.wantResult)
 			}
 			c.check(t, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.result(tid), k0.callbackDue(),
-				d0.index(Pending), d0.index(Retrying), d0.index(Completed), d0.index(Canceled)))
+				d0.index(Pending), d0.index(Retrying), d0.index(Completed), d0.index(Canceled), k0.stats()))
 			if c.wantResult == RecordedCallback {
 				if ttl := rdb.PTTL(context.Background(), k0.req(tid)).Val(); ttl <= 0 || ttl > time.Hour {
 					t.Errorf("a finished record's retention TTL is %v, want ≤ 1h", ttl)

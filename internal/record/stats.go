@@ -93,13 +93,15 @@ func (c *counts) due() bool {
 }
 
 // countAttempt counts a finished attempt: its outcome and class, its
-// duration and lateness.
+// duration and its lateness (negative: unknown, not observed).
 func (s *Store) countAttempt(outcome, class string, dur, late time.Duration) {
 	s.counts.add(fmt.Sprintf("att|%s|%s", outcome, class), 1)
 	s.counts.add(fmt.Sprintf("dur|%d", bucket(DurationBuckets, dur.Seconds())), 1)
 	s.counts.add("dur_sum_ms", dur.Milliseconds())
-	s.counts.add(fmt.Sprintf("late|%d", bucket(LatenessBuckets, late.Seconds())), 1)
-	s.counts.add("late_sum_ms", late.Milliseconds())
+	if late >= 0 {
+		s.counts.add(fmt.Sprintf("late|%d", bucket(LatenessBuckets, late.Seconds())), 1)
+		s.counts.add("late_sum_ms", late.Milliseconds())
+	}
 }
 
 // FlushCounts adds the counts counted in memory to the stats hash, in one

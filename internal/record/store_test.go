@@ -36,7 +36,7 @@ func TestFinishCountsClusterStats(t *testing.T) {
 	}
 	dur := int64(7)
 	res, err := s.Finish(ctx, id, Outcome{Attempt: Attempt{N: b.N, StartedAt: now, DurationMs: &dur, Outcome: "success"},
-		Status: Completed, Lateness: 3 * time.Millisecond}, now)
+		Status: Completed, Due: now.Add(-3 * time.Millisecond)}, now)
 	if err != nil || res != Recorded {
 		t.Fatalf("finish: %v %v", res, err)
 	}

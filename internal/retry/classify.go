@@ -60,6 +60,11 @@ type Result struct {
 	// RetryAfter is the destination's own Retry-After (429 and 503 only).
 	RetryAfter    time.Duration
 	HasRetryAfter bool
+	// NoCall says retryd made no call to the destination: it refused to
+	// send the request before dialling (the destination rules, or a
+	// request the HTTP library cannot build). Such an attempt is recorded
+	// with what stopped it, and counted nowhere attempts are counted.
+	NoCall bool
 }
 
 // Rules names whose retry rules judge an attempt: the API a request came
@@ -114,9 +119,9 @@ func (rules Rules) Classify(resp *http.Response, err error, now time.Time) Resul
 		var nerr net.Error
 		switch {
 		case errors.Is(err, ErrBlocked):
-			return Result{Kind: Permanent, Class: BlockedDestination}
+			return Result{Kind: Permanent, Class: BlockedDestination, NoCall: true}
 		case errors.Is(err, ErrInvalid):
-			return Result{Kind: Permanent, Class: ClientError}
+			return Result{Kind: Permanent, Class: ClientError, NoCall: true}
 		case errors.Is(err, context.DeadlineExceeded), errors.As(err, &nerr) && nerr.Timeout():
 			return Result{Kind: Retryable, Class: Timeout}
 		default:

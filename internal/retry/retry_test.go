@@ -340,3 +340,31 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 	})
 }
+
+// Only a request retryd refused to send before dialling made no call: every
+// answer and every transport failure of a dial that was tried is a call.
+func TestClassifySaysWhichAttemptsMadeNoCall(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	resp := &http.Response{StatusCode: 503, Header: http.Header{}}
+	cases := []struct {
+		name   string
+		resp   *http.Response
+		err    error
+		noCall bool
+	}{
+		{"blocked", nil, fmt.Errorf("dial: %w", ErrBlocked), true},
+		{"invalid", nil, fmt.Errorf("build: %w", ErrInvalid), true},
+		{"refused", nil, &net.OpError{Op: "dial", Err: errors.New("connection refused")}, false},
+		{"dns", nil, &net.DNSError{Err: "no such host", Name: "nope.invalid", IsNotFound: true}, false},
+		{"deadline", nil, fmt.Errorf("Get: %w", context.DeadlineExceeded), false},
+		{"503", resp, nil, false},
+	}
+	for _, c := range cases {
+		for _, rules := range []Rules{RetrydRules, QStashRules} {
+			if got := rules.Classify(c.resp, c.err, now); got.NoCall != c.noCall {
+				t.Errorf("%s (rules %d): NoCall = %v, want %v", c.name, rules, got.NoCall, c.noCall)
+			}
+		}
+	}
+}

@@ -13,17 +13,18 @@
 -- ARGV[4]: how late a turn may be taken (ms); later, it is lost
 -- ARGV[5]: the turn offered (ms), or -1 for none within the horizon
 -- ARGV[6]: how long the keys live untouched (ms)
--- Returns: {"turn"} (its turn: start now); {"wait", turn ms} (its turn,
+-- Returns: {"turn", turn ms} (its turn: start now); {"wait", turn ms} (its turn,
 -- later); {"start"} (the offer, now); {"offer", ms} (the offer, later); or
 -- {"line", places ahead of it}
 local now = tonumber(ARGV[2])
-local mine = tonumber(redis.call("HGET", KEYS[3], ARGV[1]) or "")
+local given = redis.call("HGET", KEYS[3], ARGV[1]) or ""
+local mine = tonumber(given)
 if mine then
-  if mine > now + tonumber(ARGV[3]) then return {"wait", tostring(mine)} end
+  if mine > now + tonumber(ARGV[3]) then return {"wait", given} end
   redis.call("HDEL", KEYS[3], ARGV[1])
   if now - mine <= tonumber(ARGV[4]) then
     redis.call("HDEL", KEYS[2], ARGV[1])
-    return {"turn"}
+    return {"turn", given}
   end
   -- lost (back too late): waits again below, at its old place
 end

@@ -13,10 +13,13 @@
 -- ARGV[2]: the error text of an interrupted attempt
 -- ARGV[3]: interruptions allowed per run (since submission or redrive)
 -- Returns: {"missing"}; {status, failedRun} when terminal; {"notdue", dueMs};
--- {"poison", inflightN, inflightAt}; {"ok", n}
+-- {"poison", inflightN, inflightAt}; {"ok", n, waitingFor, waitUntil}: what
+-- the request waited for since its last attempt and until when it was to
+-- wait (ms), each "" for none
 local kReq, kAtt, kStats = KEYS[1], KEYS[2], KEYS[3]
 local now = ARGV[1]
-local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor", "interrupted")
+local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor", "interrupted",
+  "waitUntil")
 local st = cur[1]
 if not st then return {"missing"} end
 if st ~= "pending" and st ~= "retrying" then return {st, cur[2] or "-1"} end
@@ -31,5 +34,6 @@ if cur[5] then
 end
 local n = tostring(tonumber(cur[4] or "0") + 1)
 redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
-if cur[7] then redis.call("HDEL", kReq, "waitingFor", "waitUntil") end
-return {"ok", n}
+if not cur[7] then return {"ok", n, "", ""} end
+redis.call("HDEL", kReq, "waitingFor", "waitUntil")
+return {"ok", n, cur[7], cur[9] or ""}

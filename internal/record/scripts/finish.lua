@@ -2,7 +2,9 @@
 -- attempt whose in-flight mark is gone (a later run recorded it as interrupted)
 -- is dropped; a request canceled meanwhile keeps its status and only gains the
 -- attempt. On a terminal status it fills the outcome of an open redrive,
--- starts retention, and marks the callback due.
+-- starts retention, and marks the callback due. An attempt that made no call
+-- (ARGV[14]) is recorded all the same, but takes back the attempt number
+-- Begin gave it and spends no budget: it is not an attempt.
 -- KEYS[1]: request hash
 -- KEYS[2]: attempts list
 -- KEYS[3]: redrives list
@@ -33,7 +35,8 @@
 -- other index entries; see finishedMember), entered on a terminal status
 -- ARGV[12]: the failure-class indexes' key prefix
 -- ARGV[13]: the status-code indexes' key prefix
--- ARGV[14..]: HSET field/value pairs for the next state
+-- ARGV[14]: "1" when the attempt made no call, else "0"
+-- ARGV[15..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
 -- One read of what decides, one write of the hash and one delete of its
 -- fields: fewer commands than field by field. Numbers go to redis.call as
@@ -42,7 +45,13 @@ local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "r
   "failureClass", "lastStatusCode")
 if cur[1] ~= ARGV[2] then return "stale" end
 redis.call("RPUSH", KEYS[2], ARGV[3])
-local budget = tostring(tonumber(cur[3] or "0") + 1)
+local called = ARGV[14] ~= "1"
+local budget = cur[3] or "0"
+if called then
+  budget = tostring(tonumber(budget) + 1)
+else
+  redis.call("HINCRBY", KEYS[1], "attemptCount", "-1")
+end
 local st = cur[2]
 if st == "canceled" then
   redis.call("HSET", KEYS[1], "budgetUsed", budget)
@@ -56,7 +65,7 @@ if st ~= ARGV[4] then
 end
 local terminal = ARGV[4] ~= "pending" and ARGV[4] ~= "retrying"
 local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget}
-for i = 14, #ARGV do set[#set + 1] = ARGV[i] end
+for i = 15, #ARGV do set[#set + 1] = ARGV[i] end
 -- The failure indexes hold the requests whose last attempt failed: an
 -- attempt that succeeds after a success touches neither.
 local oldClass = cur[8] or ""

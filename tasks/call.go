@@ -1,0 +1,87 @@
+package tasks
+
+// The HTTP call of an attempt.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/retry"
+)
+
+// ErrShutdown is the reason of an attempt the worker's shutdown cut short.
+var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
+
+// call performs the HTTP request of attempt n under its own deadline, and
+// gives up when the worker must stop.
+// call makes attempt n of r, with the headers extra (its trace's) set
+// over the request's own.
+func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
+	defer cancel()
+	if h.Stopping != nil {
+		stop := context.AfterFunc(h.Stopping, cancel)
+		defer stop()
+	}
+	var reqBody io.Reader // a nil interface, not a nil *strings.Reader, when there is no body
+	if r.Body != "" {
+		reqBody = strings.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, reqBody)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("%w: build request: %w", retry.ErrInvalid, err)
+	}
+	for k, v := range r.Headers {
+		req.Header.Set(k, v)
+	}
+	for k, v := range extra {
+		req.Header[k] = v
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "retryd/1")
+	}
+	key := r.IdempotencyKey
+	if key == "" {
+		key = r.ID
+	}
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set(egress.RequestIDHeader, r.ID)
+	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
+	// webhook-id is the request id: the same on every attempt and redrive,
+	// so a receiver can dedupe on it.
+	h.Signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(r.Body))
+	if r.Dialect == record.DialectQStash {
+		// What QStash's deliveries carry (attempts before this one, from 0).
+		req.Header.Set("Upstash-Message-Id", r.ID)
+		req.Header.Set("Upstash-Retried", strconv.Itoa(n-1))
+		if q := r.QStash; q != nil && q.ScheduleID != "" {
+			req.Header.Set("Upstash-Schedule-Id", q.ScheduleID)
+		}
+		if req.Header.Get("User-Agent") == "retryd/1" {
+			req.Header.Set("User-Agent", "Upstash-QStash")
+		}
+		if tok := h.QStash.Token(r.URL, []byte(r.Body), h.Clock.Now()); tok != "" {
+			req.Header.Set("Upstash-Signature", tok)
+		}
+	}
+	resp, err = h.Client.Do(req)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer resp.Body.Close()
+	body, truncated, err = egress.ReadCapped(resp.Body, ResultLimit)
+	if err != nil {
+		// The status line arrived; a body cut short is still a failed
+		// attempt, classified by the read error (timeout or network).
+		return nil, nil, false, fmt.Errorf("read response body: %w", err)
+	}
+	return resp, body, truncated, nil
+}
