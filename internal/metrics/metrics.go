@@ -194,23 +194,19 @@ var (
 )
 
 // flowLabels name a flow-control key's series: the key as its tenant named
-// it, and the tenant ("" for the other bucket, and for a destination's own
-// host:port key, which every tenant sending there shares). The key's
-// internal name joins the two with a control character, which a label
-// value must not hold.
+// it, and the tenant ("" for the other bucket). The key's internal name
+// joins the two with a control character, which a label value must not
+// hold.
 var flowLabels = []string{"key", "tenant"}
 
-// flowLabelValues are the key and tenant labels of s. A bare name that no
-// flowControl named is a destination's host:port, no tenant's: labelling
-// it "default" would put another tenant's traffic under the default one.
+// flowLabelValues are the key and tenant labels of s. Every key is a
+// tenant's, a destination's own host:port key too (flow keeps one per
+// tenant), so its owner is the tenant that qualifies it.
 func flowLabelValues(s flow.KeyStats, other bool) (string, string) {
 	if other {
 		return s.Key, ""
 	}
 	owner, name := tenant.Split(s.Key)
-	if !s.Named && s.Key == name {
-		owner = ""
-	}
 	return names.Clean(name), owner
 }
 

@@ -76,7 +76,7 @@ func TestFlowLabelValuesHoldNoControlCharacters(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]string{"acmeflow": "acme", "api.example.com:443": "", "oldkey": "default"}
+	want := map[string]string{"acmeflow": "acme", "api.example.com:443": "default", "oldkey": "default"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("key→tenant of the series = %v, want %v", got, want)
 	}
@@ -84,7 +84,7 @@ func TestFlowLabelValuesHoldNoControlCharacters(t *testing.T) {
 
 // Every flow series of a key carries its true tenant: a named key its
 // owner's (a bare one the default tenant's), and a destination's own
-// host:port key, which every tenant sending there shares, none: team-a's
+// host:port key its tenant's, since flow keeps one per tenant: team-a's
 // attempts to a host must not read as the default tenant's.
 func TestFlowSeriesNameTheKeysTenant(t *testing.T) {
 	t.Parallel()
@@ -92,6 +92,7 @@ func TestFlowSeriesNameTheKeysTenant(t *testing.T) {
 		{Key: tenant.Qualify("team-a", "orders"), Named: true, InFlight: 1, Succeeded: 4, Overloaded: 1},
 		{Key: "orders", Named: true, Succeeded: 2},
 		{Key: "hooks.example.com:443", Succeeded: 7},
+		{Key: tenant.Qualify("team-a", "hooks.example.com:443"), Succeeded: 3},
 	}
 	m := New(nil, nil)
 	m.RegisterFlows(func(context.Context) ([]flow.KeyStats, error) { return stats, nil })
@@ -114,7 +115,7 @@ func TestFlowSeriesNameTheKeysTenant(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]float64{"orders|team-a": 4, "orders|default": 2, "hooks.example.com:443|": 7}
+	want := map[string]float64{"orders|team-a": 4, "orders|default": 2, "hooks.example.com:443|default": 7, "hooks.example.com:443|team-a": 3}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("retryd_flow_recent_attempts{outcome=succeeded} by key|tenant = %v, want %v", got, want)
 	}
