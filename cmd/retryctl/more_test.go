@@ -7,33 +7,37 @@ import (
 )
 
 // tenants retention shows what applies and where it comes from, sets it
-// (an admin's key), refuses what the API refuses, and clears it.
+// (an admin's key), refuses what the API refuses (a tenant that does not
+// exist among it), and clears it.
 func TestTenantsRetention(t *testing.T) {
 	t.Parallel()
 	base := apiFor(t)
-	out, errOut, code := ctl(t, base, "tenants", "retention", "acme")
+	out, errOut, code := ctl(t, base, "tenants", "retention", "default")
 	if code != 0 || !strings.Contains(out, "retention") || !strings.Contains(out, "30d") || !strings.Contains(out, "(the default)") {
 		t.Fatalf("tenants retention (%d):\n%s%s", code, out, errOut)
 	}
-	out, errOut, code = ctl(t, base, "tenants", "retention", "acme", "--retention", "7d", "--payload-retention", "24h")
+	out, errOut, code = ctl(t, base, "tenants", "retention", "default", "--retention", "7d", "--payload-retention", "24h")
 	if code != 0 || !strings.Contains(out, "7d") || !strings.Contains(out, "1d") || !strings.Contains(out, "(set for the tenant)") {
 		t.Fatalf("set (%d):\n%s%s", code, out, errOut)
 	}
-	if doc := api(t, base, "GET", "/tenants/acme/retention", ""); doc["retention"] != "7d" {
+	if doc := api(t, base, "GET", "/tenants/default/retention", ""); doc["retention"] != "7d" {
 		t.Errorf("the API after the set: %v", doc)
 	}
-	out, _, _ = ctl(t, base, "--json", "tenants", "retention", "acme")
+	out, _, _ = ctl(t, base, "--json", "tenants", "retention", "default")
 	var doc map[string]any
-	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc["tenant"] != "acme" {
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc["tenant"] != "default" {
 		t.Errorf("--json: %v %s", err, out)
 	}
-	if _, errOut, code := ctl(t, base, "tenants", "retention", "acme", "--retention", "soon"); code == 0 || !strings.Contains(errOut, "retention") {
+	if _, errOut, code := ctl(t, base, "tenants", "retention", "default", "--retention", "soon"); code == 0 || !strings.Contains(errOut, "retention") {
 		t.Errorf("a bad retention: exit %d, stderr %q", code, errOut)
 	}
-	if _, errOut, code := ctl(t, base, "tenants", "retention", "acme", "--clear", "--retention", "7d"); code == 0 || !strings.Contains(errOut, "--clear") {
+	if _, errOut, code := ctl(t, base, "tenants", "retention", "default", "--clear", "--retention", "7d"); code == 0 || !strings.Contains(errOut, "--clear") {
 		t.Errorf("--clear with --retention: exit %d, stderr %q", code, errOut)
 	}
-	out, errOut, code = ctl(t, base, "tenants", "retention", "acme", "--clear")
+	if _, errOut, code := ctl(t, base, "tenants", "retention", "nosuch", "--retention", "7d"); code == 0 || !strings.Contains(errOut, `no tenant "nosuch"`) {
+		t.Errorf("a tenant that does not exist: exit %d, stderr %q", code, errOut)
+	}
+	out, errOut, code = ctl(t, base, "tenants", "retention", "default", "--clear")
 	if code != 0 || !strings.Contains(out, "30d") || strings.Contains(out, "(set for the tenant)") {
 		t.Errorf("clear (%d):\n%s%s", code, out, errOut)
 	}
