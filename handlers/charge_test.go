@@ -231,3 +231,33 @@ func TestBulkRedrivePaysTheRateLimitPerRequest(t *testing.T) {
 		t.Errorf("%d redriven and %d still failed, of %d", len(redriven), len(page.Requests), seeded)
 	}
 }
+
+// A request a bulk redrive skips (at its redrive limit) was not made and
+// pays nothing: a DLQ full of such entries does not spend the caller's
+// budget before the ones that can go.
+func TestBulkRedrivePaysNothingForWhatItSkips(t *testing.T) {
+	t.Parallel()
+	const rps = 5
+	env := map[string]string{"RATE_LIMIT_RPS": fmt.Sprint(rps), "REDRIVE_LIMIT": "1"}
+	for k, v := range limitsEnv {
+		env[k] = v
+	}
+	srv := redistest.StartServer(t, redistest.Options{})
+	ts := engineServer(t, srv, env)
+	b := &dlqBundle{store: record.NewStore(srv.Client(), time.Hour)}
+	var fresh []string
+	for i := range 36 {
+		if i%9 == 4 {
+			fresh = append(fresh, b.failed(t, 0))
+		} else {
+			b.failed(t, 1) // at the redrive limit
+		}
+	}
+	a := do(t, "POST", ts.URL+"/dlq/redrive", "application/json", `{"limit":1000}`, bearer("admin-key")...)
+	redriven, _ := a.body["redriven"].([]any)
+	skipped, _ := a.body["skipped"].([]any)
+	if a.status != 200 || len(redriven) != len(fresh) || len(skipped) != 36-len(fresh) || a.body["stopped"] != nil {
+		t.Fatalf("bulk redrive of %d redrivable among 36: %d %s, want all %d redriven, the rest skipped, not stopped",
+			len(fresh), a.status, a.raw, len(fresh))
+	}
+}

@@ -309,6 +309,7 @@ func (d *DLQ) redriveOne(ctx context.Context, scope tenant.Scope, id string, b *
 		Scope: scope, Actor: b.Actor, Reason: b.Reason, Limit: d.RedriveLimit, IdemKey: idemKey, Now: d.API.Now(),
 	})
 	if err != nil || res.Replayed {
+		Unspend(ctx)
 		return res, err
 	}
 	d.Faults.Hit(faultpoint.MidRedrive)

@@ -227,6 +227,22 @@ func Charge(ctx context.Context) error {
 	return nil
 }
 
+// Unspend gives back the place Charge took for a request that was then
+// not made (the store refused it, or it was an idempotent replay): the
+// call keeps the token, and its next request uses it, so a bulk call pays
+// only for the requests it makes.
+func Unspend(ctx context.Context) {
+	b := budgetOf(ctx)
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used > 0 {
+		b.used--
+	}
+}
+
 // PayFor makes sure the call has paid one token of the caller's rate limit
 // for each of the n requests it is about to make (each then Charges from
 // what it paid), taking what is missing in one step. It is called before

@@ -87,6 +87,9 @@ func (a *API) resendOne(c *gin.Context, orig *record.Request, b *redriveBody, id
 	rang := a.Store.RingsOnCreate() && a.Queue.PendingAtOnce(now)
 	res, err := a.Store.Resend(ctx, orig, record.ResendInput{Actor: b.Actor, Reason: b.Reason, IdemKey: idemKey,
 		Owner: record.Owner{ID: owner(c), Limit: a.MaxUnfinished}, Ring: rang, Now: now})
+	if err != nil || res.Replayed {
+		Unspend(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -183,17 +183,19 @@ func (q *API) events(c *gin.Context) {
 // requests of scope, newest first, from cursor on, at most count, and
 // returns the cursor the next call goes on from ("" at the end). A cursor
 // is a request's id (go on after it), or id.k when the page ended inside
-// that request's events (go on with its k-th, newest first), so a page
-// never holds more than count events and none is given twice. The
+// that request's events (go on with the k oldest of them not yet given:
+// counted from the oldest end, which a request still in flight does not
+// move as it gains events), so a page never holds more than count events
+// and none is given twice. The
 // requests are read through record.Reading: a call examines at most
 // record.ScanBudget of them whatever its filters match, and may end with
 // fewer events than count (or none) and a cursor.
 func (q *API) readEvents(c *gin.Context, scope tenant.Scope, s sel.Selection, cursor string, count int, keep func(Event) bool, out *[]Event) (string, error) {
 	ctx := c.Request.Context()
 	partial := "" // the cursor inside a request, when the page ended there
-	// take appends r's events from the from-th on; it stops the page when
-	// count is reached.
-	take := func(r *record.Request, from int) bool {
+	// take appends r's events, newest first, the owed oldest of them only
+	// when owed >= 0; it stops the page when count is reached.
+	take := func(r *record.Request, owed int) bool {
 		evs := eventsOf(r)
 		var mine []Event
 		for i := len(evs) - 1; i >= 0; i-- {
@@ -201,9 +203,13 @@ func (q *API) readEvents(c *gin.Context, scope tenant.Scope, s sel.Selection, cu
 				mine = append(mine, evs[i])
 			}
 		}
-		for i := min(from, len(mine)); i < len(mine); i++ {
+		from := 0
+		if owed >= 0 {
+			from = max(len(mine)-owed, 0)
+		}
+		for i := from; i < len(mine); i++ {
 			if len(*out) == count {
-				partial = r.ID + "." + strconv.Itoa(i)
+				partial = r.ID + "." + strconv.Itoa(len(mine)-i)
 				return true
 			}
 			*out = append(*out, mine[i])
@@ -211,15 +217,15 @@ func (q *API) readEvents(c *gin.Context, scope tenant.Scope, s sel.Selection, cu
 		return len(*out) == count
 	}
 	if id, k, inside := strings.Cut(cursor, "."); inside {
-		from, err := strconv.Atoi(k)
-		if !ids.Valid(id) || err != nil || from < 0 {
+		owed, err := strconv.Atoi(k)
+		if !ids.Valid(id) || err != nil || owed < 0 {
 			return "", badRequest("cursor", "cursor is not one this list returned")
 		}
 		cursor = id
 		r, err := q.API.Store.GetIn(ctx, scope, id)
 		switch {
 		case err == nil && s.Match(r):
-			if take(r, from) && partial != "" {
+			if take(r, owed) && partial != "" {
 				return partial, nil
 			}
 		case err != nil && !errors.Is(err, record.ErrNotFound):
@@ -247,7 +253,7 @@ func (q *API) readEvents(c *gin.Context, scope tenant.Scope, s sel.Selection, cu
 		if err != nil {
 			return false, err
 		}
-		return take(r, 0), nil
+		return take(r, -1), nil
 	})
 	if partial != "" && err == nil {
 		return partial, nil
