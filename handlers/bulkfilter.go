@@ -57,7 +57,7 @@ func (a *API) readBulkCall(c *gin.Context, rt filterRoute) (*bulkCall, error) {
 			return nil, Errorf(CodeInvalid, "dryRun", "dryRun must be true or false")
 		}
 	}
-	if call.by, err = (&redriveBody{Actor: q.Params["actor"], Reason: q.Params["reason"]}).check(); err != nil {
+	if call.by, err = (&redriveBody{Actor: q.Params["actor"], Reason: q.Params["reason"]}).check(c.Request.Context()); err != nil {
 		return nil, err
 	}
 	if call.scope, err = Scope(c, q.Tenant); err != nil {

@@ -211,6 +211,31 @@ type redriveBody struct {
 // DefaultActor is recorded when a redrive names no actor.
 const DefaultActor = "api"
 
+type actingAsKey struct{}
+
+// ActingAs marks ctx as a call that retryd's own part makes as actor
+// (record.OwnActors): the dashboard's pages forward their calls under
+// record.DashboardActor. A context value, which no HTTP caller can set.
+func ActingAs(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actingAsKey{}, actor)
+}
+
+// actorOf is the actor a call records: retryd's own when ctx acts as it
+// (ActingAs), whatever the call named; else the caller's, DefaultActor
+// when it named none, which may not be one of retryd's own actors.
+func actorOf(ctx context.Context, named string) (string, error) {
+	if own, ok := ctx.Value(actingAsKey{}).(string); ok {
+		return own, nil
+	}
+	if named == "" {
+		named = DefaultActor
+	}
+	if err := record.CheckActor(named); err != nil {
+		return "", Errorf(CodeInvalid, "actor", err.Error())
+	}
+	return named, nil
+}
+
 // readBody reads a small JSON body.
 func readBody(c *gin.Context) ([]byte, error) {
 	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, 64<<10+1))
@@ -234,16 +259,14 @@ func readRedriveBody(c *gin.Context) (*redriveBody, error) {
 			return nil, Errorf(CodeInvalid, "", "body must be a JSON object like {\"actor\": \"alice\", \"reason\": \"fixed the endpoint\"}")
 		}
 	}
-	return b.check()
+	return b.check(c.Request.Context())
 }
 
-// check fills the default actor and bounds both fields.
-func (b *redriveBody) check() (*redriveBody, error) {
-	if b.Actor == "" {
-		b.Actor = DefaultActor
-	}
-	if err := record.CheckActor(b.Actor); err != nil {
-		return nil, Errorf(CodeInvalid, "actor", err.Error())
+// check fills the actor (actorOf) and bounds both fields.
+func (b *redriveBody) check(ctx context.Context) (*redriveBody, error) {
+	var err error
+	if b.Actor, err = actorOf(ctx, b.Actor); err != nil {
+		return nil, err
 	}
 	if len(b.Reason) > 2000 {
 		return nil, Errorf(CodeInvalid, "reason", "reason must be at most 2000 characters")
@@ -383,7 +406,7 @@ func (d *DLQ) bulkRedrive(c *gin.Context) {
 	}
 	var b *redriveBody
 	if err == nil {
-		b, err = (&redriveBody{Actor: s.Params["actor"], Reason: s.Params["reason"]}).check()
+		b, err = (&redriveBody{Actor: s.Params["actor"], Reason: s.Params["reason"]}).check(c.Request.Context())
 	}
 	dryRun := false
 	if v, ok := s.Params["dryRun"]; ok && err == nil {

@@ -44,11 +44,8 @@ func (a *API) expunge(c *gin.Context) {
 			return
 		}
 	}
-	if b.Actor == "" {
-		b.Actor = DefaultActor
-	}
-	if err := record.CheckActor(b.Actor); err != nil {
-		Abort(c, a.Log, Errorf(CodeInvalid, "actor", err.Error()))
+	if b.Actor, err = actorOf(c.Request.Context(), b.Actor); err != nil {
+		Abort(c, a.Log, err)
 		return
 	}
 	scope, err := ScopeOf(c)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/ids"
+	"github.com/retryd/retryd/internal/record"
 )
 
 // retryd's own pages, beside asynqmon's: its schedules (asynqmon's
@@ -87,7 +88,9 @@ func (d *Dashboard) forwardAPI(c *gin.Context, path string) {
 			"GET /requests/{id}, POST /requests/{id}/resend and DELETE /requests/{id}/payload only"))
 		return
 	}
-	req := c.Request.Clone(c.Request.Context())
+	// The pages' calls are the dashboard's: recorded as its actor, which
+	// no caller of the API may claim.
+	req := c.Request.Clone(handlers.ActingAs(c.Request.Context(), record.DashboardActor))
 	req.URL.Path, req.URL.RawPath, req.RequestURI = path, "", ""
 	d.API.ServeHTTP(c.Writer, req)
 	c.Abort()
