@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -308,6 +309,20 @@ func ValidateURL(raw string) (*url.URL, error) {
 	}
 	if u.User != nil {
 		return nil, errors.New("must not carry user:password; send an Authorization header instead")
+	}
+	// Its endpoint (scheme://host:port) is a name the breaker keeps and an
+	// operator opens and closes: the one endpoint validator says whether
+	// it is one (a port from 1 to 65535, a host name or an IP address).
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if _, err := names.Endpoint("url", u.Scheme+":"+net.JoinHostPort(u.Hostname(), port)); err != nil {
+		var ne *names.Error
+		if errors.As(err, &ne) {
+			return nil, errors.New(strings.TrimPrefix(ne.Message, "url: "))
+		}
+		return nil, err
 	}
 	return u, nil
 }

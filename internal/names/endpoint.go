@@ -73,7 +73,7 @@ func validPort(p string) bool {
 // checkHost accepts an IP address (an IPv6 one without a zone) or a host
 // name: dot-separated labels of letters (any script: a URL's host may be
 // an internationalised name), digits, hyphens and underscores, each of 1
-// to 63 bytes, 253 bytes in all.
+// to 63 bytes, 253 bytes in all, and perhaps a final dot.
 func checkHost(h string) error {
 	if h == "" {
 		return fmt.Errorf("it is empty")
@@ -89,6 +89,11 @@ func checkHost(h string) error {
 	}
 	if len(h) > 253 {
 		return fmt.Errorf("a host name is at most 253 bytes")
+	}
+	// A fully qualified name may end in a dot (api.example.com.), as a
+	// URL's host may.
+	if h != "." {
+		h = strings.TrimSuffix(h, ".")
 	}
 	for _, label := range strings.Split(h, ".") {
 		if label == "" || len(label) > 63 {

@@ -21,6 +21,7 @@ func TestEndpointAcceptsAndRefuses(t *testing.T) {
 		{"IPv4", "http:10.0.0.1:8080", "http://10.0.0.1:8080", ""},
 		{"IPv6", "http:[::1]:80", "http://[::1]:80", ""},
 		{"an international name", "https:bücher.example:443", "https://bücher.example:443", ""},
+		{"a fully qualified name", "https:api.example.com.:443", "https://api.example.com.:443", ""},
 		{"the highest port", "http:h:65535", "http://h:65535", ""},
 		{"long labels", "http:" + strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + ".c:1", "", ""},
 		{"a host name over 253 bytes", "http:" + strings.Repeat("a.", 127) + "a:1", "", "at most 253 bytes"},
