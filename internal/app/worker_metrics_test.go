@@ -144,3 +144,20 @@ func TestEveryDocumentedAlertHasData(t *testing.T) {
 		}
 	}
 }
+
+// With no key configured at all, a worker's /metrics answers loopback
+// callers only: a port that names every tenant is never an open door.
+func TestWorkerMetricsWithoutKeysAnswerLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	served := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "retryd_series 1") })
+	h := adminOnly(nil, served)
+	for addr, want := range map[string]int{"127.0.0.1:5555": 200, "[::1]:5555": 200, "192.0.2.1:5555": 403, "10.0.0.7:5555": 403} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.RemoteAddr = addr
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want || (want == 403 && (strings.Contains(rec.Body.String(), "retryd_") || !strings.Contains(rec.Body.String(), "ADMIN_KEYS"))) {
+			t.Errorf("/metrics from %s without keys: %d %s, want %d", addr, rec.Code, rec.Body.String(), want)
+		}
+	}
+}

@@ -63,7 +63,7 @@ func serveWorkerMetrics(ctx context.Context, addr string, reg *metrics.Metrics, 
 		return func() {}
 	}
 	if len(admins) == 0 {
-		log.Warn("neither ADMIN_KEYS nor API_KEYS is set: the worker's /metrics answers anyone who can reach METRICS_ADDR, as the API does", "addr", addr)
+		log.Warn("neither ADMIN_KEYS nor API_KEYS is set: the worker's /metrics answers loopback callers only; set ADMIN_KEYS to scrape it from elsewhere", "addr", addr)
 	}
 	book.Add(ctx, ln.Addr())
 	srv := &http.Server{Handler: workerMux(reg, admins, redis), ReadHeaderTimeout: 5 * time.Second}
@@ -112,10 +112,22 @@ func workerMux(reg *metrics.Metrics, admins []string, redis pinger) http.Handler
 // adminOnly serves next to a caller that sends one of admins as the API
 // takes keys (Authorization: Bearer, or Basic's password), and answers
 // 401 in the API's error shape to any other. No admins: no keys are
-// configured, and next answers anyone, as the API's /metrics then does.
+// configured, and next answers loopback callers only (403 to others):
+// a port that names every tenant is never an open door.
 func adminOnly(admins []string, next http.Handler) http.Handler {
 	if len(admins) == 0 {
-		return next
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+				if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": &handlers.Error{Code: handlers.CodeForbidden,
+				Message: "no admin key is configured: a worker's /metrics answers loopback callers only; set ADMIN_KEYS to scrape it from elsewhere"}})
+		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := handlers.Credential(r)
