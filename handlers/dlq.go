@@ -81,9 +81,11 @@ func (d *DLQ) heldEndpoints(ctx context.Context, rs []*record.Request) []HeldEnd
 	var names []string
 	seen := map[string]bool{}
 	for _, r := range rs {
-		if ep := r.Endpoint(); ep != "" && !seen[flow.EndpointName(r.Tenant, ep)] {
-			seen[flow.EndpointName(r.Tenant, ep)] = true
-			names = append(names, flow.EndpointName(r.Tenant, ep))
+		if ep := r.Endpoint(); ep != "" {
+			if n := flow.EndpointName(r.Tenant, ep); !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
 		}
 	}
 	states, err := d.EndpointStates(ctx, names)

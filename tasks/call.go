@@ -20,10 +20,9 @@ import (
 // ErrShutdown is the reason of an attempt the worker's shutdown cut short.
 var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
 
-// call performs the HTTP request of attempt n under its own deadline, and
-// gives up when the worker must stop.
-// call makes attempt n of r, with the headers extra (its trace's) set
-// over the request's own.
+// call makes attempt n of r under its own deadline, with the headers
+// extra (its trace's) set over the request's own, and gives up when the
+// worker must stop.
 func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
 	defer cancel()

@@ -170,8 +170,9 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	}
 	if err != nil {
 		// Redis could not say; take the attempt back and try again soon
-		// (no wait to show: asynq's retry of the task starts it).
-		if uerr := h.Store.Unbegin(ctx, id, b.N, "", time.Time{}); uerr != nil {
+		// (asynq's retry of the task starts it), keeping what it waited
+		// for before, so that wait is not then counted as lateness.
+		if uerr := h.Store.Unbegin(ctx, id, b.N, b.WaitedFor, b.WaitedUntil); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
 		return fmt.Errorf("%w: flow control of %s: %w", retry.ErrInfrastructure, id, err)

@@ -191,9 +191,13 @@ type EndpointInfo struct {
 
 // Endpoints reads the breakers of the endpoints that are not closed or
 // were used in the window (as the live workers published them), sorted by
-// name, of those keep keeps (nil: all): a tenant's list reads the states
-// of its own endpoints only. A closed endpoint's FailureRatio is its
-// window's, summed over the workers.
+// name, of those keep keeps (nil: all). It reads the names of every
+// tenant's endpoints that are not closed and every live worker's published
+// use, then the states of those keep keeps only: a tenant's list costs
+// one state read per endpoint of its own, and a name read per endpoint
+// of all (bounded by ENDPOINT_LIMIT a tenant for those opened by hand).
+// A closed endpoint's FailureRatio is its window's, summed over the
+// workers.
 func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time, keep func(name string) bool) ([]EndpointInfo, error) {
 	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
 	if err != nil {

@@ -241,8 +241,8 @@ func FlowEndpointKeys(name string) (state, line, keys, joined string) {
 }
 
 // FlowHandOpenedKey lists the endpoints tenant t opened by hand (field:
-// the endpoint's tenant-qualified name, value "1"), which ENDPOINT_LIMIT
-// bounds.
+// the endpoint's tenant-qualified name, value: when it was listed, in ms),
+// which ENDPOINT_LIMIT bounds.
 func FlowHandOpenedKey(t string) string { return "{retryd-flows}:hand-opened:" + t }
 
 // LinesKey lists the flow-control lines that may hold waiters, of every
