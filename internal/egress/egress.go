@@ -311,18 +311,18 @@ func ValidateURL(raw string) (*url.URL, error) {
 		return nil, errors.New("must not carry user:password; send an Authorization header instead")
 	}
 	// Its endpoint (scheme://host:port) is a name the breaker keeps and an
-	// operator opens and closes: the one endpoint validator says whether
-	// it is one (a port from 1 to 65535, a host name or an IP address).
+	// operator opens and closes: bounded, with a real port, as the
+	// endpoint validator wants. (The host is the destination rules' to
+	// judge, at 422, not a malformed name's 400.)
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	if _, err := names.Endpoint("url", u.Scheme+":"+net.JoinHostPort(u.Hostname(), port)); err != nil {
-		var ne *names.Error
-		if errors.As(err, &ne) {
-			return nil, errors.New(strings.TrimPrefix(ne.Message, "url: "))
-		}
-		return nil, err
+	if !names.ValidPort(port) {
+		return nil, fmt.Errorf("must have a port from 1 to 65535 in decimal digits, got %q", port)
+	}
+	if n := len(u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port)); n > names.MaxEndpoint {
+		return nil, fmt.Errorf("must have a host that keeps its endpoint (scheme://host:port) within %d bytes, got %d", names.MaxEndpoint, n)
 	}
 	return u, nil
 }

@@ -6,8 +6,8 @@ import (
 )
 
 // A destination URL names an endpoint the breaker keeps and an operator
-// opens and closes by name: the endpoint validator's rules hold for it
-// too, so every endpoint the breaker holds can be named on /endpoints.
+// opens and closes by name: its port and length meet the endpoint
+// validator's rules (its host is for the destination rules to judge).
 func TestValidateURLNamesAValidEndpoint(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{
@@ -22,8 +22,7 @@ func TestValidateURLNamesAValidEndpoint(t *testing.T) {
 		"http://h:0/":     "port",
 		"http://h:99999/": "port",
 		"http://h:080/":   "port",
-		"http://a..b/":    "invalid host",
-		"http://" + strings.Repeat("a", 260) + ".example/": "bytes",
+		"http://" + strings.Repeat("a", 300) + ".example/": "bytes",
 	} {
 		if _, err := ValidateURL(raw); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("ValidateURL(%.40q…) = %v, want a refusal saying %q", raw, err, why)

@@ -49,15 +49,15 @@ func Endpoint(field, v string) (string, error) {
 	if err := checkHost(host); err != nil {
 		return "", bad("has an invalid host %s: %s", Quote(host), err)
 	}
-	if !validPort(port) {
+	if !ValidPort(port) {
 		return "", bad("must have a port from 1 to 65535 in decimal digits, got %s", Quote(port))
 	}
 	return scheme + "://" + net.JoinHostPort(host, port), nil
 }
 
-// validPort says whether p is a port as a URL writes it: decimal digits
+// ValidPort says whether p is a port as a URL writes it: decimal digits
 // without a leading zero, from 1 to 65535 (no sign, no exponent).
-func validPort(p string) bool {
+func ValidPort(p string) bool {
 	if p == "" || len(p) > 5 || p[0] == '0' {
 		return false
 	}
