@@ -249,7 +249,7 @@ func bothPrograms(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, m := range regexp.MustCompile("(?m)^\\| (.+?) \\| both \\|").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^\| (.+?) \| both \|`).FindAllStringSubmatch(string(doc), -1) {
 		for _, n := range regexp.MustCompile("`([A-Z_]+)`").FindAllStringSubmatch(m[1], -1) {
 			out = append(out, n[1])
 		}
