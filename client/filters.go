@@ -12,7 +12,11 @@ import (
 // every field set must match. The API refuses Method and URLContains
 // alone (they are checked on the requests another filter selects).
 type Filter struct {
-	Status string // pending, retrying, completed, failed, canceled
+	Status string // pending, retrying, completed, failed, canceled; several comma-separated
+	// WaitingFor selects pending and retrying requests waiting for one of
+	// these reasons (paused, queue, rate, parallelism, fair_share,
+	// endpoint_open), comma-separated.
+	WaitingFor string
 	// Host is a host name (any port) or host:port.
 	Host         string
 	Method       string
@@ -32,7 +36,7 @@ func (f Filter) Empty() bool { return f == Filter{} }
 // set adds f's filters to q.
 func (f Filter) set(q url.Values) {
 	for k, v := range map[string]string{"status": f.Status, "host": f.Host, "method": f.Method, "failureClass": f.FailureClass,
-		"label": f.Label, "urlContains": f.URLContains} {
+		"label": f.Label, "urlContains": f.URLContains, "waitingFor": f.WaitingFor} {
 		if v != "" {
 			q.Set(k, v)
 		}

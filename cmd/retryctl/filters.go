@@ -46,7 +46,8 @@ func (timeFlag) Type() string { return "time" }
 // filterFlags adds the list filters to cmd as flags filling f.
 func filterFlags(cmd *cobra.Command, f *client.Filter) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.Status, "status", "", "pending, retrying, completed, failed or canceled")
+	fl.StringVar(&f.Status, "status", "", "pending, retrying, completed, failed or canceled; several comma-separated (failed,pending)")
+	fl.StringVar(&f.WaitingFor, "waiting-for", "", "what a pending or retrying request waits for: paused, queue, rate, parallelism, fair_share or endpoint_open; several comma-separated")
 	fl.StringVar(&f.Host, "host", "", "the destination's host name, or host:port")
 	fl.StringVar(&f.Method, "method", "", "the HTTP method (with another filter: host, label, ...)")
 	fl.StringVar(&f.FailureClass, "failure-class", "", "the last attempt's failure class (client_error, server_error, timeout, ...)")

@@ -13,9 +13,32 @@ import (
 	"github.com/retryd/retryd/client"
 )
 
-// tenantsCmd is tenants retention TENANT [--retention D] [--payload-retention D] [--clear].
+// tenantsCmd is tenants list, and tenants retention TENANT [--retention D]
+// [--payload-retention D] [--clear].
 func (x *cli) tenantsCmd() *cobra.Command {
-	tenants := &cobra.Command{Use: "tenants", Short: "Per-tenant settings: retention"}
+	tenants := &cobra.Command{Use: "tenants", Short: "The tenants (an admin's key), and their settings: retention"}
+	tenants.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the tenants: those API_KEYS names and those that stored a request",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var doc struct {
+				Tenants []struct {
+					Tenant string `json:"tenant"`
+					Keys   int    `json:"keys"`
+				} `json:"tenants"`
+			}
+			if printed, err := x.fetch(cmd.Context(), http.MethodGet, client.PathTenants, nil, nil, &doc); printed || err != nil {
+				return err
+			}
+			w := x.table()
+			fmt.Fprintln(w, "TENANT\tKEYS")
+			for _, t := range doc.Tenants {
+				fmt.Fprintf(w, "%s\t%d\n", t.Tenant, t.Keys)
+			}
+			return w.Flush()
+		},
+	})
 	var records, payload string
 	var clear bool
 	retention := &cobra.Command{

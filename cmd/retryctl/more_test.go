@@ -123,3 +123,34 @@ func TestBaseURLFollowsPort(t *testing.T) {
 		}
 	}
 }
+
+// tenants list names the tenants that exist, with their key counts.
+func TestTenantsList(t *testing.T) {
+	t.Parallel()
+	base := apiFor(t)
+	out, errOut, code := ctl(t, base, "tenants", "list")
+	if code != 0 || !strings.Contains(out, "TENANT") || !strings.Contains(out, "default") {
+		t.Errorf("tenants list (%d):\n%s%s", code, out, errOut)
+	}
+}
+
+// list takes several statuses and the waiting reason, and passes both to
+// the API, whose refusal of a bad reason it shows.
+func TestListTakesSeveralStatusesAndWaitingFor(t *testing.T) {
+	t.Parallel()
+	base := apiFor(t)
+	id := api(t, base, "POST", "/requests", `{"url":"https://example.com/never","method":"POST"}`)["id"].(string)
+	out, errOut, code := ctl(t, base, "list", "--status", "failed,pending")
+	if code != 0 || !strings.Contains(out, id) {
+		t.Errorf("list --status failed,pending (%d):\n%s%s, want %s listed", code, out, errOut, id)
+	}
+	if out, errOut, code := ctl(t, base, "list", "--status", "failed,completed"); code != 0 || strings.Contains(out, id) {
+		t.Errorf("list --status failed,completed (%d):\n%s%s, want %s not listed", code, out, errOut, id)
+	}
+	if _, errOut, code := ctl(t, base, "list", "--waiting-for", "coffee"); code == 0 || !strings.Contains(errOut, "waitingFor") {
+		t.Errorf("list --waiting-for coffee: exit %d, stderr %q, want the API's refusal", code, errOut)
+	}
+	if out, errOut, code := ctl(t, base, "list", "--waiting-for", "paused,rate"); code != 0 || strings.Contains(out, id) {
+		t.Errorf("list --waiting-for paused,rate (%d):\n%s%s, want %s (waiting for nothing) not listed", code, out, errOut, id)
+	}
+}
