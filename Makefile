@@ -4,7 +4,7 @@ SHELL       := /bin/bash
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
 
-.PHONY: help run test deps bench bench-backlog bench-outage bench-idle bench-find bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
+.PHONY: help run test deps bench bench-hardening bench-backlog bench-outage bench-idle bench-find bench-tenants bench-lateness profile lint fuzz chaos chaos-failover
 
 ## help: list the targets
 help:
@@ -66,6 +66,10 @@ bench-tenants: deps
 ## bench-lateness: retry lateness (backoffMs 1000) on an idle stack, then while the same workers carry a flood to a destination answering in 2 s (BENCH_LATENESS_N=200 probes per phase, BENCH_LATENESS_RATE=20 probes/s, BENCH_LATENESS_FLOOD=3000, BENCH_WORKER_ENV="K=V ...")
 bench-lateness: deps
 	$(GO) test -run '^$$' -bench '^BenchmarkLateness$$' -benchtime 1x -timeout 30m ./e2e/ | grep -E '^(LATENESS|Benchmark|ok|FAIL|---|    [a-z_]+\.go:)'
+
+## bench-hardening: what one tenant can do to another: a tenant's healthy first attempts while another floods the same host:port with 70 % 503s, /v2/events on a filter matching nothing over 32,000 requests, five bulk resends under RATE_LIMIT_RPS=200, 200 opens of 600 KB endpoint names, the lateness a 30 s pause leaves (BENCH_HARDENING_SEED=32000, BENCH_HARDENING_FLOOD=1200, BENCH_HARDENING_PAUSE=30)
+bench-hardening: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkHardening$$' -benchtime 1x -timeout 30m ./e2e/ | grep -E '^(HARDENING|ok|FAIL|---|    [a-z_]+\.go:)'
 
 ## profile: where each process's CPU per request goes: perf on the running stack, pprof in process, Redis instructions per script under callgrind (needs linux-perf, valgrind)
 profile: deps
