@@ -2,11 +2,13 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,5 +216,77 @@ func TestEventsCountCountsEvents(t *testing.T) {
 	}
 	if a := do(t, "GET", ts.URL+"/v2/events?cursor=nonsense", "", ""); a.status != 400 {
 		t.Errorf("a made-up cursor: %d %s, want 400", a.status, a.raw)
+	}
+}
+
+// A cursor inside a message goes on with the events still owed, counted
+// from its oldest: a message in flight that gains events between two
+// pages repeats none of them.
+func TestEventsCursorWithinAMessageSurvivesNewEvents(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, redistest.Options{})
+	ts := engineServer(t, srv, map[string]string{"ALLOW_PRIVATE_TARGETS": "true"})
+	store := record.NewStore(srv.Client(), time.Hour)
+	ctx := context.Background()
+	now := time.Now().Add(-time.Minute)
+	r := &record.Request{ID: ids.New(now), URL: "http://127.0.0.1:1/x", Host: "127.0.0.1", Method: "POST", Headers: map[string]string{},
+		MaxRetries: 5, BackoffMs: 100, MaxBackoffMs: 1000, TimeoutMs: 1000, Status: record.Pending, CreatedAt: now, NextAttemptAt: now}
+	if _, err := store.Create(ctx, r, "", nil, record.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(at time.Time) { // one attempt that fails and will be retried
+		t.Helper()
+		b, err := store.Begin(ctx, r.ID, at)
+		if err != nil || b.State != record.Started {
+			t.Fatalf("begin: %+v %v", b, err)
+		}
+		if _, err := store.Finish(ctx, r.ID, record.Outcome{Attempt: record.Attempt{N: b.N, StartedAt: at, StatusCode: 503,
+			Outcome: "retryable", FailureClass: "server_error"}, Status: record.Retrying, NextAttemptAt: at.Add(500 * time.Millisecond),
+			Host: "127.0.0.1", Run: -1}, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page := func(cursor string) ([]string, string) {
+		path := "/v2/events?count=1"
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		a := do(t, "GET", ts.URL+path, "", "")
+		if a.status != 200 {
+			t.Fatalf("GET %s: %d %s", path, a.status, a.raw)
+		}
+		var got []string
+		evs, _ := a.body["events"].([]any)
+		for _, e := range evs {
+			m := e.(map[string]any)
+			got = append(got, fmt.Sprint(m["state"], " ", m["time"]))
+		}
+		next, _ := a.body["cursor"].(string)
+		return got, next
+	}
+	fail(now.Add(time.Second)) // CREATED, ERROR, RETRY
+	first, cursor := page("")
+	if len(first) != 1 || !strings.Contains(cursor, ".") {
+		t.Fatalf("first page %v, cursor %q: want one event and a cursor within the message", first, cursor)
+	}
+	fail(now.Add(2 * time.Second)) // two more events, newer than the page
+	seen := map[string]bool{first[0]: true}
+	for range 10 {
+		var got []string
+		if got, cursor = page(cursor); len(got) > 1 {
+			t.Fatalf("a page of count=1 gave %v", got)
+		}
+		for _, e := range got {
+			if seen[e] {
+				t.Errorf("%s given twice", e)
+			}
+			seen[e] = true
+		}
+		if cursor == "" {
+			break
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("the pages gave %v, want the 3 events the message had when the walk began", seen)
 	}
 }
