@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,21 @@ func seedCanceled(t *testing.T, store *record.Store, tn, host string, n int) {
 	}
 }
 
+// rateLimited is an engine with RATE_LIMIT_RPS=rps and the settings kv
+// (name, value pairs) on a Redis of its own, and a store on that Redis.
+func rateLimited(t *testing.T, rps int, kv ...string) (*httptest.Server, *record.Store) {
+	t.Helper()
+	env := map[string]string{"RATE_LIMIT_RPS": fmt.Sprint(rps)}
+	for k, v := range limitsEnv {
+		env[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	srv := redistest.StartServer(t, redistest.Options{})
+	return engineServer(t, srv, env), record.NewStore(srv.Client(), time.Hour)
+}
+
 // RATE_LIMIT_RPS is paid once per request made, wherever it is made: five
 // bulk resends of up to 1,000 make no more than the limit allows in the
 // time they take, and say where they stopped; what they made is all they
@@ -39,13 +55,7 @@ func seedCanceled(t *testing.T, store *record.Store, tn, host string, n int) {
 func TestBulkResendsPayTheRateLimitPerRequestMade(t *testing.T) {
 	t.Parallel()
 	const rps, seeded = 20, 300
-	env := map[string]string{"RATE_LIMIT_RPS": fmt.Sprint(rps)}
-	for k, v := range limitsEnv {
-		env[k] = v
-	}
-	srv := redistest.StartServer(t, redistest.Options{})
-	ts := engineServer(t, srv, env)
-	store := record.NewStore(srv.Client(), time.Hour)
+	ts, store := rateLimited(t, rps)
 	seedCanceled(t, store, "acme", "127.0.0.1", seeded)
 
 	start := time.Now()
@@ -110,13 +120,7 @@ func TestBulkResendsPayTheRateLimitPerRequestMade(t *testing.T) {
 func TestABulkCallPaysWhatSingleCallsPay(t *testing.T) {
 	t.Parallel()
 	const rps = 10
-	env := map[string]string{"RATE_LIMIT_RPS": fmt.Sprint(rps)}
-	for k, v := range limitsEnv {
-		env[k] = v
-	}
-	srv := redistest.StartServer(t, redistest.Options{})
-	ts := engineServer(t, srv, env)
-	store := record.NewStore(srv.Client(), time.Hour)
+	ts, store := rateLimited(t, rps)
 	seedCanceled(t, store, "acme", "127.0.0.1", 2*rps)
 	seedCanceled(t, store, "beta", "127.0.0.1", 2*rps)
 
@@ -201,13 +205,8 @@ func grepLines(s, sub string) string {
 func TestBulkRedrivePaysTheRateLimitPerRequest(t *testing.T) {
 	t.Parallel()
 	const rps, seeded = 10, 40
-	env := map[string]string{"RATE_LIMIT_RPS": fmt.Sprint(rps)}
-	for k, v := range limitsEnv {
-		env[k] = v
-	}
-	srv := redistest.StartServer(t, redistest.Options{})
-	ts := engineServer(t, srv, env)
-	b := &dlqBundle{store: record.NewStore(srv.Client(), time.Hour)}
+	ts, store := rateLimited(t, rps)
+	b := &dlqBundle{store: store}
 	for range seeded {
 		b.failed(t, 0)
 	}
@@ -238,13 +237,8 @@ func TestBulkRedrivePaysTheRateLimitPerRequest(t *testing.T) {
 func TestBulkRedrivePaysNothingForWhatItSkips(t *testing.T) {
 	t.Parallel()
 	const rps = 5
-	env := map[string]string{"RATE_LIMIT_RPS": fmt.Sprint(rps), "REDRIVE_LIMIT": "1"}
-	for k, v := range limitsEnv {
-		env[k] = v
-	}
-	srv := redistest.StartServer(t, redistest.Options{})
-	ts := engineServer(t, srv, env)
-	b := &dlqBundle{store: record.NewStore(srv.Client(), time.Hour)}
+	ts, store := rateLimited(t, rps, "REDRIVE_LIMIT", "1")
+	b := &dlqBundle{store: store}
 	var fresh []string
 	for i := range 36 {
 		if i%9 == 4 {

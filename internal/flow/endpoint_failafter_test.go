@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -19,18 +21,8 @@ import (
 // none ends as endpoint_down.
 func TestEndpointLongOpenProbesTheFirstRequestAndFailsNone(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
-	w := &waker{}
-	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1,
-		Breaker: BreakerConfig{MinAttempts: 4, FailAfter: 20 * time.Second}}, w, clk)
+	c, rdb, clk, w := openedEndpoint(t, 20*time.Second)
 	ctx := context.Background()
-	req := func(id string) Request {
-		return Request{ID: id, HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Timeout: time.Second}
-	}
-	for i := range 4 {
-		admit(t, c, req(fmt.Sprint("failed-", i))).Done(ctx, Failed)
-	}
 	name := EndpointName("", "https://h:443")
 	clk.Add(time.Minute) // the outage: nobody waits, the probe time passes
 	info, err := ReadEndpoint(ctx, rdb, name)
@@ -42,12 +34,12 @@ func TestEndpointLongOpenProbesTheFirstRequestAndFailsNone(t *testing.T) {
 	}
 
 	// The destination is fixed; three requests are redriven.
-	probe, err := c.Admit(ctx, req("r1"))
+	probe, err := c.Admit(ctx, toH("r1"))
 	if err != nil || !probe.probe {
 		t.Fatalf("the first request to the long-open endpoint: %v (probe %v), want it sent as the probe", err, probe != nil && probe.probe)
 	}
 	for _, id := range []string{"r2", "r3"} {
-		_, err := c.Admit(ctx, req(id))
+		_, err := c.Admit(ctx, toH(id))
 		if errors.Is(err, ErrEndpointDown) {
 			t.Fatalf("%s failed at once as endpoint_down, with its probe out: %v", id, err)
 		}
@@ -69,7 +61,7 @@ func TestEndpointLongOpenProbesTheFirstRequestAndFailsNone(t *testing.T) {
 	}
 	clk.Add(DefaultTuning.BreakerRead) // this worker reads the state again
 	for _, id := range []string{"r2", "r3"} {
-		admit(t, c, req(id)).Done(ctx, Succeeded)
+		admit(t, c, toH(id)).Done(ctx, Succeeded)
 	}
 }
 
@@ -79,29 +71,19 @@ func TestEndpointLongOpenProbesTheFirstRequestAndFailsNone(t *testing.T) {
 // probe, not failing for want of one.
 func TestEndpointWaiterEndsOnlyAfterAFailedProbe(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
-	w := &waker{}
-	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1,
-		Breaker: BreakerConfig{MinAttempts: 4, FailAfter: 2 * time.Second}}, w, clk)
+	c, rdb, clk, w := openedEndpoint(t, 2*time.Second)
 	ctx := context.Background()
-	req := func(id string) Request {
-		return Request{ID: id, HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Timeout: time.Second}
-	}
-	for i := range 4 {
-		admit(t, c, req(fmt.Sprint("failed-", i))).Done(ctx, Failed)
-	}
 	began := clk.Now()
-	parkedFor(t, c, req("w1")) // the next probe is 5 s away
+	parkedFor(t, c, toH("w1")) // the next probe is 5 s away
 	firstProbe := began.Add(DefaultTuning.BreakerProbe)
-	parkedFor(t, c, req("w2"))
+	parkedFor(t, c, toH("w2"))
 
 	clk.Set(began.Add(3 * time.Second)) // past BREAKER_FAIL_AFTER, no probe yet
-	if _, err := c.Admit(ctx, req("w2")); errors.Is(err, ErrEndpointDown) {
+	if _, err := c.Admit(ctx, toH("w2")); errors.Is(err, ErrEndpointDown) {
 		t.Fatalf("w2 ended with no probe made: %v", err)
 	}
 	clk.Set(firstProbe)
-	probe := admit(t, c, req("w1"))
+	probe := admit(t, c, toH("w1"))
 	if !probe.probe {
 		t.Fatal("the first waiter, at the probe's time, is not the probe")
 	}
@@ -109,7 +91,7 @@ func TestEndpointWaiterEndsOnlyAfterAFailedProbe(t *testing.T) {
 	if at := w.at("w2"); !at.Equal(clk.Now()) {
 		t.Errorf("after the failed probe w2 is woken at %v, want now (%v): it has waited long enough", at, clk.Now())
 	}
-	_, err := c.Admit(ctx, req("w2"))
+	_, err := c.Admit(ctx, toH("w2"))
 	if !errors.Is(err, ErrEndpointDown) {
 		t.Errorf("w2, which waited past BREAKER_FAIL_AFTER and saw a probe fail: %v, want endpoint_down", err)
 	}
@@ -117,4 +99,25 @@ func TestEndpointWaiterEndsOnlyAfterAFailedProbe(t *testing.T) {
 	if err != nil || info.Waiting != 0 || !info.NextProbe.IsZero() {
 		t.Errorf("after its waiters ended: %+v %v, want nobody waiting and no probe planned", info, err)
 	}
+}
+
+// openedEndpoint is a controller whose endpoint https://h:443 four failed
+// attempts have just opened, with BREAKER_FAIL_AFTER failAfter, on a fake
+// clock.
+func openedEndpoint(t *testing.T, failAfter time.Duration) (*Controller, redis.UniversalClient, *clock.Fake, *waker) {
+	t.Helper()
+	rdb := redistest.Start(t).Client()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	w := &waker{}
+	c := newController(t, rdb, Config{Concurrency: 100, FairShare: 1,
+		Breaker: BreakerConfig{MinAttempts: 4, FailAfter: failAfter}}, w, clk)
+	for i := range 4 {
+		admit(t, c, toH(fmt.Sprint("failed-", i))).Done(context.Background(), Failed)
+	}
+	return c, rdb, clk, w
+}
+
+// toH is request id to https://h:443.
+func toH(id string) Request {
+	return Request{ID: id, HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Timeout: time.Second}
 }
