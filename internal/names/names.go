@@ -39,6 +39,7 @@ const (
 	MaxIdempotencyKey = 255
 	MaxFilterValue    = 2048
 	MaxHeaderName     = 256
+	MaxCredential     = 128
 )
 
 // The kinds of names (docs/security.md lists them).
@@ -54,13 +55,16 @@ var (
 	// HeaderName bounds a header a client names (Upstash-Redact-Fields'
 	// header[Name]).
 	HeaderName = Kind{What: "a header name", Max: MaxHeaderName}
+	// Credential names a tenant's credential (or proxy), in a path, a body
+	// member or a header.
+	Credential = Kind{What: "a credential name", Max: MaxCredential}
 	// FilterValue bounds a filter value that is not itself one of the
 	// names above (a URL, a host, a path): as long as a URL may be.
 	FilterValue = Kind{What: "a filter value", Max: MaxFilterValue}
 )
 
 // Kinds lists every kind, for documentation and tests.
-var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, HeaderName, FilterValue}
+var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, HeaderName, Credential, FilterValue}
 
 // Error is a refused name. Field says where the client gave it (a header,
 // a query parameter, a body member, a path segment); Message says why and

@@ -1,0 +1,239 @@
+package credentials
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The signing secret kinds.
+const (
+	HMAC    = "hmac"
+	Ed25519 = "ed25519"
+)
+
+// MaxSigningSecrets bounds a tenant's signing secrets: every delivery
+// carries one signature per secret.
+const MaxSigningSecrets = 10
+
+// ErrTooManySecrets refuses a secret over MaxSigningSecrets.
+var ErrTooManySecrets = fmt.Errorf("a tenant holds at most %d signing secrets; delete one first", MaxSigningSecrets)
+
+// SigningSecret is what the API shows of a tenant's signing secret.
+type SigningSecret struct {
+	ID          string    `json:"id"`
+	Type        string    `json:"type"`
+	CreatedAt   time.Time `json:"createdAt"`
+	Fingerprint string    `json:"fingerprint"`
+	// PublicKey is an ed25519 secret's public key (whpk_…), for receivers.
+	PublicKey string `json:"publicKey,omitempty"`
+}
+
+type storedSecret struct {
+	SigningSecret
+	Sealed string `json:"sealed"`
+}
+
+// CreateSigningSecret makes a new signing secret of kind for tenant t and
+// returns it with its text, shown this once: whsec_… (hmac) or the
+// whpk_… public key (ed25519, whose private key never leaves retryd).
+func (s *Store) CreateSigningSecret(ctx context.Context, t, kind string, now time.Time) (SigningSecret, string, error) {
+	var key []byte
+	var sec SigningSecret
+	var shown string
+	switch kind {
+	case "", HMAC:
+		kind = HMAC
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return sec, "", err
+		}
+		shown = "whsec_" + base64.StdEncoding.EncodeToString(key)
+		sum := sha256.Sum256(append([]byte("retryd signing secret\x00"), key...))
+		sec.Fingerprint = hex.EncodeToString(sum[:8])
+	case Ed25519:
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return sec, "", err
+		}
+		key = priv
+		shown = "whpk_" + base64.StdEncoding.EncodeToString(pub)
+		sec.PublicKey = shown
+		sum := sha256.Sum256(pub)
+		sec.Fingerprint = hex.EncodeToString(sum[:8])
+	default:
+		return sec, "", bad("type", "must be hmac (the default) or ed25519, got %q", short(kind))
+	}
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	sec.ID, sec.Type, sec.CreatedAt = "ss_"+hex.EncodeToString(id), kind, now.UTC()
+	sealed, err := s.Keys.Seal(key, sealContext(t, "signing", sec.ID))
+	if err != nil {
+		return sec, "", err
+	}
+	n, err := s.RDB.HLen(ctx, keysOf(t).signing()).Result()
+	if err != nil {
+		return sec, "", fmt.Errorf("count signing secrets: %w", err)
+	}
+	if n >= MaxSigningSecrets {
+		return sec, "", ErrTooManySecrets
+	}
+	raw, _ := json.Marshal(storedSecret{SigningSecret: sec, Sealed: sealed})
+	if err := s.RDB.HSet(ctx, keysOf(t).signing(), sec.ID, raw).Err(); err != nil {
+		return sec, "", fmt.Errorf("store signing secret: %w", err)
+	}
+	s.changed(ctx, t)
+	return sec, shown, nil
+}
+
+// ListSigningSecrets is tenant t's signing secrets, newest first.
+func (s *Store) ListSigningSecrets(ctx context.Context, t string) ([]SigningSecret, error) {
+	all, err := s.readSecrets(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SigningSecret, len(all))
+	for i, st := range all {
+		out[i] = st.SigningSecret
+	}
+	return out, nil
+}
+
+func (s *Store) readSecrets(ctx context.Context, t string) ([]storedSecret, error) {
+	all, err := s.RDB.HGetAll(ctx, keysOf(t).signing()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list signing secrets: %w", err)
+	}
+	return decodeSecrets(all)
+}
+
+func decodeSecrets(all map[string]string) ([]storedSecret, error) {
+	out := make([]storedSecret, 0, len(all))
+	for id, raw := range all {
+		var st storedSecret
+		if err := json.Unmarshal([]byte(raw), &st); err != nil {
+			return nil, fmt.Errorf("signing secret %s does not parse: %w", id, err)
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.After(out[j].CreatedAt)
+		}
+		return out[i].ID > out[j].ID
+	})
+	return out, nil
+}
+
+// DeleteSigningSecret removes one of tenant t's signing secrets; false
+// when it had none of that id.
+func (s *Store) DeleteSigningSecret(ctx context.Context, t, id string) (bool, error) {
+	n, err := s.RDB.HDel(ctx, keysOf(t).signing(), id).Result()
+	if err != nil {
+		return false, fmt.Errorf("delete signing secret: %w", err)
+	}
+	s.changed(ctx, t)
+	return n > 0, nil
+}
+
+// openSecret decrypts a stored signing secret's key.
+func (s *Store) openSecret(t string, st storedSecret) ([]byte, error) {
+	return s.Keys.Open(st.Sealed, sealContext(t, "signing", st.ID))
+}
+
+// Rekey seals every credential and signing secret of every tenant under
+// the first key again, and drops cached tokens (they are fetched anew).
+// It returns how many values it resealed.
+func (s *Store) Rekey(ctx context.Context) (int, error) {
+	if s.Keys == nil {
+		return 0, ErrNoKeys
+	}
+	tenants, err := s.RDB.SMembers(ctx, tenantsKey).Result()
+	if err != nil {
+		return 0, fmt.Errorf("list tenants with credentials: %w", err)
+	}
+	n := 0
+	for _, t := range tenants {
+		k := keysOf(t)
+		creds, err := s.RDB.HGetAll(ctx, k.creds()).Result()
+		if err != nil {
+			return n, fmt.Errorf("read credentials of %s: %w", t, err)
+		}
+		for name, raw := range creds {
+			st, err := decodeStored(raw)
+			if err != nil {
+				return n, fmt.Errorf("credential %q of %s: %w", name, t, err)
+			}
+			if KeyOf(st.Sealed) == s.Keys.SealID() {
+				continue
+			}
+			plain, err := s.Keys.Open(st.Sealed, sealContext(t, "credential", name))
+			if err != nil {
+				return n, fmt.Errorf("credential %q of %s: %w", name, t, err)
+			}
+			if st.Sealed, err = s.Keys.Seal(plain, sealContext(t, "credential", name)); err != nil {
+				return n, err
+			}
+			out, _ := json.Marshal(st)
+			if err := s.replace(ctx, k.creds(), name, raw, string(out)); err != nil {
+				return n, err
+			}
+			s.RDB.Del(ctx, k.token(name))
+			n++
+		}
+		secrets, err := s.RDB.HGetAll(ctx, k.signing()).Result()
+		if err != nil {
+			return n, fmt.Errorf("read signing secrets of %s: %w", t, err)
+		}
+		for id, raw := range secrets {
+			var st storedSecret
+			if err := json.Unmarshal([]byte(raw), &st); err != nil {
+				return n, fmt.Errorf("signing secret %s of %s does not parse: %w", id, t, err)
+			}
+			if KeyOf(st.Sealed) == s.Keys.SealID() {
+				continue
+			}
+			key, err := s.openSecret(t, st)
+			if err != nil {
+				return n, fmt.Errorf("signing secret %s of %s: %w", id, t, err)
+			}
+			if st.Sealed, err = s.Keys.Seal(key, sealContext(t, "signing", st.ID)); err != nil {
+				return n, err
+			}
+			out, _ := json.Marshal(st)
+			if err := s.replace(ctx, k.signing(), id, raw, string(out)); err != nil {
+				return n, err
+			}
+			n++
+		}
+		s.changed(ctx, t)
+	}
+	return n, nil
+}
+
+// replaceScript sets a hash field to a new value only if it still holds
+// the old one: a rekey never undoes a change made while it ran.
+var replaceScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0`)
+
+func (s *Store) replace(ctx context.Context, key, field, old, value string) error {
+	_, err := replaceScript.Run(ctx, s.RDB, []string{key}, field, old, value).Int()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("reseal %s: %w", field, err)
+	}
+	return nil
+}
