@@ -121,7 +121,7 @@ func (d *DLQ) Routes(r gin.IRouter) {
 var FailureClasses = []string{
 	string(retry.ClientError), string(retry.Redirect), string(retry.ServerError), string(retry.RateLimited),
 	string(retry.Timeout), string(retry.Network), string(retry.BlockedDestination),
-	string(retry.InterruptedClass), string(retry.EndpointDown),
+	string(retry.InterruptedClass), string(retry.EndpointDown), string(retry.CredentialFailed),
 }
 
 func checkClass(class string) error {

@@ -43,7 +43,22 @@ const (
 	// EndpointDown ends a request whose endpoint stayed open (failing)
 	// longer than BREAKER_FAIL_AFTER: no attempt was made.
 	EndpointDown FailureClass = "endpoint_down"
+	// CredentialFailed: retryd could not make the call's credential (its
+	// token endpoint failed, or the credential is gone or unreadable): no
+	// call was made.
+	CredentialFailed FailureClass = "credential_error"
 )
+
+// CredentialError is an attempt stopped by its credential before any call:
+// retried like a 5xx unless Permanent (a token endpoint's 4xx, a
+// credential deleted).
+type CredentialError struct {
+	Permanent bool
+	Err       error
+}
+
+func (e *CredentialError) Error() string { return "credential: " + e.Err.Error() }
+func (e *CredentialError) Unwrap() error { return e.Err }
 
 // ErrBlocked marks an error caused by the destination safety rules (the
 // egress guard wraps it); such an attempt is permanent.
@@ -117,7 +132,13 @@ func (rules Rules) Classify(resp *http.Response, err error, now time.Time) Resul
 	}
 	if err != nil {
 		var nerr net.Error
+		var cerr *CredentialError
 		switch {
+		case errors.As(err, &cerr):
+			if cerr.Permanent {
+				return Result{Kind: Permanent, Class: CredentialFailed, NoCall: true}
+			}
+			return Result{Kind: Retryable, Class: CredentialFailed, NoCall: true}
 		case errors.Is(err, ErrBlocked):
 			return Result{Kind: Permanent, Class: BlockedDestination, NoCall: true}
 		case errors.Is(err, ErrInvalid):

@@ -1,0 +1,239 @@
+package credentials
+
+// OAuth2 client credentials: the grant is golang.org/x/oauth2's; what is
+// retryd's is sharing the token between workers. A token lives sealed in
+// Redis until shortly before it expires; a worker that finds none takes a
+// short lock and asks the token endpoint, and the others wait for what it
+// stores: one token request per credential at a time, whatever the
+// number of workers or attempts.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+
+	"github.com/retryd/retryd/internal/retry"
+)
+
+// Token sharing bounds.
+const (
+	// tokenLock is how long a worker holds the right to ask the token
+	// endpoint; a worker that dies holding it delays the others this long.
+	tokenLock = 15 * time.Second
+	// maxEarly is the most a token is renewed ahead of its expiry (a fifth
+	// of its life when that is less).
+	maxEarly = 30 * time.Second
+	// noExpiry is how long a token without expires_in is trusted (a 401
+	// drops it sooner).
+	noExpiry = time.Hour
+	// tokenPoll is how often a waiting worker looks for the token another
+	// is getting.
+	tokenPoll = 25 * time.Millisecond
+)
+
+// tokenCache is one worker's copy of a credential's token.
+type tokenCache struct {
+	mu  sync.Mutex
+	tok *oauth2.Token
+}
+
+// sharedToken is the token as Redis holds it (sealed).
+type sharedToken struct {
+	Access  string `json:"a"`
+	Type    string `json:"t,omitempty"`
+	UntilMs int64  `json:"u"` // trusted until: the expiry less the margin
+}
+
+func (b *Book) tokenCacheOf(u *Use) *tokenCache {
+	key := u.Tenant + "\x00" + u.Credential + "\x00" + u.version
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens == nil {
+		b.tokens = map[string]*tokenCache{}
+	}
+	c := b.tokens[key]
+	if c == nil {
+		c = &tokenCache{}
+		b.tokens[key] = c
+	}
+	return c
+}
+
+// token is a valid access token of u's OAuth2 credential. The worker's
+// copy is oauth2.ReuseTokenSource's; behind it, the shared one.
+func (b *Book) token(ctx context.Context, u *Use) (string, error) {
+	c := b.tokenCacheOf(u)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The shared source already gives each token the time it is trusted
+	// until, so the local copy renews at that time and not earlier.
+	ts := oauth2.ReuseTokenSourceWithExpiry(c.tok, &sharedSource{ctx: ctx, b: b, u: u}, time.Nanosecond)
+	tok, err := ts.Token()
+	if err != nil {
+		return "", err
+	}
+	c.tok = tok
+	return tok.AccessToken, nil
+}
+
+// dropToken forgets the token sent in authorization (a "Bearer …" header)
+// here and in Redis, unless another already replaced it there.
+func (b *Book) dropToken(ctx context.Context, u *Use, authorization string) {
+	access := strings.TrimPrefix(authorization, "Bearer ")
+	c := b.tokenCacheOf(u)
+	c.mu.Lock()
+	if c.tok != nil && c.tok.AccessToken == access {
+		c.tok = nil
+	}
+	c.mu.Unlock()
+	key := keysOf(u.Tenant).token(u.Credential)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	raw, err := b.Store.RDB.Get(ctx, key).Result()
+	if err != nil {
+		return
+	}
+	if st, ok := b.openToken(u, raw); ok && st.Access == access {
+		_, _ = dropScript.Run(ctx, b.Store.RDB, []string{key}, raw).Result()
+	}
+}
+
+// dropScript deletes a key only if it still holds the value read.
+var dropScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+func tokenContext(u *Use) string {
+	return sealContext(u.Tenant, "token", u.Credential+"\x00"+u.version)
+}
+
+func (b *Book) openToken(u *Use, raw string) (sharedToken, bool) {
+	var st sharedToken
+	plain, err := b.Store.Keys.Open(raw, tokenContext(u))
+	if err != nil || json.Unmarshal(plain, &st) != nil {
+		return st, false
+	}
+	return st, true
+}
+
+// sharedSource gets a token through Redis: the one stored, else one it
+// asks for under the lock, else the one another worker stores.
+type sharedSource struct {
+	ctx context.Context
+	b   *Book
+	u   *Use
+}
+
+func (s *sharedSource) Token() (*oauth2.Token, error) {
+	b, u := s.b, s.u
+	k := keysOf(u.Tenant)
+	ctx, cancel := context.WithTimeout(s.ctx, tokenLock+5*time.Second)
+	defer cancel()
+	for {
+		raw, err := b.Store.RDB.Get(ctx, k.token(u.Credential)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, &retry.CredentialError{Err: fmt.Errorf("read the shared token: %w", err)}
+		}
+		if err == nil {
+			if st, ok := b.openToken(u, raw); ok && time.UnixMilli(st.UntilMs).After(b.now()) {
+				return &oauth2.Token{AccessToken: st.Access, TokenType: st.Type, Expiry: time.UnixMilli(st.UntilMs)}, nil
+			}
+		}
+		owner := make([]byte, 8)
+		_, _ = rand.Read(owner)
+		mine := hex.EncodeToString(owner)
+		got, err := b.Store.RDB.SetNX(ctx, k.lock(u.Credential), mine, tokenLock).Result()
+		if err != nil {
+			return nil, &retry.CredentialError{Err: fmt.Errorf("take the token lock: %w", err)}
+		}
+		if got {
+			tok, err := s.fetch(ctx)
+			_, _ = dropScript.Run(context.WithoutCancel(ctx), b.Store.RDB, []string{k.lock(u.Credential)}, mine).Result()
+			return tok, err
+		}
+		// Another worker is asking: wait for what it stores (or for its
+		// lock to go, to ask ourselves).
+		select {
+		case <-ctx.Done():
+			return nil, &retry.CredentialError{Err: fmt.Errorf("waited for another worker's token request: %w", ctx.Err())}
+		case <-time.After(tokenPoll):
+		}
+	}
+}
+
+// fetch asks the token endpoint (RFC 6749 §4.4, through the credential's
+// client: the destination rules, its certificate and proxy) and stores
+// the token sealed, trusted until shortly before it expires.
+func (s *sharedSource) fetch(ctx context.Context) (*oauth2.Token, error) {
+	b, u, spec := s.b, s.u, s.u.spec
+	cfg := clientcredentials.Config{ClientID: spec.ClientID, ClientSecret: spec.ClientSecret, TokenURL: spec.TokenURL, Scopes: spec.Scopes,
+		AuthStyle: oauth2.AuthStyleInHeader}
+	if spec.AuthStyle == "body" {
+		cfg.AuthStyle = oauth2.AuthStyleInParams
+	}
+	if spec.Audience != "" || len(spec.ExtraParams) > 0 {
+		cfg.EndpointParams = url.Values{}
+		for k, v := range spec.ExtraParams {
+			cfg.EndpointParams.Set(k, v)
+		}
+		if spec.Audience != "" {
+			cfg.EndpointParams.Set("audience", spec.Audience)
+		}
+	}
+	start := b.now()
+	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, u.Client))
+	if err != nil {
+		return nil, tokenError(err)
+	}
+	until := start.Add(noExpiry)
+	if !tok.Expiry.IsZero() {
+		life := tok.Expiry.Sub(start)
+		until = tok.Expiry.Add(-min(maxEarly, life/5))
+	}
+	if !until.After(b.now()) {
+		// Already as good as expired: use it once, share nothing.
+		return &oauth2.Token{AccessToken: tok.AccessToken, TokenType: tok.TokenType, Expiry: tok.Expiry}, nil
+	}
+	plain, _ := json.Marshal(sharedToken{Access: tok.AccessToken, Type: tok.TokenType, UntilMs: until.UnixMilli()})
+	if sealed, err := b.Store.Keys.Seal(plain, tokenContext(u)); err == nil {
+		if err := b.Store.RDB.Set(ctx, keysOf(u.Tenant).token(u.Credential), sealed, until.Sub(b.now())).Err(); err != nil && b.Log != nil {
+			b.Log.Warn("could not share a token; other workers will ask for their own", "tenant", u.Tenant, "credential", u.Credential, "err", err)
+		}
+	}
+	return &oauth2.Token{AccessToken: tok.AccessToken, TokenType: tok.TokenType, Expiry: until}, nil
+}
+
+// tokenError classifies a failed token request: a 4xx answer (a wrong
+// client, scope or audience) is permanent and quotes the endpoint's error;
+// no answer or a 5xx is retried. The credential's secret is never in it.
+func tokenError(err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && re.Response != nil {
+		code := re.Response.StatusCode
+		msg := fmt.Sprintf("token endpoint answered %d", code)
+		if re.ErrorCode != "" {
+			msg += " " + re.ErrorCode
+		}
+		if re.ErrorDescription != "" {
+			msg += ": " + re.ErrorDescription
+		}
+		return &retry.CredentialError{Permanent: code >= 400 && code < 500 && code != 408 && code != 429, Err: errors.New(msg)}
+	}
+	if errors.Is(err, retry.ErrBlocked) {
+		return &retry.CredentialError{Permanent: true, Err: fmt.Errorf("token endpoint refused: %w", err)}
+	}
+	return &retry.CredentialError{Err: fmt.Errorf("token endpoint unreachable: %w", err)}
+}
