@@ -1,10 +1,15 @@
 // Package sign signs what retryd sends so a receiver can tell it came from
 // retryd and was not replayed: Standard Webhooks signatures
 // (https://www.standardwebhooks.com) on every delivery and callback, with
-// several secrets at once for rotation.
+// several secrets at once for rotation. A secret is an HMAC key (whsec_,
+// signing v1) or an ed25519 key pair (whsk_ kept by retryd, whpk_ given to
+// the receiver, signing v1a). Verify is the receiver's side, for tests and
+// for receivers written in Go.
 package sign
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -22,12 +27,9 @@ const (
 	HeaderSignature = "webhook-signature"
 )
 
-// secretPrefix starts every Standard Webhooks secret; the rest is base64.
-const secretPrefix = "whsec_"
-
 // Webhooks signs with one or more secrets, newest first.
 type Webhooks struct {
-	keys [][]byte
+	keys []Secret
 }
 
 // ParseSecrets reads "whsec_<base64>" secrets (SIGNING_SECRETS). An empty
@@ -43,26 +45,66 @@ func ParseSecrets(secrets []string) (*Webhooks, error) {
 			return nil, fmt.Errorf("secret %d does not start with %s", i+1, secretPrefix)
 		}
 		key, err := base64.StdEncoding.DecodeString(raw)
-		if err != nil || len(key) < 16 {
-			return nil, fmt.Errorf("secret %d is not whsec_ followed by at least 16 bytes in base64", i+1)
+		if err != nil || len(key) < minHMACKey {
+			return nil, fmt.Errorf("secret %d is not whsec_ followed by at least %d bytes in base64", i+1, minHMACKey)
 		}
-		w.keys = append(w.keys, key)
+		w.keys = append(w.keys, Secret{Kind: KindHMAC, Key: key})
 	}
 	return w, nil
 }
 
-// Signature is the webhook-signature value of a message: "v1,<base64
-// HMAC-SHA256 of id.timestamp.body>" for each secret, space-separated.
+// FromSecrets signs with secrets of either kind, in the order given
+// (newest first). No secrets give a nil signer. A secret that Validate
+// refuses is left out rather than kept to fail at delivery time (ed25519
+// would panic); callers that must know check Validate first.
+func FromSecrets(secrets []Secret) *Webhooks {
+	w := &Webhooks{}
+	for _, s := range secrets {
+		if s.Validate() != nil {
+			continue
+		}
+		// A copy, so the caller reusing its slice cannot change a live signer.
+		w.keys = append(w.keys, Secret{Kind: s.Kind, Key: bytes.Clone(s.Key)})
+	}
+	if len(w.keys) == 0 {
+		return nil
+	}
+	return w
+}
+
+// Signature is the webhook-signature value of a message, one signature per
+// secret in order, space-separated: "v1,<base64 HMAC-SHA256 of
+// id.timestamp.body>" for an HMAC secret, "v1a,<base64 ed25519 signature
+// of id.timestamp.body>" for an ed25519 one. A nil signer gives "".
 func (w *Webhooks) Signature(id string, ts int64, body []byte) string {
-	signed := []byte(id + "." + strconv.FormatInt(ts, 10) + ".")
-	signed = append(signed, body...)
+	if w == nil {
+		return ""
+	}
+	signed := signedContent(id, strconv.FormatInt(ts, 10), body)
 	sigs := make([]string, len(w.keys))
 	for i, k := range w.keys {
-		m := hmac.New(sha256.New, k)
-		m.Write(signed)
-		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+		if k.Kind == KindEd25519 {
+			sigs[i] = "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(k.Key, signed))
+			continue
+		}
+		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(hmacSHA256(k.Key, signed))
 	}
 	return strings.Join(sigs, " ")
+}
+
+func signedContent(id, ts string, body []byte) []byte {
+	signed := make([]byte, 0, len(id)+len(ts)+2+len(body))
+	signed = append(signed, id...)
+	signed = append(signed, '.')
+	signed = append(signed, ts...)
+	signed = append(signed, '.')
+	return append(signed, body...)
+}
+
+func hmacSHA256(key, msg []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(msg)
+	return m.Sum(nil)
 }
 
 // Sign sets the three Standard Webhooks headers on h for a message of id
