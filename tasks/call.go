@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
@@ -22,8 +23,10 @@ var ErrShutdown = errors.New("worker shutting down; attempt interrupted")
 
 // call makes attempt n of r under its own deadline, with the headers
 // extra (its trace's) set over the request's own, and gives up when the
-// worker must stop.
-func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, err error) {
+// worker must stop. use is the credential and proxy it used (nil when
+// none applied, or retryd has no credentials); an error of theirs is a
+// *retry.CredentialError, and no call was made.
+func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http.Header) (resp *http.Response, body []byte, truncated bool, use *credentials.Use, err error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.TimeoutMs)*time.Millisecond)
 	defer cancel()
 	if h.Stopping != nil {
@@ -36,7 +39,7 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, reqBody)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("%w: build request: %w", retry.ErrInvalid, err)
+		return nil, nil, false, nil, fmt.Errorf("%w: build request: %w", retry.ErrInvalid, err)
 	}
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
@@ -54,9 +57,22 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set(egress.RequestIDHeader, r.ID)
 	req.Header.Set("Retryd-Attempt", strconv.Itoa(n))
+	client, signer := h.Client, h.Signer
+	if h.Credentials != nil {
+		if use, err = h.Credentials.For(ctx, r.Tenant, r.Endpoint(), r.Credential, r.Proxy); err != nil {
+			return nil, nil, false, nil, err
+		}
+		if err = use.Authorize(ctx, req.Header); err != nil {
+			return nil, nil, false, use, err
+		}
+		if signer, err = h.Credentials.Signer(ctx, r.Tenant, h.Signer); err != nil {
+			return nil, nil, false, use, err
+		}
+		client = use.Client
+	}
 	// webhook-id is the request id: the same on every attempt and redrive,
 	// so a receiver can dedupe on it.
-	h.Signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(r.Body))
+	signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(r.Body))
 	if r.Dialect == record.DialectQStash {
 		// What QStash's deliveries carry (attempts before this one, from 0).
 		req.Header.Set("Upstash-Message-Id", r.ID)
@@ -71,16 +87,19 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 			req.Header.Set("Upstash-Signature", tok)
 		}
 	}
-	resp, err = h.Client.Do(req)
+	resp, err = client.Do(req)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, false, use, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		use.Unauthorized(ctx, req.Header)
+	}
 	body, truncated, err = egress.ReadCapped(resp.Body, ResultLimit)
 	if err != nil {
 		// The status line arrived; a body cut short is still a failed
 		// attempt, classified by the read error (timeout or network).
-		return nil, nil, false, fmt.Errorf("read response body: %w", err)
+		return nil, nil, false, use, fmt.Errorf("read response body: %w", err)
 	}
-	return resp, body, truncated, nil
+	return resp, body, truncated, use, nil
 }

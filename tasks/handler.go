@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
@@ -70,8 +71,12 @@ type Handler struct {
 	Stopping context.Context
 	// Faults are the crash-test fault points (nil in production).
 	Faults *faultpoint.Points
-	// Signer signs every delivery (Standard Webhooks); nil signs nothing.
+	// Signer signs every delivery (Standard Webhooks) of a tenant without
+	// signing secrets of its own; nil signs nothing.
 	Signer *sign.Webhooks
+	// Credentials are the tenants' credentials, proxies and signing
+	// secrets; nil: none (every call through Client, signed by Signer).
+	Credentials *credentials.Book
 	// QStash signs deliveries of requests made through /v2; nil signs
 	// nothing.
 	QStash *sign.QStash
@@ -221,12 +226,13 @@ func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Tic
 		endSpan = h.Traces.Attempt(ctx, r.TraceParent, r.ID, r.Tenant, r.HostPort(), n, traced)
 	}
 	start := h.Clock.Now()
-	resp, body, truncated, callErr := h.call(ctx, r, n, traced)
+	resp, body, truncated, use, callErr := h.call(ctx, r, n, traced)
 	end := h.Clock.Now()
+	res := classify(r, use, resp, callErr, end)
 	if ticket != nil {
 		// The slot is free as soon as the destination answered: whoever
 		// waits for it need not wait for the record write.
-		ticket.Done(ctx, flowOutcome(resp, rulesOf(r).Classify(resp, callErr, end)))
+		ticket.Done(ctx, flowOutcome(resp, res))
 	}
 	if callErr != nil && h.Stopping != nil && h.Stopping.Err() != nil {
 		// The worker is shutting down and cut the call short. Leave the
@@ -237,7 +243,6 @@ func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Tic
 		return retry.At(end, ErrShutdown)
 	}
 	h.Faults.Hit(faultpoint.AfterCall)
-	res := rulesOf(r).Classify(resp, callErr, end)
 	status := 0
 	if resp != nil {
 		status = resp.StatusCode
@@ -245,6 +250,9 @@ func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Tic
 	endSpan(status, string(res.Kind), res.Kind != retry.Success)
 
 	a := record.Attempt{N: n, StartedAt: start, Outcome: string(res.Kind), FailureClass: string(res.Class), NotCalled: res.NoCall}
+	if use != nil {
+		a.Credential, a.Proxy = use.Credential, use.Proxy
+	}
 	if !res.NoCall {
 		dur := end.Sub(start).Milliseconds()
 		a.DurationMs = &dur
@@ -402,6 +410,17 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 		}
 	}
 	return next
+}
+
+// classify judges an attempt of r made with use. A 401 to a call that
+// carried an OAuth2 token is retried (the token was dropped; the next
+// attempt gets a new one) where the rules would end the request.
+func classify(r *record.Request, use *credentials.Use, resp *http.Response, callErr error, end time.Time) retry.Result {
+	res := rulesOf(r).Classify(resp, callErr, end)
+	if resp != nil && resp.StatusCode == http.StatusUnauthorized && res.Kind == retry.Permanent && use.OAuth2() {
+		res.Kind = retry.Retryable
+	}
+	return res
 }
 
 // rulesOf is whose retry rules judge r's attempts: QStash's for a message

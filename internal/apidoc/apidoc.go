@@ -140,6 +140,9 @@ type AttemptDocument struct {
 	// open, or the destination rules refused the address before dialling):
 	// it says what stopped the attempt, and is not counted as one.
 	Called bool `json:"called"`
+	// Credential and Proxy name what the attempt used (omitted: none).
+	Credential string `json:"credential,omitempty"`
+	Proxy      string `json:"proxy,omitempty"`
 }
 
 // NewDocument renders r as of now. Attempts are included when
@@ -219,6 +222,8 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 				ResponseBody: a.ResponseBody,
 				Expunged:     r.Expunged,
 				Called:       !a.NotCalled,
+				Credential:   a.Credential,
+				Proxy:        a.Proxy,
 			})
 		}
 		d.Attempts = &attempts

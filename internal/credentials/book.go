@@ -14,6 +14,7 @@ import (
 
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/retry"
+	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -33,6 +34,9 @@ type Book struct {
 	// EgressProxy is every delivery's proxy (EGRESS_PROXY) where no proxy
 	// credential applies; nil for none.
 	EgressProxy *egress.Proxy
+	// Base is the client of a delivery with no certificate and no proxy
+	// credential: the worker's own (through EgressProxy when set).
+	Base *http.Client
 	// Refresh: see DefaultRefresh (zero means it).
 	Refresh time.Duration
 	Now     func() time.Time
@@ -49,7 +53,6 @@ type Book struct {
 	tokens  map[string]*tokenCache
 	used    map[string]time.Time
 	fails   map[string]int
-	base    *http.Client
 }
 
 // snapshot is one tenant's state as last read.
@@ -59,6 +62,8 @@ type snapshot struct {
 	creds    map[string]string
 	settings map[string]string
 	signing  map[string]string
+	// signer is built from signing on first use.
+	signer *sign.Webhooks
 }
 
 // Start follows the API's change notices until ctx ends.

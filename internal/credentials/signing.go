@@ -2,10 +2,7 @@ package credentials
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,12 +11,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/retryd/retryd/internal/sign"
 )
 
 // The signing secret kinds.
 const (
-	HMAC    = "hmac"
-	Ed25519 = "ed25519"
+	HMAC    = sign.KindHMAC
+	Ed25519 = sign.KindEd25519
 )
 
 // MaxSigningSecrets bounds a tenant's signing secrets: every delivery
@@ -48,31 +47,23 @@ type storedSecret struct {
 // returns it with its text, shown this once: whsec_… (hmac) or the
 // whpk_… public key (ed25519, whose private key never leaves retryd).
 func (s *Store) CreateSigningSecret(ctx context.Context, t, kind string, now time.Time) (SigningSecret, string, error) {
-	var key []byte
 	var sec SigningSecret
-	var shown string
 	switch kind {
-	case "", HMAC:
+	case "":
 		kind = HMAC
-		key = make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
-			return sec, "", err
-		}
-		shown = "whsec_" + base64.StdEncoding.EncodeToString(key)
-		sum := sha256.Sum256(append([]byte("retryd signing secret\x00"), key...))
-		sec.Fingerprint = hex.EncodeToString(sum[:8])
-	case Ed25519:
-		pub, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return sec, "", err
-		}
-		key = priv
-		shown = "whpk_" + base64.StdEncoding.EncodeToString(pub)
-		sec.PublicKey = shown
-		sum := sha256.Sum256(pub)
-		sec.Fingerprint = hex.EncodeToString(sum[:8])
+	case HMAC, Ed25519:
 	default:
 		return sec, "", bad("type", "must be hmac (the default) or ed25519, got %q", short(kind))
+	}
+	secret, err := sign.NewSecret(kind)
+	if err != nil {
+		return sec, "", err
+	}
+	key, shown := secret.Key, secret.Text()
+	sec.Fingerprint, sec.PublicKey = secret.Fingerprint(), secret.Public()
+	if kind == Ed25519 {
+		// The private key never leaves retryd: receivers get the public one.
+		shown = sec.PublicKey
 	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)

@@ -35,6 +35,10 @@ const (
 	RequestFailed  = "request.failed"
 	EndpointOpened = "endpoint.opened"
 	EndpointClosed = "endpoint.closed"
+	// CredentialExpiring: a credential's certificate is within 14 days of
+	// its notAfter; CredentialFailing: its token endpoint keeps failing.
+	CredentialExpiring = "credential.expiring"
+	CredentialFailing  = "credential.failing"
 )
 
 // Event is one thing that happened.

@@ -74,6 +74,9 @@ type Request struct {
 	QStash *QStash
 	// FlowControl is the submission's flowControl (nil without one).
 	FlowControl *FlowControl
+	// Credential and Proxy name the tenant's credential and proxy its
+	// deliveries use ("": its endpoint's defaults, if any).
+	Credential, Proxy string
 	// Topic is the topic (QStash URL group) the request was published to,
 	// and Publication the publish that made it, one request per endpoint
 	// ("" for a request sent to its URL).
@@ -171,6 +174,10 @@ type Attempt struct {
 	// attemptCount, the run's budget or the attempt metrics, and N is the
 	// number the next attempt made takes.
 	NotCalled bool `json:"notCalled,omitempty"`
+	// Credential and Proxy name what the attempt used (the request's own,
+	// or its tenant's defaults for the endpoint); "" for none.
+	Credential string `json:"credential,omitempty"`
+	Proxy      string `json:"proxy,omitempty"`
 }
 
 // Hash field names: an internal format, rendered for the API by apidoc.
