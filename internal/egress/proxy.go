@@ -120,9 +120,9 @@ func clean(u *url.URL) *url.URL {
 // userinfo.
 func (p *Proxy) name() string {
 	if p.URL == nil {
-		return "proxy"
+		return "(no URL)"
 	}
-	return "proxy " + clean(p.URL).String()
+	return clean(p.URL).String()
 }
 
 // credentials are the proxy's username and password, from the fields or
@@ -138,6 +138,21 @@ func (p *Proxy) credentials() (user, pass string, ok bool) {
 	return "", "", false
 }
 
+// ProxyError is a failure at the proxy, before any byte reached the
+// destination: the proxy refused by the rules, unreachable, or refusing
+// the tunnel. A refusal by the rules also matches retry.ErrBlocked.
+type ProxyError struct {
+	// Proxy is scheme://host:port, without credentials.
+	Proxy string
+	// StatusCode is the proxy's answer to CONNECT; 0 when it gave none.
+	StatusCode int
+	Err        error
+}
+
+func (e *ProxyError) Error() string { return "proxy " + e.Proxy + ": " + e.Err.Error() }
+
+func (e *ProxyError) Unwrap() error { return e.Err }
+
 // tunnel is the DialContext of a client that goes through p: the
 // destination's name is resolved and every address checked here, and the
 // proxy is asked to CONNECT to the checked address. http.Transport then
@@ -149,14 +164,14 @@ func (g *Guard) tunnel(p *Proxy) func(ctx context.Context, network, address stri
 	}
 	var proxyTLS *tls.Config
 	if p.URL != nil && p.URL.Scheme == "https" {
-		proxyTLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: p.URL.Hostname(), NextProtos: []string{"http/1.1"}}
+		proxyTLS = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: DialHost(p.URL.Hostname()), NextProtos: []string{"http/1.1"}}
 		if len(p.RootCAs) > 0 {
 			proxyTLS.RootCAs = systemRootsWith(p.RootCAs)
 		}
 	}
 	return func(ctx context.Context, network, address string) (net.Conn, error) {
 		if p.URL == nil || p.URL.Scheme != "http" && p.URL.Scheme != "https" {
-			return nil, errors.New("proxy: not an http:// or https:// URL")
+			return nil, &ProxyError{Proxy: p.name(), Err: errors.New("not an http:// or https:// URL")}
 		}
 		target, err := g.checkedTarget(ctx, address)
 		if err != nil {
@@ -164,12 +179,12 @@ func (g *Guard) tunnel(p *Proxy) func(ctx context.Context, network, address stri
 		}
 		conn, err := g.dialProxy(ctx, p, dialer, network)
 		if err != nil {
-			return nil, err
+			return nil, &ProxyError{Proxy: p.name(), Err: err}
 		}
-		tun, err := p.open(ctx, conn, proxyTLS, target)
+		tun, code, err := p.open(ctx, conn, proxyTLS, target)
 		if err != nil {
 			conn.Close()
-			return nil, err
+			return nil, &ProxyError{Proxy: p.name(), StatusCode: code, Err: err}
 		}
 		return tun, nil
 	}
@@ -200,7 +215,7 @@ func (g *Guard) checkedTarget(ctx context.Context, address string) (netip.AddrPo
 // address the rules allow (checked for every address it resolves to, and
 // again by the Control hook on the one connected to).
 func (g *Guard) dialProxy(ctx context.Context, p *Proxy, dialer *net.Dialer, network string) (net.Conn, error) {
-	host, port := p.URL.Hostname(), p.URL.Port()
+	host, port := DialHost(p.URL.Hostname()), p.URL.Port()
 	if port == "" {
 		port = defaultPort[p.URL.Scheme]
 	}
@@ -208,54 +223,51 @@ func (g *Guard) dialProxy(ctx context.Context, p *Proxy, dialer *net.Dialer, net
 	if !p.Trusted {
 		n, err := strconv.ParseUint(port, 10, 16)
 		if err != nil {
-			return nil, fmt.Errorf("%s: port %q: %w", p.name(), port, err)
+			return nil, fmt.Errorf("port %q: %w", port, err)
 		}
 		rctx, cancel := context.WithTimeout(ctx, tunnelTimeout)
 		addrs, err := g.targets(rctx, host, uint16(n))
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name(), err)
+			return nil, err
 		}
 		address = netip.AddrPortFrom(addrs[0], uint16(n)).String()
 	}
-	conn, err := dialer.DialContext(ctx, network, address)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.name(), err)
-	}
-	return conn, nil
+	return dialer.DialContext(ctx, network, address)
 }
 
 // open makes conn, a connection to the proxy, a tunnel to target: TLS to
 // an https:// proxy, then CONNECT. The exchange is bounded by
-// tunnelTimeout and ends early if ctx does.
-func (p *Proxy) open(ctx context.Context, conn net.Conn, proxyTLS *tls.Config, target netip.AddrPort) (net.Conn, error) {
+// tunnelTimeout and ends early if ctx does. code is the proxy's answer,
+// if it gave one.
+func (p *Proxy) open(ctx context.Context, conn net.Conn, proxyTLS *tls.Config, target netip.AddrPort) (tun net.Conn, code int, err error) {
 	deadline := time.Now().Add(tunnelTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	tun, err := p.connect(conn, proxyTLS, target)
+	tun, code, err = p.connect(conn, proxyTLS, target)
 	if !stop() {
-		return nil, fmt.Errorf("%s: %w", p.name(), context.Cause(ctx))
+		return nil, code, context.Cause(ctx)
 	}
 	if err != nil {
-		return nil, err
+		return nil, code, err
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
-		return nil, err
+		return nil, code, err
 	}
-	return tun, nil
+	return tun, code, nil
 }
 
-func (p *Proxy) connect(conn net.Conn, proxyTLS *tls.Config, target netip.AddrPort) (net.Conn, error) {
+func (p *Proxy) connect(conn net.Conn, proxyTLS *tls.Config, target netip.AddrPort) (net.Conn, int, error) {
 	if proxyTLS != nil {
 		tc := tls.Client(conn, proxyTLS)
 		if err := tc.Handshake(); err != nil {
-			return nil, fmt.Errorf("%s: TLS: %w", p.name(), err)
+			return nil, 0, fmt.Errorf("TLS: %w", err)
 		}
 		conn = tc
 	}
@@ -267,19 +279,19 @@ func (p *Proxy) connect(conn net.Conn, proxyTLS *tls.Config, target netip.AddrPo
 		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass)) + "\r\n"
 	}
 	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
-		return nil, fmt.Errorf("%s: sending CONNECT: %w", p.name(), err)
+		return nil, 0, fmt.Errorf("sending CONNECT: %w", err)
 	}
 	// The limit lies under the bufio.Reader, so what it holds past the
 	// answer is exactly the tunnel's first bytes.
 	br := bufio.NewReader(io.LimitReader(conn, maxConnectAnswer))
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading its answer to CONNECT (at most %d bytes): %w", p.name(), maxConnectAnswer, err)
+		return nil, 0, fmt.Errorf("reading its answer to CONNECT (at most %d bytes): %w", maxConnectAnswer, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		// The code alone, with Go's text for it: the proxy's own reason
 		// phrase is not ours to repeat.
-		msg := fmt.Sprintf("%s answered CONNECT %s with %d %s", p.name(), target, resp.StatusCode, http.StatusText(resp.StatusCode))
+		msg := fmt.Sprintf("answered CONNECT %s with %d %s", target, resp.StatusCode, http.StatusText(resp.StatusCode))
 		if resp.StatusCode == http.StatusProxyAuthRequired {
 			if auth {
 				msg += ": authentication failed (the proxy refused its username and password)"
@@ -287,13 +299,13 @@ func (p *Proxy) connect(conn net.Conn, proxyTLS *tls.Config, target netip.AddrPo
 				msg += ": authentication failed (the proxy wants a username and password, and none was given)"
 			}
 		}
-		return nil, errors.New(msg)
+		return nil, resp.StatusCode, errors.New(msg)
 	}
 	if n := br.Buffered(); n > 0 {
 		rest, _ := br.Peek(n)
-		return &tunnelConn{Conn: conn, rest: append([]byte(nil), rest...)}, nil
+		return &tunnelConn{Conn: conn, rest: append([]byte(nil), rest...)}, resp.StatusCode, nil
 	}
-	return conn, nil
+	return conn, resp.StatusCode, nil
 }
 
 // tunnelConn is a tunnel whose first bytes came with the proxy's answer.

@@ -273,6 +273,10 @@ func TestProxyBasicAuth(t *testing.T) {
 		} else if strings.Contains(err.Error(), pass) || errors.Is(err, retry.ErrBlocked) {
 			t.Errorf("%s: err %q shows the password or says blocked", name, err)
 		}
+		var pe *ProxyError
+		if !errors.As(err, &pe) || pe.StatusCode != http.StatusProxyAuthRequired {
+			t.Errorf("%s: err %v, want a ProxyError with status 407", name, err)
+		}
 	}
 	if n := s.get().hits; n != 0 {
 		t.Fatalf("destination reached %d times without the proxy's consent", n)
@@ -324,8 +328,9 @@ func TestProxyIsNotAskedForARefusedDestination(t *testing.T) {
 	} {
 		// Trusted, so that only the destination is judged.
 		_, err := get(t, tc.g.ClientWith(ClientOptions{Proxy: &Proxy{URL: proxy.URL, Trusted: true}}), tc.url)
-		if !errors.Is(err, retry.ErrBlocked) {
-			t.Errorf("%s: err %v, want ErrBlocked", tc.name, err)
+		var pe *ProxyError
+		if !errors.Is(err, retry.ErrBlocked) || errors.As(err, &pe) {
+			t.Errorf("%s: err %v, want ErrBlocked, the destination's", tc.name, err)
 		}
 	}
 	if n := proxy.conns.Load(); n != 0 {
@@ -355,7 +360,8 @@ func TestUntrustedProxyMustPassTheRules(t *testing.T) {
 
 	for _, u := range []*url.URL{proxy.URL, {Scheme: "http", Host: "proxy.example:" + proxy.URL.Port()}} {
 		_, err := get(t, g.ClientWith(ClientOptions{Proxy: &Proxy{URL: u}}), target)
-		if !errors.Is(err, retry.ErrBlocked) || !strings.Contains(err.Error(), "proxy "+u.String()) {
+		var pe *ProxyError
+		if !errors.Is(err, retry.ErrBlocked) || !errors.As(err, &pe) || pe.Proxy != u.String() {
 			t.Errorf("tenant's proxy %s: err %v, want ErrBlocked naming the proxy", u, err)
 		}
 	}
@@ -386,8 +392,9 @@ func TestUnreachableProxyIsANetworkErrorWithoutThePassword(t *testing.T) {
 	}
 	_, err = get(t, destGuard().ClientWith(ClientOptions{Proxy: p}), "http://dest.example:80/")
 	var opErr *net.OpError
-	if !errors.As(err, &opErr) || errors.Is(err, retry.ErrBlocked) {
-		t.Errorf("err %v, want a network error, not blocked", err)
+	var pe *ProxyError
+	if !errors.As(err, &opErr) || !errors.As(err, &pe) || pe.StatusCode != 0 || errors.Is(err, retry.ErrBlocked) {
+		t.Errorf("err %v, want a ProxyError wrapping a network error, not blocked", err)
 	}
 	if err != nil && (strings.Contains(err.Error(), pass) || !strings.Contains(err.Error(), "proxy http://"+addr)) {
 		t.Errorf("err %q: shows the password, or does not name the proxy", err)
