@@ -2,7 +2,9 @@
 // HTTP client that calls them. Addresses are checked twice: when a request is
 // submitted (so the client gets a 422) and again at dial time, on the address
 // actually connected to, so a DNS answer that changes in between (DNS
-// rebinding) cannot reach a private network.
+// rebinding) cannot reach a private network. Through a proxy the same
+// holds: retryd resolves and checks the destination and asks the proxy for
+// a tunnel to that address, never to the name.
 package egress
 
 import (
