@@ -2,12 +2,13 @@
 // HTTP client that calls them. Addresses are checked twice: when a request is
 // submitted (so the client gets a 422) and again at dial time, on the address
 // actually connected to, so a DNS answer that changes in between (DNS
-// rebinding) cannot reach a private network.
+// rebinding) cannot reach a private network. Through a proxy the same
+// holds: retryd resolves and checks the destination and asks the proxy for
+// a tunnel to that address, never to the name.
 package egress
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -135,37 +136,62 @@ func (g *Guard) CheckHost(ctx context.Context, host string) error {
 // ErrOwnListener) a host that is, or resolves to, one of retryd's own
 // listeners on that port. Port 0 skips that check.
 func (g *Guard) CheckTarget(ctx context.Context, host string, port uint16) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := g.targets(ctx, host, port)
+	if errors.Is(err, errLookup) {
+		return nil
+	}
+	return err
+}
+
+// errLookup marks a host that did not resolve: no refusal at submit time,
+// an ordinary failure at dial time.
+var errLookup = errors.New("cannot resolve")
+
+// targets is every address host resolves to, each checked against the
+// rules and retryd's own listeners on port (0 skips the latter): an
+// address literal in its canonical form, a resolved address as resolved
+// (unmapped, without zone). A host that does not resolve fails with
+// errLookup.
+func (g *Guard) targets(ctx context.Context, host string, port uint16) ([]netip.Addr, error) {
 	host = DialHost(host)
 	if localName(host) {
 		host = "127.0.0.1"
 	}
 	if addr, ok := parseRaw(host); ok {
 		if !g.AddrAllowed(addr) {
-			return g.refused(addr)
+			return nil, g.refused(addr)
 		}
-		return g.notOwn(addr, port, "")
+		if err := g.notOwn(addr, port, ""); err != nil {
+			return nil, err
+		}
+		return []netip.Addr{Canonical(addr)}, nil
 	}
 	if strings.Contains(host, ":") || strings.Contains(host, "%") {
 		// An IPv6 literal that netip cannot read must not fall through to
 		// a resolver that may read it differently.
-		return fmt.Errorf("%w: %q is not an address retryd can check", retry.ErrBlocked, host)
+		return nil, fmt.Errorf("%w: %q is not an address retryd can check", retry.ErrBlocked, host)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
 	addrs, err := g.resolver().LookupNetIP(ctx, "ip", strings.TrimRight(host, "."))
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("%w %s: %w", errLookup, host, err)
 	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%w %s: no address", errLookup, host)
+	}
+	out := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		if !g.AddrAllowed(a) {
-			return fmt.Errorf("%w: %s resolves to %s", retry.ErrBlocked, host, strings.TrimPrefix(g.refused(a).Error(), retry.ErrBlocked.Error()+": "))
+			return nil, fmt.Errorf("%w: %s resolves to %s", retry.ErrBlocked, host, strings.TrimPrefix(g.refused(a).Error(), retry.ErrBlocked.Error()+": "))
 		}
 		// Every address, not the first: the dialler may take any of them.
 		if err := g.notOwn(a, port, host); err != nil {
-			return err
+			return nil, err
 		}
+		out = append(out, a.WithZone("").Unmap())
 	}
-	return nil
+	return out, nil
 }
 
 // notOwn refuses addr:port if it is one of retryd's listeners; name is
@@ -211,84 +237,9 @@ const MaxResponseHeaderBytes = 64 << 10
 // Client returns the HTTP client for destinations: no proxy from the
 // environment, redirects returned rather than followed, every connection
 // checked by the guard, and connection reuse tuned for many calls to few
-// hosts.
+// hosts. It is ClientWith(ClientOptions{}).
 func (g *Guard) Client() *http.Client {
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
-	dial := func(ctx context.Context, network, address string) (net.Conn, error) {
-		host, port, err := net.SplitHostPort(address)
-		if err != nil {
-			return nil, err
-		}
-		if localName(host) {
-			host = "127.0.0.1" // RFC 6761: never a DNS question
-		}
-		if raw, ok := parseRaw(host); ok {
-			// Dial the address the guard decided on; a numeric form
-			// such as 0177.0.0.1 never reaches a resolver, which might
-			// read it differently (glibc reads it as octal).
-			if !g.AddrAllowed(raw) {
-				return nil, g.refused(raw)
-			}
-			return dialer.DialContext(ctx, network, net.JoinHostPort(Canonical(raw).String(), port))
-		}
-		if g.Resolver != nil {
-			// With an injected resolver, look the name up ourselves and
-			// dial the answer; the Control hook still checks the final
-			// address.
-			addrs, err := g.Resolver.LookupNetIP(ctx, "ip", host)
-			if err != nil {
-				return nil, err
-			}
-			if len(addrs) == 0 {
-				return nil, fmt.Errorf("no address for %s", host)
-			}
-			host = addrs[0].String()
-		}
-		return dialer.DialContext(ctx, network, net.JoinHostPort(host, port))
-	}
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dial,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   10 * time.Second,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ForceAttemptHTTP2:     true,
-		// A destination's headers are read into memory whole: Go's
-		// default (1 MiB per line, ~16 MB for a 9 MiB line) let 100
-		// hostile answers take a worker past its memory limit.
-		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
-	}
-	return &http.Client{
-		Transport: marked{tr},
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
-}
-
-// marked sets RequestIDHeader on every call that lacks it, so that no
-// call of retryd's, whatever code makes it, reaches a retryd listener
-// unmarked.
-type marked struct{ next http.RoundTripper }
-
-func (m marked) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Header.Get(RequestIDHeader) == "" {
-		// A RoundTripper must not change its caller's request.
-		req = req.Clone(req.Context())
-		req.Header.Set(RequestIDHeader, "retryd")
-	}
-	return m.next.RoundTrip(req)
-}
-
-// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
-// transport.
-func (m marked) CloseIdleConnections() {
-	if c, ok := m.next.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+	return g.ClientWith(ClientOptions{})
 }
 
 // ValidateURL checks that raw is an absolute http or https URL with a host.
