@@ -13,6 +13,7 @@ import (
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/delayexpr"
+	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
 	"github.com/retryd/retryd/internal/flow"
@@ -419,6 +420,15 @@ func classify(r *record.Request, use *credentials.Use, resp *http.Response, call
 	res := rulesOf(r).Classify(resp, callErr, end)
 	if resp != nil && resp.StatusCode == http.StatusUnauthorized && res.Kind == retry.Permanent && use.OAuth2() {
 		res.Kind = retry.Retryable
+	}
+	var perr *egress.ProxyError
+	if errors.As(callErr, &perr) {
+		// Nothing reached the destination. A proxy that refuses the
+		// credentials it was given will not take them next time either.
+		res.NoCall = true
+		if perr.StatusCode == http.StatusProxyAuthRequired {
+			res.Kind, res.Class = retry.Permanent, retry.CredentialFailed
+		}
 	}
 	return res
 }
