@@ -19,6 +19,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/retryd/retryd/internal/apidoc"
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
@@ -152,8 +153,11 @@ type CallbackHandler struct {
 	Store  CallbackStore
 	Client *http.Client
 	Secret string // CALLBACK_SIGNING_SECRET; no signature when empty
-	// Signer signs callbacks (Standard Webhooks); nil signs nothing.
+	// Signer signs callbacks (Standard Webhooks) of a tenant without
+	// signing secrets of its own; nil signs nothing.
 	Signer *sign.Webhooks
+	// Credentials hold the tenants' own signing secrets; nil: none.
+	Credentials *credentials.Book
 	// QStash signs the callbacks of /v2 messages; nil signs nothing.
 	QStash *sign.QStash
 	Log    *slog.Logger
@@ -239,9 +243,17 @@ func (h *CallbackHandler) post(ctx context.Context, r *record.Request, target st
 	if h.Secret != "" {
 		req.Header.Set(SignatureHeader, Sign(h.Secret, body))
 	}
+	// Signed like the tenant's deliveries: with its own secrets when it
+	// has some.
+	signer := h.Signer
+	if h.Credentials != nil {
+		if signer, err = h.Credentials.Signer(ctx, r.Tenant, h.Signer); err != nil {
+			return 0, err
+		}
+	}
 	// The callback is a message of its own: its webhook-id differs from
 	// the deliveries' (a receiver deduping on it must not drop either).
-	h.Signer.Sign(req.Header, CallbackWebhookID(r.ID), h.Now(), body)
+	signer.Sign(req.Header, CallbackWebhookID(r.ID), h.Now(), body)
 	if r.Dialect == record.DialectQStash {
 		req.Header.Set("User-Agent", "Upstash-QStash")
 		req.Header.Set("Upstash-Message-Id", r.ID)

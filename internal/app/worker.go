@@ -21,6 +21,7 @@ import (
 	"github.com/retryd/retryd/internal/agree"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/events"
 	"github.com/retryd/retryd/internal/faultpoint"
@@ -120,7 +121,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	timers := waiting.NewTimer(rdb, parts, tasks.Queue, bell, log.With("component", "timer"), opts.Waiting)
 	wait := tasks.NewWaiting(rdb, parts, timers, opts.Waiting, opts.OnWake)
 	queue := &tasks.Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: inspector, Parts: parts, Waiting: wait}
-	client := guard.Client()
+	// Every delivery leaves through EGRESS_PROXY, when set, unless a proxy
+	// credential of its own applies.
+	client := guard.ClientWith(egress.ClientOptions{Proxy: cfg.EgressProxy})
 	signer, err := sign.ParseSecrets(cfg.SigningSecrets)
 	if err != nil {
 		return fmt.Errorf("SIGNING_SECRETS: %w", err)
@@ -178,6 +181,21 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Traces:       traces,
 		EarlyWait:    tune.EarlyWait,
 	}
+	creds := &credentials.Book{Store: &credentials.Store{RDB: rdb, Keys: cfg.SecretsKeys}, Guard: guard, EgressProxy: cfg.EgressProxy, Base: client,
+		Now: time.Now, Log: log.With("component", "credentials"), Failing: func(t, name, lastError string) {
+			notifier.Emit(events.CredentialFailing, map[string]any{"tenant": t, "credential": name, "lastError": lastError})
+		}}
+	credsCtx, stopCreds := context.WithCancel(context.Background())
+	creds.Start(credsCtx)
+	credsDone := make(chan struct{})
+	go func() {
+		defer close(credsDone)
+		creds.Store.WatchExpiring(credsCtx, time.Now, func(tr credentials.Trouble) {
+			notifier.Emit(events.CredentialExpiring, map[string]any{"tenant": tr.Tenant, "credential": tr.Name, "notAfter": tr.NotAfter})
+		}, func(err error) { log.Warn("could not look for expiring credentials", "err", err) })
+	}()
+	defer func() { stopCreds(); <-credsDone }()
+	h.Credentials = creds
 	// Fairness between tenants works from the tenant stamped on each
 	// request (flow learns which tenants are about): no API keys here.
 	h.Flow = flow.New(flow.Config{Concurrency: cfg.WorkerConcurrency, FairShare: cfg.FlowFairShare, TenantShare: cfg.FlowTenantShare,
@@ -195,7 +213,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		},
 		Tuning: opts.Flow}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
-	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, QStash: qsigner, Log: log, Now: time.Now}
+	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Credentials: creds, QStash: qsigner, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
 	// calls and the context switches; at the throughput one process reaches

@@ -16,6 +16,7 @@ import (
 
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/listeners"
 	"github.com/retryd/retryd/internal/metrics"
@@ -31,6 +32,19 @@ func clusterMetrics(store *record.Store, inspector *asynq.Inspector, rdb redis.U
 	m := metrics.New(store, inspector)
 	m.RegisterFlows(func(ctx context.Context) ([]flow.KeyStats, error) { return flow.Read(ctx, rdb, time.Now()) })
 	m.RegisterEndpoints(func(ctx context.Context) ([]flow.EndpointInfo, error) { return flow.HeldEndpoints(ctx, rdb) })
+	creds := &credentials.Store{RDB: rdb}
+	m.RegisterCredentials(func(ctx context.Context) (expiring, failing int, err error) {
+		troubles, err := creds.Troubles(ctx, time.Now())
+		for _, tr := range troubles {
+			if tr.Expiring {
+				expiring++
+			}
+			if tr.Failing {
+				failing++
+			}
+		}
+		return expiring, failing, err
+	})
 	return m
 }
 

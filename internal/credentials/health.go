@@ -84,3 +84,27 @@ func (s *Store) NewlyExpiring(ctx context.Context, now time.Time) ([]Trouble, er
 	}
 	return out, nil
 }
+
+// ExpiryCheck is how often a worker looks for expiring certificates.
+const ExpiryCheck = time.Minute
+
+// WatchExpiring reports each newly expiring certificate to report, now
+// and every ExpiryCheck, until ctx ends.
+func (s *Store) WatchExpiring(ctx context.Context, now func() time.Time, report func(Trouble), warn func(error)) {
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		found, err := s.NewlyExpiring(cctx, now())
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			warn(err)
+		}
+		for _, tr := range found {
+			report(tr)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(ExpiryCheck):
+		}
+	}
+}

@@ -15,7 +15,9 @@ var descCredentials = prometheus.NewDesc("retryd_credentials_troubled",
 type CredentialSource func(ctx context.Context) (expiring, failing int, err error)
 
 // RegisterCredentials adds the credential series, read at scrape time.
-func (m *Metrics) RegisterCredentials(read CredentialSource) { m.Registry.MustRegister(credentialSeries{read}) }
+func (m *Metrics) RegisterCredentials(read CredentialSource) {
+	m.Registry.MustRegister(credentialSeries{read})
+}
 
 type credentialSeries struct{ read CredentialSource }
 
