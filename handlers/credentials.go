@@ -180,6 +180,13 @@ func (h *Credentials) rekey(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"resealed": n})
 }
 
+// The headers that name a /v2 message's credential and proxy, retryd's
+// own beside QStash's.
+const (
+	CredentialHeader = "Retryd-Credential"
+	ProxyHeader      = "Retryd-Proxy"
+)
+
 // CredentialTypes tells the type of a tenant's credential
 // (credentials.ErrNotFound when it has none of that name).
 type CredentialTypes interface {
@@ -231,7 +238,7 @@ func (a *API) checkCredentials(ctx context.Context, r *record.Request, owner, pr
 	}
 	credField, proxyField := prefix+"credential", prefix+"proxy"
 	if r.QStash != nil {
-		credField, proxyField = "Retryd-Credential", "Retryd-Proxy"
+		credField, proxyField = CredentialHeader, ProxyHeader
 	}
 	return CheckCredentials(ctx, a.Credentials, owner,
 		NamedCredential{Field: credField, Name: r.Credential}, NamedCredential{Field: proxyField, Name: r.Proxy, Proxy: true})
