@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/selection"
@@ -33,9 +34,15 @@ const (
 	CodeUnsupportedMedia   Code = "unsupported_media_type"
 	CodeBlockedDestination Code = "blocked_destination"
 	CodeLoopDetected       Code = "loop_detected"
-	CodeRateLimited        Code = "rate_limited"
-	CodeUnavailable        Code = "unavailable"
-	CodeInternal           Code = "internal"
+	// CodeInvalidCredential: a call names a credential its tenant does
+	// not have, or one of the wrong type (a proxy as the credential).
+	CodeInvalidCredential Code = "invalid_credential"
+	CodeRateLimited       Code = "rate_limited"
+	CodeUnavailable       Code = "unavailable"
+	// CodeNotImplemented: this deployment cannot do it (no SECRETS_KEYS to
+	// seal a credential with).
+	CodeNotImplemented Code = "not_implemented"
+	CodeInternal       Code = "internal"
 )
 
 // status is the one place API error codes become HTTP statuses.
@@ -55,12 +62,14 @@ func (c Code) status() int {
 		return http.StatusRequestEntityTooLarge
 	case CodeUnsupportedMedia:
 		return http.StatusUnsupportedMediaType
-	case CodeBlockedDestination, CodeLoopDetected:
+	case CodeBlockedDestination, CodeLoopDetected, CodeInvalidCredential:
 		return http.StatusUnprocessableEntity
 	case CodeRateLimited:
 		return http.StatusTooManyRequests
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeNotImplemented:
+		return http.StatusNotImplemented
 	default:
 		return http.StatusInternalServerError
 	}
@@ -127,6 +136,7 @@ func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 	var nameErr *names.Error
 	var filterErr *record.FilterError
 	var limited *RateLimited
+	var credErr *credentials.Error
 	switch {
 	case errors.As(err, &partial):
 		inner, ra, l := explain(partial.Err)
@@ -145,6 +155,14 @@ func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 		apiErr = Errorf(CodeInvalid, nameErr.Field, nameErr.Message)
 	case errors.As(err, &filterErr):
 		apiErr = Errorf(CodeInvalid, filterErr.Field, filterErr.Message)
+	case errors.As(err, &credErr) && credErr.Unprocessable:
+		apiErr = Errorf(CodeBlockedDestination, credErr.Field, credErr.Message)
+	case errors.As(err, &credErr):
+		apiErr = Errorf(CodeInvalid, credErr.Field, credErr.Message)
+	case errors.Is(err, credentials.ErrNoKeys):
+		apiErr = Errorf(CodeNotImplemented, "", err.Error())
+	case errors.Is(err, credentials.ErrTooManySecrets):
+		apiErr = Errorf(CodeConflict, "", err.Error())
 	case errors.Is(err, record.ErrNotFound):
 		apiErr = Errorf(CodeNotFound, "", "no request with this id")
 	case errors.Is(err, record.ErrRedriveLimit):

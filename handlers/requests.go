@@ -112,6 +112,9 @@ type API struct {
 	// Replicas, when set, hold every answered change until Redis
 	// replicas confirm it (WaitReplicas).
 	Replicas Replicas
+	// Credentials tells whether a tenant has the credential a submission
+	// names; nil: it has none.
+	Credentials CredentialTypes
 }
 
 // NoWorkers is what the API says while no worker runs.
@@ -251,6 +254,9 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 	r.ID = a.newID(now, idemKey)
 	r.IdempotencyKey = idemKey
 	r.Tenant = TenantOf(c)
+	if err := a.checkCredentials(ctx, r, r.Tenant, ""); err != nil {
+		return nil, err
+	}
 	if a.Memory != nil {
 		if err := a.memory.check(ctx, a.Memory, now); err != nil {
 			return nil, err

@@ -227,6 +227,9 @@ func (s *Schedules) Save(c *gin.Context, sc *record.Schedule, replace bool) erro
 		return err
 	}
 	sc.Tenant = TenantOf(c)
+	if err := s.API.checkCredentials(c.Request.Context(), r, sc.Tenant, "request."); err != nil {
+		return err
+	}
 	if s.Limit > 0 && !replace {
 		n, err := s.Store.CountSchedules(c.Request.Context(), sc.Tenant)
 		if err != nil {

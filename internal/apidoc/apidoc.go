@@ -70,6 +70,10 @@ type Document struct {
 	CallbackURL     *string           `json:"callbackUrl"`
 	Callback        *CallbackDocument `json:"callback"`
 	FlowControl     *FlowDocument     `json:"flowControl,omitempty"`
+	// Credential and Proxy are the tenant's credentials the request named
+	// (absent when it named none).
+	Credential string `json:"credential,omitempty"`
+	Proxy      string `json:"proxy,omitempty"`
 	// WaitingFor says why a due request waits instead of starting (one of
 	// record.WaitingReasons; no attempt is counted meanwhile), else null.
 	WaitingFor *string            `json:"waitingFor"`
@@ -154,6 +158,8 @@ func NewDocument(r *record.Request, withAttempts bool, now time.Time) Document {
 		Tenant:          r.Tenant,
 		Topic:           r.Topic,
 		PublicationID:   r.Publication,
+		Credential:      r.Credential,
+		Proxy:           r.Proxy,
 		URL:             redact.URL(r.URL),
 		Method:          r.Method,
 		Headers:         redactFields(Redact(r.Headers), r),

@@ -24,6 +24,7 @@ import (
 	"github.com/retryd/retryd/internal/agree"
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/config"
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/dashboard"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/faultpoint"
@@ -144,6 +145,12 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 		cfg.RedisURL = "redis://" + mr.Addr()
 		cfg.RedisSentinelAddrs, cfg.RedisClusterAddrs = nil, nil
 		cfg.AllowPrivateTargets = true
+		if cfg.SecretsKeys == nil {
+			// A key of this process's own, in the cfg the in-process
+			// worker gets too: what it seals lives as long as the
+			// embedded Redis does.
+			cfg.SecretsKeys, cfg.SecretsKeyCount = credentials.DevKeyring(), 1
+		}
 		if opts.QStashDevAddr != "" {
 			// QStash's dev server signs with the SDK's public dev keys and
 			// takes its public dev token.
@@ -330,6 +337,8 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 	if eo.Agreement != nil {
 		api.Disagreements = eo.Agreement.Disagreements
 	}
+	creds := &credentials.Store{RDB: rdb, Keys: cfg.SecretsKeys}
+	api.Credentials = creds
 	rows := dashboard.Row{Records: store, Now: time.Now}
 	ui := asynqmon.New(asynqmon.Options{RootPath: DashboardPath, RedisConnOpt: ringingConnOpt{connOpt, parts},
 		PayloadFormatter: rows, ResultFormatter: rows})
@@ -380,6 +389,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		flows,
 		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait, Limit: cfg.EndpointLimit},
 		&handlers.Retention{Store: store, Tenants: tenants, API: api},
+		&handlers.Credentials{Store: creds, API: api},
 		tenants,
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},

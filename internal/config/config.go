@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retryd/retryd/internal/credentials"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/timerslack"
@@ -60,6 +61,12 @@ type Config struct {
 	// "whsec_<base64>", newest first); every delivery and callback is
 	// signed with each.
 	SigningSecrets []string
+	// SecretsKeys seal the tenants' credentials and signing secrets at
+	// rest (SECRETS_KEYS: comma-separated base64 32-byte keys, the first
+	// sealing, every one opening); nil without it, when nothing can be
+	// stored or opened. SecretsKeyCount is how many it lists.
+	SecretsKeys     *credentials.Keyring
+	SecretsKeyCount int
 	// QStashCurrentSigningKey and QStashNextSigningKey sign deliveries of
 	// requests made through /v2 (QSTASH_CURRENT_SIGNING_KEY,
 	// QSTASH_NEXT_SIGNING_KEY), as QStash does.
@@ -135,7 +142,7 @@ var Names = []string{
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ADMIN_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "PAYLOAD_RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "QUEUE_LIMIT", "ENDPOINT_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
-	"QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
+	"SECRETS_KEYS", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
 	"BREAKER", "BREAKER_WINDOW", "BREAKER_MIN_ATTEMPTS", "BREAKER_FAILURE_RATIO", "BREAKER_PROBE_MAX", "BREAKER_FAIL_AFTER",
 	"TIMER_SLACK", "OPERATOR_EVENTS_URL",
@@ -405,6 +412,11 @@ func Load(getenv func(string) string) (Config, error) {
 	if _, err := sign.ParseSecrets(c.SigningSecrets); err != nil {
 		bad("SIGNING_SECRETS", "%v", err)
 	}
+	if ring, err := credentials.ParseKeys(getenv("SECRETS_KEYS")); err != nil {
+		bad("SECRETS_KEYS", "%v", err)
+	} else {
+		c.SecretsKeys, c.SecretsKeyCount = ring, len(list(getenv("SECRETS_KEYS")))
+	}
 	return c, errors.Join(errs...)
 }
 
@@ -512,17 +524,21 @@ func (c Config) String() string {
 	if len(c.SigningSecrets) > 0 {
 		signing = fmt.Sprintf("%d secret(s) ****", len(c.SigningSecrets))
 	}
+	sealing := "unset"
+	if c.SecretsKeys != nil {
+		sealing = fmt.Sprintf("%d key(s) ****", max(c.SecretsKeyCount, 1))
+	}
 	masked := func(v string) string { return map[bool]string{true: "****", false: "unset"}[v != ""] }
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+
 		"REDIS_USERNAME=%s REDIS_PASSWORD=%s REDIS_SENTINEL_PASSWORD=%s REDIS_TLS=%t REDIS_TLS_CA_FILE=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s PAYLOAD_RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
-		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d ENDPOINT_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s QSTASH_SIGNING_KEYS=%s "+
+		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d ENDPOINT_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s SECRETS_KEYS=%s QSTASH_SIGNING_KEYS=%s "+
 		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g TIMER_SLACK=%s OPERATOR_EVENTS_URL=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, orUnset(FormatDuration(c.PayloadRetention)), c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.QueueLimit, c.EndpointLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, masked(c.QStashCurrentSigningKey),
+		c.ScheduleLimit, c.QueueLimit, c.EndpointLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, sealing, masked(c.QStashCurrentSigningKey),
 		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, c.TimerSlack,
 		map[bool]string{true: fmt.Sprintf("%d URL(s) ****", len(c.OperatorEventsURLs)), false: "unset"}[len(c.OperatorEventsURLs) > 0])
 }

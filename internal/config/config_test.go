@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -274,6 +276,38 @@ func TestEndpointLimit(t *testing.T) {
 		_, err := Load(env(map[string]string{"ENDPOINT_LIMIT": v}))
 		if want := `ENDPOINT_LIMIT: must be an integer between 0 and 1000000, got "` + v + `"`; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ENDPOINT_LIMIT=%s: %v, want %q", v, err, want)
+		}
+	}
+}
+
+// SECRETS_KEYS seals credentials: unset, there is no keyring; a malformed
+// value stops the program, naming the variable and why; the summary
+// counts the keys and shows none.
+func TestSecretsKeys(t *testing.T) {
+	t.Parallel()
+	c, err := Load(env(nil))
+	if err != nil || c.SecretsKeys != nil || !strings.Contains(c.String(), "SECRETS_KEYS=unset") {
+		t.Errorf("unset: keyring %v, %v, summary %q", c.SecretsKeys, err, c.String())
+	}
+	k1, k2 := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32)), base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{2}, 32))
+	c, err = Load(env(map[string]string{"SECRETS_KEYS": k1 + ", " + k2}))
+	if err != nil || c.SecretsKeys == nil {
+		t.Fatalf("two keys: %v", err)
+	}
+	if s := c.String(); !strings.Contains(s, "SECRETS_KEYS=2 key(s) ****") || strings.Contains(s, k1) || strings.Contains(s, k2) {
+		t.Errorf("summary %q, want SECRETS_KEYS=2 key(s) **** and no key", s)
+	}
+	if got := c.Fate(Worker)["SECRETS_KEYS"]; got != c.SecretsKeys.SealID() || got == "" {
+		t.Errorf("fate SECRETS_KEYS = %q, want the sealing key's id", got)
+	}
+	for v, why := range map[string]string{
+		"not-base64!":    "key 1 is not base64",
+		k1 + ",c2hvcnQ=": "key 2 is 5 bytes",
+		k1 + "," + k1:    "key 2 is listed twice",
+	} {
+		_, err := Load(env(map[string]string{"SECRETS_KEYS": v}))
+		if err == nil || !strings.Contains(err.Error(), "SECRETS_KEYS: "+why) {
+			t.Errorf("SECRETS_KEYS=%q: %v, want it to say %q", v, err, "SECRETS_KEYS: "+why)
 		}
 	}
 }

@@ -30,7 +30,7 @@ var Programs = map[string]Program{
 	"REDRIVE_LIMIT": Both, "RETENTION": Both, "PAYLOAD_RETENTION": Both, "RATE_LIMIT_RPS": API, "LOG_LEVEL": Both, "METRICS_ADDR": Worker,
 	"CALLBACK_SIGNING_SECRET": Worker, "SWEEP_INTERVAL": Worker, "REDIS_WAIT_REPLICAS": Both,
 	"SCHEDULE_LIMIT": API, "QUEUE_LIMIT": API, "ENDPOINT_LIMIT": API, "MAX_UNFINISHED_PER_KEY": API, "PARTITIONS": Both, "SIGNING_SECRETS": Worker,
-	"QSTASH_CURRENT_SIGNING_KEY": Both, "QSTASH_NEXT_SIGNING_KEY": Both,
+	"SECRETS_KEYS": Both, "QSTASH_CURRENT_SIGNING_KEY": Both, "QSTASH_NEXT_SIGNING_KEY": Both,
 	"FLOW_FAIR_SHARE": Worker, "FLOW_TENANT_SHARE": Worker, "FLOW_ADAPTIVE": Worker, "FLOW_ADAPTIVE_MIN_RATE": Worker,
 	"BREAKER": Worker, "BREAKER_WINDOW": Worker, "BREAKER_MIN_ATTEMPTS": Worker, "BREAKER_FAILURE_RATIO": Worker,
 	"BREAKER_PROBE_MAX": Worker, "BREAKER_FAIL_AFTER": Worker,
@@ -43,7 +43,8 @@ var DestinationRules = []string{"ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS"}
 
 // Fate are the settings that decide what becomes of a request, as program
 // p reads them: destination rules, the limits it enforces, the ids of the
-// secrets it signs with (never the secrets). Every process records them,
+// secrets it signs with and of the key that seals credentials (never the
+// secrets). Every process records them,
 // so that processes on one Redis can tell where they disagree: two
 // processes that read one of them must have the same value.
 func (c Config) Fate(p Program) map[string]string {
@@ -66,6 +67,7 @@ func (c Config) Fate(p Program) map[string]string {
 		"MAX_UNFINISHED_PER_KEY":     strconv.Itoa(c.MaxUnfinishedPerKey),
 		"CALLBACK_SIGNING_SECRET":    SecretID(c.CallbackSigningSecret),
 		"SIGNING_SECRETS":            SecretIDs(c.SigningSecrets),
+		"SECRETS_KEYS":               orUnset(c.SecretsKeys.SealID()),
 		"QSTASH_CURRENT_SIGNING_KEY": SecretID(c.QStashCurrentSigningKey),
 		"QSTASH_NEXT_SIGNING_KEY":    SecretID(c.QStashNextSigningKey),
 		"FLOW_FAIR_SHARE":            strconv.FormatFloat(c.FlowFairShare, 'g', -1, 64),

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/delayexpr"
 	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/names"
@@ -147,6 +148,16 @@ func submission(h http.Header, dest string, body []byte) (map[string]any, *recor
 	}
 	if cb := h.Get("Upstash-Callback"); cb != "" {
 		sub["callbackUrl"] = cb
+	}
+	// retryd's own: the tenant's credential and proxy a delivery uses (the
+	// API checks at submit that the tenant has them).
+	for _, c := range []struct{ header, member string }{{handlers.CredentialHeader, "credential"}, {handlers.ProxyHeader, "proxy"}} {
+		if v := h.Get(c.header); v != "" {
+			if err := names.Credential.Check(c.header, v); err != nil {
+				return nil, nil, err
+			}
+			sub[c.member] = v
+		}
 	}
 	if len(headers) > 0 {
 		sub["headers"] = headers

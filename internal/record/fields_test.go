@@ -135,3 +135,31 @@ func TestDLQHostFilterUsesTheHostIndex(t *testing.T) {
 		t.Error("the redriven request's entry stayed in the index")
 	}
 }
+
+// The credential and proxy a request names are kept with what the client
+// sent, and read back with it.
+func TestCreateKeepsTheCredentialAndProxyNamed(t *testing.T) {
+	t.Parallel()
+	s := NewStore(redistest.Start(t).Client(), time.Hour)
+	ctx := context.Background()
+	now := time.Now()
+	r := newRequest("01m8mhyychtfy2pdj6g9", now)
+	r.Credential, r.Proxy = "partner-oauth", "fixed-egress"
+	if _, err := s.Create(ctx, r, "", nil, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Credential != "partner-oauth" || got.Proxy != "fixed-egress" {
+		t.Errorf("read back credential %q, proxy %q; want partner-oauth, fixed-egress", got.Credential, got.Proxy)
+	}
+	plain := newRequest("01m8mhyychtfy2pdj6ga", now)
+	if _, err := s.Create(ctx, plain, "", nil, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, plain.ID); got.Credential != "" || got.Proxy != "" {
+		t.Errorf("a request naming none reads back credential %q, proxy %q", got.Credential, got.Proxy)
+	}
+}

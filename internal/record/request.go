@@ -84,6 +84,9 @@ type Request struct {
 	// TraceParent is the W3C traceparent its attempts' spans are children
 	// of ("" unless traces are exported; internal/tracing).
 	TraceParent string
+	// Credential and Proxy name the tenant's credentials its deliveries
+	// use ("" for none named: the endpoint's settings, then none).
+	Credential, Proxy string
 	// WaitingFor says why a due request is not in an attempt (one of
 	// WaitingReasons), else "". WaitUntil is when retryd starts it, zero
 	// when an event (a resume, a free slot, a turn given) will.
@@ -260,6 +263,8 @@ type spec struct {
 	Publication    string            `json:"p,omitempty"`
 	TraceParent    string            `json:"tp,omitempty"`
 	ResentFrom     *ResentFrom       `json:"rf,omitempty"`
+	Credential     string            `json:"cr,omitempty"`
+	Proxy          string            `json:"px,omitempty"`
 }
 
 // FlowControl limits the requests that share its Key (by default their
@@ -374,7 +379,8 @@ func (r *Request) HasCallback() bool {
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
 		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
-		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, TraceParent: r.TraceParent, ResentFrom: r.ResentFrom})
+		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, TraceParent: r.TraceParent, ResentFrom: r.ResentFrom,
+		Credential: r.Credential, Proxy: r.Proxy})
 	return string(b)
 }
 
@@ -463,6 +469,8 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		Topic:           sp.Topic,
 		Publication:     sp.Publication,
 		TraceParent:     sp.TraceParent,
+		Credential:      sp.Credential,
+		Proxy:           sp.Proxy,
 		WaitingFor:      h[fWaitingFor],
 		WaitUntil:       fromMs(h[fWaitUntil]),
 		InFlight:        h[fInflightN] != "",

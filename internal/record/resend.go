@@ -55,8 +55,8 @@ var resendScript = script("resend")
 
 // Resend makes a new pending request from finished request orig, in one
 // script: the same URL, method, headers, body, retry settings, callback,
-// flow control, labels and tenant, a fresh budget, resentFrom on it and
-// its id among orig's resends. The new request gets an id of its own in
+// flow control, labels, credential, proxy and tenant, a fresh budget,
+// resentFrom on it and its id among orig's resends. The new request gets an id of its own in
 // orig's partition and no Idempotency-Key of the original's, so its
 // destination sees a new delivery, nor its traceparent: the resend's
 // spans start a trace of their own. A QStash message's queue is not
@@ -69,6 +69,7 @@ func (s *Store) Resend(ctx context.Context, orig *Request, in ResendInput) (*Res
 		URL: orig.URL, Host: orig.Host, Method: orig.Method, Headers: orig.Headers, Body: orig.Body,
 		MaxRetries: orig.MaxRetries, BackoffMs: orig.BackoffMs, MaxBackoffMs: orig.MaxBackoffMs, TimeoutMs: orig.TimeoutMs,
 		CallbackURL: orig.CallbackURL, Dialect: orig.Dialect, FlowControl: orig.FlowControl, Topic: orig.Topic,
+		Credential: orig.Credential, Proxy: orig.Proxy,
 		Status: Pending, NextAttemptAt: in.Now, CreatedAt: in.Now,
 		ResentFrom: &ResentFrom{ID: orig.ID, AtMs: in.Now.UnixMilli(), Actor: in.Actor, Reason: in.Reason},
 	}

@@ -14,7 +14,7 @@ import (
 func TestResendScript(t *testing.T) {
 	t.Parallel()
 	const other = "01m8mhyychtfy2pdj6gb"
-	spec := `{"u":"https://e.com/hook","m":"POST","h":{"X-A":"1"},"b":"hello","k":"sub-key","fc":{"key":"k1","parallelism":2}}`
+	spec := `{"u":"https://e.com/hook","m":"POST","h":{"X-A":"1"},"b":"hello","k":"sub-key","fc":{"key":"k1","parallelism":2},"cr":"partner","px":"egress"}`
 	cases := []struct {
 		name    string
 		initial state
@@ -34,7 +34,8 @@ func TestResendScript(t *testing.T) {
 					t.Fatal(err)
 				}
 				if n.Status != Pending || n.URL != "https://e.com/hook" || n.Method != "POST" || n.Body != "hello" ||
-					n.Headers["X-A"] != "1" || n.MaxRetries != 1 || n.AttemptCount != 0 || n.FlowControl == nil || n.FlowControl.Key != "k1" {
+					n.Headers["X-A"] != "1" || n.MaxRetries != 1 || n.AttemptCount != 0 || n.FlowControl == nil || n.FlowControl.Key != "k1" ||
+					n.Credential != "partner" || n.Proxy != "egress" {
 					t.Errorf("new request %+v", n)
 				}
 				if n.IdempotencyKey != "" {

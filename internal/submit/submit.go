@@ -126,7 +126,7 @@ func (f fields) integer(name string, def, lo, hi int64) (int64, bool, error) {
 
 // Known are the members a submission may have.
 var Known = []string{"url", "method", "headers", "body", "maxRetries", "backoffMs", "maxBackoffMs",
-	"timeoutMs", "delayMs", "notBefore", "callbackUrl", "flowControl"}
+	"timeoutMs", "delayMs", "notBefore", "callbackUrl", "flowControl", "credential", "proxy"}
 
 // Bounds of flowControl.
 const (
@@ -337,7 +337,31 @@ func parseFields(f fields, now time.Time) (*record.Request, error) {
 			return nil, err
 		}
 	}
+	if r.Credential, err = credentialName(f, "credential"); err != nil {
+		return nil, err
+	}
+	if r.Proxy, err = credentialName(f, "proxy"); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// credentialName reads a member that names one of the tenant's
+// credentials, through the one validator of credential names. Whether the
+// tenant has it is the caller's to ask (it needs the store).
+func credentialName(f fields, field string) (string, error) {
+	v, err := f.str(field)
+	if err != nil || v == nil {
+		return "", err
+	}
+	if *v == "" {
+		return "", fieldErr(field, "must name a credential (1 to %d bytes), or be left out", names.MaxCredential)
+	}
+	var nameErr *names.Error
+	if err := names.Credential.Check(field, *v); errors.As(err, &nameErr) {
+		return "", &Error{Field: field, Message: nameErr.Message}
+	}
+	return *v, nil
 }
 
 // unknownMember names the first member (in sorted order, so the answer is

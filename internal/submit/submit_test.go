@@ -141,6 +141,12 @@ func TestParseRejectsWithTheFieldNamed(t *testing.T) {
 		{"flowControl rate 0", `{"url":"https://e.com","flowControl":{"rate":0}}`, "flowControl.rate"},
 		{"flowControl period under 1s", `{"url":"https://e.com","flowControl":{"rate":1,"periodMs":999}}`, "flowControl.periodMs"},
 		{"flowControl period without rate", `{"url":"https://e.com","flowControl":{"parallelism":1,"periodMs":1000}}`, "flowControl.periodMs"},
+		{"credential not string", `{"url":"https://e.com","credential":7}`, "credential"},
+		{"credential empty", `{"url":"https://e.com","credential":""}`, "credential"},
+		{"credential too long", `{"url":"https://e.com","credential":"` + strings.Repeat("c", 129) + `"}`, "credential"},
+		{"credential with a newline", `{"url":"https://e.com","credential":"a\nb"}`, "credential"},
+		{"proxy not string", `{"url":"https://e.com","proxy":["p"]}`, "proxy"},
+		{"proxy with a NUL", `{"url":"https://e.com","proxy":"a\u0000b"}`, "proxy"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.body), now)
@@ -184,6 +190,21 @@ func TestParseFlowControl(t *testing.T) {
 	r, _ = Parse([]byte(`{"url":"https://E.com/x","flowControl":{"rate":5}}`), now)
 	if r.FlowControl.PeriodMs != DefaultFlowPeriod || r.FlowKey() != "e.com:443" {
 		t.Errorf("defaults: %+v, key %q", *r.FlowControl, r.FlowKey())
+	}
+}
+
+func TestParseKeepsTheCredentialAndProxyNamed(t *testing.T) {
+	t.Parallel()
+	r, err := Parse([]byte(`{"url":"https://e.com","credential":"partner-oauth","proxy":"fixed-egress"}`), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Credential != "partner-oauth" || r.Proxy != "fixed-egress" {
+		t.Errorf("credential %q, proxy %q; want partner-oauth, fixed-egress", r.Credential, r.Proxy)
+	}
+	r, _ = Parse([]byte(`{"url":"https://e.com","credential":null}`), now)
+	if r.Credential != "" || r.Proxy != "" {
+		t.Errorf("none named: credential %q, proxy %q", r.Credential, r.Proxy)
 	}
 }
 
