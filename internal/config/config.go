@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/retryd/retryd/internal/credentials"
+	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/sign"
 	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/timerslack"
@@ -67,6 +68,9 @@ type Config struct {
 	// stored or opened. SecretsKeyCount is how many it lists.
 	SecretsKeys     *credentials.Keyring
 	SecretsKeyCount int
+	// EgressProxy is the CONNECT proxy every delivery leaves through
+	// (EGRESS_PROXY; nil: none) unless a proxy credential applies.
+	EgressProxy *egress.Proxy
 	// QStashCurrentSigningKey and QStashNextSigningKey sign deliveries of
 	// requests made through /v2 (QSTASH_CURRENT_SIGNING_KEY,
 	// QSTASH_NEXT_SIGNING_KEY), as QStash does.
@@ -142,7 +146,7 @@ var Names = []string{
 	"PORT", "WORKER_CONCURRENCY", "API_KEYS", "ADMIN_KEYS", "ALLOW_PRIVATE_TARGETS", "ALLOWED_CIDRS",
 	"REDRIVE_LIMIT", "RETENTION", "PAYLOAD_RETENTION", "RATE_LIMIT_RPS", "LOG_LEVEL", "METRICS_ADDR",
 	"CALLBACK_SIGNING_SECRET", "SWEEP_INTERVAL", "REDIS_WAIT_REPLICAS", "SCHEDULE_LIMIT", "QUEUE_LIMIT", "ENDPOINT_LIMIT", "MAX_UNFINISHED_PER_KEY", "PARTITIONS", "SIGNING_SECRETS",
-	"SECRETS_KEYS", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
+	"SECRETS_KEYS", "EGRESS_PROXY", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY",
 	"FLOW_FAIR_SHARE", "FLOW_TENANT_SHARE", "FLOW_ADAPTIVE", "FLOW_ADAPTIVE_MIN_RATE",
 	"BREAKER", "BREAKER_WINDOW", "BREAKER_MIN_ATTEMPTS", "BREAKER_FAILURE_RATIO", "BREAKER_PROBE_MAX", "BREAKER_FAIL_AFTER",
 	"TIMER_SLACK", "OPERATOR_EVENTS_URL",
@@ -417,7 +421,30 @@ func Load(getenv func(string) string) (Config, error) {
 	} else {
 		c.SecretsKeys, c.SecretsKeyCount = ring, len(list(getenv("SECRETS_KEYS")))
 	}
+	if v := strings.TrimSpace(getenv("EGRESS_PROXY")); v != "" {
+		// The operator's own proxy: its address is not held to the
+		// destination rules (a tenant's proxy is).
+		p, err := egress.ParseProxy(v, true)
+		if err != nil {
+			bad("EGRESS_PROXY", "%v", err)
+		}
+		c.EgressProxy = p
+	}
 	return c, errors.Join(errs...)
+}
+
+// proxyShown is EGRESS_PROXY for the startup line: its address, never
+// its password.
+func proxyShown(p *egress.Proxy) string {
+	if p == nil {
+		return "unset"
+	}
+	u := *p.URL
+	u.User = nil
+	if p.Username != "" || p.Password != "" {
+		return u.String() + " (with credentials ****)"
+	}
+	return u.String()
 }
 
 // MaxRetention bounds RETENTION, PAYLOAD_RETENTION and a tenant's
@@ -533,12 +560,12 @@ func (c Config) String() string {
 		"REDIS_USERNAME=%s REDIS_PASSWORD=%s REDIS_SENTINEL_PASSWORD=%s REDIS_TLS=%t REDIS_TLS_CA_FILE=%s "+
 		"PORT=%d WORKER_CONCURRENCY=%d API_KEYS=%s ADMIN_KEYS=%s ALLOW_PRIVATE_TARGETS=%t ALLOWED_CIDRS=%s "+
 		"REDRIVE_LIMIT=%d RETENTION=%s PAYLOAD_RETENTION=%s RATE_LIMIT_RPS=%d LOG_LEVEL=%s METRICS_ADDR=%s CALLBACK_SIGNING_SECRET=%s SWEEP_INTERVAL=%s REDIS_WAIT_REPLICAS=%d "+
-		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d ENDPOINT_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s SECRETS_KEYS=%s QSTASH_SIGNING_KEYS=%s "+
+		"SCHEDULE_LIMIT=%d QUEUE_LIMIT=%d ENDPOINT_LIMIT=%d MAX_UNFINISHED_PER_KEY=%d PARTITIONS=%d SIGNING_SECRETS=%s SECRETS_KEYS=%s EGRESS_PROXY=%s QSTASH_SIGNING_KEYS=%s "+
 		"FLOW_FAIR_SHARE=%g FLOW_TENANT_SHARE=%g FLOW_ADAPTIVE=%t FLOW_ADAPTIVE_MIN_RATE=%g TIMER_SLACK=%s OPERATOR_EVENTS_URL=%s",
 		MaskURL(c.RedisURL), strings.Join(c.RedisSentinelAddrs, ","), c.RedisSentinelMaster,
 		strings.Join(c.RedisClusterAddrs, ","), c.RedisUsername, masked(c.RedisPassword), masked(c.RedisSentinelPassword), c.RedisTLS, c.RedisTLSCAFile, c.Port, c.WorkerConcurrency, keys, admins, c.AllowPrivateTargets,
 		strings.Join(cidrs, ","), c.RedriveLimit, c.Retention, orUnset(FormatDuration(c.PayloadRetention)), c.RateLimitRPS, c.LogLevel, c.MetricsAddr, secret, c.SweepInterval, c.RedisWaitReplicas,
-		c.ScheduleLimit, c.QueueLimit, c.EndpointLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, sealing, masked(c.QStashCurrentSigningKey),
+		c.ScheduleLimit, c.QueueLimit, c.EndpointLimit, c.MaxUnfinishedPerKey, c.Partitions, signing, sealing, proxyShown(c.EgressProxy), masked(c.QStashCurrentSigningKey),
 		c.FlowFairShare, c.FlowTenantShare, c.FlowAdaptive, c.FlowAdaptiveMinRate, c.TimerSlack,
 		map[bool]string{true: fmt.Sprintf("%d URL(s) ****", len(c.OperatorEventsURLs)), false: "unset"}[len(c.OperatorEventsURLs) > 0])
 }

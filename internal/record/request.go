@@ -74,9 +74,6 @@ type Request struct {
 	QStash *QStash
 	// FlowControl is the submission's flowControl (nil without one).
 	FlowControl *FlowControl
-	// Credential and Proxy name the tenant's credential and proxy its
-	// deliveries use ("": its endpoint's defaults, if any).
-	Credential, Proxy string
 	// Topic is the topic (QStash URL group) the request was published to,
 	// and Publication the publish that made it, one request per endpoint
 	// ("" for a request sent to its URL).
