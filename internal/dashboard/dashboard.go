@@ -130,6 +130,12 @@ func Summary(r *record.Request, now time.Time) string {
 	case r.Expunged:
 		s += " · payload expunged"
 	}
+	if r.Credential != "" {
+		s += " · credential " + r.Credential
+	}
+	if r.Proxy != "" {
+		s += " · proxy " + r.Proxy
+	}
 	if r.Tenant != "" && r.Tenant != tenant.Default {
 		s += " · tenant " + r.Tenant // the dashboard is an admin's: every tenant's rows
 	}
