@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,17 +161,18 @@ type Use struct {
 
 // For is what a delivery of tenant t to endpoint uses: credential and
 // proxy, the names the request gave ("" for none), else the tenant's
-// defaults for endpoint. An error is a *retry.CredentialError.
+// defaults for endpoint, each on its own. An error is a *retry.CredentialError.
 func (b *Book) For(ctx context.Context, t, endpoint, credential, proxy string) (*Use, error) {
 	s, err := b.snapshot(ctx, t, false)
 	if err != nil {
 		return nil, &retry.CredentialError{Err: err}
 	}
-	if credential == "" && proxy == "" {
+	if credential == "" || proxy == "" {
+		// What the request names wins, each on its own.
 		if raw, ok := s.settings[endpoint]; ok {
 			var set Settings
 			if json.Unmarshal([]byte(raw), &set) == nil {
-				credential, proxy = set.Credential, set.Proxy
+				credential, proxy = cmp.Or(credential, set.Credential), cmp.Or(proxy, set.Proxy)
 			}
 		}
 	}
