@@ -169,10 +169,19 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		if !ok {
 			workerEnv = "GOMAXPROCS=1"
 		}
-		env := []string{"ALLOW_PRIVATE_TARGETS=true", "WORKER_CONCURRENCY=200"}
+		env := []string{"ALLOW_PRIVATE_TARGETS=true", "WORKER_CONCURRENCY=200", benchSecretsKey}
 		s := startStackFull(t, r, envInt("BENCH_WORKERS", 2), append(env, strings.Fields(os.Getenv("BENCH_API_ENV"))...),
 			append(env, strings.Fields(workerEnv)...))
-		tp, fp := benchRetryd(t, s, dest, cfg.N)
+		extra, tokens := "", (*atomic.Int64)(nil)
+		if benchCredential() == "oauth2" {
+			var tokenURL string
+			tokenURL, tokens = startBenchTokenServer(t)
+			extra = useBenchCredential(t, s, tokenURL)
+		}
+		tp, fp := benchRetryd(t, s, dest, cfg.N, extra)
+		if tokens != nil {
+			add("token_requests", float64(tokens.Load()))
+		}
 		add("retryd_end_to_end", tp)
 		add("redis_commands_per_request", fp.commands)
 		add("redis_bytes_per_request", fp.bytes)
@@ -243,7 +252,7 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"submit_answer_p50": "ms", "submit_answer_p99": "ms", "first_attempt_p50": "ms", "first_attempt_p99": "ms",
 		"retry_late_p50": "ms", "retry_late_p99": "ms", "retry_late_max": "ms", "retry_early": "count",
 		"retry_short_late_p99": "ms", "retry_short_late_max": "ms",
-		"redis_commands_per_request": "commands", "redis_bytes_per_request": "bytes", "worker_rss_mib": "MiB",
+		"redis_commands_per_request": "commands", "token_requests": "requests", "redis_bytes_per_request": "bytes", "worker_rss_mib": "MiB",
 		"redis_bytes_per_request_excl_payload": "bytes",
 		"cpu_per_request_api":                  "us", "cpu_per_request_workers": "us", "cpu_per_request_redis": "us",
 		"cpu_per_request_loadgen_and_destination": "us", "idle_worker_cpu": "% of a core",
@@ -279,7 +288,7 @@ type footprint struct {
 
 // benchRetryd: N requests through the real API from 32 concurrent clients,
 // completed by the real workers; submitted→completed throughput.
-func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint) {
+func benchRetryd(t testing.TB, s *stack, dest *sink, n int, extra string) (float64, footprint) {
 	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	defer rdb.Close()
 	ctx := context.Background()
@@ -288,7 +297,7 @@ func benchRetryd(t testing.TB, s *stack, dest *sink, n int) (float64, footprint)
 	statsBefore := commandStats(t, rdb)
 	dest.reset(false, false)
 	hc := tunedClient()
-	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}}`, dest.URL+"/bench", payload)
+	body := fmt.Sprintf(`{"url":%q,"method":"POST","body":%q,"headers":{"Content-Type":"application/octet-stream"}%s}`, dest.URL+"/bench", payload, extra)
 	stopPerf := perfRecord(t, s)
 	cpu0, cs0 := stackCPU(s), stackSwitches(s)
 	start := time.Now()
