@@ -368,3 +368,25 @@ func TestClassifySaysWhichAttemptsMadeNoCall(t *testing.T) {
 		}
 	}
 }
+
+// A credential that could not be made is credential_error, with no call:
+// permanent when the credential says so (a token endpoint's 4xx), else
+// retried, under either rules, however deeply it is wrapped.
+func TestCredentialErrorsAreClassified(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	for _, c := range []struct {
+		err  error
+		kind Kind
+	}{
+		{&CredentialError{Permanent: true, Err: errors.New("token endpoint answered 400 invalid_scope")}, Permanent},
+		{fmt.Errorf("attempt: %w", &CredentialError{Err: errors.New("token endpoint unreachable")}), Retryable},
+	} {
+		for _, rules := range []Rules{RetrydRules, QStashRules} {
+			got := rules.Classify(nil, c.err, now)
+			if got.Kind != c.kind || got.Class != CredentialFailed || !got.NoCall {
+				t.Errorf("%v (rules %d): %+v, want %s credential_error with no call", c.err, rules, got, c.kind)
+			}
+		}
+	}
+}
