@@ -166,6 +166,10 @@ type Submission struct {
 	NotBefore    string            `json:"notBefore,omitempty"`
 	CallbackURL  string            `json:"callbackUrl,omitempty"`
 	FlowControl  *FlowControl      `json:"flowControl,omitempty"`
+	// Credential and Proxy name credentials of the tenant its deliveries
+	// use.
+	Credential string `json:"credential,omitempty"`
+	Proxy      string `json:"proxy,omitempty"`
 }
 
 // FlowControl limits the requests sharing Key across all workers.
@@ -212,6 +216,8 @@ type Request struct {
 	CallbackURL     *string           `json:"callbackUrl"`
 	Callback        *Callback         `json:"callback"`
 	FlowControl     *FlowControl      `json:"flowControl,omitempty"`
+	Credential      string            `json:"credential,omitempty"`
+	Proxy           string            `json:"proxy,omitempty"`
 	WaitingFor      *string           `json:"waitingFor"`
 	RunAttempts     int               `json:"runAttempts"`
 	Attempts        []Attempt         `json:"attempts,omitempty"`

@@ -56,7 +56,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&x.json, "json", false, "print the API's JSON instead of a table")
-	root.AddCommand(x.submitCmd(), x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.endpointsCmd(), x.queuesCmd(), x.tenantsCmd(), x.tailCmd(), x.listenCmd())
+	root.AddCommand(x.submitCmd(), x.listCmd(), x.getCmd(), x.cancelCmd(), x.resendCmd(), x.expungeCmd(), x.dlqCmd(), x.schedulesCmd(), x.topicsCmd(), x.flowsCmd(), x.endpointsCmd(), x.queuesCmd(), x.tenantsCmd(), x.credentialsCmd(), x.signingSecretsCmd(), x.tailCmd(), x.listenCmd())
 	return root
 }
 
@@ -175,6 +175,12 @@ func (x *cli) requestDetail(r *client.Request) {
 	row("tenant", r.Tenant)
 	row("status", r.Status)
 	row("request", r.Method+" "+r.URL)
+	if r.Credential != "" {
+		row("credential", r.Credential)
+	}
+	if r.Proxy != "" {
+		row("proxy", r.Proxy)
+	}
 	row("attempts", r.Counts())
 	switch {
 	case r.WaitingFor != nil:
@@ -452,6 +458,7 @@ func (x *cli) endpointsCmd() *cobra.Command {
 			},
 		})
 	}
+	endpoints.AddCommand(x.endpointSettingsCmd())
 	return endpoints
 }
 

@@ -1,6 +1,7 @@
 // Command retryctl is retryd's operator CLI: submit, list, inspect,
 // cancel, resend and expunge requests, work the dead-letter queue, manage
-// schedules, pause and resume flow-control keys, and follow outcomes live. It reads RETRYD_URL (default http://127.0.0.1:3000)
+// schedules, pause and resume flow-control keys, keep the tenant's
+// credentials and signing secrets, and follow outcomes live. It reads RETRYD_URL (default http://127.0.0.1:3000)
 // and RETRYD_API_KEY. Tables are for people; --json prints the API's JSON
 // as sent. Any error exits non-zero with the API's message.
 package main

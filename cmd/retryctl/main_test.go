@@ -34,7 +34,8 @@ func apiOn(t *testing.T) (string, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t)
 	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"REDIS_URL": srv.URL, "ALLOW_PRIVATE_TARGETS": "true", "API_KEYS": testKey}[k]
+		return map[string]string{"REDIS_URL": srv.URL, "ALLOW_PRIVATE_TARGETS": "true", "API_KEYS": testKey,
+			"SECRETS_KEYS": "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U="}[k]
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,8 @@ type requestFlags struct {
 	parallelism int
 	rate        int
 	period      time.Duration
+	credential  string
+	proxy       string
 }
 
 func (f *requestFlags) add(cmd *cobra.Command) {
@@ -46,13 +48,16 @@ func (f *requestFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.parallelism, "parallelism", 0, "with --flow-key: at most this many at once")
 	fl.IntVar(&f.rate, "rate", 0, "with --flow-key: at most this many started per --period")
 	fl.DurationVar(&f.period, "period", 0, "with --rate: its period (the API's default is 1s)")
+	fl.StringVar(&f.credential, "credential", "", "the tenant's credential its deliveries use (else the endpoint's settings)")
+	fl.StringVar(&f.proxy, "proxy", "", "the tenant's proxy credential its deliveries leave through (else the endpoint's settings)")
 }
 
 // submission builds the request body; flags not given are left to the
 // API's defaults.
 func (f *requestFlags) submission(cmd *cobra.Command, target string) (client.Submission, error) {
 	s := client.Submission{URL: target, Method: strings.ToUpper(f.method), CallbackURL: f.callback,
-		BackoffMs: f.backoff.Milliseconds(), MaxBackoffMs: f.maxBackoff.Milliseconds(), TimeoutMs: f.timeout.Milliseconds()}
+		BackoffMs: f.backoff.Milliseconds(), MaxBackoffMs: f.maxBackoff.Milliseconds(), TimeoutMs: f.timeout.Milliseconds(),
+		Credential: f.credential, Proxy: f.proxy}
 	if cmd.Flags().Changed("retries") {
 		n := f.retries
 		s.MaxRetries = &n

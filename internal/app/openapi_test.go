@@ -41,7 +41,8 @@ func newEngine(t *testing.T) *gin.Engine {
 	t.Helper()
 	srv := redistest.Start(t)
 	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"REDIS_URL": srv.URL, "ALLOW_PRIVATE_TARGETS": "true", "API_KEYS": key}[k]
+		return map[string]string{"REDIS_URL": srv.URL, "ALLOW_PRIVATE_TARGETS": "true", "API_KEYS": key,
+			"SECRETS_KEYS": "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U="}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +189,31 @@ func TestOpenAPIMatchesRealExchanges(t *testing.T) {
 	exchange("PUT", "/tenants/default/retention", `{"payloadRetention":null}`, 200)
 	exchange("PUT", "/tenants/nosuch/retention", `{"retention":"7d"}`, 404)
 	exchange("DELETE", "/tenants/default/retention", "", 200)
+	exchange("PUT", "/credentials/partner", `{"type":"bearer","token":"t0ken"}`, 201)
+	exchange("PUT", "/credentials/partner", `{"type":"oauth2_client_credentials","tokenUrl":"https://auth.example.com/token","clientId":"c","clientSecret":"s","scopes":["a"]}`, 200)
+	exchange("PUT", "/credentials/egress", `{"type":"proxy","url":"http://proxy.example.com:3128","username":"u","password":"p"}`, 201)
+	exchange("PUT", "/credentials/bad", `{"type":"kerberos"}`, 400)
+	exchange("PUT", "/credentials/bad", `{"type":"oauth2_client_credentials","tokenUrl":"http://169.254.169.254/t","clientId":"c","clientSecret":"s"}`, 422)
+	exchange("GET", "/credentials", "", 200)
+	exchange("GET", "/credentials/partner", "", 200)
+	exchange("GET", "/credentials/nope", "", 404)
+	exchange("POST", "/credentials/rekey", "", 200)
+	exchange("POST", "/requests", `{"url":"https://example.com/c","delayMs":600000,"credential":"partner","proxy":"egress"}`, 202)
+	exchange("POST", "/requests", `{"url":"https://example.com/c","credential":"nope"}`, 422)
+	exchange("PUT", "/endpoints/https:example.com:443/settings", `{"credential":"partner","proxy":"egress"}`, 200)
+	exchange("PUT", "/endpoints/https:example.com:443/settings", `{"credential":"egress"}`, 422)
+	exchange("PUT", "/endpoints/https:example.com:443/settings", `{"other":"x"}`, 400)
+	exchange("GET", "/endpoints/https:example.com:443/settings", "", 200)
+	exchange("GET", "/endpoints/settings", "", 200)
+	exchange("DELETE", "/endpoints/https:example.com:443/settings", "", 200)
+	secretID := regexp.MustCompile(`"id":"(ss_[0-9a-f]+)"`).FindStringSubmatch(string(exchange("POST", "/signing-secrets", "", 201)))[1]
+	exchange("POST", "/signing-secrets", `{"type":"ed25519"}`, 201)
+	exchange("POST", "/signing-secrets", `{"type":"rsa"}`, 400)
+	exchange("GET", "/signing-secrets", "", 200)
+	exchange("DELETE", "/signing-secrets/"+secretID, "", 200)
+	exchange("DELETE", "/signing-secrets/"+secretID, "", 404)
+	exchange("DELETE", "/credentials/partner", "", 200)
+	exchange("DELETE", "/credentials/partner", "", 404)
 	exchange("GET", "/healthz", "", 200)
 	exchange("GET", "/readyz", "", 200)
 	exchange("GET", "/metrics", "", 200)
