@@ -152,6 +152,7 @@ func TestTwoWorkersShareOneOAuth2Token(t *testing.T) {
 	if n := ts.requests.Load(); n != 1 {
 		t.Errorf("10 requests on two workers asked the token endpoint %d times, want 1", n)
 	}
+	t.Logf("10 requests on two workers: %d token request(s)", ts.requests.Load())
 }
 
 // A token that expires while requests keep coming is renewed before it
@@ -181,6 +182,7 @@ func TestATokenExpiringMidRunFailsNoAttempt(t *testing.T) {
 	if n := ts.requests.Load(); n < 2 {
 		t.Errorf("the token endpoint was asked %d times over three token lifetimes, want at least 2", n)
 	}
+	t.Logf("12 requests over 6 s with 2-second tokens: %d token requests, %d calls refused", ts.requests.Load(), d.refused.Load())
 }
 
 // A token endpoint that refuses the client fails the request at once as
