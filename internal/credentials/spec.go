@@ -143,7 +143,7 @@ func Parse(ctx context.Context, body []byte, now time.Time, check Checker) (*Spe
 	if err := json.Unmarshal(body, &s); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return nil, bad(te.Field, "must be a %s", jsonKind(te.Type.String()))
+			return nil, bad(te.Field, "must be a %s", jsonKind(te.Field))
 		}
 		return nil, &Error{Message: "body: " + err.Error()}
 	}
@@ -153,13 +153,17 @@ func Parse(ctx context.Context, body []byte, now time.Time, check Checker) (*Spe
 	return &s, nil
 }
 
-func jsonKind(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "map"):
-		return "JSON object of strings"
-	case strings.HasPrefix(goType, "[]"):
+// jsonKind names what member field must be in JSON. It goes by the
+// member, not by the Go type the decoder reports: that is the element's
+// (string) when an element of scopes or headers is wrong, and CertPair,
+// not a pointer, when clientCertificate is not an object.
+func jsonKind(field string) string {
+	switch field {
+	case "scopes":
 		return "JSON array of strings"
-	case strings.HasPrefix(goType, "*"):
+	case "headers", "extraParams":
+		return "JSON object of strings"
+	case "clientCertificate":
 		return "JSON object"
 	}
 	return "string"
