@@ -107,7 +107,7 @@ func pemBody(t testing.TB, p string) []string {
 // everyValue reads every key of rdb and every value in it, whatever its
 // type: the key names, string values, hash fields and values, set, list
 // and sorted-set members.
-func everyValue(t *testing.T, rdb *redis.Client) map[string][]string {
+func everyValue(t *testing.T, rdb redis.UniversalClient) map[string][]string {
 	t.Helper()
 	ctx := t.Context()
 	out := map[string][]string{}
