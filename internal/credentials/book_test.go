@@ -243,3 +243,24 @@ func TestBookMTLSClientReachesTheDestination(t *testing.T) {
 		t.Errorf("a new version of the credential kept the old client (%v)", err)
 	}
 }
+
+func TestBookSeesAReplacementPutAtTheSameInstant(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	if _, _, err := s.Put(ctx, "acme", "partner", &Spec{Type: Bearer, Token: "BEARER-1"}, at); err != nil {
+		t.Fatal(err)
+	}
+	b := newBook(s, nil)
+	if u, err := b.For(ctx, "acme", "https://example.com:443", "partner", ""); err != nil || sent(t, u) != "Bearer BEARER-1" {
+		t.Fatalf("For = %v", err)
+	}
+	// A clock that did not move (a coarse or a test clock): still a new version.
+	if _, _, err := s.Put(ctx, "acme", "partner", &Spec{Type: Bearer, Token: "BEARER-2"}, at); err != nil {
+		t.Fatal(err)
+	}
+	b.forget("acme")
+	if u, err := b.For(ctx, "acme", "https://example.com:443", "partner", ""); err != nil || sent(t, u) != "Bearer BEARER-2" {
+		t.Errorf("after a replacement put at the same instant the book sends %q (%v), want Bearer BEARER-2", sent(t, u), err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -243,4 +244,16 @@ func TestSigningSecretsCreateListDelete(t *testing.T) {
 func sorted(v []string) []string {
 	slices.Sort(v)
 	return v
+}
+
+func TestSigningSecretsStayWithinTheLimitWhenCreatedAtOnce(t *testing.T) {
+	s := newStore(t)
+	var wg sync.WaitGroup
+	for range 2 * MaxSigningSecrets {
+		wg.Go(func() { _, _, _ = s.CreateSigningSecret(t.Context(), "acme", HMAC, time.Now()) })
+	}
+	wg.Wait()
+	if n := s.RDB.HLen(t.Context(), keysOf("acme").signing()).Val(); n > MaxSigningSecrets {
+		t.Errorf("%d concurrent creates left %d secrets, over the limit of %d", 2*MaxSigningSecrets, n, MaxSigningSecrets)
+	}
 }
