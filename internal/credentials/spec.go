@@ -349,7 +349,7 @@ func certInfo(certField, keyField, certPEM, keyPEM string, now time.Time) (*Cert
 	if b, _ := pem.Decode([]byte(certPEM)); b == nil || b.Type != "CERTIFICATE" {
 		return nil, bad(certField, "must be a PEM certificate chain (-----BEGIN CERTIFICATE-----)")
 	}
-	if b, _ := pem.Decode([]byte(keyPEM)); b == nil || !strings.HasSuffix(b.Type, "PRIVATE KEY") {
+	if !hasPrivateKey(keyPEM) {
 		return nil, bad(keyField, "must be a PEM private key (-----BEGIN PRIVATE KEY-----, or RSA/EC)")
 	}
 	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
@@ -368,6 +368,22 @@ func certInfo(certField, keyField, certPEM, keyPEM string, now time.Time) (*Cert
 	}
 	sum := sha256.Sum256(leaf.Raw)
 	return &CertInfo{Subject: leaf.Subject.String(), Issuer: leaf.Issuer.String(), NotAfter: leaf.NotAfter.UTC(), Fingerprint: hex.EncodeToString(sum[:])}, nil
+}
+
+// hasPrivateKey reports whether p holds a PEM private key block, not
+// necessarily first: openssl ecparam -genkey writes EC PARAMETERS before
+// the key, and tls.X509KeyPair skips such blocks too.
+func hasPrivateKey(p string) bool {
+	rest := []byte(p)
+	for {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return false
+		}
+		if strings.HasSuffix(b.Type, "PRIVATE KEY") {
+			return true
+		}
+	}
 }
 
 func parseCAs(p string) ([]*x509.Certificate, error) {
