@@ -246,10 +246,17 @@ func (s *Spec) validate(ctx context.Context, now time.Time, check Checker) error
 		if len(s.Headers) == 0 || len(s.Headers) > maxHeaders {
 			return bad("headers", "must hold from 1 to %d headers", maxHeaders)
 		}
+		seen := map[string]bool{}
 		for k, v := range s.Headers {
 			if !httpguts.ValidHeaderFieldName(k) || len(k) > 256 {
 				return bad("headers", "must have valid header names, got %q", short(k))
 			}
+			// Names that differ only in case would both be set, in no set
+			// order: which value a delivery carried would be chance.
+			if seen[http.CanonicalHeaderKey(k)] {
+				return bad("headers", "must not name %s twice (header names ignore case)", http.CanonicalHeaderKey(k))
+			}
+			seen[http.CanonicalHeaderKey(k)] = true
 			if !httpguts.ValidHeaderFieldValue(v) || v == "" || len(v) > maxField {
 				return bad("headers", "%s must have a non-empty value without control characters, at most %d bytes", http.CanonicalHeaderKey(k), maxField)
 			}
