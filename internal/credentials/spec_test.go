@@ -16,24 +16,28 @@ func js(v string) string {
 	return string(b)
 }
 
+// ecParams is the block `openssl ecparam -genkey` writes before the key.
+const ecParams = "-----BEGIN EC PARAMETERS-----\nBggqhkjOPQMBBw==\n-----END EC PARAMETERS-----\n"
+
 func TestParseAcceptsEveryType(t *testing.T) {
 	t.Parallel()
 	c := issue(t, "client.example")
 	for name, body := range map[string]string{
-		"oauth2 minimal":     `{"type":"oauth2_client_credentials","tokenUrl":"https://auth.example/token","clientId":"id","clientSecret":"sec"}`,
-		"oauth2 every field": `{"type":"oauth2_client_credentials","tokenUrl":"https://auth.example:8443/oauth/token","clientId":"id","clientSecret":"sec","scopes":["read","write:all"],"audience":"https://api.example","extraParams":{"resource":"r1"},"authStyle":"body"}`,
-		"basic":              `{"type":"basic","username":"u","password":"p@ss:word"}`,
-		"bearer":             `{"type":"bearer","token":"tok"}`,
-		"bearer with cert":   `{"type":"bearer","token":"tok","clientCertificate":{"certificate":` + js(c.cert) + `,"privateKey":` + js(c.key) + `}}`,
-		"headers":            `{"type":"headers","headers":{"X-Api-Key":"k","x-tenant":"t\tx"}}`,
-		"mtls":               `{"type":"mtls","certificate":` + js(c.cert) + `,"privateKey":` + js(c.key) + `}`,
-		"mtls with CAs":      `{"type":"mtls","certificate":` + js(c.cert) + `,"privateKey":` + js(c.key) + `,"caCertificates":` + js(c.ca) + `}`,
-		"proxy":              `{"type":"proxy","url":"http://proxy.example:3128"}`,
-		"proxy with auth":    `{"type":"proxy","url":"https://proxy.example/","username":"u","password":"p"}`,
+		"oauth2 minimal":                `{"type":"oauth2_client_credentials","tokenUrl":"https://auth.example/token","clientId":"id","clientSecret":"sec"}`,
+		"oauth2 every field":            `{"type":"oauth2_client_credentials","tokenUrl":"https://auth.example:8443/oauth/token","clientId":"id","clientSecret":"sec","scopes":["read","write:all"],"audience":"https://api.example","extraParams":{"resource":"r1"},"authStyle":"body"}`,
+		"basic":                         `{"type":"basic","username":"u","password":"p@ss:word"}`,
+		"bearer":                        `{"type":"bearer","token":"tok"}`,
+		"bearer with cert":              `{"type":"bearer","token":"tok","clientCertificate":{"certificate":` + js(c.cert) + `,"privateKey":` + js(c.key) + `}}`,
+		"headers":                       `{"type":"headers","headers":{"X-Api-Key":"k","x-tenant":"t\tx"}}`,
+		"mtls":                          `{"type":"mtls","certificate":` + js(c.cert) + `,"privateKey":` + js(c.key) + `}`,
+		"mtls with CAs":                 `{"type":"mtls","certificate":` + js(c.cert) + `,"privateKey":` + js(c.key) + `,"caCertificates":` + js(c.ca) + `}`,
+		"mtls, key after EC PARAMETERS": `{"type":"mtls","certificate":` + js(c.cert) + `,"privateKey":` + js(ecParams+c.key) + `}`,
+		"proxy":                         `{"type":"proxy","url":"http://proxy.example:3128"}`,
+		"proxy with auth":               `{"type":"proxy","url":"https://proxy.example/","username":"u","password":"p"}`,
 	} {
 		s, err := Parse(t.Context(), []byte(body), time.Now(), nil)
 		if err != nil {
-			t.Errorf("%s: Parse refused %s: %v", name, body, err)
+			t.Errorf("%s: Parse refused it: %v", name, err)
 			continue
 		}
 		var typ struct{ Type string }
@@ -97,6 +101,7 @@ func TestParseRefusals(t *testing.T) {
 		{"header name invalid", `{"type":"headers","headers":{"X Key":"v"}}`, "headers", "valid header names", false},
 		{"reserved header", `{"type":"headers","headers":{"idempotency-key":"k"}}`, "headers", "must not set Idempotency-Key", false},
 		{"reserved signature header", `{"type":"headers","headers":{"Webhook-Signature":"v1,x"}}`, "headers", "must not set Webhook-Signature", false},
+		{"one header twice", `{"type":"headers","headers":{"X-Key":"a","x-key":"b"}}`, "headers", "X-Key twice", false},
 		{"no headers", `{"type":"headers","headers":{}}`, "headers", "from 1 to", false},
 		{"certificate not PEM", mtls("not a pem", c.key), "certificate", "PEM certificate", false},
 		{"key not PEM", mtls(c.cert, "not a pem"), "privateKey", "PEM private key", false},
