@@ -69,13 +69,19 @@ func issue(t testing.TB, names ...string) pair {
 // expiredPair is a self-signed certificate that expired an hour ago.
 func expiredPair(t testing.TB) pair {
 	t.Helper()
+	return selfSigned(t, time.Now().Add(-time.Hour))
+}
+
+// selfSigned is a self-signed client certificate valid until notAfter.
+func selfSigned(t testing.TB, notAfter time.Time) pair {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "expired"},
-		NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		NotBefore: now.Add(-48 * time.Hour), NotAfter: notAfter, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
