@@ -5,7 +5,8 @@ package credentials
 // Redis until shortly before it expires; a worker that finds none takes a
 // short lock and asks the token endpoint, and the others wait for what it
 // stores: one token request per credential at a time, whatever the
-// number of workers or attempts.
+// number of workers or attempts. Redis is asked on every use (one GET), so
+// a token dropped after a 401 on any worker is used by none again.
 
 import (
 	"context"
@@ -42,9 +43,12 @@ const (
 	tokenPoll = 25 * time.Millisecond
 )
 
-// tokenCache is one worker's copy of a credential's token.
+// tokenCache is one worker's copy of a credential's token and the sealed
+// value it was opened from: while Redis holds that same value, the copy
+// is used without opening it again.
 type tokenCache struct {
 	mu  sync.Mutex
+	raw string
 	tok *oauth2.Token
 }
 
@@ -70,20 +74,18 @@ func (b *Book) tokenCacheOf(u *Use) *tokenCache {
 	return c
 }
 
-// token is a valid access token of u's OAuth2 credential. The worker's
-// copy is oauth2.ReuseTokenSource's; behind it, the shared one.
+// token is a valid access token of u's OAuth2 credential: the shared one.
+// The worker keeps no token Redis no longer holds: a copy of its own,
+// trusted until it expires, would be sent again after another worker's
+// 401 dropped it.
 func (b *Book) token(ctx context.Context, u *Use) (string, error) {
 	c := b.tokenCacheOf(u)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// The shared source already gives each token the time it is trusted
-	// until, so the local copy renews at that time and not earlier.
-	ts := oauth2.ReuseTokenSourceWithExpiry(c.tok, &sharedSource{ctx: ctx, b: b, u: u}, time.Nanosecond)
-	tok, err := ts.Token()
+	tok, err := (&sharedSource{ctx: ctx, b: b, u: u, cache: c}).Token()
 	if err != nil {
 		return "", err
 	}
-	c.tok = tok
 	return tok.AccessToken, nil
 }
 
@@ -94,7 +96,7 @@ func (b *Book) dropToken(ctx context.Context, u *Use, authorization string) {
 	c := b.tokenCacheOf(u)
 	c.mu.Lock()
 	if c.tok != nil && c.tok.AccessToken == access {
-		c.tok = nil
+		c.raw, c.tok = "", nil
 	}
 	c.mu.Unlock()
 	key := keysOf(u.Tenant).token(u.Credential)
@@ -135,6 +137,8 @@ type sharedSource struct {
 	ctx context.Context
 	b   *Book
 	u   *Use
+	// cache is the worker's copy, locked by the caller.
+	cache *tokenCache
 }
 
 func (s *sharedSource) Token() (*oauth2.Token, error) {
@@ -148,8 +152,13 @@ func (s *sharedSource) Token() (*oauth2.Token, error) {
 			return nil, &retry.CredentialError{Err: fmt.Errorf("read the shared token: %w", err)}
 		}
 		if err == nil {
+			if c := s.cache; c.tok != nil && raw == c.raw && c.tok.Expiry.After(b.now()) {
+				return c.tok, nil
+			}
 			if st, ok := b.openToken(u, raw); ok && time.UnixMilli(st.UntilMs).After(b.now()) {
-				return &oauth2.Token{AccessToken: st.Access, TokenType: st.Type, Expiry: time.UnixMilli(st.UntilMs)}, nil
+				tok := &oauth2.Token{AccessToken: st.Access, TokenType: st.Type, Expiry: time.UnixMilli(st.UntilMs)}
+				s.cache.raw, s.cache.tok = raw, tok
+				return tok, nil
 			}
 		}
 		owner := make([]byte, 8)

@@ -72,20 +72,33 @@ func (s *Store) CreateSigningSecret(ctx context.Context, t, kind string, now tim
 	if err != nil {
 		return sec, "", err
 	}
-	n, err := s.RDB.HLen(ctx, keysOf(t).signing()).Result()
-	if err != nil {
-		return sec, "", fmt.Errorf("count signing secrets: %w", err)
-	}
-	if n >= MaxSigningSecrets {
-		return sec, "", ErrTooManySecrets
-	}
 	raw, _ := json.Marshal(storedSecret{SigningSecret: sec, Sealed: sealed})
-	if err := s.RDB.HSet(ctx, keysOf(t).signing(), sec.ID, raw).Err(); err != nil {
+	added, err := addSecretScript.Run(ctx, s.RDB, []string{keysOf(t).signing()}, sec.ID, raw, MaxSigningSecrets).Int()
+	if err != nil {
 		return sec, "", fmt.Errorf("store signing secret: %w", err)
+	}
+	if added == 0 {
+		return sec, "", ErrTooManySecrets
 	}
 	s.changed(ctx, t)
 	return sec, shown, nil
 }
+
+// addSecretScript adds a signing secret unless the tenant has the most it
+// may: counted and added at once, so creates made together cannot pass
+// the limit.
+//
+//	KEYS[1] the tenant's signing secrets (hash)
+//	ARGV[1] the secret's id
+//	ARGV[2] the stored secret
+//	ARGV[3] MaxSigningSecrets
+//	returns 1 when added, 0 when the tenant is at the limit
+var addSecretScript = redis.NewScript(`
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1`)
 
 // ListSigningSecrets is tenant t's signing secrets, newest first.
 func (s *Store) ListSigningSecrets(ctx context.Context, t string) ([]SigningSecret, error) {

@@ -143,7 +143,7 @@ func Parse(ctx context.Context, body []byte, now time.Time, check Checker) (*Spe
 	if err := json.Unmarshal(body, &s); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return nil, bad(te.Field, "must be a %s", jsonKind(te.Type.String()))
+			return nil, bad(te.Field, "must be a %s", jsonKind(te.Field))
 		}
 		return nil, &Error{Message: "body: " + err.Error()}
 	}
@@ -153,13 +153,17 @@ func Parse(ctx context.Context, body []byte, now time.Time, check Checker) (*Spe
 	return &s, nil
 }
 
-func jsonKind(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "map"):
-		return "JSON object of strings"
-	case strings.HasPrefix(goType, "[]"):
+// jsonKind names what member field must be in JSON. It goes by the
+// member, not by the Go type the decoder reports: that is the element's
+// (string) when an element of scopes or headers is wrong, and CertPair,
+// not a pointer, when clientCertificate is not an object.
+func jsonKind(field string) string {
+	switch field {
+	case "scopes":
 		return "JSON array of strings"
-	case strings.HasPrefix(goType, "*"):
+	case "headers", "extraParams":
+		return "JSON object of strings"
+	case "clientCertificate":
 		return "JSON object"
 	}
 	return "string"
@@ -242,10 +246,17 @@ func (s *Spec) validate(ctx context.Context, now time.Time, check Checker) error
 		if len(s.Headers) == 0 || len(s.Headers) > maxHeaders {
 			return bad("headers", "must hold from 1 to %d headers", maxHeaders)
 		}
+		seen := map[string]bool{}
 		for k, v := range s.Headers {
 			if !httpguts.ValidHeaderFieldName(k) || len(k) > 256 {
 				return bad("headers", "must have valid header names, got %q", short(k))
 			}
+			// Names that differ only in case would both be set, in no set
+			// order: which value a delivery carried would be chance.
+			if seen[http.CanonicalHeaderKey(k)] {
+				return bad("headers", "must not name %s twice (header names ignore case)", http.CanonicalHeaderKey(k))
+			}
+			seen[http.CanonicalHeaderKey(k)] = true
 			if !httpguts.ValidHeaderFieldValue(v) || v == "" || len(v) > maxField {
 				return bad("headers", "%s must have a non-empty value without control characters, at most %d bytes", http.CanonicalHeaderKey(k), maxField)
 			}
@@ -345,7 +356,7 @@ func certInfo(certField, keyField, certPEM, keyPEM string, now time.Time) (*Cert
 	if b, _ := pem.Decode([]byte(certPEM)); b == nil || b.Type != "CERTIFICATE" {
 		return nil, bad(certField, "must be a PEM certificate chain (-----BEGIN CERTIFICATE-----)")
 	}
-	if b, _ := pem.Decode([]byte(keyPEM)); b == nil || !strings.HasSuffix(b.Type, "PRIVATE KEY") {
+	if !hasPrivateKey(keyPEM) {
 		return nil, bad(keyField, "must be a PEM private key (-----BEGIN PRIVATE KEY-----, or RSA/EC)")
 	}
 	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
@@ -364,6 +375,22 @@ func certInfo(certField, keyField, certPEM, keyPEM string, now time.Time) (*Cert
 	}
 	sum := sha256.Sum256(leaf.Raw)
 	return &CertInfo{Subject: leaf.Subject.String(), Issuer: leaf.Issuer.String(), NotAfter: leaf.NotAfter.UTC(), Fingerprint: hex.EncodeToString(sum[:])}, nil
+}
+
+// hasPrivateKey reports whether p holds a PEM private key block, not
+// necessarily first: openssl ecparam -genkey writes EC PARAMETERS before
+// the key, and tls.X509KeyPair skips such blocks too.
+func hasPrivateKey(p string) bool {
+	rest := []byte(p)
+	for {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return false
+		}
+		if strings.HasSuffix(b.Type, "PRIVATE KEY") {
+			return true
+		}
+	}
 }
 
 func parseCAs(p string) ([]*x509.Certificate, error) {

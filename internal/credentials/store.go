@@ -2,6 +2,8 @@ package credentials
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,7 +86,7 @@ func (s *Store) Put(ctx context.Context, t, name string, spec *Spec, now time.Ti
 	case !errors.Is(err, ErrNotFound):
 		return View{}, false, err
 	}
-	rec, _ := json.Marshal(stored{View: v, Sealed: sealed, Version: strconv.FormatInt(now.UnixNano(), 36)})
+	rec, _ := json.Marshal(stored{View: v, Sealed: sealed, Version: newVersion(now)})
 	_, err = s.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, k.creds(), name, rec)
 		p.HDel(ctx, k.use(), name)
@@ -97,6 +99,16 @@ func (s *Store) Put(ctx context.Context, t, name string, spec *Spec, now time.Ti
 	created := old == nil
 	s.changed(ctx, t)
 	return v, created, nil
+}
+
+// newVersion names one Put of a credential: workers key what they made of
+// it (the opened spec, its client, its token) by it. The time alone is not
+// enough: a clock that did not move between two Puts (a coarse or a test
+// clock) would leave workers with the old credential.
+func newVersion(now time.Time) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return strconv.FormatInt(now.UnixNano(), 36) + "." + hex.EncodeToString(b)
 }
 
 // changed lists t among the tenants with credentials and tells the
