@@ -86,6 +86,10 @@ func TestBookForNamesAndDefaults(t *testing.T) {
 	if _, err := fresh.For(ctx, "acme", endpoint, "", "late"); !permanent(err) {
 		t.Errorf("a bearer named as the proxy: %v, want permanent", err)
 	}
+	// A request naming only a proxy keeps the endpoint's credential.
+	if u, err := fresh.For(ctx, "acme", endpoint, "", "egress"); err != nil || u.Credential != "default" || u.Proxy != "egress" {
+		t.Errorf("a request naming only a proxy: %+v, %v; want the endpoint's credential and its own proxy", u, err)
+	}
 }
 
 func TestBookSeesAPublishedChange(t *testing.T) {

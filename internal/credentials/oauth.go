@@ -244,5 +244,10 @@ func tokenError(err error) error {
 	if errors.Is(err, retry.ErrBlocked) {
 		return &retry.CredentialError{Permanent: true, Err: fmt.Errorf("token endpoint refused: %w", err)}
 	}
-	return &retry.CredentialError{Err: fmt.Errorf("token endpoint unreachable: %w", err)}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return &retry.CredentialError{Err: fmt.Errorf("token endpoint unreachable: %w", err)}
+	}
+	// A 2xx answer the library could not use (no access_token, not JSON).
+	return &retry.CredentialError{Err: fmt.Errorf("token endpoint answered without a usable token: %w", err)}
 }

@@ -34,7 +34,7 @@ func TestRedisHoldsNoSecretInClear(t *testing.T) {
 
 	b := newBook(s, nil)
 	for _, name := range []string{"oauth", "basic", "bearer", "headers", "mtls"} {
-		u, err := b.For(ctx, "acme", "https://api.partner.example:443", name, "")
+		u, err := b.For(ctx, "acme", "https://other.example:443", name, "")
 		if err != nil {
 			t.Fatalf("For %s: %v", name, err)
 		}

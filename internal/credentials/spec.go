@@ -139,6 +139,21 @@ func Parse(ctx context.Context, body []byte, now time.Time, check Checker) (*Spe
 			return nil, bad(k, "is required for a %s credential", typ)
 		}
 	}
+	if cc, ok := raw["clientCertificate"]; ok && string(cc) != "null" {
+		var members map[string]json.RawMessage
+		if json.Unmarshal(cc, &members) == nil {
+			for _, k := range sortedKeys(members) {
+				if k != "certificate" && k != "privateKey" {
+					return nil, bad("clientCertificate."+k, "is not a member of clientCertificate (it takes certificate, privateKey)")
+				}
+			}
+			for _, k := range []string{"certificate", "privateKey"} {
+				if _, ok := members[k]; !ok {
+					return nil, bad("clientCertificate."+k, "is required in clientCertificate")
+				}
+			}
+		}
+	}
 	var s Spec
 	if err := json.Unmarshal(body, &s); err != nil {
 		var te *json.UnmarshalTypeError
@@ -167,6 +182,15 @@ func jsonKind(field string) string {
 		return "JSON object"
 	}
 	return "string"
+}
+
+func sortedKeys(m map[string]json.RawMessage) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func short(s string) string {

@@ -139,3 +139,18 @@ func TestParseRefusalNeverQuotesTheSecret(t *testing.T) {
 		}
 	}
 }
+
+// clientCertificate takes exactly its two members.
+func TestClientCertificateTakesExactlyItsMembers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ body, field string }{
+		{`{"type":"bearer","token":"t","clientCertificate":{"certificate":"x","privateKey":"y","password":"z"}}`, "clientCertificate.password"},
+		{`{"type":"bearer","token":"t","clientCertificate":{"certificate":"x"}}`, "clientCertificate.privateKey"},
+	} {
+		_, err := Parse(context.Background(), []byte(c.body), time.Now(), nil)
+		var e *Error
+		if !errors.As(err, &e) || e.Field != c.field {
+			t.Errorf("%s: %v, want a refusal naming %s", c.body, err, c.field)
+		}
+	}
+}
