@@ -32,6 +32,9 @@ const (
 	// tokenLock is how long a worker holds the right to ask the token
 	// endpoint; a worker that dies holding it delays the others this long.
 	tokenLock = 15 * time.Second
+	// tokenTimeout bounds a token request, well inside the lock, so a
+	// hung token endpoint never has two workers asking at once.
+	tokenTimeout = 10 * time.Second
 	// maxEarly is the most a token is renewed ahead of its expiry (a fifth
 	// of its life when that is less).
 	maxEarly = 30 * time.Second
@@ -202,6 +205,8 @@ func (s *sharedSource) fetch(ctx context.Context) (*oauth2.Token, error) {
 			cfg.EndpointParams.Set("audience", spec.Audience)
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
+	defer cancel()
 	start := b.now()
 	tok, err := cfg.Token(context.WithValue(ctx, oauth2.HTTPClient, u.Client))
 	if err != nil {
