@@ -161,7 +161,7 @@ func explain(err error) (apiErr *Error, retryAfter, logAs string) {
 		apiErr = Errorf(CodeInvalid, credErr.Field, credErr.Message)
 	case errors.Is(err, credentials.ErrNoKeys):
 		apiErr = Errorf(CodeNotImplemented, "", err.Error())
-	case errors.Is(err, credentials.ErrTooManySecrets):
+	case errors.Is(err, credentials.ErrTooManySecrets), errors.Is(err, credentials.ErrTooManyCredentials), errors.Is(err, credentials.ErrTooManySettings):
 		apiErr = Errorf(CodeConflict, "", err.Error())
 	case errors.Is(err, record.ErrNotFound):
 		apiErr = Errorf(CodeNotFound, "", "no request with this id")

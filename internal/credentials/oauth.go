@@ -15,15 +15,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/retryd/retryd/internal/egress"
 	"github.com/retryd/retryd/internal/retry"
 )
 
@@ -114,13 +115,6 @@ func (b *Book) dropToken(ctx context.Context, u *Use, authorization string) {
 	}
 }
 
-// dropScript deletes a key only if it still holds the value read.
-var dropScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0`)
-
 func tokenContext(u *Use) string {
 	return sealContext(u.Tenant, "token", u.Credential+"\x00"+u.version)
 }
@@ -150,19 +144,18 @@ func (s *sharedSource) Token() (*oauth2.Token, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, tokenLock+5*time.Second)
 	defer cancel()
 	for {
-		raw, err := b.Store.RDB.Get(ctx, k.token(u.Credential)).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		// The token and a failure remembered, in one read (one slot).
+		vals, err := b.Store.RDB.MGet(ctx, k.token(u.Credential), k.tokenFailed(u.Credential)).Result()
+		if err != nil {
 			return nil, &retry.CredentialError{Err: fmt.Errorf("read the shared token: %w", err)}
 		}
-		if err == nil {
-			if c := s.cache; c.tok != nil && raw == c.raw && c.tok.Expiry.After(b.now()) {
-				return c.tok, nil
-			}
-			if st, ok := b.openToken(u, raw); ok && time.UnixMilli(st.UntilMs).After(b.now()) {
-				tok := &oauth2.Token{AccessToken: st.Access, TokenType: st.Type, Expiry: time.UnixMilli(st.UntilMs)}
-				s.cache.raw, s.cache.tok = raw, tok
+		if raw, ok := vals[0].(string); ok {
+			if tok := s.usable(raw); tok != nil {
 				return tok, nil
 			}
+		}
+		if failed, ok := vals[1].(string); ok {
+			return nil, failedBefore(failed)
 		}
 		owner := make([]byte, 8)
 		_, _ = rand.Read(owner)
@@ -172,7 +165,7 @@ func (s *sharedSource) Token() (*oauth2.Token, error) {
 			return nil, &retry.CredentialError{Err: fmt.Errorf("take the token lock: %w", err)}
 		}
 		if got {
-			tok, err := s.fetch(ctx)
+			tok, err := s.underLock(ctx)
 			_, _ = dropScript.Run(context.WithoutCancel(ctx), b.Store.RDB, []string{k.lock(u.Credential)}, mine).Result()
 			return tok, err
 		}
@@ -184,6 +177,60 @@ func (s *sharedSource) Token() (*oauth2.Token, error) {
 		case <-time.After(tokenPoll):
 		}
 	}
+}
+
+// usable is the stored token raw when it is still trusted, else nil.
+func (s *sharedSource) usable(raw string) *oauth2.Token {
+	b, u := s.b, s.u
+	if c := s.cache; c.tok != nil && raw == c.raw && c.tok.Expiry.After(b.now()) {
+		return c.tok
+	}
+	if st, ok := b.openToken(u, raw); ok && time.UnixMilli(st.UntilMs).After(b.now()) {
+		tok := &oauth2.Token{AccessToken: st.Access, TokenType: st.Type, Expiry: time.UnixMilli(st.UntilMs)}
+		s.cache.raw, s.cache.tok = raw, tok
+		return tok
+	}
+	return nil
+}
+
+// underLock asks the token endpoint, holding the lock: unless a worker
+// stored a token between our read and our lock. A failure to be retried
+// is remembered for failMemory, so the attempts that follow it, on every
+// worker, do not each ask a failing endpoint again.
+func (s *sharedSource) underLock(ctx context.Context) (*oauth2.Token, error) {
+	k, name := keysOf(s.u.Tenant), s.u.Credential
+	if raw, err := s.b.Store.RDB.Get(ctx, k.token(name)).Result(); err == nil {
+		if tok := s.usable(raw); tok != nil {
+			return tok, nil
+		}
+	}
+	tok, err := s.fetch(ctx)
+	var cerr *retry.CredentialError
+	if errors.As(err, &cerr) && !cerr.Permanent {
+		// A refusal (4xx) ends its request; the next request may ask
+		// again (its credential may have been fixed meanwhile).
+		raw, _ := json.Marshal(rememberedFailure{Error: cerr.Err.Error()})
+		_ = s.b.Store.RDB.Set(context.WithoutCancel(ctx), k.tokenFailed(name), raw, failMemory).Err()
+	}
+	return tok, err
+}
+
+// failMemory is how long a failed token request is answered for: its
+// error, without asking again.
+const failMemory = 2 * time.Second
+
+// rememberedFailure is a failed token request, as Redis keeps it for
+// failMemory (its error quotes the endpoint, never a secret).
+type rememberedFailure struct {
+	Error string `json:"error"`
+}
+
+func failedBefore(raw string) error {
+	var f rememberedFailure
+	if json.Unmarshal([]byte(raw), &f) != nil {
+		return &retry.CredentialError{Err: errors.New("the token endpoint failed a moment ago")}
+	}
+	return &retry.CredentialError{Err: errors.New(f.Error + " (a moment ago; asked again in a few seconds)")}
 }
 
 // fetch asks the token endpoint (RFC 6749 §4.4, through the credential's
@@ -248,6 +295,10 @@ func tokenError(err error) error {
 	}
 	if errors.Is(err, retry.ErrBlocked) {
 		return &retry.CredentialError{Permanent: true, Err: fmt.Errorf("token endpoint refused: %w", err)}
+	}
+	var perr *egress.ProxyError
+	if errors.As(err, &perr) && perr.StatusCode == http.StatusProxyAuthRequired {
+		return &retry.CredentialError{Permanent: true, Err: fmt.Errorf("token endpoint unreachable: %w", perr)}
 	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {

@@ -240,6 +240,11 @@ func TestOAuth2KeepsFailingRaisesFailingOnce(t *testing.T) {
 			t.Fatalf("attempt %d succeeded against a failing token endpoint", i+1)
 		}
 	}
+	// Remembered a moment: the attempts that follow a failure do not each
+	// ask the failing endpoint again.
+	if n := ts.requests.Load(); n >= 5 {
+		t.Errorf("5 attempts against a failing token endpoint asked it %d times; want the failure remembered", n)
+	}
 	mu.Lock()
 	if len(calls) != 1 || !strings.HasPrefix(calls[0], "acme/partner: ") || !strings.Contains(calls[0], "down for maintenance") {
 		t.Errorf("Failing called %d times: %q; want once, naming acme/partner and the endpoint's error", len(calls), calls)
@@ -255,8 +260,15 @@ func TestOAuth2KeepsFailingRaisesFailingOnce(t *testing.T) {
 	}
 
 	ts.fail.Store(nil)
-	if _, _, err := authorize(t.Context(), b); err != nil {
-		t.Fatalf("after the endpoint recovered: %v", err)
+	// The failure is remembered a moment (failMemory), then asked again.
+	for deadline := time.Now().Add(failMemory + 5*time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, _, err := authorize(t.Context(), b)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the endpoint recovered: %v", err)
+		}
 	}
 	if v, _ := s.Get(t.Context(), "acme", "partner"); v.LastError != "" || v.LastUsedAt == nil {
 		t.Errorf("after a success: lastError %q, lastUsedAt %v; want cleared and set", v.LastError, v.LastUsedAt)

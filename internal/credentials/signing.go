@@ -73,32 +73,12 @@ func (s *Store) CreateSigningSecret(ctx context.Context, t, kind string, now tim
 		return sec, "", err
 	}
 	raw, _ := json.Marshal(storedSecret{SigningSecret: sec, Sealed: sealed})
-	added, err := addSecretScript.Run(ctx, s.RDB, []string{keysOf(t).signing()}, sec.ID, raw, MaxSigningSecrets).Int()
-	if err != nil {
-		return sec, "", fmt.Errorf("store signing secret: %w", err)
-	}
-	if added == 0 {
-		return sec, "", ErrTooManySecrets
+	if err := s.addCapped(ctx, t, keysOf(t).signing(), sec.ID, string(raw), MaxSigningSecrets, ErrTooManySecrets); err != nil {
+		return sec, "", err
 	}
 	s.changed(ctx, t)
 	return sec, shown, nil
 }
-
-// addSecretScript adds a signing secret unless the tenant has the most it
-// may: counted and added at once, so creates made together cannot pass
-// the limit.
-//
-//	KEYS[1] the tenant's signing secrets (hash)
-//	ARGV[1] the secret's id
-//	ARGV[2] the stored secret
-//	ARGV[3] MaxSigningSecrets
-//	returns 1 when added, 0 when the tenant is at the limit
-var addSecretScript = redis.NewScript(`
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then
-  return 0
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return 1`)
 
 // ListSigningSecrets is tenant t's signing secrets, newest first.
 func (s *Store) ListSigningSecrets(ctx context.Context, t string) ([]SigningSecret, error) {
@@ -224,15 +204,6 @@ func (s *Store) Rekey(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
-
-// replaceScript sets a hash field to a new value only if it still holds
-// the old one: a rekey never undoes a change made while it ran.
-var replaceScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-  return 1
-end
-return 0`)
 
 func (s *Store) replace(ctx context.Context, key, field, old, value string) error {
 	_, err := replaceScript.Run(ctx, s.RDB, []string{key}, field, old, value).Int()

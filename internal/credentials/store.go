@@ -19,6 +19,37 @@ import (
 // ErrNotFound is a credential, setting or secret that does not exist.
 var ErrNotFound = errors.New("not found")
 
+// What a tenant may hold: every worker that delivers for a tenant reads
+// all of its credentials and endpoint settings.
+const (
+	MaxCredentials = 500
+	MaxSettings    = 5000
+)
+
+// ErrTooManyCredentials and ErrTooManySettings refuse one more past the
+// caps.
+var (
+	ErrTooManyCredentials = fmt.Errorf("a tenant holds at most %d credentials; delete one first", MaxCredentials)
+	ErrTooManySettings    = fmt.Errorf("a tenant holds defaults for at most %d endpoints; delete some first", MaxSettings)
+)
+
+// addCapped sets field of hash to value unless the hash holds max fields
+// and not this one (tooMany), and lists t among the tenants with
+// credentials first, so a rekey and the expiry watch never miss it.
+func (s *Store) addCapped(ctx context.Context, t, hash, field, value string, max int, tooMany error) error {
+	if err := s.RDB.SAdd(ctx, tenantsKey, tenant.Of(t)).Err(); err != nil {
+		return fmt.Errorf("list the tenant among those with credentials: %w", err)
+	}
+	added, err := addCappedScript.Run(ctx, s.RDB, []string{hash}, field, value, max).Int()
+	if err != nil {
+		return fmt.Errorf("store %s: %w", field, err)
+	}
+	if added == 0 {
+		return tooMany
+	}
+	return nil
+}
+
 // Changed is the channel a change of a tenant's credentials, endpoint
 // settings or signing secrets is published on (the tenant's name), so
 // every worker's Book reads them again at once.
@@ -36,6 +67,9 @@ func (k keys) settings() string         { return string(k) + "endpoints" }
 func (k keys) signing() string          { return string(k) + "signing" }
 func (k keys) token(name string) string { return string(k) + "token:" + name }
 func (k keys) lock(name string) string  { return string(k) + "token-lock:" + name }
+func (k keys) tokenFailed(name string) string {
+	return string(k) + "token-failed:" + name
+}
 
 // tenantsKey lists the tenants that have anything here (rekey and the
 // expiry watch walk it).
@@ -87,10 +121,12 @@ func (s *Store) Put(ctx context.Context, t, name string, spec *Spec, now time.Ti
 		return View{}, false, err
 	}
 	rec, _ := json.Marshal(stored{View: v, Sealed: sealed, Version: newVersion(now)})
+	if err := s.addCapped(ctx, t, k.creds(), name, string(rec), MaxCredentials, ErrTooManyCredentials); err != nil {
+		return View{}, false, err
+	}
 	_, err = s.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k.creds(), name, rec)
 		p.HDel(ctx, k.use(), name)
-		p.Del(ctx, k.token(name))
+		p.Del(ctx, k.token(name), k.tokenFailed(name))
 		return nil
 	})
 	if err != nil {
@@ -111,11 +147,9 @@ func newVersion(now time.Time) string {
 	return strconv.FormatInt(now.UnixNano(), 36) + "." + hex.EncodeToString(b)
 }
 
-// changed lists t among the tenants with credentials and tells the
-// workers. The publish is best effort: a worker rereads within its
-// refresh interval anyway.
+// changed tells the workers that t's credentials changed. Best effort: a
+// worker rereads within its refresh interval anyway.
 func (s *Store) changed(ctx context.Context, t string) {
-	s.RDB.SAdd(ctx, tenantsKey, tenant.Of(t))
 	s.RDB.Publish(ctx, Changed, tenant.Of(t))
 }
 
@@ -203,7 +237,7 @@ func (s *Store) Delete(ctx context.Context, t, name string) (bool, error) {
 	_, err := s.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		del = p.HDel(ctx, k.creds(), name)
 		p.HDel(ctx, k.use(), name)
-		p.Del(ctx, k.token(name))
+		p.Del(ctx, k.token(name), k.tokenFailed(name))
 		return nil
 	})
 	if err != nil {
@@ -243,7 +277,7 @@ func (s *Store) PutSettings(ctx context.Context, t string, set Settings) error {
 		err = s.RDB.HDel(ctx, k.settings(), set.Endpoint).Err()
 	} else {
 		raw, _ := json.Marshal(set)
-		err = s.RDB.HSet(ctx, k.settings(), set.Endpoint, raw).Err()
+		err = s.addCapped(ctx, t, k.settings(), set.Endpoint, string(raw), MaxSettings, ErrTooManySettings)
 	}
 	if err != nil {
 		return fmt.Errorf("store endpoint settings: %w", err)

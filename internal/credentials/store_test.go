@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -255,5 +256,31 @@ func TestSigningSecretsStayWithinTheLimitWhenCreatedAtOnce(t *testing.T) {
 	wg.Wait()
 	if n := s.RDB.HLen(t.Context(), keysOf("acme").signing()).Val(); n > MaxSigningSecrets {
 		t.Errorf("%d concurrent creates left %d secrets, over the limit of %d", 2*MaxSigningSecrets, n, MaxSigningSecrets)
+	}
+}
+
+// A tenant holds at most MaxCredentials credentials and MaxSettings
+// endpoint defaults: one more is refused, a replacement is not, and
+// another tenant is not counted.
+func TestATenantsCredentialsAreCapped(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	spec := &Spec{Type: Bearer, Token: "t"}
+	for i := range MaxCredentials {
+		if _, _, err := s.Put(ctx, "acme", fmt.Sprintf("c%d", i), spec, time.Now()); err != nil {
+			t.Fatalf("credential %d: %v", i, err)
+		}
+	}
+	if _, _, err := s.Put(ctx, "acme", "one-more", spec, time.Now()); !errors.Is(err, ErrTooManyCredentials) {
+		t.Errorf("credential %d: %v, want ErrTooManyCredentials", MaxCredentials+1, err)
+	}
+	if _, _, err := s.Put(ctx, "acme", "c0", spec, time.Now()); err != nil {
+		t.Errorf("a replacement at the cap: %v", err)
+	}
+	if _, _, err := s.Put(ctx, "globex", "c0", spec, time.Now()); err != nil {
+		t.Errorf("another tenant: %v", err)
+	}
+	if n, _ := s.RDB.HLen(ctx, keysOf("acme").creds()).Result(); n != MaxCredentials {
+		t.Errorf("acme holds %d credentials, want %d", n, MaxCredentials)
 	}
 }

@@ -290,7 +290,13 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 		keys = append(keys, tk.payloadDue())
 	}
 	noCall := "0"
-	if a.NotCalled {
+	switch {
+	case a.NotCalled && (a.Outcome == "retryable" || a.Outcome == "exhausted"):
+		// Stopped before the call by something that may pass (a token
+		// endpoint down, a proxy unreachable): no call, but a try, or it
+		// would be retried forever at the first backoff.
+		noCall = "2"
+	case a.NotCalled:
 		noCall = "1"
 	}
 	args := append([]any{id, a.N, string(aj), string(o.Status), now.UnixMilli(), ret.Records.Milliseconds(),

@@ -404,6 +404,22 @@ func TestFinishScript(t *testing.T) {
 			},
 		},
 		{
+			name: "an attempt that made no call and is to be retried (a token endpoint down) takes back its number but spends budget",
+			initial: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", fBudgetUsed, "1", "inflightN", "2", "inflightAt", t0ms),
+				d0.index(Retrying): zset{tid}},
+			outcome: Outcome{Attempt: Attempt{N: 2, StartedAt: t0, Outcome: "retryable", FailureClass: "credential_error", Error: "token endpoint answered 503",
+				NotCalled: true}, Status: Retrying, NextAttemptAt: t0.Add(time.Second), Due: t0.Add(-time.Minute)}, wantResult: Recorded,
+			check: func(t *testing.T, got state) {
+				h := got[k0.req(tid)].(map[string]string)
+				if h[fStatus] != "retrying" || h[fAttemptCount] != "1" || h[fBudgetUsed] != "2" || h[fFailureClass] != "credential_error" {
+					t.Errorf("request hash %v; want retrying, attemptCount 1 (no call), budgetUsed 2 (a try all the same), credential_error", h)
+				}
+				if got[k0.stats()] != nil {
+					t.Errorf("stats %v; an attempt that made no call is counted in no attempt metric", got[k0.stats()])
+				}
+			},
+		},
+		{
 			name:    "a request canceled while an attempt that made no call ended takes its number back too",
 			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), d0.index(Canceled): zset{tid}},
 			outcome: Outcome{Attempt: Attempt{N: 1, StartedAt: t0, Outcome: "permanent", FailureClass: "blocked_destination", Error: "refused", NotCalled: true},

@@ -4,7 +4,9 @@
 -- attempt. On a terminal status it fills the outcome of an open redrive,
 -- starts retention, and marks the callback due. An attempt that made no call
 -- (ARGV[14]) is recorded all the same, but takes back the attempt number
--- Begin gave it and spends no budget: it is not an attempt.
+-- Begin gave it: it is not an attempt. It spends no budget, unless it is to
+-- be retried (ARGV[14] "2": a credential or proxy that failed for now),
+-- which would otherwise be retried forever.
 -- KEYS[1]: request hash
 -- KEYS[2]: attempts list
 -- KEYS[3]: redrives list
@@ -35,7 +37,8 @@
 -- other index entries; see finishedMember), entered on a terminal status
 -- ARGV[12]: the failure-class indexes' key prefix
 -- ARGV[13]: the status-code indexes' key prefix
--- ARGV[14]: "1" when the attempt made no call, else "0"
+-- ARGV[14]: "0" for a call, "1" for an attempt that made no call, "2" for
+--   one that made no call and spends budget
 -- ARGV[15..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
 -- One read of what decides, one write of the hash and one delete of its
@@ -45,11 +48,12 @@ local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "r
   "failureClass", "lastStatusCode")
 if cur[1] ~= ARGV[2] then return "stale" end
 redis.call("RPUSH", KEYS[2], ARGV[3])
-local called = ARGV[14] ~= "1"
+local called = ARGV[14] == "0"
 local budget = cur[3] or "0"
-if called then
+if ARGV[14] ~= "1" then
   budget = tostring(tonumber(budget) + 1)
-else
+end
+if not called then
   redis.call("HINCRBY", KEYS[1], "attemptCount", "-1")
 end
 local st = cur[2]
