@@ -49,9 +49,11 @@ type Book struct {
 	mu      sync.Mutex
 	tenants map[string]*snapshot
 	gen     uint64
-	clients map[string]*http.Client
-	opened  map[string]*Spec
-	tokens  map[string]*tokenCache
+	// Kept per name, of one version each: a credential put again
+	// replaces its copies (and closes its old client's connections).
+	clients map[string]slot[*http.Client]
+	opened  map[string]slot[*Spec]
+	tokens  map[string]slot[*tokenCache]
 	used    map[string]time.Time
 	fails   map[string]int
 }
@@ -219,14 +221,14 @@ func (b *Book) open(ctx context.Context, t, name string, s **snapshot) (*Spec, s
 	if err != nil {
 		return nil, "", &retry.CredentialError{Permanent: true, Err: err}
 	}
-	key := tenant.Of(t) + "\x00" + name + "\x00" + st.Version
+	key := tenant.Of(t) + "\x00" + name
 	b.mu.Lock()
-	spec := b.opened[key]
+	kept := b.opened[key]
 	b.mu.Unlock()
-	if spec != nil {
-		return spec, st.Version, nil
+	if kept.value != nil && kept.version == st.Version {
+		return kept.value, st.Version, nil
 	}
-	spec, err = b.Store.open(t, name, st)
+	spec, err := b.Store.open(t, name, st)
 	if err != nil {
 		// A worker without the key that sealed it: fixed by configuration,
 		// so retried.
@@ -234,11 +236,17 @@ func (b *Book) open(ctx context.Context, t, name string, s **snapshot) (*Spec, s
 	}
 	b.mu.Lock()
 	if b.opened == nil {
-		b.opened = map[string]*Spec{}
+		b.opened = map[string]slot[*Spec]{}
 	}
-	b.opened[key] = spec
+	b.opened[key] = slot[*Spec]{st.Version, spec}
 	b.mu.Unlock()
 	return spec, st.Version, nil
+}
+
+// slot is what a Book keeps for one name: the value of one version.
+type slot[T any] struct {
+	version string
+	value   T
 }
 
 // Authorize sets on h what the credential adds to a call: an

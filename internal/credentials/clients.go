@@ -15,7 +15,8 @@ import (
 // behind mTLS keeps its connections between deliveries.
 func (b *Book) client(u *Use, proxy *Spec, proxyVersion string) (*http.Client, error) {
 	var o egress.ClientOptions
-	key := u.Tenant
+	// The slot is named by what applies; its version by their versions.
+	key, version := u.Tenant+"\x00"+u.Credential+"\x00"+u.Proxy, ""
 	if s := u.spec; s != nil {
 		certPEM, keyPEM := s.Certificate, s.PrivateKey
 		if s.Type != MTLS && s.ClientCertificate != nil {
@@ -27,7 +28,7 @@ func (b *Book) client(u *Use, proxy *Spec, proxyVersion string) (*http.Client, e
 				return nil, fmt.Errorf("credential %q: its certificate does not load: %w", u.Credential, err)
 			}
 			o.Certificates = []tls.Certificate{pair}
-			key += "\x00c:" + u.Credential + "\x00" + u.version
+			version = u.version
 		}
 		if s.Type == MTLS && s.CACertificates != "" {
 			cas, err := parseCAs(s.CACertificates)
@@ -43,7 +44,7 @@ func (b *Book) client(u *Use, proxy *Spec, proxyVersion string) (*http.Client, e
 			return nil, fmt.Errorf("proxy %q: its url does not parse", u.Proxy)
 		}
 		o.Proxy = &egress.Proxy{URL: pu, Username: proxy.Username, Password: proxy.Password}
-		key += "\x00p:" + u.Proxy + "\x00" + proxyVersion
+		version += "\x00" + proxyVersion
 	} else {
 		o.Proxy = b.EgressProxy
 	}
@@ -52,13 +53,17 @@ func (b *Book) client(u *Use, proxy *Spec, proxyVersion string) (*http.Client, e
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c := b.clients[key]; c != nil {
-		return c, nil
+	kept, ok := b.clients[key]
+	if ok && kept.version == version {
+		return kept.value, nil
+	}
+	if ok {
+		kept.value.CloseIdleConnections()
 	}
 	if b.clients == nil {
-		b.clients = map[string]*http.Client{}
+		b.clients = map[string]slot[*http.Client]{}
 	}
 	c := b.Guard.ClientWith(o)
-	b.clients[key] = c
+	b.clients[key] = slot[*http.Client]{version, c}
 	return c, nil
 }

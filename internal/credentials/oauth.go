@@ -64,18 +64,18 @@ type sharedToken struct {
 }
 
 func (b *Book) tokenCacheOf(u *Use) *tokenCache {
-	key := u.Tenant + "\x00" + u.Credential + "\x00" + u.version
+	key := u.Tenant + "\x00" + u.Credential
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.tokens == nil {
-		b.tokens = map[string]*tokenCache{}
+		b.tokens = map[string]slot[*tokenCache]{}
 	}
-	c := b.tokens[key]
-	if c == nil {
-		c = &tokenCache{}
-		b.tokens[key] = c
+	kept := b.tokens[key]
+	if kept.value == nil || kept.version != u.version {
+		kept = slot[*tokenCache]{u.version, &tokenCache{}}
+		b.tokens[key] = kept
 	}
-	return c
+	return kept.value
 }
 
 // token is a valid access token of u's OAuth2 credential: the shared one.
