@@ -286,10 +286,22 @@ func (x *cli) endpointSettingsCmd() *cobra.Command {
 			switch {
 			case clear:
 				method = http.MethodDelete
-			case set:
-				method, body = http.MethodPut, map[string]string{"credential": in.Credential, "proxy": in.Proxy}
 			}
 			path := client.PathEndpoints + "/" + url.PathEscape(strings.Replace(args[0], "://", ":", 1)) + "/settings"
+			if set {
+				// PUT replaces both: keep the one not given as it is.
+				var cur client.EndpointSettings
+				if printed, err := x.fetch(cmd.Context(), http.MethodGet, path, tenantQuery(tenant), nil, &cur); printed || err != nil {
+					return err
+				}
+				if !cmd.Flags().Changed("credential") {
+					in.Credential = cur.Credential
+				}
+				if !cmd.Flags().Changed("proxy") {
+					in.Proxy = cur.Proxy
+				}
+				method, body = http.MethodPut, map[string]string{"credential": in.Credential, "proxy": in.Proxy}
+			}
 			var got client.EndpointSettings
 			if printed, err := x.fetch(cmd.Context(), method, path, tenantQuery(tenant), body, &got); printed || err != nil {
 				return err

@@ -66,6 +66,10 @@ func TestCredentials(t *testing.T) {
 	if !strings.Contains(out, "credential partner proxy egress") {
 		t.Errorf("endpoints settings: %s", out)
 	}
+	// One flag changes one default, and keeps the other.
+	if out, errOut, code := ctl(t, base, "endpoints", "settings", "https://api.example.com:443", "--proxy", ""); code != 0 || !strings.Contains(out, "credential partner proxy (none)") {
+		t.Errorf("endpoints settings --proxy \"\" (%d): %s%s; want the credential kept", code, out, errOut)
+	}
 	if _, errOut, code := ctl(t, base, "endpoints", "settings", "https://api.example.com:443", "--credential", "egress"); code == 0 || !strings.Contains(errOut, "a proxy") {
 		t.Errorf("a proxy as the credential: exit %d, stderr %q", code, errOut)
 	}
