@@ -89,6 +89,10 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 	}
 	resp, err = client.Do(req)
 	if err != nil {
+		var perr *egress.ProxyError
+		if errors.As(err, &perr) {
+			use.ProxyFailed(ctx, err)
+		}
 		return nil, nil, false, use, err
 	}
 	defer resp.Body.Close()

@@ -113,6 +113,11 @@ func TestEveryCredentialTypeDeliversAndNoSecretIsInRedis(t *testing.T) {
 	if n := d.refused.Load(); n != 0 {
 		t.Errorf("the destination refused %d calls", n)
 	}
+	for _, name := range []string{"partner-oauth", "bank", "fixed-ip"} {
+		if code, out := s.call(t, "k1", "GET", "/credentials/"+name, ""); code != http.StatusOK || strings.Contains(out, `"lastUsedAt":null`) {
+			t.Errorf("GET /credentials/%s after a delivery: %d %s; want lastUsedAt set", name, code, out)
+		}
+	}
 
 	secrets := []string{clientSecret, basicPass, bearerTok, headerKey, proxyPass, whsec, strings.TrimPrefix(whsec, "whsec_")}
 	secrets = append(secrets, ts.tokens()...)
@@ -212,14 +217,14 @@ func TestATokenEndpointsFailureIsClassified(t *testing.T) {
 	}
 
 	ts.failWith.Store(http.StatusServiceUnavailable)
-	id = s.submit(t, "k1", "", `,"url":"`+d.URL+`/oauth","credential":"partner","maxRetries":3,"backoffMs":100`)
+	id = s.submit(t, "k1", "", `,"url":"`+d.URL+`/oauth","credential":"partner","maxRetries":20,"backoffMs":1000`)
 	eventually(t, 30*time.Second, "a retry after the token endpoint's 503", func() bool {
 		doc = s.request(t, "k1", id)
 		return doc["status"] == "retrying" && doc["failureClass"] == "credential_error"
 	})
 	ts.failWith.Store(0)
 	if doc = s.settle(t, id); doc["status"] != "completed" {
-		t.Errorf("once the token endpoint is back: %v %v", doc["status"], doc["lastError"])
+		t.Errorf("once the token endpoint is back: %v %v (attempts %v)", doc["status"], doc["lastError"], doc["attempts"])
 	}
 }
 

@@ -193,6 +193,7 @@ func (b *Book) For(ctx context.Context, t, endpoint, credential, proxy string) (
 		if proxySpec.Type != Proxy {
 			return nil, &retry.CredentialError{Permanent: true, Err: fmt.Errorf("%q is a %s credential, not a proxy", proxy, proxySpec.Type)}
 		}
+		b.usedNow(ctx, u.Tenant, proxy)
 	}
 	if u.spec != nil && u.spec.Type == Proxy {
 		return nil, &retry.CredentialError{Permanent: true, Err: fmt.Errorf("%q is a proxy; name it as the proxy, not the credential", credential)}
@@ -270,12 +271,12 @@ func (u *Use) Authorize(ctx context.Context, h http.Header) error {
 	case OAuth2:
 		tok, err := u.book.token(ctx, u)
 		if err != nil {
-			u.book.failed(ctx, u, err)
+			u.book.failed(ctx, u.Tenant, u.Credential, err)
 			return err
 		}
 		h.Set("Authorization", "Bearer "+tok)
 	}
-	u.book.usedNow(ctx, u)
+	u.book.usedNow(ctx, u.Tenant, u.Credential)
 	return nil
 }
 
@@ -288,14 +289,23 @@ func (u *Use) Unauthorized(ctx context.Context, h http.Header) {
 	u.book.dropToken(ctx, u, h.Get("Authorization"))
 }
 
+// ProxyFailed is told of a call u's proxy credential failed (unreachable,
+// or refusing its credentials): its lastError.
+func (u *Use) ProxyFailed(ctx context.Context, err error) {
+	if u == nil || u.Proxy == "" {
+		return
+	}
+	u.book.failed(ctx, u.Tenant, u.Proxy, err)
+}
+
 // OAuth2 reports whether u's credential is an OAuth2 one (a 401 is then
 // retried with a new token).
 func (u *Use) OAuth2() bool { return u != nil && u.spec != nil && u.spec.Type == OAuth2 }
 
 // usedNow notes that u's credential was used, at most once a minute per
 // worker.
-func (b *Book) usedNow(ctx context.Context, u *Use) {
-	key := u.Tenant + "\x00" + u.Credential
+func (b *Book) usedNow(ctx context.Context, t, name string) {
+	key := t + "\x00" + name
 	now := b.now()
 	b.mu.Lock()
 	last, fails := b.used[key], b.fails[key]
@@ -314,8 +324,8 @@ func (b *Book) usedNow(ctx context.Context, u *Use) {
 	raw, _ := json.Marshal(usage{LastUsedAt: now.UnixMilli()})
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if err := b.Store.RDB.HSet(ctx, keysOf(u.Tenant).use(), u.Credential, raw).Err(); err != nil && b.Log != nil {
-		b.Log.Warn("could not note a credential's use", "tenant", u.Tenant, "credential", u.Credential, "err", err)
+	if err := b.Store.RDB.HSet(ctx, keysOf(t).use(), name, raw).Err(); err != nil && b.Log != nil {
+		b.Log.Warn("could not note a credential's use", "tenant", t, "credential", name, "err", err)
 	}
 }
 
@@ -325,8 +335,8 @@ const failingAfter = 3
 
 // failed notes that u's credential could not be used: its lastError, and
 // the operator's event once it keeps failing.
-func (b *Book) failed(ctx context.Context, u *Use, err error) {
-	key := u.Tenant + "\x00" + u.Credential
+func (b *Book) failed(ctx context.Context, t, name string, err error) {
+	key := t + "\x00" + name
 	b.mu.Lock()
 	if b.fails == nil {
 		b.used, b.fails = map[string]time.Time{}, map[string]int{}
@@ -342,8 +352,8 @@ func (b *Book) failed(ctx context.Context, u *Use, err error) {
 	raw, _ := json.Marshal(usage{LastUsedAt: b.now().UnixMilli(), LastError: msg, Failures: n})
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	_ = b.Store.RDB.HSet(wctx, keysOf(u.Tenant).use(), u.Credential, raw).Err()
+	_ = b.Store.RDB.HSet(wctx, keysOf(t).use(), name, raw).Err()
 	if n == failingAfter && b.Failing != nil {
-		b.Failing(u.Tenant, u.Credential, msg)
+		b.Failing(t, name, msg)
 	}
 }

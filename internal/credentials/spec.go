@@ -322,9 +322,14 @@ func (s *Spec) validate(ctx context.Context, now time.Time, check Checker) error
 // reserved are the headers a credential may not set: those every delivery
 // carries from retryd, which a credential must not forge.
 func reserved(name string) bool {
-	switch strings.ToLower(name) {
-	case "host", "content-length", "transfer-encoding", "connection", "idempotency-key", "retryd-request-id", "retryd-attempt",
-		"webhook-id", "webhook-timestamp", "webhook-signature", "upstash-signature", "upstash-message-id", "upstash-retried":
+	n := strings.ToLower(name)
+	for _, prefix := range []string{"retryd-", "webhook-", "upstash-"} {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	switch n {
+	case "host", "content-length", "transfer-encoding", "connection", "idempotency-key", "traceparent", "tracestate":
 		return true
 	}
 	return false
