@@ -352,18 +352,14 @@ func checkURL(ctx context.Context, field, raw string, check Checker) error {
 // user (username and password are members of their own), and an address
 // the destination rules allow.
 func ParseProxy(ctx context.Context, raw string, check Checker) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return nil, bad("url", "must be an http:// or https:// proxy URL with a host")
+	u, err := egress.ParseProxyURL(raw)
+	if err != nil {
+		return nil, bad("url", "%s", err.Error())
 	}
-	if u.User != nil {
-		return nil, bad("url", "must not carry user:password; use the username and password members")
-	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return nil, bad("url", "must be scheme://host[:port] only")
-	}
-	if err := checkURL(ctx, "url", raw, check); err != nil {
-		return nil, err
+	if check != nil {
+		if err := check(ctx, u); err != nil {
+			return nil, &Error{Field: "url", Message: "url is refused by the destination rules: " + err.Error(), Unprocessable: true}
+		}
 	}
 	return u, nil
 }
