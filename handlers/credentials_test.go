@@ -113,7 +113,7 @@ func TestCredentialRefusalsNameTheFieldAndStoreNothing(t *testing.T) {
 		{"a token URL that is not http(s)", jsonBody(t, oauth("ftp://auth.example/token")), 400, "tokenUrl", ""},
 		{"a token URL the rules refuse", jsonBody(t, oauth("http://169.254.169.254/token")), 422, "tokenUrl", "destination rules"},
 		{"a proxy the rules refuse", `{"type":"proxy","url":"http://169.254.169.254:3128"}`, 422, "url", "destination rules"},
-		{"a proxy with user:password in its URL", `{"type":"proxy","url":"http://u:p@proxy.example:3128"}`, 400, "url", "username and password members"},
+		{"a proxy with user:password in its URL", `{"type":"proxy","url":"http://u:p@proxy.example:3128"}`, 400, "url", "give username and password separately"},
 		{"a header retryd sets", `{"type":"headers","headers":{"Webhook-Signature":"x"}}`, 400, "headers", "Webhook-Signature"},
 		{"a control character", `{"type":"basic","username":"u\u0001","password":"p"}`, 400, "username", "control characters"},
 	} {
