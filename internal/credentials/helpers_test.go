@@ -101,6 +101,7 @@ func pemBody(t testing.TB, p string) []string {
 	b, _ := pem.Decode([]byte(p))
 	if b == nil {
 		t.Fatalf("not PEM: %q", p)
+		return nil
 	}
 	lines := bytes.Split(bytes.TrimSpace([]byte(p)), []byte("\n"))
 	out := []string{string(b.Bytes)}
