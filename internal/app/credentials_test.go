@@ -1,8 +1,10 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -259,5 +261,50 @@ func TestEndpointDefaultsAndEd25519Signing(t *testing.T) {
 	}
 	if err := sign.Verify(hs[0], []byte("hi"), []string{whpk}, time.Now(), time.Minute); err != nil {
 		t.Errorf("the public key does not verify the delivery: %v", err)
+	}
+}
+
+// A /v2 message names its credential with Retryd-Credential and is
+// delivered with it; a credential deleted after a request named it fails
+// that request's attempt as credential_error, saying so, with no call.
+func TestV2MessagesNameCredentialsAndADeletedOneFailsTheAttempt(t *testing.T) {
+	t.Parallel()
+	ts := startTokenServer(t)
+	d := startGuardedDest(t, ts)
+	s := startCredStack(t, nil)
+	s.put(t, "partner-bearer", `{"type":"bearer","token":"`+bearerTok+`"}`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.api+"/v2/publish/"+d.URL+"/bearer", strings.NewReader("hi"))
+	req.Header.Set("Authorization", "Bearer k1")
+	req.Header.Set("Retryd-Credential", "partner-bearer")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
+		t.Fatalf("/v2/publish with Retryd-Credential: %d %s", resp.StatusCode, raw)
+	}
+	id := jsonField(t, string(raw), "messageId")
+	if doc := s.settle(t, id); doc["status"] != "completed" || firstAttempt(t, doc)["credential"] != "partner-bearer" {
+		t.Errorf("a /v2 message naming its credential: %v %v", doc["status"], doc["attempts"])
+	}
+
+	id = s.submit(t, "k1", "", `,"url":"`+d.URL+`/bearer","credential":"partner-bearer","delayMs":5000`)
+	if code, out := s.call(t, "k1", "DELETE", "/credentials/partner-bearer", ""); code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", code, out)
+	}
+	doc := s.settle(t, id)
+	a := firstAttempt(t, doc)
+	if doc["status"] != "failed" || doc["failureClass"] != "credential_error" || a["called"] != false ||
+		!strings.Contains(fmt.Sprint(doc["lastError"]), `"partner-bearer" does not exist`) {
+		t.Errorf("a request whose credential was deleted: %v %v called=%v %q; want failed, credential_error, no call, saying it does not exist",
+			doc["status"], doc["failureClass"], a["called"], doc["lastError"])
+	}
+	if n := len(d.headersOf(id)); n != 0 {
+		t.Errorf("the destination was called %d times", n)
 	}
 }
