@@ -20,12 +20,19 @@ import (
 // dueScript moves the tasks whose timer entries are due: scripts/due.lua.
 var dueScript = script("due", "move_waiting")
 
+// dueSeenField is the field of a task's hash where MoveDue notes when it
+// first saw the task of its timer entry active, so that the entry's grace
+// runs from then, not from a woken mark left by an earlier wake
+// (retryd's, not asynq's; the script names it too).
+const dueSeenField = "retryd_due_seen"
+
 // Graces are how the moving scripts treat the entry of a task that is
 // still active (its handler is returning it to asynq), and how long they
 // note who moved; the timer's Tuning sets them.
 type Graces struct {
-	// Active is how long past its due time a timer entry whose task is
-	// still active is kept; ActiveRetry how soon it is looked at again.
+	// Active is how long after MoveDue first saw its task active a timer
+	// entry whose task is still active is kept (however old the task's
+	// woken mark); ActiveRetry how soon it is looked at again.
 	Active, ActiveRetry time.Duration
 	// Park is how long a parked task may still be active before its entry
 	// is dropped; ParkRetry how soon it is looked at again.
@@ -53,7 +60,9 @@ type Due struct {
 // (at most limit) to pending. When it moved any, it notes me as the
 // timer's mover in moverKey, and rings the doorbell at bell unless bell is
 // "" (the doorbell is not in the queue's cluster slot: the caller rings).
-// A task still active gets its woken mark (see Run).
+// A task still active gets its woken mark (see Run), and its entry is kept
+// for g.Active after MoveDue first saw it active (noted in dueSeenField
+// until the entry leaves the timer).
 func MoveDue(ctx context.Context, rdb redis.UniversalClient, queue, timer, moverKey, bell, me string, now time.Time, limit int, g Graces) (Due, error) {
 	k := QueueKeys(queue)
 	bell, ring := bellArgs(bell, timer)

@@ -90,7 +90,7 @@ func TestMoveDueMovesOnlyWaitingTasksThatAreDue(t *testing.T) {
 		t.Errorf("active entry at %v, next %v; want both %d", left[0].Score, next.UnixMilli(), want)
 	}
 	// The active task is marked woken, as first seen active then; looks
-	// within the grace keep that time, so the grace ends.
+	// within the grace keep that time.
 	if first, err := rdb.HGet(ctx, k.Task("active"), WokenField).Int64(); err != nil || first != now.UnixMilli() {
 		t.Errorf("woken mark of the active task = %d, %v; want %d", first, err, now.UnixMilli())
 	}
