@@ -77,11 +77,11 @@ type key struct {
 }
 
 // keyOf returns key state, remembering req's limits. c.mu is held.
-func (c *Controller) keyOf(req Request, now time.Time) *key {
-	k := c.keys[req.Key]
+func (cg *cutGate) keyOf(req Request, now time.Time) *key {
+	k := cg.keys[req.Key]
 	if k == nil {
 		k = &key{windowStart: now}
-		c.keys[req.Key] = k
+		cg.keys[req.Key] = k
 	}
 	k.spec, k.lastUsed = req, now
 	return k
@@ -113,7 +113,7 @@ func (k *key) observedRate(now time.Time) float64 {
 }
 
 // learn is AIMD on the key's effective rate. c.mu is held.
-func (k *key) learn(c *Controller, o Outcome, now time.Time) {
+func (k *key) learn(c *core, o Outcome, now time.Time) {
 	if now.Sub(k.windowStart) >= c.tune.AdaptiveWindow {
 		k.prevOK, k.prevOver, k.prevFailed, k.ok, k.overloaded, k.failed, k.windowStart = k.ok, k.overloaded, k.failed, 0, 0, 0, now
 	}

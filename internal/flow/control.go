@@ -211,39 +211,47 @@ func Info(ctx context.Context, rdb redis.UniversalClient, key string, rate int, 
 	return info, nil
 }
 
+// operatorGate is the operator gate: an operator's pause and pins of a
+// key, and the keys' Controls as this worker last read them.
+type operatorGate struct {
+	*core
+	// controls are the keys' Controls, at most ControlTTL old (c.mu).
+	controls map[string]controlEntry
+}
+
 var holdPausedScript = script("hold_paused")
 
 // holdPaused parks id in key's paused line if key is still paused in
 // Redis (one step, so a resume cannot slip between the check and the
 // park); held says it did.
-func (c *Controller) holdPaused(ctx context.Context, key, id string, now time.Time) (bool, error) {
+func (op *operatorGate) holdPaused(ctx context.Context, key, id string, now time.Time) (bool, error) {
 	ctl, paused := controlNames(key)
-	n, err := holdPausedScript.Run(ctx, c.rdb, []string{ctl, paused}, id, now.UnixMilli(), c.tune.KeyTTL.Milliseconds()).Int()
+	n, err := holdPausedScript.Run(ctx, op.rdb, []string{ctl, paused}, id, now.UnixMilli(), op.tune.KeyTTL.Milliseconds()).Int()
 	return n == 1, err
 }
 
 // control is key's Control as this worker last read it (at most
 // ControlTTL ago).
-func (c *Controller) control(ctx context.Context, key string, now time.Time) Control {
-	c.mu.Lock()
-	e, ok := c.controls[key]
-	c.mu.Unlock()
-	if ok && now.Sub(e.at) < c.tune.ControlTTL {
+func (op *operatorGate) control(ctx context.Context, key string, now time.Time) Control {
+	op.mu.Lock()
+	e, ok := op.controls[key]
+	op.mu.Unlock()
+	if ok && now.Sub(e.at) < op.tune.ControlTTL {
 		return e.Control
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ctl, err := ReadControl(rctx, c.rdb, key)
+	ctl, err := ReadControl(rctx, op.rdb, key)
 	if err != nil {
-		c.log.Warn("could not read a flow-control key's settings; the last ones hold", "key", key, "err", err)
+		op.log.Warn("could not read a flow-control key's settings; the last ones hold", "key", key, "err", err)
 		return e.Control
 	}
-	c.mu.Lock()
-	if len(c.controls) > MaxControls {
-		clear(c.controls) // a bound on memory; they are read again
+	op.mu.Lock()
+	if len(op.controls) > MaxControls {
+		clear(op.controls) // a bound on memory; they are read again
 	}
-	c.controls[key] = controlEntry{Control: ctl, at: now}
-	c.mu.Unlock()
+	op.controls[key] = controlEntry{Control: ctl, at: now}
+	op.mu.Unlock()
 	return ctl
 }
 
@@ -251,17 +259,17 @@ func (c *Controller) control(ctx context.Context, key string, now time.Time) Con
 // until the key is resumed, and applies the key's pins to the request. A
 // request's keys are its destination's own (host:port, as its tenant
 // names it) and its flowControl key, if any: a pause of either holds it.
-func (c *Controller) enterOperator(ctx context.Context, t *Ticket) error {
-	if err := c.holdIfPaused(ctx, t, tenant.Qualify(t.req.Tenant, t.req.HostPort)); err != nil {
+func (op *operatorGate) enter(ctx context.Context, t *Ticket) error {
+	if err := op.holdIfPaused(ctx, t, tenant.Qualify(t.req.Tenant, t.req.HostPort)); err != nil {
 		return err
 	}
 	if !t.req.Named {
 		return nil
 	}
-	if err := c.holdIfPaused(ctx, t, t.req.Key); err != nil {
+	if err := op.holdIfPaused(ctx, t, t.req.Key); err != nil {
 		return err
 	}
-	ctl := c.control(ctx, t.req.Key, t.start)
+	ctl := op.control(ctx, t.req.Key, t.start)
 	if ctl.PinParallelism > 0 {
 		t.req.Parallelism = ctl.PinParallelism
 	}
@@ -272,16 +280,16 @@ func (c *Controller) enterOperator(ctx context.Context, t *Ticket) error {
 }
 
 // holdIfPaused parks t in key's paused line while key is paused.
-func (c *Controller) holdIfPaused(ctx context.Context, t *Ticket, key string) error {
-	if !c.control(ctx, key, t.start).Paused {
+func (op *operatorGate) holdIfPaused(ctx context.Context, t *Ticket, key string) error {
+	if !op.control(ctx, key, t.start).Paused {
 		return nil
 	}
-	held, err := c.holdPaused(ctx, key, t.req.ID, t.start)
+	held, err := op.holdPaused(ctx, key, t.req.ID, t.start)
 	if err != nil {
 		return fmt.Errorf("hold %s behind paused key %s: %w", t.req.ID, key, err)
 	}
 	if held {
-		return &Parked{Until: t.start.Add(c.tune.ParkFallback), Reason: record.WaitingPaused}
+		return &Parked{Until: t.start.Add(op.tune.ParkFallback), Reason: record.WaitingPaused}
 	}
 	return nil
 }

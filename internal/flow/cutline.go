@@ -27,6 +27,15 @@ const (
 	CutBatch = 50
 )
 
+// cutGate is the cut gate, adaptive backpressure: the flow-control keys'
+// state on this worker (their cuts, counts and lines, under c.mu). A line
+// drained at once reads its destination's fair slots (fair).
+type cutGate struct {
+	*core
+	keys map[string]*key
+	fair *fairGate
+}
+
 // cutNames are the Redis keys of a cut key's line.
 func cutNames(key string) []string {
 	line, places, turns := record.FlowCutKeys(key)
@@ -46,57 +55,57 @@ type cutAnswer struct {
 // cutWait admits req on its cut key (k, this worker's state): its turn if
 // it was given one, else the turn this worker's rate offers while nobody
 // waits, else a place in the key's line.
-func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.Time) (cutAnswer, error) {
-	c.mu.Lock()
+func (cg *cutGate) wait(ctx context.Context, k *key, req Request, now time.Time) (cutAnswer, error) {
+	cg.mu.Lock()
 	var offer *rate.Reservation
 	offerAt := int64(-1)
 	if k.lim != nil && k.lineSeen.IsZero() {
 		// Nobody waits, as far as this worker knows: offer a turn.
-		c.mu.Unlock()
+		cg.mu.Unlock()
 		k.turns.Lock()
 		defer k.turns.Unlock()
-		c.mu.Lock()
+		cg.mu.Lock()
 	}
 	if k.lim != nil && k.lineSeen.IsZero() {
 		offer = k.lim.ReserveN(now, 1)
-		if d := offer.DelayFrom(now); d <= c.tune.RateHorizon {
+		if d := offer.DelayFrom(now); d <= cg.tune.RateHorizon {
 			offerAt = now.Add(max(d, 0)).UnixMilli()
 		} else {
 			offer.CancelAt(now)
 			offer = nil
 		}
 	}
-	c.mu.Unlock()
+	cg.mu.Unlock()
 	slept := false
-	if d := time.UnixMilli(offerAt).Sub(now); offerAt >= 0 && d > 0 && d <= c.tune.ShortWait {
+	if d := time.UnixMilli(offerAt).Sub(now); offerAt >= 0 && d > 0 && d <= cg.tune.ShortWait {
 		// Moments away: waiting it out costs less than a park.
-		if err := c.sleep(ctx, d); err != nil {
-			c.cancelOffer(offer, now)
+		if err := cg.sleep(ctx, d); err != nil {
+			cg.cancelOffer(offer, now)
 			return cutAnswer{}, err
 		}
 		now = time.UnixMilli(offerAt)
 		slept = true
 	}
-	res, err := cutWaitScript.Run(ctx, c.rdb, cutNames(req.Key), req.ID, now.UnixMilli(), c.tune.TurnEarly.Milliseconds(),
-		c.tune.TurnGrace.Milliseconds(), offerAt, c.tune.KeyTTL.Milliseconds()).StringSlice()
+	res, err := cutWaitScript.Run(ctx, cg.rdb, cutNames(req.Key), req.ID, now.UnixMilli(), cg.tune.TurnEarly.Milliseconds(),
+		cg.tune.TurnGrace.Milliseconds(), offerAt, cg.tune.KeyTTL.Milliseconds()).StringSlice()
 	var a cutAnswer
 	if err == nil {
 		a, err = parseCutAnswer(res)
 	}
 	if !a.offered {
-		c.cancelOffer(offer, now)
+		cg.cancelOffer(offer, now)
 	}
 	if err == nil && a.start && slept {
 		a.at = now // the offer it waited out
 	}
 	if err == nil && !a.start && a.at.IsZero() {
-		c.mu.Lock()
+		cg.mu.Lock()
 		list := k.lineSeen.IsZero() || a.ahead == 0 // new here, or a new line
 		k.lineSeen = now
-		c.stir()
-		c.mu.Unlock()
+		cg.stir()
+		cg.mu.Unlock()
 		if list {
-			c.listCutLine(ctx, k, req.Key, req.HostPort)
+			cg.listCutLine(ctx, k, req.Key, req.HostPort)
 		}
 	}
 	return a, err
@@ -107,64 +116,64 @@ func (c *Controller) cutWait(ctx context.Context, k *key, req Request, now time.
 // backpressure has cut the key, passes a request only at its turn of the
 // cut rate; before it, the request sleeps until its turn (the timer
 // starts it) or waits in the key's line for one.
-func (c *Controller) enterCut(ctx context.Context, t *Ticket) error {
+func (cg *cutGate) enter(ctx context.Context, t *Ticket) error {
 	req, now := t.req, t.start
-	c.mu.Lock()
-	k := c.keyOf(req, now)
+	cg.mu.Lock()
+	k := cg.keyOf(req, now)
 	t.k = k
-	cut := c.cfg.Adaptive && k.lim != nil
+	cut := cg.cfg.Adaptive && k.lim != nil
 	var perSecond float64
 	if cut {
 		perSecond = float64(k.lim.Limit())
 	} else {
 		k.inflight++
 	}
-	c.mu.Unlock()
+	cg.mu.Unlock()
 	if cut {
-		a, err := c.cutWait(ctx, k, req, now)
+		a, err := cg.wait(ctx, k, req, now)
 		if err != nil {
 			return err
 		}
 		if !a.start {
 			if a.at.IsZero() {
-				return &Parked{Until: now.Add(c.tune.cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
+				return &Parked{Until: now.Add(cg.tune.cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
 			}
-			c.wakeAt(ctx, req.ID, a.at)
+			cg.wakeAt(ctx, req.ID, a.at)
 			return &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
 		}
-		t.start = c.now()
+		t.start = cg.now()
 		t.laterTurn(a.at)
-		c.mu.Lock()
+		cg.mu.Lock()
 		k.inflight++
-		c.mu.Unlock()
+		cg.mu.Unlock()
 	}
 	return nil
 }
 
 // exitCut gives back the key's count of attempts in flight, and teaches
 // adaptive backpressure what an attempt that ran said of its key.
-func (c *Controller) exitCut(_ context.Context, t *Ticket, e ending) {
-	c.mu.Lock()
+func (cg *cutGate) exit(_ context.Context, t *Ticket, e ending) {
+	cg.mu.Lock()
 	t.k.inflight--
 	if e.started && e.outcome != NoCall {
-		t.k.learn(c, e.outcome, e.at)
+		t.k.learn(cg.core, e.outcome, e.at)
 	}
-	c.mu.Unlock()
+	cg.mu.Unlock()
 }
 
 // listCutLine lists key k's line (name, its destination hostPort).
-func (c *Controller) listCutLine(ctx context.Context, k *key, name, hostPort string) {
-	c.listLine(ctx, record.LineCut, name, hostPort, func(at time.Time) { k.listed = at })
+func (cg *cutGate) listCutLine(ctx context.Context, k *key, name, hostPort string) {
+	cg.listLine(ctx, record.LineCut, name, hostPort, func(at time.Time) { k.listed = at })
 }
 
 // cancelOffer gives an unused turn back to the key's rate.
-func (c *Controller) cancelOffer(r *rate.Reservation, now time.Time) {
+func (cg *cutGate) cancelOffer(r *rate.Reservation, now time.Time) {
 	if r == nil {
 		return
 	}
-	c.mu.Lock()
+	cg.mu.Lock()
 	r.CancelAt(now)
-	c.mu.Unlock()
+	cg.mu.Unlock()
 }
 
 func parseCutAnswer(res []string) (cutAnswer, error) {
@@ -203,25 +212,25 @@ func (t Tuning) cutFallback(ahead int, perSecond float64) time.Duration {
 // pumpCutLines gives the waiters of the cut lines this worker knows the
 // turns its rates have free within RateHorizon; a key no longer cut here
 // (recovered) drains its line as fast as fairness lets it.
-func (c *Controller) pumpCutLines(ctx context.Context) {
-	c.mu.Lock()
+func (cg *cutGate) pumpCutLines(ctx context.Context) {
+	cg.mu.Lock()
 	var names []string
-	for name, k := range c.keys {
+	for name, k := range cg.keys {
 		if !k.lineSeen.IsZero() {
 			names = append(names, name)
 		}
 	}
-	c.mu.Unlock()
+	cg.mu.Unlock()
 	for _, name := range names {
-		c.pumpCutLine(ctx, name)
+		cg.pumpCutLine(ctx, name)
 	}
 }
 
 // pumpCutLine gives turns of one key's rate to its line's oldest waiters.
-func (c *Controller) pumpCutLine(ctx context.Context, name string) {
-	c.mu.Lock()
-	k := c.keys[name]
-	c.mu.Unlock()
+func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
+	cg.mu.Lock()
+	k := cg.keys[name]
+	cg.mu.Unlock()
 	if k == nil {
 		return
 	}
@@ -236,21 +245,21 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 	defer unlock()
 	var turns []time.Time
 	var rs []*rate.Reservation
-	c.mu.Lock()
-	now := c.now()
+	cg.mu.Lock()
+	now := cg.now()
 	// The line's first waiter (a retry) may start later than any turn
 	// there is to give: look again then, or within HeadRecheck (another
 	// worker may have lined an earlier one).
-	notYet := !k.headAt.IsZero() && now.Add(c.tune.RateHorizon).Before(k.headAt) && now.Sub(k.pumped) < c.tune.HeadRecheck
+	notYet := !k.headAt.IsZero() && now.Add(cg.tune.RateHorizon).Before(k.headAt) && now.Sub(k.pumped) < cg.tune.HeadRecheck
 	switch {
-	case now.Sub(k.lineSeen) > c.tune.KeyTTL:
+	case now.Sub(k.lineSeen) > cg.tune.KeyTTL:
 		k.lineSeen = time.Time{} // the line has expired
 	case notYet:
 	case k.lim != nil:
 		for len(turns) < CutBatch {
 			r := k.lim.ReserveN(now, 1)
 			d := r.DelayFrom(now)
-			if d > c.tune.RateHorizon {
+			if d > cg.tune.RateHorizon {
 				r.CancelAt(now)
 				break
 			}
@@ -261,30 +270,30 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 		// Recovered here: as many as the destination has fair slots free
 		// (counting those promised to waiters given turns, not yet back).
 		free := CutBatch
-		if h := c.hosts[k.spec.HostPort]; h != nil {
-			free = min(free, h.freeSlots(c.FairCap(), now, c.tune.WakeTTL))
+		if h := cg.fair.hosts[k.spec.HostPort]; h != nil {
+			free = min(free, h.freeSlots(cg.FairCap(), now, cg.tune.WakeTTL))
 		}
 		for range free {
 			turns = append(turns, now)
 		}
 	}
-	relist := !k.lineSeen.IsZero() && now.Sub(k.listed) >= c.tune.AdoptEvery
-	c.mu.Unlock()
+	relist := !k.lineSeen.IsZero() && now.Sub(k.listed) >= cg.tune.AdoptEvery
+	cg.mu.Unlock()
 	if relist {
-		c.listCutLine(ctx, k, name, k.spec.HostPort)
+		cg.listCutLine(ctx, k, name, k.spec.HostPort)
 	}
 	if len(turns) == 0 {
 		return
 	}
-	given, left, head, err := c.giveTurns(ctx, name, turns)
+	given, left, head, err := cg.giveTurns(ctx, name, turns)
 	if err != nil {
-		c.log.Warn("could not give turns of a cut key's line; its waiters' deadlines will wake them", "key", name, "err", err)
+		cg.log.Warn("could not give turns of a cut key's line; its waiters' deadlines will wake them", "key", name, "err", err)
 	}
 	used := make([]bool, len(turns))
 	for _, g := range given {
 		used[g.turn] = true
 	}
-	c.mu.Lock()
+	cg.mu.Lock()
 	for i := len(rs) - 1; i >= 0; i-- {
 		if !used[i] {
 			rs[i].CancelAt(now) // latest first, so each gives its turn back
@@ -296,10 +305,10 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 		// Drained at once: they hold the destination's free slots here
 		// until fetched, as fairness' woken waiters do, so the next round
 		// does not give the same slots again.
-		h := c.hosts[k.spec.HostPort]
+		h := cg.fair.hosts[k.spec.HostPort]
 		if h == nil {
 			h = &host{}
-			c.hosts[k.spec.HostPort] = h
+			cg.fair.hosts[k.spec.HostPort] = h
 		}
 		ids := make([]string, len(given))
 		for i, g := range given {
@@ -315,27 +324,27 @@ func (c *Controller) pumpCutLine(ctx context.Context, name string) {
 			k.lineSeen = time.Time{}
 		}
 	}
-	c.mu.Unlock()
+	cg.mu.Unlock()
 	if err == nil && left == 0 {
-		c.unlistLine(ctx, record.LineCut, name)
+		cg.unlistLine(ctx, record.LineCut, name)
 	}
 	for _, g := range given {
-		c.wakeAt(ctx, g.id, turns[g.turn])
+		cg.wakeAt(ctx, g.id, turns[g.turn])
 	}
 }
 
 // giveTurns gives turns to the oldest waiters of key's line, in order,
 // each at or after its place: given are the ids and their turns' indexes;
 // head is the next waiter's place (zero: none).
-func (c *Controller) giveTurns(ctx context.Context, key string, turns []time.Time) (given []givenTurn, left int, head time.Time, err error) {
+func (cg *cutGate) giveTurns(ctx context.Context, key string, turns []time.Time) (given []givenTurn, left int, head time.Time, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	args := make([]any, 0, len(turns)+1)
-	args = append(args, c.tune.KeyTTL.Milliseconds())
+	args = append(args, cg.tune.KeyTTL.Milliseconds())
 	for _, t := range turns {
 		args = append(args, t.UnixMilli())
 	}
-	res, err := cutNextScript.Run(ctx, c.rdb, cutNames(key), args...).StringSlice()
+	res, err := cutNextScript.Run(ctx, cg.rdb, cutNames(key), args...).StringSlice()
 	if err != nil {
 		return nil, 0, time.Time{}, err
 	}
@@ -371,36 +380,36 @@ type givenTurn struct {
 // when the key is cut on this worker: it is given a turn at or after due,
 // without first coming back through asynq to join the line. ok says it
 // joined; until is then its asynq safety-net deadline.
-func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) (until time.Time, ok bool) {
+func (cg *cutGate) lineRetry(ctx context.Context, req Request, due time.Time) (until time.Time, ok bool) {
 	req = req.scoped()
-	c.mu.Lock()
-	k := c.keys[req.Key]
-	cut := c.cfg.Adaptive && k != nil && k.lim != nil
+	cg.mu.Lock()
+	k := cg.keys[req.Key]
+	cut := cg.cfg.Adaptive && k != nil && k.lim != nil
 	var perSecond float64
 	if cut {
 		perSecond = float64(k.lim.Limit())
 	}
-	c.mu.Unlock()
+	cg.mu.Unlock()
 	if !cut {
 		return time.Time{}, false
 	}
-	ahead, err := cutJoinScript.Run(ctx, c.rdb, cutNames(req.Key)[:1], req.ID, due.UnixMilli(), c.tune.KeyTTL.Milliseconds()).Int()
+	ahead, err := cutJoinScript.Run(ctx, cg.rdb, cutNames(req.Key)[:1], req.ID, due.UnixMilli(), cg.tune.KeyTTL.Milliseconds()).Int()
 	if err != nil {
-		c.log.Warn("could not put a retry in its cut key's line", "requestId", req.ID, "err", err)
+		cg.log.Warn("could not put a retry in its cut key's line", "requestId", req.ID, "err", err)
 		return time.Time{}, false
 	}
-	now := c.now()
-	c.mu.Lock()
+	now := cg.now()
+	cg.mu.Lock()
 	list := k.lineSeen.IsZero() || ahead == 0
 	k.lineSeen = now
-	c.stir()
+	cg.stir()
 	if k.headAt.IsZero() || due.Before(k.headAt) {
 		k.headAt = due
 	}
 	k.parked++
-	c.mu.Unlock()
+	cg.mu.Unlock()
 	if list {
-		c.listCutLine(ctx, k, req.Key, req.HostPort)
+		cg.listCutLine(ctx, k, req.Key, req.HostPort)
 	}
-	return due.Add(c.tune.cutFallback(ahead, perSecond)), true
+	return due.Add(cg.tune.cutFallback(ahead, perSecond)), true
 }

@@ -32,7 +32,7 @@ func TestAdaptiveCutOfOneTenantDoesNotHoldAnother(t *testing.T) {
 	limit := func(who string) float64 {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if k := c.keys[tenant.Qualify(who, "h:443")]; k != nil && k.lim != nil {
+		if k := c.cut.keys[tenant.Qualify(who, "h:443")]; k != nil && k.lim != nil {
 			return float64(k.lim.Limit())
 		}
 		return 0

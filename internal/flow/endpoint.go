@@ -163,6 +163,13 @@ func (e *endpoint) reset() {
 // EndpointName is the breaker's name of an endpoint of tenant t.
 func EndpointName(t, endpoint string) string { return tenant.Qualify(t, endpoint) }
 
+// endpointGate is the endpoint gate: the breakers of the endpoints as
+// this worker knows them (their counts and states, under c.mu).
+type endpointGate struct {
+	*core
+	endpoints endpoints
+}
+
 var (
 	epOpenScript   = script("ep_open")
 	epEnterScript  = script("ep_enter", "ep_hand_on")
@@ -175,23 +182,23 @@ var (
 // not closed goes as its probe, or waits in its line for a probe that
 // succeeds (record.WaitingEndpointOpen), or ends when it waited too long
 // (ErrEndpointDown).
-func (c *Controller) enterEndpoint(ctx context.Context, t *Ticket) error {
-	if c.cfg.Breaker.Off || t.req.Endpoint == "" {
+func (eg *endpointGate) enter(ctx context.Context, t *Ticket) error {
+	if eg.cfg.Breaker.Off || t.req.Endpoint == "" {
 		return nil
 	}
 	t.endpoint = EndpointName(t.req.Tenant, t.req.Endpoint)
-	if !c.endpointNotClosed(ctx, t.endpoint, t.start) {
+	if !eg.notClosed(ctx, t.endpoint, t.start) {
 		return nil
 	}
-	br := c.cfg.Breaker.withDefaults()
+	br := eg.cfg.Breaker.withDefaults()
 	state, line, keys, joined := record.FlowEndpointKeys(t.endpoint)
-	lease := t.req.Timeout + c.tune.LeaseMargin
+	lease := t.req.Timeout + eg.tune.LeaseMargin
 	parKey := ""
 	if t.req.Parallelism > 0 {
 		parKey = t.req.Key
 	}
-	res, err := epEnterScript.Run(ctx, c.rdb, []string{state, line, keys, joined}, t.req.ID, t.start.UnixMilli(),
-		c.tune.KeyTTL.Milliseconds(), lease.Milliseconds(), parPlace(t.req, t.start).UnixMilli(), parKey,
+	res, err := epEnterScript.Run(ctx, eg.rdb, []string{state, line, keys, joined}, t.req.ID, t.start.UnixMilli(),
+		eg.tune.KeyTTL.Milliseconds(), lease.Milliseconds(), parPlace(t.req, t.start).UnixMilli(), parKey,
 		br.FailAfter.Milliseconds()).Slice()
 	if err != nil {
 		return fmt.Errorf("endpoint gate of %s: %w", t.req.ID, err)
@@ -202,15 +209,15 @@ func (c *Controller) enterEndpoint(ctx context.Context, t *Ticket) error {
 	}
 	switch r.code {
 	case enterGo:
-		c.mu.Lock()
-		c.endpoints.setState(t.endpoint, false, t.start, c.tune.BreakerRead)
-		c.mu.Unlock()
+		eg.mu.Lock()
+		eg.endpoints.setState(t.endpoint, false, t.start, eg.tune.BreakerRead)
+		eg.mu.Unlock()
 		if r.expired {
 			// Its state expired, unused: the list forgets it too (an
 			// endpoint opened meanwhile is listed again by its next
 			// failure).
-			if err := c.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
-				c.log.Warn("could not unlist an endpoint whose state expired", "endpoint", t.endpoint, "err", err)
+			if err := eg.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
+				eg.log.Warn("could not unlist an endpoint whose state expired", "endpoint", t.endpoint, "err", err)
 			}
 		}
 		return nil
@@ -221,18 +228,18 @@ func (c *Controller) enterEndpoint(ctx context.Context, t *Ticket) error {
 		if r.next != "" {
 			// It was first in line: the next waiter is woken for the
 			// probe in its place.
-			c.wakeAt(ctx, r.next, r.nextAt)
+			eg.wakeAt(ctx, r.next, r.nextAt)
 		}
 		return fmt.Errorf("%w: %s, waited since %s", ErrEndpointDown, t.req.Endpoint, r.began.UTC().Format(time.RFC3339))
 	}
-	until := t.start.Add(max(r.nextProbe.Sub(t.start), 0) + max(c.tune.ParkFallback, 2*br.ProbeMax))
+	until := t.start.Add(max(r.nextProbe.Sub(t.start), 0) + max(eg.tune.ParkFallback, 2*br.ProbeMax))
 	if !r.endAt.IsZero() && r.endAt.Before(until) {
 		until = r.endAt
 	}
 	if r.head && !r.nextProbe.IsZero() {
 		// The first in line is woken for the next probe; the others
 		// follow it once one succeeds.
-		c.wakeAt(ctx, t.req.ID, r.nextProbe)
+		eg.wakeAt(ctx, t.req.ID, r.nextProbe)
 	}
 	return &Parked{Until: until, Reason: record.WaitingEndpointOpen, Starts: r.nextProbe}
 }
@@ -306,39 +313,39 @@ func readEnter(res []any) (entered, error) {
 // endpointNotClosed says whether endpoint name is open or half open as far
 // as this worker knows: it reads that endpoint's state, and no other's,
 // at most once per BreakerRead.
-func (c *Controller) endpointNotClosed(ctx context.Context, name string, now time.Time) bool {
-	c.mu.Lock()
-	known, ok := c.endpoints.states[name]
-	c.mu.Unlock()
-	if ok && now.Sub(known.at) < c.tune.BreakerRead {
+func (eg *endpointGate) notClosed(ctx context.Context, name string, now time.Time) bool {
+	eg.mu.Lock()
+	known, ok := eg.endpoints.states[name]
+	eg.mu.Unlock()
+	if ok && now.Sub(known.at) < eg.tune.BreakerRead {
 		return known.open
 	}
 	state, _, _, _ := record.FlowEndpointKeys(name)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	v, err := c.rdb.HGet(rctx, state, "state").Result()
+	v, err := eg.rdb.HGet(rctx, state, "state").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		c.log.Warn("could not read whether an endpoint is open; the last read holds", "endpoint", name, "err", err)
+		eg.log.Warn("could not read whether an endpoint is open; the last read holds", "endpoint", name, "err", err)
 		return known.open
 	}
 	open := v == EndpointOpen || v == EndpointHalfOpen
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if open && !c.endpoints.isOpen(name) {
-		if ep := c.endpoints.byName[name]; ep != nil {
+	eg.mu.Lock()
+	defer eg.mu.Unlock()
+	if open && !eg.endpoints.isOpen(name) {
+		if ep := eg.endpoints.byName[name]; ep != nil {
 			// Opened elsewhere: the failures counted here decided it
 			// already, and must not open it again once it closes.
 			ep.reset()
 		}
 	}
-	c.endpoints.setState(name, open, now, c.tune.BreakerRead)
+	eg.endpoints.setState(name, open, now, eg.tune.BreakerRead)
 	return open
 }
 
 // exitEndpoint learns what an attempt said of its endpoint: a probe's
 // answer closes the endpoint or opens it again; another attempt is
 // counted, and opens the endpoint when the window's failures say so.
-func (c *Controller) exitEndpoint(ctx context.Context, t *Ticket, e ending) {
+func (eg *endpointGate) exit(ctx context.Context, t *Ticket, e ending) {
 	if t.endpoint == "" {
 		return
 	}
@@ -354,45 +361,45 @@ func (c *Controller) exitEndpoint(ctx context.Context, t *Ticket, e ending) {
 		case e.started:
 			verdict = "ok"
 		}
-		c.probed(ctx, t, verdict, e.at)
+		eg.probed(ctx, t, verdict, e.at)
 		return
 	}
 	if !e.started {
 		return
 	}
-	br := c.cfg.Breaker.withDefaults()
-	c.mu.Lock()
-	ep := c.endpoints.byName[t.endpoint]
+	br := eg.cfg.Breaker.withDefaults()
+	eg.mu.Lock()
+	ep := eg.endpoints.byName[t.endpoint]
 	if ep == nil {
-		if len(c.endpoints.byName) >= MaxEndpoints {
-			for n, old := range c.endpoints.byName {
+		if len(eg.endpoints.byName) >= MaxEndpoints {
+			for n, old := range eg.endpoints.byName {
 				if e.at.Sub(old.lastUsed) > br.Window {
-					delete(c.endpoints.byName, n)
+					delete(eg.endpoints.byName, n)
 				}
 			}
 		}
 		ep = &endpoint{}
-		c.endpoints.byName[t.endpoint] = ep
+		eg.endpoints.byName[t.endpoint] = ep
 	}
 	ep.lastUsed = e.at
 	attempts, failures := ep.count(failed, e.at, br.Window)
-	trip := failed && !c.endpoints.isOpen(t.endpoint) && attempts >= br.MinAttempts &&
+	trip := failed && !eg.endpoints.isOpen(t.endpoint) && attempts >= br.MinAttempts &&
 		float64(failures) >= br.FailureRatio*float64(attempts)
 	if trip {
 		ep.reset()
-		c.endpoints.setState(t.endpoint, true, e.at, c.tune.BreakerRead)
+		eg.endpoints.setState(t.endpoint, true, e.at, eg.tune.BreakerRead)
 	}
-	c.mu.Unlock()
+	eg.mu.Unlock()
 	if trip {
 		ratio := float64(failures) / float64(attempts)
-		opened, err := OpenEndpoint(ctx, c.rdb, t.endpoint, ratio, "breaker", e.at, c.tune)
+		opened, err := OpenEndpoint(ctx, eg.rdb, t.endpoint, ratio, "breaker", e.at, eg.tune)
 		if err != nil {
-			c.log.Warn("could not open a failing endpoint", "endpoint", t.endpoint, "err", err)
+			eg.log.Warn("could not open a failing endpoint", "endpoint", t.endpoint, "err", err)
 			return
 		}
-		c.log.Info("endpoint opened: its attempts fail", "endpoint", t.endpoint, "attempts", attempts, "failures", failures)
+		eg.log.Info("endpoint opened: its attempts fail", "endpoint", t.endpoint, "attempts", attempts, "failures", failures)
 		if opened {
-			c.changed(t.endpoint, true, ratio, attempts)
+			eg.changed(t.endpoint, true, ratio, attempts)
 		}
 	}
 }
@@ -400,45 +407,45 @@ func (c *Controller) exitEndpoint(ctx context.Context, t *Ticket, e ending) {
 // probed tells Redis how t's probe ended, and wakes whom that concerns:
 // the whole line when it closed the endpoint, its first waiter at the
 // next probe when not.
-func (c *Controller) probed(ctx context.Context, t *Ticket, verdict string, now time.Time) {
+func (eg *endpointGate) probed(ctx context.Context, t *Ticket, verdict string, now time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	br := c.cfg.Breaker.withDefaults()
+	br := eg.cfg.Breaker.withDefaults()
 	state, line, _, joined := record.FlowEndpointKeys(t.endpoint)
-	res, err := epProbedScript.Run(ctx, c.rdb, []string{state, line, joined}, t.req.ID, now.UnixMilli(), verdict,
+	res, err := epProbedScript.Run(ctx, eg.rdb, []string{state, line, joined}, t.req.ID, now.UnixMilli(), verdict,
 		br.ProbeMax.Milliseconds(), br.FailAfter.Milliseconds()).Slice()
 	if err != nil || len(res) == 0 {
-		c.log.Warn("could not tell an endpoint how its probe ended; the probe's lease ends it", "endpoint", t.endpoint, "err", err)
+		eg.log.Warn("could not tell an endpoint how its probe ended; the probe's lease ends it", "endpoint", t.endpoint, "err", err)
 		return
 	}
 	code, _ := res[0].(int64)
 	switch {
 	case code == 1:
-		c.log.Info("endpoint closed: its probe succeeded", "endpoint", t.endpoint)
-		c.changed(t.endpoint, false, 0, 0)
-		if err := c.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
-			c.log.Warn("could not unlist a closed endpoint", "endpoint", t.endpoint, "err", err)
+		eg.log.Info("endpoint closed: its probe succeeded", "endpoint", t.endpoint)
+		eg.changed(t.endpoint, false, 0, 0)
+		if err := eg.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
+			eg.log.Warn("could not unlist a closed endpoint", "endpoint", t.endpoint, "err", err)
 		}
-		c.mu.Lock()
-		c.endpoints.setState(t.endpoint, false, now, c.tune.BreakerRead)
-		c.mu.Unlock()
-		c.wakes.Add(1)
+		eg.mu.Lock()
+		eg.endpoints.setState(t.endpoint, false, now, eg.tune.BreakerRead)
+		eg.mu.Unlock()
+		eg.wakes.Add(1)
 		go func() {
-			defer c.wakes.Done()
-			if err := wakeEndpointLine(c.stop, c.rdb, c.waker, t.endpoint, c.tune.KeyTTL); err != nil {
-				c.log.Warn("could not wake a closed endpoint's waiters; their safety nets do", "endpoint", t.endpoint, "err", err)
+			defer eg.wakes.Done()
+			if err := wakeEndpointLine(eg.stop, eg.rdb, eg.waker, t.endpoint, eg.tune.KeyTTL); err != nil {
+				eg.log.Warn("could not wake a closed endpoint's waiters; their safety nets do", "endpoint", t.endpoint, "err", err)
 			}
 		}()
 	case code == 0 && len(res) >= 3:
 		next, _ := res[1].(int64)
 		if head, _ := res[2].(string); head != "" {
-			c.wakeAt(ctx, head, time.UnixMilli(next))
+			eg.wakeAt(ctx, head, time.UnixMilli(next))
 		}
 		// Waiters that waited BREAKER_FAIL_AFTER before a probe failed:
 		// now they end.
 		for _, v := range res[3:] {
 			if id, _ := v.(string); id != "" {
-				c.wakeAt(ctx, id, now)
+				eg.wakeAt(ctx, id, now)
 			}
 		}
 	}

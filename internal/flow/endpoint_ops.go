@@ -113,12 +113,12 @@ type EndpointChange struct {
 }
 
 // changed tells Config.OnEndpoint of a change of endpoint name.
-func (c *Controller) changed(name string, open bool, ratio float64, attempts int) {
-	if c.cfg.OnEndpoint == nil {
+func (eg *endpointGate) changed(name string, open bool, ratio float64, attempts int) {
+	if eg.cfg.OnEndpoint == nil {
 		return
 	}
 	t, endpoint := tenant.Split(name)
-	c.cfg.OnEndpoint(EndpointChange{Tenant: t, Endpoint: endpoint, Open: open, FailureRatio: ratio, Attempts: attempts})
+	eg.cfg.OnEndpoint(EndpointChange{Tenant: t, Endpoint: endpoint, Open: open, FailureRatio: ratio, Attempts: attempts})
 }
 
 // OpenEndpoint opens endpoint name (tenant-qualified scheme://host:port)

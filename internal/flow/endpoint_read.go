@@ -27,14 +27,14 @@ type usage struct {
 
 // usedEndpoints are this worker's endpoints with attempts in the window,
 // forgetting those idle longer.
-func (c *Controller) usedEndpoints(now time.Time) map[string]usage {
-	window := c.cfg.Breaker.withDefaults().Window
+func (eg *endpointGate) used(now time.Time) map[string]usage {
+	window := eg.cfg.Breaker.withDefaults().Window
 	part := max(window/windowBuckets, time.Millisecond)
 	at := now.UnixNano() / int64(part)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	eg.mu.Lock()
+	defer eg.mu.Unlock()
 	out := map[string]usage{}
-	for name, ep := range c.endpoints.byName {
+	for name, ep := range eg.endpoints.byName {
 		var u usage
 		for _, b := range ep.buckets {
 			if b.at > at-windowBuckets {
@@ -45,7 +45,7 @@ func (c *Controller) usedEndpoints(now time.Time) map[string]usage {
 		if u.Attempts > 0 {
 			out[name] = u
 		} else if now.Sub(ep.lastUsed) > window {
-			delete(c.endpoints.byName, name)
+			delete(eg.endpoints.byName, name)
 		}
 	}
 	return out
@@ -54,21 +54,21 @@ func (c *Controller) usedEndpoints(now time.Time) map[string]usage {
 // PublishEndpoints writes this worker's endpoints used in the window for
 // GET /endpoints every PublishEvery until ctx ends; a worker that used
 // none writes once that it has none, then nothing.
-func (c *Controller) PublishEndpoints(ctx context.Context, worker string) {
-	if c.cfg.Breaker.Off {
+func (eg *endpointGate) publish(ctx context.Context, worker string) {
+	if eg.cfg.Breaker.Off {
 		return
 	}
 	shown := true // whether Redis may hold endpoints of this worker
-	clock.Every(ctx, c.clk, c.tune.PublishEvery, func() { shown = c.publishEndpoints(ctx, worker, shown) })
+	clock.Every(ctx, eg.clk, eg.tune.PublishEvery, func() { shown = eg.publishEndpoints(ctx, worker, shown) })
 }
 
 // publishEndpoints is one of PublishEndpoints' writes (shown: Redis may
 // hold endpoints of this worker), and says whether Redis holds some now.
 // An endpoint that fails on this worker, with too few attempts here to
 // decide, is then judged on every worker's attempts.
-func (c *Controller) publishEndpoints(ctx context.Context, worker string, shown bool) bool {
-	now := c.now()
-	used := c.usedEndpoints(now)
+func (eg *endpointGate) publishEndpoints(ctx context.Context, worker string, shown bool) bool {
+	now := eg.now()
+	used := eg.used(now)
 	if len(used) == 0 && !shown {
 		return false
 	}
@@ -80,17 +80,17 @@ func (c *Controller) publishEndpoints(ctx context.Context, worker string, shown 
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	key := record.FlowWorkerEndpointsKey(worker)
-	pipe := c.rdb.TxPipeline()
+	pipe := eg.rdb.TxPipeline()
 	pipe.Del(wctx, key)
 	if len(fields) > 0 {
 		pipe.HSet(wctx, key, fields...)
-		pipe.PExpire(wctx, key, c.tune.StaleAfter)
+		pipe.PExpire(wctx, key, eg.tune.StaleAfter)
 	}
 	if _, err := pipe.Exec(wctx); err != nil {
-		c.log.Debug("could not publish the endpoints used", "err", err)
+		eg.log.Debug("could not publish the endpoints used", "err", err)
 		return shown
 	}
-	c.judgeTogether(wctx, used, now)
+	eg.judgeTogether(wctx, used, now)
 	return len(used) > 0
 }
 
@@ -98,23 +98,23 @@ func (c *Controller) publishEndpoints(ctx context.Context, worker string, shown 
 // summed, say so, among those this worker used that fail here but had too
 // few attempts here to decide. Healthy endpoints cost nothing: the other
 // workers' counts are read only for such a one.
-func (c *Controller) judgeTogether(ctx context.Context, used map[string]usage, now time.Time) {
-	br := c.cfg.Breaker.withDefaults()
-	c.mu.Lock()
+func (eg *endpointGate) judgeTogether(ctx context.Context, used map[string]usage, now time.Time) {
+	br := eg.cfg.Breaker.withDefaults()
+	eg.mu.Lock()
 	var doubtful []string
 	for name, u := range used {
-		if !c.endpoints.isOpen(name) && u.Failed > 0 && u.Attempts < br.MinAttempts &&
+		if !eg.endpoints.isOpen(name) && u.Failed > 0 && u.Attempts < br.MinAttempts &&
 			float64(u.Failed) >= br.FailureRatio*float64(u.Attempts) {
 			doubtful = append(doubtful, name)
 		}
 	}
-	c.mu.Unlock()
+	eg.mu.Unlock()
 	if len(doubtful) == 0 {
 		return
 	}
-	all, err := usedByAll(ctx, c.rdb, now)
+	all, err := usedByAll(ctx, eg.rdb, now)
 	if err != nil {
-		c.log.Debug("could not read the endpoints every worker used", "err", err)
+		eg.log.Debug("could not read the endpoints every worker used", "err", err)
 		return
 	}
 	for _, name := range doubtful {
@@ -122,21 +122,21 @@ func (c *Controller) judgeTogether(ctx context.Context, used map[string]usage, n
 		if u.Attempts < br.MinAttempts || float64(u.Failed) < br.FailureRatio*float64(u.Attempts) {
 			continue
 		}
-		c.mu.Lock()
-		c.endpoints.setState(name, true, now, c.tune.BreakerRead)
-		if ep := c.endpoints.byName[name]; ep != nil {
+		eg.mu.Lock()
+		eg.endpoints.setState(name, true, now, eg.tune.BreakerRead)
+		if ep := eg.endpoints.byName[name]; ep != nil {
 			ep.reset()
 		}
-		c.mu.Unlock()
+		eg.mu.Unlock()
 		ratio := float64(u.Failed) / float64(u.Attempts)
-		opened, err := OpenEndpoint(ctx, c.rdb, name, ratio, "breaker", now, c.tune)
+		opened, err := OpenEndpoint(ctx, eg.rdb, name, ratio, "breaker", now, eg.tune)
 		if err != nil {
-			c.log.Warn("could not open a failing endpoint", "endpoint", name, "err", err)
+			eg.log.Warn("could not open a failing endpoint", "endpoint", name, "err", err)
 			continue
 		}
-		c.log.Info("endpoint opened: its attempts fail on every worker", "endpoint", name, "attempts", u.Attempts, "failures", u.Failed)
+		eg.log.Info("endpoint opened: its attempts fail on every worker", "endpoint", name, "attempts", u.Attempts, "failures", u.Failed)
 		if opened {
-			c.changed(name, true, ratio, u.Attempts)
+			eg.changed(name, true, ratio, u.Attempts)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func TestEndpointWaitersResumeInTheirKeysOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mu.Lock()
-	delete(c.endpoints.states, name) // as the next read of its state says
+	delete(c.breaker.endpoints.states, name) // as the next read of its state says
 	c.mu.Unlock()
 	waitWoken(t, w, []string{"first", "second", "third"})
 
@@ -438,7 +438,7 @@ func TestEndpointOpensOnEveryWorkersAttempts(t *testing.T) {
 		}
 	}
 	for i, c := range workers {
-		c.publishEndpoints(ctx, fmt.Sprint("w", i), true)
+		c.breaker.publishEndpoints(ctx, fmt.Sprint("w", i), true)
 	}
 	if info, err := ReadEndpoint(ctx, rdb, name); err != nil || info.State != EndpointOpen || info.FailureRatio != 1 {
 		t.Errorf("after the workers published: %+v %v, want it open, all failed", info, err)

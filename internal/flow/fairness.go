@@ -16,6 +16,18 @@ import (
 	"github.com/retryd/retryd/internal/tenant"
 )
 
+// fairGate is the fairness gate: the lanes (destinations', tenants' and
+// tenants' at a destination) of this worker, and the tenants it knows are
+// about (tenants.go), under c.mu.
+type fairGate struct {
+	*core
+	hosts map[string]*host
+	// tenantsSeen are the tenants of the requests admitted here, by when
+	// last; tenantsListed a few of the tenants Redis lists (tenants.go).
+	tenantsSeen   map[string]time.Time
+	tenantsListed []string
+}
+
 // enterFairness is the fairness gate: the destination's share of the
 // worker's slots, then the tenant's share of the destination's and of the
 // worker's (while it is the only tenant about, all of each but one slot,
@@ -25,27 +37,27 @@ import (
 // its own tenant's, whose freed slot would wake it with another tenant's
 // waiter for the same destination, and then mostly take the destination's
 // slot first.
-func (c *Controller) enterFairness(ctx context.Context, t *Ticket) error {
+func (f *fairGate) enter(ctx context.Context, t *Ticket) error {
 	req, now := t.req, t.start
 	lanes := []string{req.HostPort}
-	c.mu.Lock()
-	if _, on := c.TenantCap(); on {
-		c.tenantFair(req.Tenant, now)
+	f.mu.Lock()
+	if _, on := f.TenantCap(); on {
+		f.tenantFair(req.Tenant, now)
 		lanes = append(lanes, tenantAtLane(req.Tenant, req.HostPort), tenantLane(req.Tenant))
 	}
 	for _, name := range lanes {
-		h := c.lane(name)
+		h := f.lane(name)
 		delete(h.woken, req.ID) // back (here) from a wake-up
-		if h.inflight >= c.capOf(name) {
-			full := c.lineFull(name, h, now)
-			c.mu.Unlock()
-			return c.parkInLine(ctx, name, full, req.ID, req.Tenant, now)
+		if h.inflight >= f.capOf(name) {
+			full := f.lineFull(name, h, now)
+			f.mu.Unlock()
+			return f.parkInLine(ctx, name, full, req.ID, req.Tenant, now)
 		}
 	}
 	for _, name := range lanes {
-		c.hosts[name].inflight++
+		f.hosts[name].inflight++
 	}
-	c.mu.Unlock()
+	f.mu.Unlock()
 	t.lanes = lanes
 	return nil
 }
@@ -53,15 +65,15 @@ func (c *Controller) enterFairness(ctx context.Context, t *Ticket) error {
 // exitFairness gives back the lanes' slots. An attempt that ran gives
 // each slot to the first in its lane's line, whichever worker parked it;
 // one that did not start leaves its slots to Rebalance.
-func (c *Controller) exitFairness(ctx context.Context, t *Ticket, e ending) {
+func (f *fairGate) exit(ctx context.Context, t *Ticket, e ending) {
 	type freed struct {
 		lane string
 		free int
 	}
 	var lines []freed
-	c.mu.Lock()
+	f.mu.Lock()
 	for _, name := range t.lanes {
-		h := c.hosts[name]
+		h := f.hosts[name]
 		if h == nil {
 			continue
 		}
@@ -69,21 +81,21 @@ func (c *Controller) exitFairness(ctx context.Context, t *Ticket, e ending) {
 		if e.started {
 			h.took(e.at.Sub(t.start))
 			if !h.lineSeen.IsZero() {
-				lines = append(lines, freed{name, h.take(c.capOf(name), e.at, c.tune.WakeTTL)})
+				lines = append(lines, freed{name, h.take(f.capOf(name), e.at, f.tune.WakeTTL)})
 			}
 		}
 	}
 	if !e.started {
 		// A slot freed with no attempt's end to promote for it: Rebalance
 		// gives it to a waiter, if a line wants it.
-		c.stir()
+		f.stir()
 	}
-	c.mu.Unlock()
+	f.mu.Unlock()
 	for _, l := range lines {
 		// One round trip, which also forgets this request's place. Without
 		// a line (as far as this worker knows: Rebalance looks at those it
 		// saw) an attempt costs nothing here.
-		c.promote(ctx, l.lane, t.req.ID, l.free)
+		f.promote(ctx, l.lane, t.req.ID, l.free)
 	}
 }
 
@@ -166,11 +178,11 @@ func (h *host) promise(ids []string, now time.Time) {
 
 // lane is the fairness state of lane name, made on first use. c.mu is
 // held.
-func (c *Controller) lane(name string) *host {
-	h := c.hosts[name]
+func (f *fairGate) lane(name string) *host {
+	h := f.hosts[name]
 	if h == nil {
 		h = &host{}
-		c.hosts[name] = h
+		f.hosts[name] = h
 	}
 	return h
 }
@@ -186,11 +198,11 @@ type fullLane struct {
 
 // lineFull notes that lane name (h) has a waiter now, and reads what
 // parkInLine needs of it. The caller holds c.mu.
-func (c *Controller) lineFull(name string, h *host, now time.Time) fullLane {
+func (f *fairGate) lineFull(name string, h *host, now time.Time) fullLane {
 	known := !h.lineSeen.IsZero()
 	h.lineSeen, h.quietUntil = now, time.Time{}
-	c.stir()
-	return fullLane{known: known, mean: h.meanDur, capacity: c.capOf(name),
+	f.stir()
+	return fullLane{known: known, mean: h.meanDur, capacity: f.capOf(name),
 		noteListedTime: func(at time.Time) { h.listed = at }}
 }
 
@@ -198,15 +210,15 @@ func (c *Controller) lineFull(name string, h *host, now time.Time) fullLane {
 // cap here (lineFull), and returns the *Parked saying how long its task
 // sleeps unless woken (or the error that kept it out of line). It makes
 // round trips, so the caller does not hold c.mu.
-func (c *Controller) parkInLine(ctx context.Context, name string, l fullLane, id, t string, now time.Time) error {
-	n, err := c.waitInLine(ctx, name, id, t)
+func (f *fairGate) parkInLine(ctx context.Context, name string, l fullLane, id, t string, now time.Time) error {
+	n, err := f.waitInLine(ctx, name, id, t)
 	if err != nil {
 		return err
 	}
 	if !l.known || n == 1 {
-		c.listLine(ctx, record.LineFair, name, "", l.noteListedTime)
+		f.listLine(ctx, record.LineFair, name, "", l.noteListedTime)
 	}
-	return &Parked{Until: now.Add(c.tune.lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
+	return &Parked{Until: now.Add(f.tune.lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
 }
 
 // fairNames are the Redis keys of a destination's (or a tenant's)
@@ -220,8 +232,8 @@ func fairNames(hostPort string) []string {
 // waitInLine puts id, of tenant t, in hostPort's fairness line (keeping a
 // place it had; a newcomer takes its tenant's turn) and says how many
 // wait in it.
-func (c *Controller) waitInLine(ctx context.Context, hostPort, id, t string) (int, error) {
-	return fairWait.Run(ctx, c.rdb, fairNames(hostPort), id, tenant.Of(t), c.tune.KeyTTL.Milliseconds()).Int()
+func (f *fairGate) waitInLine(ctx context.Context, hostPort, id, t string) (int, error) {
+	return fairWait.Run(ctx, f.rdb, fairNames(hostPort), id, tenant.Of(t), f.tune.KeyTTL.Milliseconds()).Int()
 }
 
 // staleBatch bounds the stale hand-overs one look returns.
@@ -238,11 +250,11 @@ type fairTake struct {
 
 // nextInLine takes up to n waiters of hostPort's line, in line order, and
 // forgets ended (the request whose attempt ended, or "").
-func (c *Controller) nextInLine(ctx context.Context, hostPort, ended string, n int) (fairTake, error) {
+func (f *fairGate) nextInLine(ctx context.Context, hostPort, ended string, n int) (fairTake, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	res, err := fairNext.Run(ctx, c.rdb, fairNames(hostPort), ended, n, c.tune.KeyTTL.Milliseconds(),
-		c.now().UnixMilli(), c.tune.HandOverCheck.Milliseconds(), staleBatch).StringSlice()
+	res, err := fairNext.Run(ctx, f.rdb, fairNames(hostPort), ended, n, f.tune.KeyTTL.Milliseconds(),
+		f.now().UnixMilli(), f.tune.HandOverCheck.Milliseconds(), staleBatch).StringSlice()
 	if err != nil {
 		return fairTake{}, err
 	}
@@ -272,30 +284,30 @@ func parseFairTake(res []string) (fairTake, error) {
 // is woken (it keeps its place if it finds no slot), and all are
 // forgotten. One that could not be looked at is looked at again after
 // HandOverCheck.
-func (c *Controller) checkHandedOver(hostPort string, ids []string) {
+func (f *fairGate) checkHandedOver(hostPort string, ids []string) {
 	if len(ids) == 0 {
 		return
 	}
-	c.wakes.Add(1)
+	f.wakes.Add(1)
 	go func() {
-		defer c.wakes.Done()
-		ctx, cancel := context.WithTimeout(c.stop, 5*time.Second)
+		defer f.wakes.Done()
+		ctx, cancel := context.WithTimeout(f.stop, 5*time.Second)
 		defer cancel()
 		seen := make([]any, 0, len(ids))
 		for _, id := range ids {
-			woke, err := c.waker.WakeParked(ctx, id)
+			woke, err := f.waker.WakeParked(ctx, id)
 			if err != nil {
-				c.log.Warn("could not look at a request handed a fairness slot", "requestId", id, "err", err)
+				f.log.Warn("could not look at a request handed a fairness slot", "requestId", id, "err", err)
 				continue
 			}
 			if woke {
-				c.log.Info("woke a request whose promotion was never delivered (its worker died)", "requestId", id, "host", hostPort)
+				f.log.Info("woke a request whose promotion was never delivered (its worker died)", "requestId", id, "host", hostPort)
 			}
 			seen = append(seen, id)
 		}
 		if len(seen) > 0 {
-			if err := c.rdb.ZRem(ctx, fairNames(hostPort)[2], seen...).Err(); err != nil {
-				c.log.Warn("could not forget requests handed a fairness slot", "host", hostPort, "err", err)
+			if err := f.rdb.ZRem(ctx, fairNames(hostPort)[2], seen...).Err(); err != nil {
+				f.log.Warn("could not forget requests handed a fairness slot", "host", hostPort, "err", err)
 			}
 		}
 	}()
@@ -306,39 +318,39 @@ func (c *Controller) checkHandedOver(hostPort string, ids []string) {
 // While the line is empty but for requests handed over, the worker keeps
 // watching it (and it stays listed), looking once per HandOverCheck. The
 // caller took the free slots (host.take).
-func (c *Controller) promote(ctx context.Context, hostPort, ended string, free int) {
-	t, err := c.nextInLine(ctx, hostPort, ended, free)
+func (f *fairGate) promote(ctx context.Context, hostPort, ended string, free int) {
+	t, err := f.nextInLine(ctx, hostPort, ended, free)
 	if err != nil {
-		c.mu.Lock()
-		c.lane(hostPort).taking -= free
+		f.mu.Lock()
+		f.lane(hostPort).taking -= free
 		if ended != "" {
 			// An attempt's end: Rebalance may be resting (the line's slots
 			// were all taken) and would leave this slot idle until its
 			// next adoption; stirred, it looks every RebalanceEvery while
 			// the slot is free. Its own failed look does not stir it.
-			c.stir()
+			f.stir()
 		}
-		c.mu.Unlock()
-		c.log.Warn("could not read a fairness line; its waiters' deadlines will wake them", "host", hostPort, "err", err)
+		f.mu.Unlock()
+		f.log.Warn("could not read a fairness line; its waiters' deadlines will wake them", "host", hostPort, "err", err)
 		return
 	}
-	c.checkHandedOver(hostPort, t.stale)
-	now := c.now()
-	c.mu.Lock()
+	f.checkHandedOver(hostPort, t.stale)
+	now := f.now()
+	f.mu.Lock()
 	wasSeen := false
-	if h := c.hosts[hostPort]; h != nil {
+	if h := f.hosts[hostPort]; h != nil {
 		h.taking -= free
 		wasSeen = !h.lineSeen.IsZero()
 		h.promise(t.ids, now)
-		c.stir()
-		h.sawLine(t, now, c.tune.HandOverCheck)
+		f.stir()
+		h.sawLine(t, now, f.tune.HandOverCheck)
 	}
-	c.mu.Unlock()
+	f.mu.Unlock()
 	if t.left == 0 && t.handed == 0 && wasSeen {
-		c.unlistLine(ctx, record.LineFair, hostPort)
+		f.unlistLine(ctx, record.LineFair, hostPort)
 	}
 	for _, id := range t.ids {
-		c.wakeLocal(hostPort, id)
+		f.wakeLocal(hostPort, id)
 	}
 }
 
@@ -357,12 +369,12 @@ func (h *host) sawLine(t fairTake, now time.Time, handOverCheck time.Duration) {
 // wakeLocal wakes id, just promoted from hostPort's line, in the
 // background; if it cannot be woken, the slot promised to it goes to the
 // next in line.
-func (c *Controller) wakeLocal(hostPort, id string) {
-	c.wakes.Add(1)
+func (f *fairGate) wakeLocal(hostPort, id string) {
+	f.wakes.Add(1)
 	go func() {
-		defer c.wakes.Done()
-		for id != "" && c.stop.Err() == nil {
-			res := c.wake(c.stop, id)
+		defer f.wakes.Done()
+		for id != "" && f.stop.Err() == nil {
+			res := f.wake(f.stop, id)
 			if res == woken {
 				return
 			}
@@ -371,40 +383,40 @@ func (c *Controller) wakeLocal(hostPort, id string) {
 				// its place in line, or it would wait for its fallback
 				// deadline out of every line. Its place was kept when it
 				// was taken, so its tenant is not needed to make one.
-				if _, err := c.waitInLine(c.stop, hostPort, id, ""); err != nil {
-					c.log.Warn("could not put a waiter back in line; its deadline will wake it", "requestId", id, "err", err)
+				if _, err := f.waitInLine(f.stop, hostPort, id, ""); err != nil {
+					f.log.Warn("could not put a waiter back in line; its deadline will wake it", "requestId", id, "err", err)
 				}
 			}
 			// Its promised slot goes to the next in line.
-			c.mu.Lock()
+			f.mu.Lock()
 			free := 0
-			if h := c.hosts[hostPort]; h != nil {
+			if h := f.hosts[hostPort]; h != nil {
 				delete(h.woken, id)
-				if h.freeSlots(c.capOf(hostPort), c.now(), c.tune.WakeTTL) > 0 {
+				if h.freeSlots(f.capOf(hostPort), f.now(), f.tune.WakeTTL) > 0 {
 					free = 1
 					h.taking++
 				}
 			}
-			c.mu.Unlock()
+			f.mu.Unlock()
 			id = ""
 			if free == 0 {
 				return
 			}
-			t, err := c.nextInLine(c.stop, hostPort, "", 1)
+			t, err := f.nextInLine(f.stop, hostPort, "", 1)
 			if err == nil {
-				c.checkHandedOver(hostPort, t.stale)
+				f.checkHandedOver(hostPort, t.stale)
 			}
 			// The reserved slot becomes the promise in one step, so no
 			// other looker sees it free in between.
-			c.mu.Lock()
-			h := c.lane(hostPort)
+			f.mu.Lock()
+			h := f.lane(hostPort)
 			h.taking--
 			if err == nil && len(t.ids) > 0 {
-				h.promise(t.ids, c.now())
-				c.stir()
-				h.sawLine(t, c.now(), c.tune.HandOverCheck)
+				h.promise(t.ids, f.now())
+				f.stir()
+				h.sawLine(t, f.now(), f.tune.HandOverCheck)
 			}
-			c.mu.Unlock()
+			f.mu.Unlock()
 			if err != nil || len(t.ids) == 0 {
 				return
 			}

@@ -144,8 +144,11 @@ type Waker interface {
 // owner's).
 var ErrGone = waiting.ErrGone
 
-// Controller runs the checks for one worker.
-type Controller struct {
+// core is what every gate shares: the settings, Redis, the clock, the
+// waker and the worker's lifetime. Its mu guards the gates' state in this
+// worker's memory (one lock: a gate may read another's state, as a cut
+// line drained at once reads its destination's fair slots).
+type core struct {
 	cfg   Config
 	tune  Tuning // cfg.Tuning with its defaults
 	rdb   redis.UniversalClient
@@ -153,24 +156,27 @@ type Controller struct {
 	log   *slog.Logger
 	clk   clock.Clock
 
-	mu       sync.Mutex
-	hosts    map[string]*host
-	keys     map[string]*key
-	controls map[string]controlEntry
-	parLines map[string]*parLine
-	// endpoints are the endpoints' breakers as this worker knows them
-	// (endpoint.go).
-	endpoints endpoints
-	// tenantsSeen are the tenants of the requests admitted here, by when
-	// last; tenantsListed a few of the tenants Redis lists (tenants.go).
-	tenantsSeen   map[string]time.Time
-	tenantsListed []string
-	wakes         sync.WaitGroup
+	mu    sync.Mutex
+	wakes sync.WaitGroup
 	// stirred ends Rebalance's rest (stir).
 	stirred chan struct{}
 	// stop ends with Close.
 	stop   context.Context
 	cancel context.CancelFunc
+}
+
+// Controller runs the checks for one worker: it holds the gates, runs
+// Admit's pipeline through them (gates.go) and the loops that look after
+// their lines (Rebalance, Publish).
+type Controller struct {
+	*core
+	queue    *queueGate
+	operator *operatorGate
+	breaker  *endpointGate
+	cut      *cutGate
+	rate     *rateGate
+	fair     *fairGate
+	par      *parGate
 }
 
 // New returns a worker's controller.
@@ -182,13 +188,23 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, c
 		cfg.MinRate = 1
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	return &Controller{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, waker: waker, log: log, clk: clk,
-		hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}, keys: map[string]*key{}, controls: map[string]controlEntry{},
-		parLines: map[string]*parLine{}, endpoints: endpoints{byName: map[string]*endpoint{}, states: map[string]readState{}}, stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
+	co := &core{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, waker: waker, log: log, clk: clk,
+		stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
+	fair := &fairGate{core: co, hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}}
+	operator := &operatorGate{core: co, controls: map[string]controlEntry{}}
+	return &Controller{core: co,
+		queue:    &queueGate{core: co},
+		operator: operator,
+		breaker:  &endpointGate{core: co, endpoints: endpoints{byName: map[string]*endpoint{}, states: map[string]readState{}}},
+		cut:      &cutGate{core: co, keys: map[string]*key{}, fair: fair},
+		rate:     &rateGate{core: co},
+		fair:     fair,
+		par:      &parGate{core: co, parLines: map[string]*parLine{}, fair: fair, operator: operator},
+	}
 }
 
 // FairCap is how many slots of this worker one destination may hold.
-func (c *Controller) FairCap() int {
+func (c *core) FairCap() int {
 	if c.cfg.FairShare >= 1 || c.cfg.Concurrency <= 0 {
 		return int(^uint(0) >> 1)
 	}
@@ -196,10 +212,10 @@ func (c *Controller) FairCap() int {
 }
 
 // now is the controller's time.
-func (c *Controller) now() time.Time { return c.clk.Now() }
+func (c *core) now() time.Time { return c.clk.Now() }
 
 // sleep waits d on the controller's clock, or until ctx ends.
-func (c *Controller) sleep(ctx context.Context, d time.Duration) error {
+func (c *core) sleep(ctx context.Context, d time.Duration) error {
 	return clock.Sleep(ctx, c.clk, d)
 }
 
@@ -208,4 +224,25 @@ func (c *Controller) sleep(ctx context.Context, d time.Duration) error {
 func (c *Controller) Close() {
 	c.cancel()
 	c.wakes.Wait()
+}
+
+// QueueDone takes req, finished, out of its queue's line and wakes the
+// next (queueGate.done).
+func (c *Controller) QueueDone(ctx context.Context, req Request) { c.queue.done(ctx, req) }
+
+// LeaveSlot gives back the parallelism slot that may have been handed to
+// a request that is not starting now, and its place in the key's line
+// (parGate.leaveSlot).
+func (c *Controller) LeaveSlot(ctx context.Context, req Request) { c.par.leaveSlot(ctx, req) }
+
+// LineRetry puts a retry of req, due at due, straight in its key's line
+// when the key is cut on this worker (cutGate.lineRetry).
+func (c *Controller) LineRetry(ctx context.Context, req Request, due time.Time) (until time.Time, ok bool) {
+	return c.cut.lineRetry(ctx, req, due)
+}
+
+// PublishEndpoints writes this worker's endpoints used in the window for
+// GET /endpoints every PublishEvery until ctx ends (endpointGate.publish).
+func (c *Controller) PublishEndpoints(ctx context.Context, worker string) {
+	c.breaker.publish(ctx, worker)
 }

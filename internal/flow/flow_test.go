@@ -226,7 +226,7 @@ func TestTenantShareAppliesOnceAnotherTenantIsAbout(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		c.mu.Lock()
-		learnt := len(c.tenantsListed) == 2
+		learnt := len(c.fair.tenantsListed) == 2
 		c.mu.Unlock()
 		if learnt {
 			break
@@ -278,7 +278,7 @@ func TestTenantsTakeTurnsInADestinationsLine(t *testing.T) {
 	}
 	admit(t, c, req("f02", "flooder"))
 	admit(t, c, req("q0", "quiet"))
-	got, err := c.nextInLine(context.Background(), "slow:443", "", 5)
+	got, err := c.fair.nextInLine(context.Background(), "slow:443", "", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,10 +340,10 @@ func TestFairLineOfBeforeTurnsKeepsItsOrder(t *testing.T) {
 	if err := rdb.ZAdd(ctx, line, redis.Z{Score: 1_700_000_000_002, Member: "old2"}, redis.Z{Score: 1_700_000_000_001, Member: "old1"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.waitInLine(ctx, "h:80", "new", "other"); err != nil || n != 3 {
+	if n, err := c.fair.waitInLine(ctx, "h:80", "new", "other"); err != nil || n != 3 {
 		t.Fatalf("waitInLine = %d, %v; want 3 in line", n, err)
 	}
-	got, err := c.nextInLine(ctx, "h:80", "", 3)
+	got, err := c.fair.nextInLine(ctx, "h:80", "", 3)
 	if err != nil || !slices.Equal(got.ids, []string{"old1", "old2", "new"}) {
 		t.Fatalf("nextInLine = %+v, %v; want old1, old2, new", got, err)
 	}
@@ -433,7 +433,7 @@ func TestPacedRequestKeepsItsHandedSlot(t *testing.T) {
 	// The key is cut with no turn to give for a long while.
 	cut(c, req("a"), 0.001)
 	c.mu.Lock()
-	c.keys["k"].lim.ReserveN(clk.Now(), 1)
+	c.cut.keys["k"].lim.ReserveN(clk.Now(), 1)
 	c.mu.Unlock()
 	a.Done(ctx, Other)
 	waitWoken(t, w, []string{"b"}) // b is handed a's slot ...
@@ -448,7 +448,7 @@ func TestPacedRequestKeepsItsHandedSlot(t *testing.T) {
 		t.Errorf("b is no longer handed its slot: %v", err)
 	}
 	clk.Add(DefaultTuning.HandOverLease + time.Millisecond)
-	c.pumpParLines(ctx)
+	c.par.pumpParLines(ctx)
 	waitWoken(t, w, []string{"b", "b"})
 }
 
@@ -487,14 +487,14 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 		clk.Add(time.Millisecond)
 	}
 	live.adoptLines(context.Background())
-	live.pumpParLines(context.Background())
+	live.par.pumpParLines(context.Background())
 	parked(t, live, req("newcomer"))
 	if got := w.got(); len(got) > 0 {
 		t.Fatalf("woken %v while the lease holds, want none", got)
 	}
 
 	clk.Add(time.Second + DefaultTuning.LeaseMargin)
-	live.pumpParLines(context.Background())
+	live.par.pumpParLines(context.Background())
 	waitWoken(t, w, []string{"b"})
 	parked(t, live, req("newcomer")) // the slot is b's
 	tb := admit(t, live, req("b"))
@@ -579,7 +579,7 @@ func TestParallelismHandOverOutlivesTheWorkerThatHandedIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Add(DefaultTuning.HandOverLease + time.Millisecond)
-	c.pumpParLines(context.Background())
+	c.par.pumpParLines(context.Background())
 	waitWoken(t, w, []string{"b"})
 	admit(t, c, req("b")).Done(context.Background(), Succeeded)
 	waitWoken(t, w, []string{"b", "c"})
@@ -685,7 +685,7 @@ func TestAdaptiveCutsAndRestores(t *testing.T) {
 	limit := func() float64 {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if k := c.keys["h:443"]; k.lim != nil {
+		if k := c.cut.keys["h:443"]; k.lim != nil {
 			return float64(k.lim.Limit())
 		}
 		return 0
@@ -756,13 +756,13 @@ func TestAdaptiveCutIgnoresChance(t *testing.T) {
 	limit := func() float64 {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if k := c.keys["h:443"]; k.lim != nil {
+		if k := c.cut.keys["h:443"]; k.lim != nil {
 			return float64(k.lim.Limit())
 		}
 		return math.Inf(1) // recovered: no limit
 	}
 	c.mu.Lock()
-	k := c.keys["h:443"]
+	k := c.cut.keys["h:443"]
 	k.base, k.lastCut = 100, t0 // cut from 100/s to 3/s
 	k.lim = rate.NewLimiter(3, 1)
 	c.mu.Unlock()
@@ -964,7 +964,7 @@ func (w *waker) at(id string) time.Time {
 func cut(c *Controller, req Request, perSecond float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.keyOf(req, c.now()).lim = rate.NewLimiter(rate.Limit(perSecond), 1)
+	c.cut.keyOf(req, c.now()).lim = rate.NewLimiter(rate.Limit(perSecond), 1)
 }
 
 // A cut key's requests beyond its rate's horizon wait in its line in
@@ -983,7 +983,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	cut(c1, req(0), 1)
 	cut(c2, req(0), 0.001)
 	c2.mu.Lock()
-	c2.keys["h:443"].lim.ReserveN(t0, 1) // c2 has no turn to offer
+	c2.cut.keys["h:443"].lim.ReserveN(t0, 1) // c2 has no turn to offer
 	c2.mu.Unlock()
 	ctx := context.Background()
 
@@ -1006,7 +1006,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 			t.Errorf("r%d in line has a timer at +%v", i, at.Sub(t0))
 		}
 	}
-	c1.pumpCutLines(ctx)
+	c1.cut.pumpCutLines(ctx)
 	if at := w1.at("r6"); !at.IsZero() {
 		t.Fatalf("a turn beyond the horizon was given: r6 at +%v", at.Sub(t0))
 	}
@@ -1016,7 +1016,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 		t.Errorf("with a cut line, Rebalance rests %v, want %v", got, DefaultTuning.RebalanceEvery)
 	}
 	clk.Add(2 * time.Second)
-	c1.pumpCutLines(ctx)
+	c1.cut.pumpCutLines(ctx)
 	for i, want := range map[int]time.Duration{6: 6 * time.Second, 7: 7 * time.Second, 8: 0} {
 		if at := w1.at(req(i).ID); (want == 0) != at.IsZero() || (want > 0 && !at.Equal(t0.Add(want))) {
 			t.Errorf("after 2 s, r%d's turn is at %v (+%v), want +%v", i, at, at.Sub(t0), want)
@@ -1031,7 +1031,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	// ... and a turn taken too late is lost: r7 waits again, first in line.
 	clk.Add(DefaultTuning.TurnGrace + 2*time.Second) // +10 s
 	parked(t, c2, req(7))
-	c1.pumpCutLines(ctx)
+	c1.cut.pumpCutLines(ctx)
 	for i, want := range map[int]time.Duration{7: 10 * time.Second, 8: 11 * time.Second, 9: 12 * time.Second} {
 		if at := w1.at(req(i).ID); !at.Equal(t0.Add(want)) {
 			t.Errorf("after r7 lost its turn, r%d's turn is at +%v, want +%v", i, at.Sub(t0), want)
@@ -1043,7 +1043,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	w3 := &waker{}
 	c3 := newController(t, rdb, cfg, w3, clk)
 	c3.adoptLines(ctx)
-	c3.pumpCutLines(ctx)
+	c3.cut.pumpCutLines(ctx)
 	if at := w3.at("r10"); !at.Equal(clk.Now()) {
 		t.Errorf("a new worker gave r10 its turn at +%v, want now (+%v)", at.Sub(t0), clk.Now().Sub(t0))
 	}
@@ -1076,14 +1076,14 @@ func TestCutKeyRetryWaitsInLineUntilDue(t *testing.T) {
 	if !ok || until.Before(due.Add(DefaultTuning.ParkFallback)) {
 		t.Fatalf("LineRetry = %v, %v; want its safety net at least %v after its due time", until, ok, DefaultTuning.ParkFallback)
 	}
-	c.pumpCutLines(ctx)
+	c.cut.pumpCutLines(ctx)
 	clk.Add(20 * time.Second)
-	c.pumpCutLines(ctx)
+	c.cut.pumpCutLines(ctx)
 	if at := w.at("r"); !at.IsZero() {
 		t.Fatalf("a retry due at +30s was given a turn at +%v", at.Sub(t0))
 	}
 	clk.Add(10 * time.Second)
-	c.pumpCutLines(ctx)
+	c.cut.pumpCutLines(ctx)
 	if at := w.at("r"); at.Before(due) || at.After(due.Add(time.Second)) {
 		t.Errorf("the retry due at +30s was given its turn at +%v", at.Sub(t0))
 	}
@@ -1125,7 +1125,7 @@ func TestPromotionOfADeadWorkerIsDelivered(t *testing.T) {
 	parked(t, c1, req("c"))
 	// c1 takes b and c from the line and dies before waking them; c had
 	// already come and run (its promotion heard of by no line).
-	if got, err := c1.nextInLine(context.Background(), "h:80", "", 2); err != nil || !slices.Equal(got.ids, []string{"b", "c"}) {
+	if got, err := c1.fair.nextInLine(context.Background(), "h:80", "", 2); err != nil || !slices.Equal(got.ids, []string{"b", "c"}) {
 		t.Fatalf("nextInLine = %+v, %v; want b, c", got, err)
 	}
 	w2 := &waker{fetched: map[string]bool{"c": true}}

@@ -40,16 +40,21 @@ type ending struct {
 	at      time.Time
 }
 
-// gates are Admit's, in order.
+// gates are Admit's, in order: each runs its gate type's enter, exit and
+// missed (the gate types hold their own state; Controller wires them).
 var gates = []gate{
-	{name: "queue", enter: (*Controller).enterQueue},
-	{name: "operator", enter: (*Controller).enterOperator},
-	{name: "endpoint", enter: (*Controller).enterEndpoint, exit: (*Controller).exitEndpoint},
-	{name: "cut", enter: (*Controller).enterCut, exit: (*Controller).exitCut, paces: true},
-	{name: "rate", enter: (*Controller).enterRate, paces: true},
-	{name: "fairness", enter: (*Controller).enterFairness, exit: (*Controller).exitFairness, paces: true},
-	{name: "parallelism", enter: (*Controller).enterParallelism, exit: (*Controller).exitParallelism,
-		missed: (*Controller).missedParallelism},
+	{name: "queue", enter: func(c *Controller, ctx context.Context, t *Ticket) error { return c.queue.enter(ctx, t) }},
+	{name: "operator", enter: func(c *Controller, ctx context.Context, t *Ticket) error { return c.operator.enter(ctx, t) }},
+	{name: "endpoint", enter: func(c *Controller, ctx context.Context, t *Ticket) error { return c.breaker.enter(ctx, t) },
+		exit: func(c *Controller, ctx context.Context, t *Ticket, e ending) { c.breaker.exit(ctx, t, e) }},
+	{name: "cut", enter: func(c *Controller, ctx context.Context, t *Ticket) error { return c.cut.enter(ctx, t) },
+		exit: func(c *Controller, ctx context.Context, t *Ticket, e ending) { c.cut.exit(ctx, t, e) }, paces: true},
+	{name: "rate", enter: func(c *Controller, ctx context.Context, t *Ticket) error { return c.rate.enter(ctx, t) }, paces: true},
+	{name: "fairness", enter: func(c *Controller, ctx context.Context, t *Ticket) error { return c.fair.enter(ctx, t) },
+		exit: func(c *Controller, ctx context.Context, t *Ticket, e ending) { c.fair.exit(ctx, t, e) }, paces: true},
+	{name: "parallelism", enter: func(c *Controller, ctx context.Context, t *Ticket) error { return c.par.enter(ctx, t) },
+		exit:   func(c *Controller, ctx context.Context, t *Ticket, e ending) { c.par.exit(ctx, t, e) },
+		missed: func(c *Controller, ctx context.Context, t *Ticket, by gate) { c.par.missed(ctx, t, by) }},
 }
 
 // Ticket is an admitted attempt; Done gives back what it holds.
@@ -109,7 +114,7 @@ func (c *Controller) hold(ctx context.Context, t *Ticket, at int, err error) {
 			g.missed(c, ctx, t, gates[at])
 		}
 	}
-	c.parkedOne(t.req.Key)
+	c.cut.parkedOne(t.req.Key)
 }
 
 // Turn is when a gate let the attempt start after a wait it set: the
@@ -138,12 +143,12 @@ func (t *Ticket) Done(ctx context.Context, o Outcome) {
 }
 
 // parkedOne counts a park of key name's, for its stats.
-func (c *Controller) parkedOne(name string) {
-	c.mu.Lock()
-	if k := c.keys[name]; k != nil {
+func (cg *cutGate) parkedOne(name string) {
+	cg.mu.Lock()
+	if k := cg.keys[name]; k != nil {
 		k.parked++
 	}
-	c.mu.Unlock()
+	cg.mu.Unlock()
 }
 
 // Parked is the answer to a request that must wait: its task sleeps until

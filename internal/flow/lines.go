@@ -19,7 +19,7 @@ import (
 // the registry, and calls listed with the time under c.mu. Each worker
 // that knows a line lists it again every AdoptEvery: a worker that
 // emptied it may have unlisted it just after a new waiter listed it.
-func (c *Controller) listLine(ctx context.Context, kind, name, value string, listed func(time.Time)) {
+func (c *core) listLine(ctx context.Context, kind, name, value string, listed func(time.Time)) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := c.rdb.HSet(ctx, record.LinesKey, record.LineField(kind, name), value).Err(); err != nil {
@@ -32,7 +32,7 @@ func (c *Controller) listLine(ctx context.Context, kind, name, value string, lis
 }
 
 // unlistLine drops line name of kind from the registry once it is empty.
-func (c *Controller) unlistLine(ctx context.Context, kind, name string) {
+func (c *core) unlistLine(ctx context.Context, kind, name string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := c.rdb.HDel(ctx, record.LinesKey, record.LineField(kind, name)).Err(); err != nil {
@@ -60,20 +60,20 @@ func (c *Controller) adoptLines(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	c.learnTenants(tenantsCmd.Val(), now)
+	c.fair.learnTenants(tenantsCmd.Val(), now)
 	for field, value := range lines {
 		kind, name, _ := record.ParseLineField(field)
 		switch kind {
 		case record.LineCut:
-			k := c.keys[name]
+			k := c.cut.keys[name]
 			if k == nil {
-				k = c.keyOf(Request{Key: name, HostPort: value}, now)
+				k = c.cut.keyOf(Request{Key: name, HostPort: value}, now)
 			}
 			if k.lineSeen.IsZero() {
 				k.lineSeen = now
 			}
 		case record.LineFair:
-			h := c.lane(name)
+			h := c.fair.lane(name)
 			if h.lineSeen.IsZero() {
 				h.lineSeen = now
 			}
@@ -81,5 +81,5 @@ func (c *Controller) adoptLines(ctx context.Context) {
 			par[name] = value
 		}
 	}
-	c.adoptParLines(par, now)
+	c.par.adoptParLines(par, now)
 }

@@ -28,7 +28,7 @@ func TestNoCallIsNotCountedAsAnAttempt(t *testing.T) {
 		}
 	}
 	c.mu.Lock()
-	ep := c.endpoints.byName[EndpointName("", "https://h:443")]
+	ep := c.breaker.endpoints.byName[EndpointName("", "https://h:443")]
 	c.mu.Unlock()
 	if ep != nil {
 		t.Errorf("the breaker counted attempts that made no call: %+v", ep)

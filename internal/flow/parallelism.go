@@ -15,6 +15,16 @@ import (
 	"github.com/retryd/retryd/internal/record"
 )
 
+// parGate is the parallelism gate: the parallelism lines this worker
+// knows (under c.mu). It reads a destination's mean attempt (fair) for a
+// waiter's safety net, and an operator's pin (operator) for a slot left.
+type parGate struct {
+	*core
+	parLines map[string]*parLine
+	fair     *fairGate
+	operator *operatorGate
+}
+
 // parLine is a key's parallelism line as this worker knows it: one that
 // may hold waiters.
 type parLine struct {
@@ -92,11 +102,11 @@ func parseParReply(name string, v any, flagged bool) (parReply, error) {
 // enterParallelism is the parallelism gate: a request with parallelism
 // takes one of its key's slots, or waits in the key's line until a slot
 // is handed to it.
-func (c *Controller) enterParallelism(ctx context.Context, t *Ticket) error {
+func (pg *parGate) enter(ctx context.Context, t *Ticket) error {
 	if t.req.Parallelism <= 0 {
 		return nil
 	}
-	until, ok, err := c.acquire(ctx, t.req, t.start)
+	until, ok, err := pg.acquire(ctx, t.req, t.start)
 	if err != nil {
 		return err
 	}
@@ -108,9 +118,9 @@ func (c *Controller) enterParallelism(ctx context.Context, t *Ticket) error {
 }
 
 // exitParallelism gives the slot back, handing it to the longest waiter.
-func (c *Controller) exitParallelism(ctx context.Context, t *Ticket, _ ending) {
+func (pg *parGate) exit(ctx context.Context, t *Ticket, _ ending) {
 	if t.global {
-		c.release(ctx, t.req, t.req.ID)
+		pg.release(ctx, t.req, t.req.ID)
 	}
 }
 
@@ -123,11 +133,11 @@ func (c *Controller) exitParallelism(ctx context.Context, t *Ticket, _ ending) {
 // pace, and given the slot it would start first, out of its key's order. The slot is the request's
 // when its turn comes; if that takes longer than HandOverLease, the lease
 // ends and the slot is handed to it again, as the oldest waiter.
-func (c *Controller) missedParallelism(ctx context.Context, t *Ticket, by gate) {
+func (pg *parGate) missed(ctx context.Context, t *Ticket, by gate) {
 	if by.paces {
 		return
 	}
-	c.LeaveSlot(ctx, t.req)
+	pg.leaveSlot(ctx, t.req)
 }
 
 // LeaveSlot gives back the parallelism slot that may have been handed to
@@ -136,27 +146,27 @@ func (c *Controller) missedParallelism(ctx context.Context, t *Ticket, by gate) 
 // was canceled while its task slept. Held, the slot would idle out its
 // HandOverLease while the key's line waits. A request that waits keeps
 // its place all the same: its place is when it was made.
-func (c *Controller) LeaveSlot(ctx context.Context, req Request) {
+func (pg *parGate) leaveSlot(ctx context.Context, req Request) {
 	req = req.scoped()
 	if req.Named {
 		// An operator's pin (control.go) gives a key's requests slots
 		// their own settings may not name.
-		if pin := c.control(ctx, req.Key, c.now()).PinParallelism; pin > 0 {
+		if pin := pg.operator.control(ctx, req.Key, pg.now()).PinParallelism; pin > 0 {
 			req.Parallelism = pin
 		}
 	}
 	if req.Parallelism > 0 {
-		c.release(ctx, req, req.ID)
+		pg.release(ctx, req, req.ID)
 	}
 }
 
 // acquire takes one of req's parallelism slots: ok, or until when its
 // task sleeps unless woken (a release hands it the slot) first: a safety
 // net only, twice its expected wait in the line.
-func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (until time.Time, ok bool, err error) {
+func (pg *parGate) acquire(ctx context.Context, req Request, now time.Time) (until time.Time, ok bool, err error) {
 	at := parPlace(req, now)
-	v, err := acquireScript.Run(ctx, c.rdb, parNames(req.Key), req.ID, req.Parallelism, now.UnixMilli(),
-		now.Add(req.Timeout+c.tune.LeaseMargin).UnixMilli(), c.tune.KeyTTL.Milliseconds(), now.Add(c.tune.HandOverLease).UnixMilli(), at.UnixMilli()).Result()
+	v, err := acquireScript.Run(ctx, pg.rdb, parNames(req.Key), req.ID, req.Parallelism, now.UnixMilli(),
+		now.Add(req.Timeout+pg.tune.LeaseMargin).UnixMilli(), pg.tune.KeyTTL.Milliseconds(), now.Add(pg.tune.HandOverLease).UnixMilli(), at.UnixMilli()).Result()
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -165,19 +175,19 @@ func (c *Controller) acquire(ctx context.Context, req Request, now time.Time) (u
 		return time.Time{}, false, err
 	}
 	if len(r.woken) > 0 {
-		c.handOnLater(req.Key, req.Parallelism, r.woken, nil)
+		pg.handOnLater(req.Key, req.Parallelism, r.woken, nil)
 	}
 	if r.taken {
 		return time.Time{}, true, nil
 	}
-	c.sawParLine(ctx, req.Key, req.Parallelism, r, true)
-	c.mu.Lock()
+	pg.sawParLine(ctx, req.Key, req.Parallelism, r, true)
+	pg.mu.Lock()
 	mean := req.Timeout
-	if h := c.hosts[req.HostPort]; h != nil && h.meanDur > 0 {
+	if h := pg.fair.hosts[req.HostPort]; h != nil && h.meanDur > 0 {
 		mean = h.meanDur
 	}
-	c.mu.Unlock()
-	return now.Add(c.tune.lineFallback(r.n, mean, req.Parallelism)), false, nil
+	pg.mu.Unlock()
+	return now.Add(pg.tune.lineFallback(r.n, mean, req.Parallelism)), false, nil
 }
 
 // parPlace is req's place in its key's parallelism line: when it was
@@ -192,32 +202,32 @@ func parPlace(req Request, now time.Time) time.Time {
 
 // release gives back id's parallelism slot and wakes the requests the
 // key's free slots are handed to.
-func (c *Controller) release(ctx context.Context, req Request, id string) {
-	c.handOn(context.WithoutCancel(ctx), req.Key, req.Parallelism, []string{id})
+func (pg *parGate) release(ctx context.Context, req Request, id string) {
+	pg.handOn(context.WithoutCancel(ctx), req.Key, req.Parallelism, []string{id})
 }
 
 // handOn gives back the slots of ended (one "" hands on only the slots
 // whose leases ended) and wakes the waiters the free slots go to; a slot
 // handed to a request that is gone goes on to the next.
-func (c *Controller) handOn(ctx context.Context, key string, parallelism int, ended []string) {
+func (pg *parGate) handOn(ctx context.Context, key string, parallelism int, ended []string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	names := parNames(key)
 	for i := 0; len(ended) > 0 && i < 100; i++ {
-		now := c.now()
-		v, err := parNextScript.Run(ctx, c.rdb, names, ended[0], parallelism, now.UnixMilli(),
-			now.Add(c.tune.HandOverLease).UnixMilli(), c.tune.KeyTTL.Milliseconds()).Result()
+		now := pg.now()
+		v, err := parNextScript.Run(ctx, pg.rdb, names, ended[0], parallelism, now.UnixMilli(),
+			now.Add(pg.tune.HandOverLease).UnixMilli(), pg.tune.KeyTTL.Milliseconds()).Result()
 		if err == nil {
 			var r parReply
 			if r, err = parseParReply("par_next", v, false); err == nil {
-				c.sawParLine(ctx, key, parallelism, r, false)
-				ended = append(ended[1:], c.wakeHanded(ctx, key, parallelism, r.woken)...)
+				pg.sawParLine(ctx, key, parallelism, r, false)
+				ended = append(ended[1:], pg.wakeHanded(ctx, key, parallelism, r.woken)...)
 				continue
 			}
 		}
 		// The lease ends the slot anyway, and a worker that knows the
 		// line hands it on then.
-		c.log.Warn("could not hand on a flow-control slot; its lease will", "key", key, "err", err)
+		pg.log.Warn("could not hand on a flow-control slot; its lease will", "key", key, "err", err)
 		return
 	}
 }
@@ -229,17 +239,17 @@ func (c *Controller) handOn(ctx context.Context, key string, parallelism int, en
 // for HandOverLease, and again at each lease's end, since its place is
 // the oldest. It leaves the line instead, and is tried again in the
 // background (wakeLater): woken, it comes back to its place.
-func (c *Controller) wakeHanded(ctx context.Context, key string, parallelism int, ids []string) (onIDs []string) {
+func (pg *parGate) wakeHanded(ctx context.Context, key string, parallelism int, ids []string) (onIDs []string) {
 	for _, id := range ids {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		res := c.wake(wctx, id)
+		res := pg.wake(wctx, id)
 		cancel()
 		switch res {
 		case gone:
 			onIDs = append(onIDs, id)
 		case stalled:
 			onIDs = append(onIDs, id)
-			c.wakeLater(key, parallelism, id)
+			pg.wakeLater(key, parallelism, id)
 		}
 	}
 	return onIDs
@@ -249,15 +259,15 @@ func (c *Controller) wakeHanded(ctx context.Context, key string, parallelism int
 // could not be woken: it has left the line, and would otherwise sleep
 // until its safety net. Woken, it comes back to its place in the line
 // (when it was made), so it loses none.
-func (c *Controller) wakeLater(key string, parallelism int, id string) {
-	c.wakes.Add(1)
+func (pg *parGate) wakeLater(key string, parallelism int, id string) {
+	pg.wakes.Add(1)
 	go func() {
-		defer c.wakes.Done()
-		for end := c.now().Add(c.tune.StalledWakeFor); c.now().Before(end); {
-			if c.sleep(c.stop, c.tune.StalledWakeEvery) != nil {
+		defer pg.wakes.Done()
+		for end := pg.now().Add(pg.tune.StalledWakeFor); pg.now().Before(end); {
+			if pg.sleep(pg.stop, pg.tune.StalledWakeEvery) != nil {
 				return
 			}
-			if c.wake(c.stop, id) != stalled {
+			if pg.wake(pg.stop, id) != stalled {
 				return
 			}
 		}
@@ -266,13 +276,13 @@ func (c *Controller) wakeLater(key string, parallelism int, id string) {
 
 // handOnLater, in the background, wakes the requests handed a slot
 // (woken) and hands on the slots of ended (see handOn).
-func (c *Controller) handOnLater(key string, parallelism int, woken, ended []string) {
-	c.wakes.Add(1)
+func (pg *parGate) handOnLater(key string, parallelism int, woken, ended []string) {
+	pg.wakes.Add(1)
 	go func() {
-		defer c.wakes.Done()
-		ended = append(ended, c.wakeHanded(c.stop, key, parallelism, woken)...)
+		defer pg.wakes.Done()
+		ended = append(ended, pg.wakeHanded(pg.stop, key, parallelism, woken)...)
 		if len(ended) > 0 {
-			c.handOn(c.stop, key, parallelism, ended)
+			pg.handOn(pg.stop, key, parallelism, ended)
 		}
 	}()
 }
@@ -281,37 +291,37 @@ func (c *Controller) handOnLater(key string, parallelism int, woken, ended []str
 // while it holds waiters, this worker lists it and looks at its leases
 // when the earliest ends; once empty, it forgets and unlists it. parked
 // says a request of this worker just joined it.
-func (c *Controller) sawParLine(ctx context.Context, key string, parallelism int, r parReply, parked bool) {
-	c.mu.Lock()
-	l := c.parLines[key]
+func (pg *parGate) sawParLine(ctx context.Context, key string, parallelism int, r parReply, parked bool) {
+	pg.mu.Lock()
+	l := pg.parLines[key]
 	if r.n == 0 {
-		delete(c.parLines, key)
-		c.mu.Unlock()
+		delete(pg.parLines, key)
+		pg.mu.Unlock()
 		if l != nil {
-			c.unlistLine(ctx, record.LinePar, key)
+			pg.unlistLine(ctx, record.LinePar, key)
 		}
 		return
 	}
 	known := l != nil
 	if !known {
 		l = &parLine{}
-		c.parLines[key] = l
+		pg.parLines[key] = l
 	}
 	l.parallelism, l.next = parallelism, r.first
 	if l.next.IsZero() {
-		l.next = c.now().Add(c.tune.AdoptEvery)
+		l.next = pg.now().Add(pg.tune.AdoptEvery)
 	}
-	c.stir()
-	c.mu.Unlock()
+	pg.stir()
+	pg.mu.Unlock()
 	if !known || (parked && r.n == 1) {
-		c.listParLine(ctx, key, parallelism)
+		pg.listParLine(ctx, key, parallelism)
 	}
 }
 
 // listParLine lists key's parallelism line in record.LinesKey.
-func (c *Controller) listParLine(ctx context.Context, key string, parallelism int) {
-	c.listLine(ctx, record.LinePar, key, strconv.Itoa(parallelism), func(at time.Time) {
-		if l := c.parLines[key]; l != nil {
+func (pg *parGate) listParLine(ctx context.Context, key string, parallelism int) {
+	pg.listLine(ctx, record.LinePar, key, strconv.Itoa(parallelism), func(at time.Time) {
+		if l := pg.parLines[key]; l != nil {
 			l.listed = at
 		}
 	})
@@ -320,44 +330,44 @@ func (c *Controller) listParLine(ctx context.Context, key string, parallelism in
 // pumpParLines hands on the slots of this worker's known parallelism
 // lines whose earliest lease has ended, and lists again those it has not
 // listed for AdoptEvery. Called by Rebalance.
-func (c *Controller) pumpParLines(ctx context.Context) {
+func (pg *parGate) pumpParLines(ctx context.Context) {
 	type due struct {
 		key         string
 		parallelism int
 	}
 	var look, relist []due
-	c.mu.Lock()
-	now := c.now()
-	for key, l := range c.parLines {
+	pg.mu.Lock()
+	now := pg.now()
+	for key, l := range pg.parLines {
 		if !now.Before(l.next) {
 			look = append(look, due{key, l.parallelism})
-			l.next = now.Add(c.tune.AdoptEvery) // until the script says when
+			l.next = now.Add(pg.tune.AdoptEvery) // until the script says when
 		}
-		if now.Sub(l.listed) >= c.tune.AdoptEvery {
+		if now.Sub(l.listed) >= pg.tune.AdoptEvery {
 			relist = append(relist, due{key, l.parallelism})
 		}
 	}
-	c.mu.Unlock()
+	pg.mu.Unlock()
 	for _, d := range relist {
-		c.listParLine(ctx, d.key, d.parallelism)
+		pg.listParLine(ctx, d.key, d.parallelism)
 	}
 	for _, d := range look {
-		c.handOnLater(d.key, d.parallelism, nil, []string{""})
+		pg.handOnLater(d.key, d.parallelism, nil, []string{""})
 	}
 }
 
 // adoptParLines takes on the listed parallelism lines this worker does
 // not know of; it looks at their leases at once. c.mu is held.
-func (c *Controller) adoptParLines(listed map[string]string, now time.Time) {
+func (pg *parGate) adoptParLines(listed map[string]string, now time.Time) {
 	for key, v := range listed {
-		if c.parLines[key] != nil {
+		if pg.parLines[key] != nil {
 			continue
 		}
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 1 {
-			c.log.Warn("a listed parallelism line has no parallelism; skipped", "key", key, "value", v)
+			pg.log.Warn("a listed parallelism line has no parallelism; skipped", "key", key, "value", v)
 			continue
 		}
-		c.parLines[key] = &parLine{parallelism: p, next: now, listed: now}
+		pg.parLines[key] = &parLine{parallelism: p, next: now, listed: now}
 	}
 }

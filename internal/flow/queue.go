@@ -24,6 +24,10 @@ var (
 	queueJoinScript  = script("queue_join")
 )
 
+// queueGate is the queue gate: a queue's order lives in Redis alone, so it
+// holds nothing of its own here.
+type queueGate struct{ *core }
+
 // queueNames are the Redis keys of queue name (tenant-qualified).
 func queueNames(name string) []string {
 	line, parked, meta, _ := record.FlowQueueKeys(name)
@@ -150,8 +154,8 @@ func QueueNext(ctx context.Context, rdb redis.UniversalClient, waker Waker, name
 // comes when one ahead of it finishes; the safety net is ParkFallback).
 // The requests ahead of it that are finished or gone (a worker died
 // between recording and leaving the line) are taken out here.
-func (c *Controller) admitQueue(ctx context.Context, req Request, isDone func(context.Context, string) bool) (bool, error) {
-	res, err := queueAdmitScript.Run(ctx, c.rdb, queueNames(req.Queue), req.ID, c.tune.KeyTTL.Milliseconds(), place(req.Created)).StringSlice()
+func (q *queueGate) admit(ctx context.Context, req Request, isDone func(context.Context, string) bool) (bool, error) {
+	res, err := queueAdmitScript.Run(ctx, q.rdb, queueNames(req.Queue), req.ID, q.tune.KeyTTL.Milliseconds(), place(req.Created)).StringSlice()
 	if err != nil {
 		return false, err
 	}
@@ -163,8 +167,8 @@ func (c *Controller) admitQueue(ctx context.Context, req Request, isDone func(co
 	}
 	for _, ahead := range res[1:] {
 		if ahead != req.ID && isDone != nil && isDone(ctx, ahead) {
-			if err := QueueNext(ctx, c.rdb, c.waker, req.Queue, ahead); err != nil {
-				c.log.Warn("could not take a finished request out of its queue", "queue", req.Queue, "requestId", ahead, "err", err)
+			if err := QueueNext(ctx, q.rdb, q.waker, req.Queue, ahead); err != nil {
+				q.log.Warn("could not take a finished request out of its queue", "queue", req.Queue, "requestId", ahead, "err", err)
 			}
 		}
 	}
@@ -175,26 +179,26 @@ func (c *Controller) admitQueue(ctx context.Context, req Request, isDone func(co
 // not) whose turn it is, and holds one until the ones ahead of it finish.
 // Its place is kept until it finishes (QueueDone), not given back when
 // an attempt ends.
-func (c *Controller) enterQueue(ctx context.Context, t *Ticket) error {
+func (q *queueGate) enter(ctx context.Context, t *Ticket) error {
 	if t.req.Queue == "" {
 		return nil
 	}
-	ok, err := c.admitQueue(ctx, t.req, c.cfg.Finished)
+	ok, err := q.admit(ctx, t.req, q.cfg.Finished)
 	if err != nil || ok {
 		return err
 	}
-	return &Parked{Until: t.start.Add(c.tune.ParkFallback), Reason: record.WaitingQueue}
+	return &Parked{Until: t.start.Add(q.tune.ParkFallback), Reason: record.WaitingQueue}
 }
 
 // QueueDone takes req, finished, out of its queue's line and wakes the
 // next.
-func (c *Controller) QueueDone(ctx context.Context, req Request) {
+func (q *queueGate) done(ctx context.Context, req Request) {
 	if req.Queue == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := QueueNext(ctx, c.rdb, c.waker, req.Queue, req.ID); err != nil {
-		c.log.Warn("could not take a finished request out of its queue; the next admission does", "queue", req.Queue, "requestId", req.ID, "err", err)
+	if err := QueueNext(ctx, q.rdb, q.waker, req.Queue, req.ID); err != nil {
+		q.log.Warn("could not take a finished request out of its queue; the next admission does", "queue", req.Queue, "requestId", req.ID, "err", err)
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"github.com/retryd/retryd/internal/record"
 )
 
+// rateGate is the rate gate: its turns live in Redis alone.
+type rateGate struct{ *core }
+
 // turnNames are the Redis keys of a flow-control key's rate turns.
 func turnNames(k string) (next, given string) {
 	return record.FlowRateKeys(k)
@@ -27,25 +30,25 @@ const turnMargin = 3 // percent of the period
 // turn; a request whose turn is later sleeps until it (the timer starts
 // it) without taking part in the gates after it meanwhile (a backlog
 // behind a rate would otherwise churn through the fairness line).
-func (c *Controller) enterRate(ctx context.Context, t *Ticket) error {
+func (rg *rateGate) enter(ctx context.Context, t *Ticket) error {
 	if t.req.Rate <= 0 {
 		return nil
 	}
-	until, ok, err := c.turn(ctx, t.req, t.start)
+	until, ok, err := rg.turn(ctx, t.req, t.start)
 	if err != nil {
 		return err
 	}
-	if !ok && until.Sub(t.start) <= c.tune.ShortWait {
+	if !ok && until.Sub(t.start) <= rg.tune.ShortWait {
 		// Its own turn, moments away (the timer hands tasks over a little
 		// early): waiting it out costs less than a park.
-		if err := c.sleep(ctx, until.Sub(t.start)); err != nil {
+		if err := rg.sleep(ctx, until.Sub(t.start)); err != nil {
 			return err
 		}
-		ok, t.start = true, c.now()
+		ok, t.start = true, rg.now()
 		t.laterTurn(until)
 	}
 	if !ok {
-		c.wakeAt(ctx, t.req.ID, until)
+		rg.wakeAt(ctx, t.req.ID, until)
 		return &Parked{Until: until, Reason: record.WaitingRate, Starts: until}
 	}
 	return nil
@@ -53,7 +56,7 @@ func (c *Controller) enterRate(ctx context.Context, t *Ticket) error {
 
 // turn gives req its rate turn: ok when it may start now, else until when
 // its task sleeps (its own turn, kept for it).
-func (c *Controller) turn(ctx context.Context, req Request, now time.Time) (time.Time, bool, error) {
+func (rg *rateGate) turn(ctx context.Context, req Request, now time.Time) (time.Time, bool, error) {
 	period := req.Period
 	if period <= 0 {
 		period = time.Second
@@ -61,8 +64,8 @@ func (c *Controller) turn(ctx context.Context, req Request, now time.Time) (time
 	interval := (period + period*turnMargin/100) / time.Duration(req.Rate)
 	grace := period * turnMargin / 100
 	next, given := turnNames(req.Key)
-	res, err := turnScript.Run(ctx, c.rdb, []string{next, given}, req.ID, now.UnixMicro(), max(interval.Microseconds(), 1),
-		grace.Microseconds(), c.tune.KeyTTL.Milliseconds()).StringSlice()
+	res, err := turnScript.Run(ctx, rg.rdb, []string{next, given}, req.ID, now.UnixMicro(), max(interval.Microseconds(), 1),
+		grace.Microseconds(), rg.tune.KeyTTL.Milliseconds()).StringSlice()
 	if err != nil {
 		return time.Time{}, false, err
 	}

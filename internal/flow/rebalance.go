@@ -43,9 +43,9 @@ func (c *Controller) Rebalance(ctx context.Context) {
 
 // rebalance is one look of Rebalance.
 func (c *Controller) rebalance(ctx context.Context) {
-	c.pumpCutLines(ctx)
-	c.pumpParLines(ctx)
-	c.releaseFetched(ctx)
+	c.cut.pumpCutLines(ctx)
+	c.par.pumpParLines(ctx)
+	c.fair.releaseFetched(ctx)
 	type lineFree struct {
 		host string
 		free int
@@ -54,7 +54,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 	var relist []string
 	c.mu.Lock()
 	now := c.now()
-	for name, h := range c.hosts {
+	for name, h := range c.fair.hosts {
 		if !h.watched(now, c.tune.LineMemory) {
 			continue
 		}
@@ -64,20 +64,20 @@ func (c *Controller) rebalance(ctx context.Context) {
 		if now.Before(h.quietUntil) {
 			continue
 		}
-		if free := h.take(c.capOf(name), now, c.tune.WakeTTL); free > 0 {
+		if free := h.take(c.fair.capOf(name), now, c.tune.WakeTTL); free > 0 {
 			lines = append(lines, lineFree{name, free})
 		}
 	}
 	c.mu.Unlock()
 	for _, name := range relist {
 		c.listLine(ctx, record.LineFair, name, "", func(at time.Time) {
-			if h := c.hosts[name]; h != nil {
+			if h := c.fair.hosts[name]; h != nil {
 				h.listed = at
 			}
 		})
 	}
 	for _, l := range lines {
-		c.promote(ctx, l.host, "", l.free)
+		c.fair.promote(ctx, l.host, "", l.free)
 	}
 }
 
@@ -101,24 +101,24 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 	defer c.mu.Unlock()
 	now := c.now()
 	next := adopted.Add(c.tune.AdoptEvery)
-	for name, h := range c.hosts {
+	for name, h := range c.fair.hosts {
 		switch {
 		case len(h.woken) > 0:
 			return c.tune.RebalanceEvery
 		case h.watched(now, c.tune.LineMemory) && now.Before(h.quietUntil):
 			next = minTime(next, h.quietUntil)
-		case h.watched(now, c.tune.LineMemory) && h.freeSlots(c.capOf(name), now, c.tune.WakeTTL) > 0:
+		case h.watched(now, c.tune.LineMemory) && h.freeSlots(c.fair.capOf(name), now, c.tune.WakeTTL) > 0:
 			return c.tune.RebalanceEvery
 		case h.watched(now, c.tune.LineMemory):
 			next = minTime(next, h.listed.Add(c.tune.AdoptEvery)) // its relisting
 		}
 	}
-	for _, k := range c.keys {
+	for _, k := range c.cut.keys {
 		if !k.lineSeen.IsZero() {
 			return c.tune.RebalanceEvery
 		}
 	}
-	for _, l := range c.parLines {
+	for _, l := range c.par.parLines {
 		next = minTime(next, minTime(l.next, l.listed.Add(c.tune.AdoptEvery)))
 	}
 	return min(c.tune.AdoptEvery, max(c.tune.RebalanceEvery, next.Sub(now)))
@@ -126,7 +126,7 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 
 // stir ends Rebalance's rest: this worker has just made a line, a promise
 // or a lease to watch. c.mu may be held.
-func (c *Controller) stir() {
+func (c *core) stir() {
 	select {
 	case c.stirred <- struct{}{}:
 	default:
@@ -145,27 +145,27 @@ func minTime(a, b time.Time) time.Time {
 // in flight (Admit drops its promise); one fetched elsewhere leaves this
 // worker's slot free. A promise younger than half a RebalanceEvery is
 // left alone: its wake-up may not have made the task runnable yet.
-func (c *Controller) releaseFetched(ctx context.Context) {
+func (f *fairGate) releaseFetched(ctx context.Context) {
 	type promise struct{ host, id string }
 	var check []promise
-	c.mu.Lock()
-	now := c.now()
-	for name, h := range c.hosts {
+	f.mu.Lock()
+	now := f.now()
+	for name, h := range f.hosts {
 		for id, at := range h.woken {
-			if now.Sub(at) >= c.tune.RebalanceEvery/2 {
+			if now.Sub(at) >= f.tune.RebalanceEvery/2 {
 				check = append(check, promise{name, id})
 			}
 		}
 	}
-	c.mu.Unlock()
+	f.mu.Unlock()
 	for _, p := range check {
-		if waiting, err := c.waker.Pending(ctx, p.id); err != nil || waiting {
+		if waiting, err := f.waker.Pending(ctx, p.id); err != nil || waiting {
 			continue // unknown: WakeTTL ends the promise
 		}
-		c.mu.Lock()
-		if h := c.hosts[p.host]; h != nil {
+		f.mu.Lock()
+		if h := f.hosts[p.host]; h != nil {
 			delete(h.woken, p.id)
 		}
-		c.mu.Unlock()
+		f.mu.Unlock()
 	}
 }

@@ -44,10 +44,10 @@ type KeyStats struct {
 func (c *Controller) snapshot(now time.Time) []KeyStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]KeyStats, 0, len(c.keys))
-	for name, k := range c.keys {
+	out := make([]KeyStats, 0, len(c.cut.keys))
+	for name, k := range c.cut.keys {
 		if k.inflight == 0 && k.lim == nil && k.lineSeen.IsZero() && now.Sub(k.lastUsed) > c.tune.ForgetAfter {
-			delete(c.keys, name)
+			delete(c.cut.keys, name)
 			continue
 		}
 		s := KeyStats{Key: name, Named: k.spec.Named, InFlight: k.inflight, Parked: k.parked, Parallelism: k.spec.Parallelism, Rate: k.spec.Rate,
@@ -61,9 +61,9 @@ func (c *Controller) snapshot(now time.Time) []KeyStats {
 		k.parked = 0
 		out = append(out, s)
 	}
-	for name, h := range c.hosts {
+	for name, h := range c.fair.hosts {
 		if h.inflight == 0 && h.taking == 0 && (h.lineSeen.IsZero() || now.Sub(h.lineSeen) > c.tune.LineMemory) && len(h.woken) == 0 {
-			delete(c.hosts, name)
+			delete(c.fair.hosts, name)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return activity(out[i]) > activity(out[j]) })

@@ -26,7 +26,7 @@ import (
 // TenantCap is how many slots of this worker one tenant may hold while
 // more than one tenant is about; ok is false when fairness between
 // tenants is off (FLOW_TENANT_SHARE 1).
-func (c *Controller) TenantCap() (n int, ok bool) {
+func (c *core) TenantCap() (n int, ok bool) {
 	if c.cfg.TenantShare <= 0 || c.cfg.TenantShare >= 1 || c.cfg.Concurrency <= 0 {
 		return 0, false
 	}
@@ -51,22 +51,22 @@ func tenantAtLane(t, hostPort string) string {
 }
 
 // capOf is how many of this worker's slots lane may hold. c.mu is held.
-func (c *Controller) capOf(lane string) int {
-	n, ok := c.TenantCap()
+func (f *fairGate) capOf(lane string) int {
+	n, ok := f.TenantCap()
 	switch {
 	case ok && strings.HasPrefix(lane, tenantLanePrefix):
-		if t := strings.TrimPrefix(lane, tenantLanePrefix); !c.othersAbout(t, c.now()) {
-			return c.aloneCap(t, c.cfg.Concurrency)
+		if t := strings.TrimPrefix(lane, tenantLanePrefix); !f.othersAbout(t, f.now()) {
+			return f.aloneCap(t, f.cfg.Concurrency)
 		}
 		return n
 	case ok && strings.HasPrefix(lane, tenantAtLanePrefix):
 		t, _, _ := strings.Cut(strings.TrimPrefix(lane, tenantAtLanePrefix), "\x1f")
-		if !c.othersAbout(t, c.now()) {
-			return c.aloneCap(t, c.FairCap())
+		if !f.othersAbout(t, f.now()) {
+			return f.aloneCap(t, f.FairCap())
 		}
-		return max(1, int(float64(c.FairCap())*c.cfg.TenantShare))
+		return max(1, int(float64(f.FairCap())*f.cfg.TenantShare))
 	}
-	return c.FairCap()
+	return f.FairCap()
 }
 
 // aloneCap is how many of the all slots of a lane tenant t may hold while
@@ -74,7 +74,7 @@ func (c *Controller) capOf(lane string) int {
 // another tenant's first request; the default tenant (a deployment
 // without tenants, or one whose named tenants never stored a request)
 // all.
-func (c *Controller) aloneCap(t string, all int) int {
+func (f *fairGate) aloneCap(t string, all int) int {
 	if t == tenant.Default {
 		return all
 	}
@@ -84,24 +84,24 @@ func (c *Controller) aloneCap(t string, all int) int {
 // tenantFair notes that a request of tenant t is being admitted and says
 // whether another tenant is about (fairness between tenants on). c.mu is
 // held.
-func (c *Controller) tenantFair(t string, now time.Time) bool {
-	if _, ok := c.TenantCap(); !ok {
+func (f *fairGate) tenantFair(t string, now time.Time) bool {
+	if _, ok := f.TenantCap(); !ok {
 		return false
 	}
 	t = tenant.Of(t)
-	c.tenantsSeen[t] = now
-	return c.othersAbout(t, now)
+	f.tenantsSeen[t] = now
+	return f.othersAbout(t, now)
 }
 
 // othersAbout says whether a tenant other than t is about. c.mu is held.
-func (c *Controller) othersAbout(t string, now time.Time) bool {
-	for _, other := range c.tenantsListed {
+func (f *fairGate) othersAbout(t string, now time.Time) bool {
+	for _, other := range f.tenantsListed {
 		if other != t {
 			return true
 		}
 	}
-	for other, at := range c.tenantsSeen {
-		if other != t && now.Sub(at) < c.tune.TenantMemory {
+	for other, at := range f.tenantsSeen {
+		if other != t && now.Sub(at) < f.tune.TenantMemory {
 			return true
 		}
 	}
@@ -111,11 +111,11 @@ func (c *Controller) othersAbout(t string, now time.Time) bool {
 // learnTenants takes the tenants Redis lists (a few are enough to tell
 // whether another is about) and forgets the tenants not seen here for
 // TenantMemory. c.mu is held.
-func (c *Controller) learnTenants(listed []string, now time.Time) {
-	c.tenantsListed = listed
-	for t, at := range c.tenantsSeen {
-		if now.Sub(at) >= c.tune.TenantMemory {
-			delete(c.tenantsSeen, t)
+func (f *fairGate) learnTenants(listed []string, now time.Time) {
+	f.tenantsListed = listed
+	for t, at := range f.tenantsSeen {
+		if now.Sub(at) >= f.tune.TenantMemory {
+			delete(f.tenantsSeen, t)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func TestTicketTellsTheTurnAWaiterWasGiven(t *testing.T) {
 		t.Fatal("the retry of a cut key did not join its line")
 	}
 	clk.Add(30 * time.Second)
-	c.pumpCutLines(ctx)
+	c.cut.pumpCutLines(ctx)
 	turn := w.at("r")
 	if turn.IsZero() {
 		t.Fatal("the retry was given no turn at its due time")

@@ -22,7 +22,7 @@ const (
 // started by the owner as it lands (Waker.Wake). One Redis could not
 // move stalls here: the slot it was given goes on, and it is tried again,
 // or its deadline wakes it.
-func (c *Controller) wake(ctx context.Context, id string) wakeResult {
+func (c *core) wake(ctx context.Context, id string) wakeResult {
 	err := c.waker.Wake(ctx, id)
 	switch {
 	case err == nil:
@@ -38,7 +38,7 @@ func (c *Controller) wake(ctx context.Context, id string) wakeResult {
 // retryd's timer (Waker.WakeAt): asynq keeps due times in whole seconds, so
 // its own deadline is only the safety net. Nothing holds a worker slot,
 // and a worker that dies meanwhile loses no wake-up.
-func (c *Controller) wakeAt(ctx context.Context, id string, at time.Time) {
+func (c *core) wakeAt(ctx context.Context, id string, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := c.waker.WakeAt(ctx, id, at); err != nil {
