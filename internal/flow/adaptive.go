@@ -76,7 +76,7 @@ type key struct {
 	turns sync.Mutex
 }
 
-// keyOf returns key state, remembering req's limits. c.mu is held.
+// keyOf returns key state, remembering req's limits. core.mu is held.
 func (cg *cutGate) keyOf(req Request, now time.Time) *key {
 	k := cg.keys[req.Key]
 	if k == nil {
@@ -87,7 +87,7 @@ func (cg *cutGate) keyOf(req Request, now time.Time) *key {
 	return k
 }
 
-// countStart counts an attempt start for the observed rate. c.mu is held.
+// countStart counts an attempt start for the observed rate. core.mu is held.
 func (k *key) countStart(now time.Time) {
 	sec := now.Unix()
 	switch {
@@ -112,7 +112,7 @@ func (k *key) observedRate(now time.Time) float64 {
 	return float64(max(k.starts, k.prevSecs))
 }
 
-// learn is AIMD on the key's effective rate. c.mu is held.
+// learn is AIMD on the key's effective rate. core.mu is held.
 func (k *key) learn(c *core, o Outcome, now time.Time) {
 	if now.Sub(k.windowStart) >= c.tune.AdaptiveWindow {
 		k.prevOK, k.prevOver, k.prevFailed, k.ok, k.overloaded, k.failed, k.windowStart = k.ok, k.overloaded, k.failed, 0, 0, 0, now
@@ -187,7 +187,7 @@ func clearlyOverloaded(over, all int) bool {
 // cutTo gives the key a new, lower rate. Turns already given (up to
 // RateHorizon ahead) stay given, and the new rate's turns follow them.
 // Lowering the old limiter's rate instead would stretch its debt of turns
-// given: from 5 s of turns at 16/s to 80 s at 1/s. c.mu is held.
+// given: from 5 s of turns at 16/s to 80 s at 1/s. core.mu is held.
 func (k *key) cutTo(now time.Time, perSecond float64, horizon time.Duration) {
 	ahead := 0.0 // seconds of turns given
 	if k.lim != nil {

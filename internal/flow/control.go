@@ -215,7 +215,7 @@ func Info(ctx context.Context, rdb redis.UniversalClient, key string, rate int, 
 // key, and the keys' Controls as this worker last read them.
 type operatorGate struct {
 	*core
-	// controls are the keys' Controls, at most ControlTTL old (c.mu).
+	// controls are the keys' Controls, at most ControlTTL old (core.mu).
 	controls map[string]controlEntry
 }
 
@@ -255,7 +255,7 @@ func (op *operatorGate) control(ctx context.Context, key string, now time.Time) 
 	return ctl
 }
 
-// enterOperator is the operator gate: it holds a request of a paused key
+// enter runs the operator gate: it holds a request of a paused key
 // until the key is resumed, and applies the key's pins to the request. A
 // request's keys are its destination's own (host:port, as its tenant
 // names it) and its flowControl key, if any: a pause of either holds it.

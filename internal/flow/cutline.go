@@ -28,7 +28,7 @@ const (
 )
 
 // cutGate is the cut gate, adaptive backpressure: the flow-control keys'
-// state on this worker (their cuts, counts and lines, under c.mu). A line
+// state on this worker (their cuts, counts and lines, under core.mu). A line
 // drained at once reads its destination's fair slots (fair).
 type cutGate struct {
 	*core
@@ -52,7 +52,7 @@ type cutAnswer struct {
 	offered bool
 }
 
-// cutWait admits req on its cut key (k, this worker's state): its turn if
+// wait admits req on its cut key (k, this worker's state): its turn if
 // it was given one, else the turn this worker's rate offers while nobody
 // waits, else a place in the key's line.
 func (cg *cutGate) wait(ctx context.Context, k *key, req Request, now time.Time) (cutAnswer, error) {
@@ -111,7 +111,7 @@ func (cg *cutGate) wait(ctx context.Context, k *key, req Request, now time.Time)
 	return a, err
 }
 
-// enterCut is the cut gate: it takes the request's key's state here
+// enter runs the cut gate: it takes the request's key's state here
 // (which counts the key's attempts in flight), and while adaptive
 // backpressure has cut the key, passes a request only at its turn of the
 // cut rate; before it, the request sleeps until its turn (the timer
@@ -150,7 +150,7 @@ func (cg *cutGate) enter(ctx context.Context, t *Ticket) error {
 	return nil
 }
 
-// exitCut gives back the key's count of attempts in flight, and teaches
+// exit gives back the key's count of attempts in flight, and teaches
 // adaptive backpressure what an attempt that ran said of its key.
 func (cg *cutGate) exit(_ context.Context, t *Ticket, e ending) {
 	cg.mu.Lock()
@@ -376,7 +376,7 @@ type givenTurn struct {
 	turn int
 }
 
-// LineRetry puts a retry of req, due at due, straight in its key's line
+// lineRetry puts a retry of req, due at due, straight in its key's line
 // when the key is cut on this worker: it is given a turn at or after due,
 // without first coming back through asynq to join the line. ok says it
 // joined; until is then its asynq safety-net deadline.

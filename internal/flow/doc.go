@@ -59,4 +59,14 @@
 // Waits on a rate are timed: retryd's timer (Waker.WakeAt) starts the task
 // at its turn. An attempt that ends (Ticket.Done) leaves its gates in
 // reverse order too, each waking whoever waits for what it gives back.
+//
+// Each gate is a type holding its own state in this worker's memory:
+// queueGate (none: a queue's order is Redis'), operatorGate (the keys'
+// Controls as last read), endpointGate (the endpoints' breakers),
+// cutGate (the flow-control keys' cuts, counts and lines), rateGate
+// (none: its turns are Redis'), fairGate (the lanes and the tenants about)
+// and parGate (the parallelism lines known here). They share a core (the
+// settings, Redis, the clock, the waker, the lock over their state and the
+// worker's lifetime). Controller holds the gates, runs Admit through them
+// and keeps the loops that look after their lines (Rebalance, Publish).
 package flow

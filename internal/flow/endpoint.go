@@ -91,7 +91,7 @@ const windowBuckets = 10
 // MaxEndpoints bounds the endpoints whose outcomes a worker counts.
 const MaxEndpoints = 10000
 
-// endpoints are the breakers as this worker knows them. c.mu guards them.
+// endpoints are the breakers as this worker knows them. core.mu guards them.
 type endpoints struct {
 	byName map[string]*endpoint
 	// states are the endpoints' states as this worker last read or set
@@ -106,10 +106,10 @@ type readState struct {
 }
 
 // isOpen says whether endpoint name is not closed as far as this worker
-// knows. Called with c.mu held.
+// knows. Called with core.mu held.
 func (e *endpoints) isOpen(name string) bool { return e.states[name].open }
 
-// setState notes endpoint name's state, as of at. Called with c.mu held.
+// setState notes endpoint name's state, as of at. Called with core.mu held.
 func (e *endpoints) setState(name string, open bool, at time.Time, fresh time.Duration) {
 	if _, known := e.states[name]; !known && len(e.states) >= MaxEndpoints {
 		// Bounded: a state older than fresh is read again anyway.
@@ -164,7 +164,7 @@ func (e *endpoint) reset() {
 func EndpointName(t, endpoint string) string { return tenant.Qualify(t, endpoint) }
 
 // endpointGate is the endpoint gate: the breakers of the endpoints as
-// this worker knows them (their counts and states, under c.mu).
+// this worker knows them (their counts and states, under core.mu).
 type endpointGate struct {
 	*core
 	endpoints endpoints
@@ -178,7 +178,7 @@ var (
 	epCloseScript  = script("ep_close")
 )
 
-// enterEndpoint is the endpoint gate: a request to an endpoint that is
+// enter runs the endpoint gate: a request to an endpoint that is
 // not closed goes as its probe, or waits in its line for a probe that
 // succeeds (record.WaitingEndpointOpen), or ends when it waited too long
 // (ErrEndpointDown).
@@ -310,7 +310,7 @@ func readEnter(res []any) (entered, error) {
 	return e, nil
 }
 
-// endpointNotClosed says whether endpoint name is open or half open as far
+// notClosed says whether endpoint name is open or half open as far
 // as this worker knows: it reads that endpoint's state, and no other's,
 // at most once per BreakerRead.
 func (eg *endpointGate) notClosed(ctx context.Context, name string, now time.Time) bool {
@@ -342,7 +342,7 @@ func (eg *endpointGate) notClosed(ctx context.Context, name string, now time.Tim
 	return open
 }
 
-// exitEndpoint learns what an attempt said of its endpoint: a probe's
+// exit learns what an attempt said of its endpoint: a probe's
 // answer closes the endpoint or opens it again; another attempt is
 // counted, and opens the endpoint when the window's failures say so.
 func (eg *endpointGate) exit(ctx context.Context, t *Ticket, e ending) {

@@ -25,7 +25,7 @@ type usage struct {
 	Failed   int `json:"failed"`
 }
 
-// usedEndpoints are this worker's endpoints with attempts in the window,
+// used are this worker's endpoints with attempts in the window,
 // forgetting those idle longer.
 func (eg *endpointGate) used(now time.Time) map[string]usage {
 	window := eg.cfg.Breaker.withDefaults().Window
@@ -51,7 +51,7 @@ func (eg *endpointGate) used(now time.Time) map[string]usage {
 	return out
 }
 
-// PublishEndpoints writes this worker's endpoints used in the window for
+// publish writes this worker's endpoints used in the window for
 // GET /endpoints every PublishEvery until ctx ends; a worker that used
 // none writes once that it has none, then nothing.
 func (eg *endpointGate) publish(ctx context.Context, worker string) {

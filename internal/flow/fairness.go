@@ -18,7 +18,7 @@ import (
 
 // fairGate is the fairness gate: the lanes (destinations', tenants' and
 // tenants' at a destination) of this worker, and the tenants it knows are
-// about (tenants.go), under c.mu.
+// about (tenants.go), under core.mu.
 type fairGate struct {
 	*core
 	hosts map[string]*host
@@ -28,7 +28,7 @@ type fairGate struct {
 	tenantsListed []string
 }
 
-// enterFairness is the fairness gate: the destination's share of the
+// enter runs the fairness gate: the destination's share of the
 // worker's slots, then the tenant's share of the destination's and of the
 // worker's (while it is the only tenant about, all of each but one slot,
 // kept for another tenant's first request). A request over one waits in
@@ -62,7 +62,7 @@ func (f *fairGate) enter(ctx context.Context, t *Ticket) error {
 	return nil
 }
 
-// exitFairness gives back the lanes' slots. An attempt that ran gives
+// exit gives back the lanes' slots. An attempt that ran gives
 // each slot to the first in its lane's line, whichever worker parked it;
 // one that did not start leaves its slots to Rebalance.
 func (f *fairGate) exit(ctx context.Context, t *Ticket, e ending) {
@@ -176,7 +176,7 @@ func (h *host) promise(ids []string, now time.Time) {
 	}
 }
 
-// lane is the fairness state of lane name, made on first use. c.mu is
+// lane is the fairness state of lane name, made on first use. core.mu is
 // held.
 func (f *fairGate) lane(name string) *host {
 	h := f.hosts[name]
@@ -188,7 +188,7 @@ func (f *fairGate) lane(name string) *host {
 }
 
 // fullLane is what parking in a full lane's line needs to know of the
-// lane, read under c.mu.
+// lane, read under core.mu.
 type fullLane struct {
 	known          bool // its line was known here before
 	mean           time.Duration
@@ -197,7 +197,7 @@ type fullLane struct {
 }
 
 // lineFull notes that lane name (h) has a waiter now, and reads what
-// parkInLine needs of it. The caller holds c.mu.
+// parkInLine needs of it. The caller holds core.mu.
 func (f *fairGate) lineFull(name string, h *host, now time.Time) fullLane {
 	known := !h.lineSeen.IsZero()
 	h.lineSeen, h.quietUntil = now, time.Time{}
@@ -209,7 +209,7 @@ func (f *fairGate) lineFull(name string, h *host, now time.Time) fullLane {
 // parkInLine puts id, of tenant t, in lane name's line, which is at its
 // cap here (lineFull), and returns the *Parked saying how long its task
 // sleeps unless woken (or the error that kept it out of line). It makes
-// round trips, so the caller does not hold c.mu.
+// round trips, so the caller does not hold core.mu.
 func (f *fairGate) parkInLine(ctx context.Context, name string, l fullLane, id, t string, now time.Time) error {
 	n, err := f.waitInLine(ctx, name, id, t)
 	if err != nil {

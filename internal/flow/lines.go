@@ -16,7 +16,7 @@ import (
 )
 
 // listLine lists line name of kind (a record.Line* kind), with value, in
-// the registry, and calls listed with the time under c.mu. Each worker
+// the registry, and calls listed with the time under core.mu. Each worker
 // that knows a line lists it again every AdoptEvery: a worker that
 // emptied it may have unlisted it just after a new waiter listed it.
 func (c *core) listLine(ctx context.Context, kind, name, value string, listed func(time.Time)) {

@@ -16,7 +16,7 @@ import (
 )
 
 // parGate is the parallelism gate: the parallelism lines this worker
-// knows (under c.mu). It reads a destination's mean attempt (fair) for a
+// knows (under core.mu). It reads a destination's mean attempt (fair) for a
 // waiter's safety net, and an operator's pin (operator) for a slot left.
 type parGate struct {
 	*core
@@ -99,7 +99,7 @@ func parseParReply(name string, v any, flagged bool) (parReply, error) {
 	return r, nil
 }
 
-// enterParallelism is the parallelism gate: a request with parallelism
+// enter runs the parallelism gate: a request with parallelism
 // takes one of its key's slots, or waits in the key's line until a slot
 // is handed to it.
 func (pg *parGate) enter(ctx context.Context, t *Ticket) error {
@@ -117,14 +117,14 @@ func (pg *parGate) enter(ctx context.Context, t *Ticket) error {
 	return nil
 }
 
-// exitParallelism gives the slot back, handing it to the longest waiter.
+// exit gives the slot back, handing it to the longest waiter.
 func (pg *parGate) exit(ctx context.Context, t *Ticket, _ ending) {
 	if t.global {
 		pg.release(ctx, t.req, t.req.ID)
 	}
 }
 
-// missedParallelism gives back a slot handed to a request held by an
+// missed gives back a slot handed to a request held by an
 // earlier gate, and its place in the key's line (LeaveSlot): the endpoint,
 // a pause or a queue may hold it for long, and its key's other requests
 // may go meanwhile. One held by a gate that paces its destination or key
@@ -140,7 +140,7 @@ func (pg *parGate) missed(ctx context.Context, t *Ticket, by gate) {
 	pg.leaveSlot(ctx, t.req)
 }
 
-// LeaveSlot gives back the parallelism slot that may have been handed to
+// leaveSlot gives back the parallelism slot that may have been handed to
 // a request that is not starting now, and its place in the key's line: it
 // was woken for the slot, then an earlier gate held it, or it finished or
 // was canceled while its task slept. Held, the slot would idle out its
@@ -357,7 +357,7 @@ func (pg *parGate) pumpParLines(ctx context.Context) {
 }
 
 // adoptParLines takes on the listed parallelism lines this worker does
-// not know of; it looks at their leases at once. c.mu is held.
+// not know of; it looks at their leases at once. core.mu is held.
 func (pg *parGate) adoptParLines(listed map[string]string, now time.Time) {
 	for key, v := range listed {
 		if pg.parLines[key] != nil {

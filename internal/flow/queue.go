@@ -150,7 +150,7 @@ func QueueNext(ctx context.Context, rdb redis.UniversalClient, waker Waker, name
 	return nil
 }
 
-// admitQueue admits req in its queue's order: ok, or parked (its turn
+// admit admits req in its queue's order: ok, or parked (its turn
 // comes when one ahead of it finishes; the safety net is ParkFallback).
 // The requests ahead of it that are finished or gone (a worker died
 // between recording and leaving the line) are taken out here.
@@ -175,7 +175,7 @@ func (q *queueGate) admit(ctx context.Context, req Request, isDone func(context.
 	return false, nil
 }
 
-// enterQueue is the queue gate: it passes a request (of a queue, or
+// enter runs the queue gate: it passes a request (of a queue, or
 // not) whose turn it is, and holds one until the ones ahead of it finish.
 // Its place is kept until it finishes (QueueDone), not given back when
 // an attempt ends.
@@ -190,7 +190,7 @@ func (q *queueGate) enter(ctx context.Context, t *Ticket) error {
 	return &Parked{Until: t.start.Add(q.tune.ParkFallback), Reason: record.WaitingQueue}
 }
 
-// QueueDone takes req, finished, out of its queue's line and wakes the
+// done takes req, finished, out of its queue's line and wakes the
 // next.
 func (q *queueGate) done(ctx context.Context, req Request) {
 	if req.Queue == "" {

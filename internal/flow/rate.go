@@ -26,7 +26,7 @@ func turnNames(k string) (next, given string) {
 // taken up to that margin late without bunching starts past the rate.
 const turnMargin = 3 // percent of the period
 
-// enterRate is the rate gate: it passes a request with no rate, or at its
+// enter runs the rate gate: it passes a request with no rate, or at its
 // turn; a request whose turn is later sleeps until it (the timer starts
 // it) without taking part in the gates after it meanwhile (a backlog
 // behind a rate would otherwise churn through the fairness line).

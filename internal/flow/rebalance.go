@@ -125,7 +125,7 @@ func (c *Controller) restFor(adopted time.Time) time.Duration {
 }
 
 // stir ends Rebalance's rest: this worker has just made a line, a promise
-// or a lease to watch. c.mu may be held.
+// or a lease to watch. core.mu may be held.
 func (c *core) stir() {
 	select {
 	case c.stirred <- struct{}{}:

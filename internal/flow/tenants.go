@@ -50,7 +50,7 @@ func tenantAtLane(t, hostPort string) string {
 	return tenantAtLanePrefix + tenant.Of(t) + "\x1f" + hostPort
 }
 
-// capOf is how many of this worker's slots lane may hold. c.mu is held.
+// capOf is how many of this worker's slots lane may hold. core.mu is held.
 func (f *fairGate) capOf(lane string) int {
 	n, ok := f.TenantCap()
 	switch {
@@ -82,7 +82,7 @@ func (f *fairGate) aloneCap(t string, all int) int {
 }
 
 // tenantFair notes that a request of tenant t is being admitted and says
-// whether another tenant is about (fairness between tenants on). c.mu is
+// whether another tenant is about (fairness between tenants on). core.mu is
 // held.
 func (f *fairGate) tenantFair(t string, now time.Time) bool {
 	if _, ok := f.TenantCap(); !ok {
@@ -93,7 +93,7 @@ func (f *fairGate) tenantFair(t string, now time.Time) bool {
 	return f.othersAbout(t, now)
 }
 
-// othersAbout says whether a tenant other than t is about. c.mu is held.
+// othersAbout says whether a tenant other than t is about. core.mu is held.
 func (f *fairGate) othersAbout(t string, now time.Time) bool {
 	for _, other := range f.tenantsListed {
 		if other != t {
@@ -110,7 +110,7 @@ func (f *fairGate) othersAbout(t string, now time.Time) bool {
 
 // learnTenants takes the tenants Redis lists (a few are enough to tell
 // whether another is about) and forgets the tenants not seen here for
-// TenantMemory. c.mu is held.
+// TenantMemory. core.mu is held.
 func (f *fairGate) learnTenants(listed []string, now time.Time) {
 	f.tenantsListed = listed
 	for t, at := range f.tenantsSeen {
