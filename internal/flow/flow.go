@@ -3,16 +3,17 @@ package flow
 import (
 	"context"
 	"embed"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/flow/lines"
 	"github.com/retryd/retryd/internal/luascript"
 	"github.com/retryd/retryd/internal/tenant"
-	"github.com/retryd/retryd/internal/waiting"
-	"github.com/retryd/retryd/internal/waiting/lines"
 )
 
 //go:embed scripts/*.lua
@@ -140,9 +141,10 @@ type Waker interface {
 	WakeAt(ctx context.Context, id string, at time.Time) error
 }
 
-// ErrGone is Wake's answer for a request with no parked task (the
-// owner's).
-var ErrGone = waiting.ErrGone
+// ErrGone is Wake's answer for a request with no parked task. flow names
+// it, and the owner (internal/waiting) answers with it: flow imports
+// nothing of the owner.
+var ErrGone = errors.New("no parked task")
 
 // core is what every gate shares: the settings, Redis, the clock, the
 // waker and the worker's lifetime. Its mu guards the gates' state in this

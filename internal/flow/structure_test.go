@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -74,6 +75,25 @@ func receiverType(e ast.Expr) string {
 			return x.Name
 		default:
 			return "?"
+		}
+	}
+}
+
+// Flow decides and the owner acts: flow (its line library too) imports
+// nothing of internal/waiting, however deep: go list's dependencies, not
+// the import lines alone.
+func TestFlowImportsNothingOfTheOwner(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".", "./lines").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 5 {
+		t.Fatalf("go list -deps listed %d packages: is it run in the right directory?", len(deps))
+	}
+	for _, d := range deps {
+		if d == "github.com/retryd/retryd/internal/waiting" || strings.HasPrefix(d, "github.com/retryd/retryd/internal/waiting/") {
+			t.Errorf("flow depends on %s, the owner's", d)
 		}
 	}
 }

@@ -199,7 +199,7 @@ func goViolations(path string, private map[string]bool) ([]string, error) {
 				out = append(out, fmt.Sprintf("line %d calls %s: only internal/waiting moves a task", line, sel.Sel.Name))
 			}
 			if zWrites[sel.Sel.Name] && len(n.Args) > 1 && namesALine(n.Args[1]) {
-				out = append(out, fmt.Sprintf("line %d writes a line with %s: only the line library (internal/waiting/lines) may", line, sel.Sel.Name))
+				out = append(out, fmt.Sprintf("line %d writes a line with %s: only the line library (internal/flow/lines) may", line, sel.Sel.Name))
 			}
 		}
 		return true
@@ -244,7 +244,7 @@ func luaViolations(path string) ([]string, error) {
 		}
 		for _, m := range luaZWrite.FindAllStringSubmatch(code, -1) {
 			if lineKeys[m[1]] {
-				out = append(out, fmt.Sprintf("line %d writes line KEYS[%s] by hand: use the line library (internal/waiting/lines)", n, m[1]))
+				out = append(out, fmt.Sprintf("line %d writes line KEYS[%s] by hand: use the line library (internal/flow/lines)", n, m[1]))
 			}
 		}
 	}

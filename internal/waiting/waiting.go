@@ -5,11 +5,11 @@
 // timer), keeps the safety nets (asynq's own due time Lag after the
 // timer's, and the repair of tasks stranded by a dead worker), and holds
 // asynq's private layout below it (internal/waiting/asynqx, pinned to one
-// asynq version by its test) with the timer (internal/waiting/timer) and
-// the line library (internal/waiting/lines). Outside this tree nothing
-// imports asynqx or the timer, names an asynq key, calls asynq's
-// task-moving API or writes a line but through the library
-// (TestOnlyTheOwnerMovesTasks).
+// asynq version by its test) with the timer (internal/waiting/timer).
+// Outside this tree nothing imports asynqx or the timer, names an asynq
+// key or calls asynq's task-moving API; and nothing writes a line but
+// through flow's line library (internal/flow/lines), since a line changes
+// in the same script as its gate's state (TestOnlyTheOwnerMovesTasks).
 //
 // A wake is never lost to a task in transit: Wake of a task still active
 // (its park on its way to asynq) leaves the task's woken mark, and the
@@ -30,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/flow"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
@@ -40,7 +41,7 @@ import (
 var (
 	// ErrGone: the request has no waiting task any more (canceled,
 	// finished).
-	ErrGone = errors.New("no parked task")
+	ErrGone = flow.ErrGone
 )
 
 // Config is what an Owner works with.

@@ -11,7 +11,7 @@ import _ "embed"
 // Library is the Lua of the line: lineJoin, lineMove, lineTake, lineHead,
 // lineLeave, and the reads linePlace, lineLast and lineSize (line.lua says
 // what each does). No script writes a line key but through it
-// (internal/waiting's TestOnlyTheOwnerMovesTasks).
+// (internal/waiting's TestOnlyTheOwnerMovesTasks). It lives with flow: a line changes in the same script as its gate's state.
 //
 //go:embed line.lua
 var Library string
