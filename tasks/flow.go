@@ -12,6 +12,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/tenant"
+	"github.com/retryd/retryd/internal/waiting"
 )
 
 // leftFlow tells flow control that finished request id will not start.
@@ -37,7 +38,7 @@ func (h *Handler) at(ctx context.Context, id string, due time.Time) error {
 	if h.Waiting == nil {
 		return nil
 	}
-	return h.Waiting.WakeAt(ctx, id, due)
+	return h.Waiting.Hand(ctx, id, waiting.Verdict{DueAt: due})
 }
 
 // FlowRequest is what flow control needs of a request.

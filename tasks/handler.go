@@ -43,11 +43,10 @@ type Store interface {
 	Get(ctx context.Context, id string) (*record.Request, error)
 }
 
-// Waiting starts a request's waiting task at a time, and keeps a parked
-// one out of asynq's retries (waiting.Owner).
+// Waiting takes the handler's verdict on a task it returns to asynq:
+// parked, or due at a time (waiting.Owner's one entry point for it).
 type Waiting interface {
-	WakeAt(ctx context.Context, id string, due time.Time) error
-	Park(ctx context.Context, id string) error
+	Hand(ctx context.Context, id string, v waiting.Verdict) error
 }
 
 // Callbacks schedules outcome callbacks.
@@ -164,7 +163,7 @@ func (h *Handler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 		if h.Waiting != nil {
 			// Noted last, as the task goes back to asynq: the owner looks
 			// at it as it lands (a wake meanwhile starts it then).
-			if err := h.Waiting.Park(ctx, id); err != nil {
+			if err := h.Waiting.Hand(ctx, id, waiting.Verdict{Parked: true}); err != nil {
 				// It waits all the same, listed among asynq's retries.
 				h.Log.Warn("could not note a park", "requestId", id, "err", err)
 			}

@@ -190,6 +190,24 @@ func (o *Owner) Delete(inspector *asynq.Inspector, queue, id string) error {
 	return err
 }
 
+// Verdict is what a task's handler decided as it returns the task to
+// asynq: Parked (it waits for an event: flow's wake, or its safety net),
+// else due at DueAt.
+type Verdict struct {
+	Parked bool
+	DueAt  time.Time
+}
+
+// Hand takes a handler's verdict on the task of request id it is
+// returning: the one entry point through which the handler has its task
+// wait. A park is noted (Park); a due time is set in the timer (WakeAt).
+func (o *Owner) Hand(ctx context.Context, id string, v Verdict) error {
+	if v.Parked {
+		return o.Park(ctx, id)
+	}
+	return o.WakeAt(ctx, id, v.DueAt)
+}
+
 // Park notes that request id's task is being parked (its handler returns
 // it to asynq until a wake or its deadline), so that it waits in asynq's
 // scheduled set, not among the retries.
