@@ -32,16 +32,16 @@ type Credentials struct {
 // Routes registers the credentials routes.
 func (h *Credentials) Routes(r gin.IRouter) {
 	r.PUT("/credentials/:name", h.put)
-	r.GET("/credentials", h.list)
+	r.GET("/credentials", ownList(h.API, h.Store.List))
 	r.GET("/credentials/:name", h.get)
 	r.DELETE("/credentials/:name", h.remove)
 	r.POST("/credentials/rekey", AdminOnly(h.API.Log), h.rekey)
-	r.GET("/endpoints/settings", h.listSettings)
+	r.GET("/endpoints/settings", ownList(h.API, h.Store.ListSettings))
 	r.PUT("/endpoints/:endpoint/settings", h.putSettings)
 	r.GET("/endpoints/:endpoint/settings", h.getSettings)
 	r.DELETE("/endpoints/:endpoint/settings", h.deleteSettings)
 	r.POST("/signing-secrets", h.createSecret)
-	r.GET("/signing-secrets", h.listSecrets)
+	r.GET("/signing-secrets", ownList(h.API, h.Store.ListSigningSecrets))
 	r.DELETE("/signing-secrets/:id", h.deleteSecret)
 }
 
@@ -127,17 +127,21 @@ func (h *Credentials) get(c *gin.Context) {
 	c.JSON(http.StatusOK, view)
 }
 
-func (h *Credentials) list(c *gin.Context) {
-	owner, err := OwnTenant(c)
-	var views []credentials.View
-	if err == nil {
-		views, err = h.Store.List(c.Request.Context(), owner)
+// ownList answers {"data": [...]}, what read lists of the caller's tenant:
+// its credentials, endpoint defaults or signing secrets.
+func ownList[T any](api *API, read func(ctx context.Context, tenant string) ([]T, error)) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		owner, err := OwnTenant(c)
+		var all []T
+		if err == nil {
+			all, err = read(c.Request.Context(), owner)
+		}
+		if err != nil {
+			Abort(c, api.Log, err)
+			return
+		}
+		c.JSON(http.StatusOK, gin.H{"data": all})
 	}
-	if err != nil {
-		Abort(c, h.API.Log, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"data": views})
 }
 
 // remove deletes a credential and answers what it was, as other deletes

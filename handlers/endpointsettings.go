@@ -95,16 +95,3 @@ func (h *Credentials) deleteSettings(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, set)
 }
-
-func (h *Credentials) listSettings(c *gin.Context) {
-	owner, err := OwnTenant(c)
-	var all []credentials.Settings
-	if err == nil {
-		all, err = h.Store.ListSettings(c.Request.Context(), owner)
-	}
-	if err != nil {
-		Abort(c, h.API.Log, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"data": all})
-}

@@ -55,19 +55,6 @@ func (h *Credentials) createSecret(c *gin.Context) {
 	c.JSON(http.StatusCreated, out)
 }
 
-func (h *Credentials) listSecrets(c *gin.Context) {
-	owner, err := OwnTenant(c)
-	var all []credentials.SigningSecret
-	if err == nil {
-		all, err = h.Store.ListSigningSecrets(c.Request.Context(), owner)
-	}
-	if err != nil {
-		Abort(c, h.API.Log, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"data": all})
-}
-
 func (h *Credentials) deleteSecret(c *gin.Context) {
 	owner, err := OwnTenant(c)
 	id := c.Param("id")

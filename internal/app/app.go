@@ -149,7 +149,7 @@ func RunAPI(ctx context.Context, cfg config.Config, opts Options, log *slog.Logg
 			// A key of this process's own, in the cfg the in-process
 			// worker gets too: what it seals lives as long as the
 			// embedded Redis does.
-			cfg.SecretsKeys, cfg.SecretsKeyCount = credentials.DevKeyring(), 1
+			cfg.SecretsKeys = credentials.DevKeyring()
 		}
 		if opts.QStashDevAddr != "" {
 			// QStash's dev server signs with the SDK's public dev keys and

@@ -65,9 +65,8 @@ type Config struct {
 	// SecretsKeys seal the tenants' credentials and signing secrets at
 	// rest (SECRETS_KEYS: comma-separated base64 32-byte keys, the first
 	// sealing, every one opening); nil without it, when nothing can be
-	// stored or opened. SecretsKeyCount is how many it lists.
-	SecretsKeys     *credentials.Keyring
-	SecretsKeyCount int
+	// stored or opened.
+	SecretsKeys *credentials.Keyring
 	// EgressProxy is the CONNECT proxy every delivery leaves through
 	// (EGRESS_PROXY; nil: none) unless a proxy credential applies.
 	EgressProxy *egress.Proxy
@@ -419,7 +418,7 @@ func Load(getenv func(string) string) (Config, error) {
 	if ring, err := credentials.ParseKeys(getenv("SECRETS_KEYS")); err != nil {
 		bad("SECRETS_KEYS", "%v", err)
 	} else {
-		c.SecretsKeys, c.SecretsKeyCount = ring, len(list(getenv("SECRETS_KEYS")))
+		c.SecretsKeys = ring
 	}
 	if v := strings.TrimSpace(getenv("EGRESS_PROXY")); v != "" {
 		// The operator's own proxy: its address is not held to the
@@ -553,7 +552,7 @@ func (c Config) String() string {
 	}
 	sealing := "unset"
 	if c.SecretsKeys != nil {
-		sealing = fmt.Sprintf("%d key(s) ****", max(c.SecretsKeyCount, 1))
+		sealing = fmt.Sprintf("%d key(s) ****", c.SecretsKeys.Len())
 	}
 	masked := func(v string) string { return map[bool]string{true: "****", false: "unset"}[v != ""] }
 	return fmt.Sprintf("REDIS_URL=%s REDIS_SENTINEL_ADDRS=%s REDIS_SENTINEL_MASTER=%s REDIS_CLUSTER_ADDRS=%s "+

@@ -88,6 +88,14 @@ func DevKeyring() *Keyring {
 	return k
 }
 
+// Len is how many keys the keyring holds (0 for none).
+func (k *Keyring) Len() int {
+	if k == nil {
+		return 0
+	}
+	return len(k.ids)
+}
+
 // SealID is the id of the key that seals.
 func (k *Keyring) SealID() string {
 	if k == nil {

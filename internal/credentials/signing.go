@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/sign"
 )
 
@@ -53,7 +54,7 @@ func (s *Store) CreateSigningSecret(ctx context.Context, t, kind string, now tim
 		kind = HMAC
 	case HMAC, Ed25519:
 	default:
-		return sec, "", bad("type", "must be hmac (the default) or ed25519, got %q", short(kind))
+		return sec, "", bad("type", "must be hmac (the default) or ed25519, got %s", names.Quote(kind))
 	}
 	secret, err := sign.NewSecret(kind)
 	if err != nil {

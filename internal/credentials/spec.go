@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/names"
 )
 
 // The credential types.
@@ -122,7 +123,7 @@ func Parse(ctx context.Context, body []byte, now time.Time, check Checker) (*Spe
 	}
 	f, ok := fieldsOf[typ]
 	if !ok {
-		return nil, bad("type", "must be one of %s, got %q", strings.Join(Types, ", "), short(typ))
+		return nil, bad("type", "must be one of %s, got %s", strings.Join(Types, ", "), names.Quote(typ))
 	}
 	var names []string
 	for k := range raw {
@@ -193,13 +194,6 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	return out
 }
 
-func short(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
 // text checks a string member: present when required, bounded, printable.
 func text(field, v string, required bool) error {
 	switch {
@@ -232,7 +226,7 @@ func (s *Spec) validate(ctx context.Context, now time.Time, check Checker) error
 		}
 		for _, sc := range s.Scopes {
 			if sc == "" || strings.ContainsAny(sc, " \"\\") || text("scopes", sc, true) != nil {
-				return bad("scopes", "must hold scope tokens (no spaces, quotes or control characters), got %q", short(sc))
+				return bad("scopes", "must hold scope tokens (no spaces, quotes or control characters), got %s", names.Quote(sc))
 			}
 		}
 		if len(s.ExtraParams) > maxHeaders {
@@ -250,7 +244,7 @@ func (s *Spec) validate(ctx context.Context, now time.Time, check Checker) error
 		switch s.AuthStyle {
 		case "", "header", "body":
 		default:
-			return bad("authStyle", "must be header (HTTP Basic, the default) or body, got %q", short(s.AuthStyle))
+			return bad("authStyle", "must be header (HTTP Basic, the default) or body, got %s", names.Quote(s.AuthStyle))
 		}
 	case Basic:
 		if err := text("username", s.Username, true); err != nil {
@@ -273,7 +267,7 @@ func (s *Spec) validate(ctx context.Context, now time.Time, check Checker) error
 		seen := map[string]bool{}
 		for k, v := range s.Headers {
 			if !httpguts.ValidHeaderFieldName(k) || len(k) > 256 {
-				return bad("headers", "must have valid header names, got %q", short(k))
+				return bad("headers", "must have valid header names, got %s", names.Quote(k))
 			}
 			// Names that differ only in case would both be set, in no set
 			// order: which value a delivery carried would be chance.
