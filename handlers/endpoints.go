@@ -23,8 +23,9 @@ import (
 type Endpoints struct {
 	RDB redis.UniversalClient
 	API *API // logging, the clock
-	// Waker wakes the requests a closed endpoint held.
-	Waker flow.Waker
+	// Mover starts the requests a closed endpoint held (the owner of
+	// waiting).
+	Mover flow.Mover
 	// Limit is the most endpoints one tenant may have opened by hand
 	// (ENDPOINT_LIMIT; 0: no limit).
 	Limit int
@@ -119,7 +120,7 @@ func (e *Endpoints) act(c *gin.Context, open bool) {
 					" endpoints opened by hand (ENDPOINT_LIMIT); close one before opening "+strconv.Quote(ep))
 			}
 		} else {
-			_, err = flow.CloseEndpoint(ctx, e.RDB, e.Waker, name, now, flow.Tuning{})
+			_, err = flow.CloseEndpoint(ctx, e.RDB, e.Mover, e.API.Log, name, now, flow.Tuning{})
 		}
 	}
 	var info flow.EndpointInfo

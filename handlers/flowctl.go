@@ -123,7 +123,7 @@ func (f *Flows) act(c *gin.Context, owner, key string, action FlowAction) (relea
 	case ActionPause:
 		return 0, flow.Pause(ctx, f.RDB, name)
 	case ActionResume:
-		return flow.Resume(ctx, f.RDB, f.Waker, name)
+		return flow.Resume(ctx, f.RDB, f.Mover, f.API.Log, name)
 	case ActionResetRate:
 		return 0, flow.ResetRate(ctx, f.RDB, name)
 	case ActionPin:

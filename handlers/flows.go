@@ -17,8 +17,9 @@ import (
 type Flows struct {
 	RDB redis.UniversalClient
 	API *API // logging, the clock
-	// Waker wakes the requests a resumed key held.
-	Waker flow.Waker
+	// Mover starts the requests a resumed key held (the owner of
+	// waiting).
+	Mover flow.Mover
 	// Capacity is the slots of every live worker and how many are busy
 	// (QStash's global parallelism).
 	Capacity func(ctx context.Context) (slots, busy int, err error)

@@ -291,15 +291,23 @@ type wakes struct {
 	ids []string
 }
 
-func (w *wakes) Wake(_ context.Context, id string) error {
+// Apply notes the requests started now; a ParkedOnly one is never
+// parked, and a timed one is left to its time.
+func (w *wakes) Apply(_ context.Context, moves []flow.Move) []flow.Result {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.ids = append(w.ids, id)
-	return nil
+	res := make([]flow.Result, len(moves))
+	for i, m := range moves {
+		switch {
+		case m.ParkedOnly:
+			res[i].Gone = true
+		case m.At.IsZero():
+			w.ids = append(w.ids, m.ID)
+		}
+	}
+	return res
 }
-func (w *wakes) Pending(context.Context, string) (bool, error)    { return false, nil }
-func (w *wakes) WakeParked(context.Context, string) (bool, error) { return false, nil }
-func (w *wakes) WakeAt(context.Context, string, time.Time) error  { return nil }
+func (w *wakes) Pending(context.Context, string) (bool, error) { return false, nil }
 
 // A request canceled while it waits for a parallelism slot is handed one
 // all the same (its task slept on); its task's run gives the slot back

@@ -355,17 +355,17 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		if err != nil {
 			return
 		}
-		if err := flow.EndpointCanceled(ctx, rdb, wait, r.Tenant, r.Endpoint(), id); err != nil {
+		if err := flow.EndpointCanceled(ctx, rdb, wait, log, r.Tenant, r.Endpoint(), id); err != nil {
 			log.Warn("could not take a canceled request out of its endpoint's line; the next probe may wait for a waiter's safety net", "requestId", id, "err", err)
 		}
 		if r.QStash == nil || r.QStash.Queue == "" {
 			return
 		}
-		if err := flow.QueueNext(ctx, rdb, wait, tenant.Qualify(r.Tenant, r.QStash.Queue), id); err != nil {
+		if err := flow.QueueNext(ctx, rdb, wait, log, tenant.Qualify(r.Tenant, r.QStash.Queue), id); err != nil {
 			log.Warn("could not give a canceled message's place in its queue to the next; the next admission does", "requestId", id, "err", err)
 		}
 	}
-	flows := &handlers.Flows{RDB: rdb, API: api, Waker: wait, Capacity: func(ctx context.Context) (int, int, error) {
+	flows := &handlers.Flows{RDB: rdb, API: api, Mover: wait, Capacity: func(ctx context.Context) (int, int, error) {
 		servers, err := inspector.Servers()
 		slots, busy := 0, 0
 		for _, sv := range servers {
@@ -387,7 +387,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		dlq,
 		schedules,
 		flows,
-		&handlers.Endpoints{RDB: rdb, API: api, Waker: wait, Limit: cfg.EndpointLimit},
+		&handlers.Endpoints{RDB: rdb, API: api, Mover: wait, Limit: cfg.EndpointLimit},
 		&handlers.Retention{Store: store, Tenants: tenants, API: api},
 		&handlers.Credentials{Store: creds, API: api},
 		tenants,

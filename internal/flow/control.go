@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -94,7 +95,7 @@ const resumeBatch = 100
 // Resume lets key's requests start again and wakes those it held,
 // answering how many it took out of the paused line (after the resume its
 // line is empty, so only Resume can say).
-func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key string) (released int, err error) {
+func Resume(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, key string) (released int, err error) {
 	ctl, paused := controlNames(key)
 	if err := rdb.HDel(ctx, ctl, "paused").Err(); err != nil {
 		return 0, fmt.Errorf("resume %s: %w", key, err)
@@ -108,13 +109,13 @@ func Resume(ctx context.Context, rdb redis.UniversalClient, waker Waker, key str
 			return released, fmt.Errorf("release the waiters of %s: %w", key, err)
 		}
 		released += len(ids)
-		for _, id := range ids {
-			if err := waker.Wake(ctx, id); err != nil && !errors.Is(err, ErrGone) {
-				// Redis could not say: its safety net wakes it
-				// (ParkFallback), and it is no longer held.
-				continue
-			}
+		moves := make([]Move, len(ids))
+		for i, id := range ids {
+			moves[i] = Now(id)
 		}
+		// One Redis could not start has its safety net (ParkFallback),
+		// and is no longer held.
+		move(ctx, mover, log, moves...)
 		if len(ids) < resumeBatch {
 			return released, nil
 		}

@@ -138,7 +138,7 @@ func (cg *cutGate) enter(ctx context.Context, t *Ticket) error {
 			if a.at.IsZero() {
 				return &Parked{Until: now.Add(cg.tune.cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
 			}
-			cg.wakeAt(ctx, req.ID, a.at)
+			t.moves = append(t.moves, At(req.ID, a.at))
 			return &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
 		}
 		t.start = cg.now()
@@ -328,9 +328,11 @@ func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
 	if err == nil && left == 0 {
 		cg.unlistLine(ctx, record.LineCut, name)
 	}
-	for _, g := range given {
-		cg.wakeAt(ctx, g.id, turns[g.turn])
+	moves := make([]Move, len(given))
+	for i, g := range given {
+		moves[i] = At(g.id, turns[g.turn])
 	}
+	cg.move(context.WithoutCancel(ctx), moves...)
 }
 
 // giveTurns gives turns to the oldest waiters of key's line, in order,

@@ -53,12 +53,21 @@
 //
 // A gate that holds an attempt parks it: the gates it passed give back
 // what they took, in reverse order, and its task goes back to asynq with a
-// deadline, holding no worker slot, and nothing polls it. It is woken
-// (Waker.Wake) when the slot it waits for frees; the deadline is only a
-// safety net (a worker that died holding a slot, whose lease then ends).
-// Waits on a rate are timed: retryd's timer (Waker.WakeAt) starts the task
-// at its turn. An attempt that ends (Ticket.Done) leaves its gates in
-// reverse order too, each waking whoever waits for what it gives back.
+// deadline, holding no worker slot, and nothing polls it. It is started
+// when the slot it waits for frees; the deadline is only a safety net (a
+// worker that died holding a slot, whose lease then ends). Waits on a
+// rate are timed: it is started at its turn, to the millisecond. An
+// attempt that ends (Ticket.Done) leaves its gates in reverse order too,
+// each starting whoever waits for what it gives back.
+//
+// flow decides and moves no task itself. What it decides about waiting
+// tasks is a Move (start request id now, or at a time), plain data; the
+// gates and loops hand their moves to one function (move, moves.go), the
+// only code in flow that reaches the owner of waiting (a Mover:
+// internal/waiting's Owner). It sorts the owner's answers into started,
+// gone and stalled, and logs the stalls; the gate that handed a slot to a
+// waiter that is gone or stalled hands the slot on, since the slot is its
+// state.
 //
 // Each gate is a type holding its own state in this worker's memory:
 // queueGate (none: a queue's order is Redis'), operatorGate (the keys'
@@ -66,7 +75,7 @@
 // cutGate (the flow-control keys' cuts, counts and lines), rateGate
 // (none: its turns are Redis'), fairGate (the lanes and the tenants about)
 // and parGate (the parallelism lines known here). They share a core (the
-// settings, Redis, the clock, the waker, the lock over their state and the
+// settings, Redis, the clock, the owner of waiting, the lock over their state and the
 // worker's lifetime). Controller holds the gates, runs Admit through them
 // and keeps the loops that look after their lines (Rebalance, Publish).
 package flow

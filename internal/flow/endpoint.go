@@ -228,7 +228,7 @@ func (eg *endpointGate) enter(ctx context.Context, t *Ticket) error {
 		if r.next != "" {
 			// It was first in line: the next waiter is woken for the
 			// probe in its place.
-			eg.wakeAt(ctx, r.next, r.nextAt)
+			t.moves = append(t.moves, At(r.next, r.nextAt))
 		}
 		return fmt.Errorf("%w: %s, waited since %s", ErrEndpointDown, t.req.Endpoint, r.began.UTC().Format(time.RFC3339))
 	}
@@ -239,7 +239,7 @@ func (eg *endpointGate) enter(ctx context.Context, t *Ticket) error {
 	if r.head && !r.nextProbe.IsZero() {
 		// The first in line is woken for the next probe; the others
 		// follow it once one succeeds.
-		eg.wakeAt(ctx, t.req.ID, r.nextProbe)
+		t.moves = append(t.moves, At(t.req.ID, r.nextProbe))
 	}
 	return &Parked{Until: until, Reason: record.WaitingEndpointOpen, Starts: r.nextProbe}
 }
@@ -432,21 +432,23 @@ func (eg *endpointGate) probed(ctx context.Context, t *Ticket, verdict string, n
 		eg.wakes.Add(1)
 		go func() {
 			defer eg.wakes.Done()
-			if err := wakeEndpointLine(eg.stop, eg.rdb, eg.waker, t.endpoint, eg.tune.KeyTTL); err != nil {
+			if err := wakeEndpointLine(eg.stop, eg.rdb, eg.mover, eg.log, t.endpoint, eg.tune.KeyTTL); err != nil {
 				eg.log.Warn("could not wake a closed endpoint's waiters; their safety nets do", "endpoint", t.endpoint, "err", err)
 			}
 		}()
 	case code == 0 && len(res) >= 3:
 		next, _ := res[1].(int64)
+		var moves []Move
 		if head, _ := res[2].(string); head != "" {
-			eg.wakeAt(ctx, head, time.UnixMilli(next))
+			moves = append(moves, At(head, time.UnixMilli(next)))
 		}
 		// Waiters that waited BREAKER_FAIL_AFTER before a probe failed:
 		// now they end.
 		for _, v := range res[3:] {
 			if id, _ := v.(string); id != "" {
-				eg.wakeAt(ctx, id, now)
+				moves = append(moves, At(id, now))
 			}
 		}
+		eg.move(ctx, moves...)
 	}
 }

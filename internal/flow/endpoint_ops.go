@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // parallelism first get back their places in their keys' lines (ttl: the
 // lines' time to live), so that their slots go in arrival order however
 // the woken race to them.
-func wakeEndpointLine(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string, ttl time.Duration) error {
+func wakeEndpointLine(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name string, ttl time.Duration) error {
 	state, line, keys, joined := record.FlowEndpointKeys(name)
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -36,12 +37,12 @@ func wakeEndpointLine(ctx context.Context, rdb redis.UniversalClient, waker Wake
 		if err != nil {
 			return fmt.Errorf("take the waiters of %s: %w", name, err)
 		}
+		moves := make([]Move, 0, len(taken)/3)
 		for i := 0; i < len(taken); i += 3 {
-			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			// A waiter Redis could not wake has its safety net.
-			_ = waker.Wake(wctx, taken[i])
-			cancel()
+			moves = append(moves, Now(taken[i]))
 		}
+		// A waiter Redis could not wake has its safety net.
+		move(ctx, mover, log, moves...)
 		if len(taken) < 3*resumeBatch {
 			return nil
 		}
@@ -81,7 +82,7 @@ var epCancelScript = script("ep_cancel", "ep_hand_on")
 // EndpointCanceled takes canceled request id out of its endpoint's line
 // (endpoint of tenant t); when it was the waiter to be woken for the next
 // probe, the next waiter is, in its place.
-func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, waker Waker, t, endpoint, id string) error {
+func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, t, endpoint, id string) error {
 	if endpoint == "" {
 		return nil
 	}
@@ -97,8 +98,8 @@ func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, waker Wake
 	if err != nil {
 		return fmt.Errorf("endpoint cancel script: unexpected reply %v", res)
 	}
-	if err := waker.WakeAt(ctx, res[0], time.UnixMilli(at)); err != nil {
-		return fmt.Errorf("wake %s for the next probe: %w", res[0], err)
+	if a := move(ctx, mover, log, At(res[0], time.UnixMilli(at))); len(a.stalled) > 0 {
+		return fmt.Errorf("could not wake %s for the next probe", res[0])
 	}
 	return nil
 }
@@ -226,7 +227,7 @@ func pruneHandOpened(ctx context.Context, rdb redis.UniversalClient, hand string
 
 // CloseEndpoint closes endpoint name (an operator's decision) and wakes
 // its waiters in line order. closed says it was not closed before.
-func CloseEndpoint(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string, now time.Time, tune Tuning) (bool, error) {
+func CloseEndpoint(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name string, now time.Time, tune Tuning) (bool, error) {
 	tune = tune.withDefaults()
 	state, _, _, _ := record.FlowEndpointKeys(name)
 	n, err := epCloseScript.Run(ctx, rdb, []string{state}, now.UnixMilli(), tune.KeyTTL.Milliseconds()).Int()
@@ -240,5 +241,5 @@ func CloseEndpoint(ctx context.Context, rdb redis.UniversalClient, waker Waker, 
 	if _, err := pipe.Exec(ctx); err != nil {
 		return n == 1, fmt.Errorf("unlist endpoint %s: %w", name, err)
 	}
-	return n == 1, wakeEndpointLine(ctx, rdb, waker, name, tune.KeyTTL)
+	return n == 1, wakeEndpointLine(ctx, rdb, mover, log, name, tune.KeyTTL)
 }

@@ -131,7 +131,7 @@ func TestEndpointWaitersResumeInTheirKeysOrder(t *testing.T) {
 	parkedFor(t, c, req("third", 3*time.Millisecond))
 	parkedFor(t, c, req("first", time.Millisecond))
 	parkedFor(t, c, req("second", 2*time.Millisecond))
-	if _, err := CloseEndpoint(ctx, rdb, w, name, clk.Now(), c.tune); err != nil {
+	if _, err := CloseEndpoint(ctx, rdb, w, discard, name, clk.Now(), c.tune); err != nil {
 		t.Fatal(err)
 	}
 	c.mu.Lock()

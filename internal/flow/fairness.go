@@ -293,16 +293,17 @@ func (f *fairGate) checkHandedOver(hostPort string, ids []string) {
 		defer f.wakes.Done()
 		ctx, cancel := context.WithTimeout(f.stop, 5*time.Second)
 		defer cancel()
+		moves := make([]Move, len(ids))
+		for i, id := range ids {
+			moves[i] = Move{ID: id, ParkedOnly: true}
+		}
+		a := f.move(ctx, moves...)
 		seen := make([]any, 0, len(ids))
-		for _, id := range ids {
-			woke, err := f.waker.WakeParked(ctx, id)
-			if err != nil {
-				f.log.Warn("could not look at a request handed a fairness slot", "requestId", id, "err", err)
-				continue
-			}
-			if woke {
-				f.log.Info("woke a request whose promotion was never delivered (its worker died)", "requestId", id, "host", hostPort)
-			}
+		for _, id := range a.moved {
+			f.log.Info("woke a request whose promotion was never delivered (its worker died)", "requestId", id, "host", hostPort)
+			seen = append(seen, id)
+		}
+		for _, id := range a.gone { // not in a park: fetched, or gone
 			seen = append(seen, id)
 		}
 		if len(seen) > 0 {
@@ -374,11 +375,11 @@ func (f *fairGate) wakeLocal(hostPort, id string) {
 	go func() {
 		defer f.wakes.Done()
 		for id != "" && f.stop.Err() == nil {
-			res := f.wake(f.stop, id)
-			if res == woken {
+			a := f.move(f.stop, Now(id))
+			if len(a.moved) > 0 {
 				return
 			}
-			if res == stalled {
+			if len(a.stalled) > 0 {
 				// Not wakeable now (Redis could not say): back to
 				// its place in line, or it would wait for its fallback
 				// deadline out of every line. Its place was kept when it

@@ -3,7 +3,6 @@ package flow
 import (
 	"context"
 	"embed"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -124,37 +123,15 @@ const (
 	NoCall
 )
 
-// Waker is what flow asks of internal/waiting, the owner of waiting
-// (waiting.Owner); flow decides, the owner moves tasks.
-type Waker interface {
-	// Wake returns ErrGone when the request has no parked task any more
-	// (canceled, finished). A task still on its way to being parked is
-	// woken as it lands: nil.
-	Wake(ctx context.Context, id string) error
-	// Pending says whether a woken request's task still waits to be
-	// fetched (runnable, taken by no worker yet).
-	Pending(ctx context.Context, id string) (bool, error)
-	// WakeParked wakes a request whose task sleeps in a park, never one
-	// waiting out a retry's backoff, and says whether it did.
-	WakeParked(ctx context.Context, id string) (bool, error)
-	// WakeAt wakes a parked request at a time (retryd's timer).
-	WakeAt(ctx context.Context, id string, at time.Time) error
-}
-
-// ErrGone is Wake's answer for a request with no parked task. flow names
-// it, and the owner (internal/waiting) answers with it: flow imports
-// nothing of the owner.
-var ErrGone = errors.New("no parked task")
-
 // core is what every gate shares: the settings, Redis, the clock, the
-// waker and the worker's lifetime. Its mu guards the gates' state in this
+// owner of waiting (mover) and the worker's lifetime. Its mu guards the gates' state in this
 // worker's memory (one lock: a gate may read another's state, as a cut
 // line drained at once reads its destination's fair slots).
 type core struct {
 	cfg   Config
 	tune  Tuning // cfg.Tuning with its defaults
 	rdb   redis.UniversalClient
-	waker Waker
+	mover Mover
 	log   *slog.Logger
 	clk   clock.Clock
 
@@ -182,7 +159,7 @@ type Controller struct {
 }
 
 // New returns a worker's controller.
-func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, clk clock.Clock) *Controller {
+func New(cfg Config, rdb redis.UniversalClient, mover Mover, log *slog.Logger, clk clock.Clock) *Controller {
 	if cfg.FairShare <= 0 {
 		cfg.FairShare = 0.5
 	}
@@ -190,7 +167,7 @@ func New(cfg Config, rdb redis.UniversalClient, waker Waker, log *slog.Logger, c
 		cfg.MinRate = 1
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	co := &core{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, waker: waker, log: log, clk: clk,
+	co := &core{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, mover: mover, log: log, clk: clk,
 		stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 	fair := &fairGate{core: co, hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}}
 	operator := &operatorGate{core: co, controls: map[string]controlEntry{}}

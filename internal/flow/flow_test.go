@@ -21,10 +21,16 @@ import (
 	"github.com/retryd/retryd/internal/redistest"
 )
 
+// discard is a log nobody reads.
+var discard = slog.New(slog.DiscardHandler)
+
 // errWakeFailed is a wake the owner could not make (Redis down).
 var errWakeFailed = errors.New("redis: connection refused")
 
-// waker records wake-ups; ids in gone answer ErrGone.
+// errGone is the fake owner's answer for a request with no waiting task.
+var errGone = errors.New("no parked task")
+
+// waker records wake-ups; ids in gone are gone.
 type waker struct {
 	mu    sync.Mutex
 	woken []string
@@ -70,7 +76,7 @@ func (w *waker) Wake(_ context.Context, id string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.gone[id] {
-		return ErrGone
+		return errGone
 	}
 	if w.failing[id] > 0 {
 		w.failing[id]--
@@ -90,6 +96,28 @@ func (w *waker) WakeParked(_ context.Context, id string) (bool, error) {
 	}
 	w.woken = append(w.woken, id)
 	return true, nil
+}
+
+// Apply makes moves as the owner would: timed ones at their time, ParkedOnly
+// ones only when parked.
+func (w *waker) Apply(ctx context.Context, moves []Move) []Result {
+	res := make([]Result, len(moves))
+	for i, m := range moves {
+		switch {
+		case !m.At.IsZero():
+			res[i].Err = w.WakeAt(ctx, m.ID, m.At)
+		case m.ParkedOnly:
+			woke, err := w.WakeParked(ctx, m.ID)
+			res[i] = Result{Gone: !woke && err == nil, Err: err}
+		default:
+			err := w.Wake(ctx, m.ID)
+			res[i] = Result{Gone: errors.Is(err, errGone)}
+			if !res[i].Gone {
+				res[i].Err = err
+			}
+		}
+	}
+	return res
 }
 
 func (w *waker) got() []string {
@@ -1201,7 +1229,7 @@ func TestControlPausePinAndResetRate(t *testing.T) {
 		t.Errorf("info while paused: %+v %v", info, err)
 	}
 	// The resume says how many it released: after it, none wait.
-	if released, err := Resume(ctx, rdb, w, "k"); err != nil || released != 2 {
+	if released, err := Resume(ctx, rdb, w, discard, "k"); err != nil || released != 2 {
 		t.Fatalf("resume released %d (%v), want the 2 that waited", released, err)
 	}
 	waitWoken(t, w, []string{"a", "b"})
@@ -1265,13 +1293,13 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	c.QueueDone(ctx, req("01a"))
 	waitWoken(t, w, []string{"01b"})
 	admit(t, c, req("01b"))
-	if err := SetQueue(ctx, rdb, w, "q", 2, false, clk.Now()); err != nil { // wider: 01c's turn
+	if err := SetQueue(ctx, rdb, w, discard, "q", 2, false, clk.Now()); err != nil { // wider: 01c's turn
 		t.Fatal(err)
 	}
 	waitWoken(t, w, []string{"01b", "01c"})
 	admit(t, c, req("01c"))
 	parked(t, c, req("01d"))
-	if err := SetQueuePaused(ctx, rdb, w, "q", true, clk.Now()); err != nil {
+	if err := SetQueuePaused(ctx, rdb, w, discard, "q", true, clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	c.QueueDone(ctx, req("01b"))
@@ -1279,7 +1307,7 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 		t.Errorf("a paused queue woke %v", got)
 	}
 	parked(t, c, req("01d")) // its turn, but paused
-	if err := SetQueuePaused(ctx, rdb, w, "q", false, clk.Now()); err != nil {
+	if err := SetQueuePaused(ctx, rdb, w, discard, "q", false, clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	waitWoken(t, w, []string{"01b", "01c", "01d"})

@@ -78,6 +78,9 @@ type Ticket struct {
 	// probe.
 	endpoint string
 	probe    bool
+	// moves are what the gates decided about waiting tasks on the way
+	// (its own timed park, the next prober's); Admit has them made.
+	moves []Move
 }
 
 // Admit passes req through the gates: a Ticket when the attempt may start
@@ -87,9 +90,11 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	for i, g := range gates {
 		if err := g.enter(c, ctx, t); err != nil {
 			c.hold(ctx, t, i, err)
+			c.move(context.WithoutCancel(ctx), t.moves...)
 			return nil, err
 		}
 	}
+	c.move(context.WithoutCancel(ctx), t.moves...)
 	c.mu.Lock()
 	t.k.countStart(t.start)
 	c.mu.Unlock()

@@ -240,19 +240,15 @@ func (pg *parGate) handOn(ctx context.Context, key string, parallelism int, ende
 // the oldest. It leaves the line instead, and is tried again in the
 // background (wakeLater): woken, it comes back to its place.
 func (pg *parGate) wakeHanded(ctx context.Context, key string, parallelism int, ids []string) (onIDs []string) {
-	for _, id := range ids {
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		res := pg.wake(wctx, id)
-		cancel()
-		switch res {
-		case gone:
-			onIDs = append(onIDs, id)
-		case stalled:
-			onIDs = append(onIDs, id)
-			pg.wakeLater(key, parallelism, id)
-		}
+	moves := make([]Move, len(ids))
+	for i, id := range ids {
+		moves[i] = Now(id)
 	}
-	return onIDs
+	a := pg.move(ctx, moves...)
+	for _, id := range a.stalled {
+		pg.wakeLater(key, parallelism, id)
+	}
+	return append(a.gone, a.stalled...)
 }
 
 // wakeLater tries again to wake id, which was handed a slot of key and
@@ -267,7 +263,7 @@ func (pg *parGate) wakeLater(key string, parallelism int, id string) {
 			if pg.sleep(pg.stop, pg.tune.StalledWakeEvery) != nil {
 				return
 			}
-			if pg.wake(pg.stop, id) != stalled {
+			if len(pg.move(pg.stop, Now(id)).stalled) == 0 {
 				return
 			}
 		}

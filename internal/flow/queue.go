@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,7 @@ type QueueSettings struct {
 
 // SetQueue upserts queue name's settings (parallelism at least 1). A
 // resumed or widened queue wakes the waiters whose turn it now is.
-func SetQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string, parallelism int, paused bool, now time.Time) error {
+func SetQueue(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name string, parallelism int, paused bool, now time.Time) error {
 	keys := queueNames(name)
 	pausedFlag := "0"
 	if paused {
@@ -61,7 +62,7 @@ func SetQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, name 
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
 	}
-	return QueueNext(ctx, rdb, waker, name, "")
+	return QueueNext(ctx, rdb, mover, log, name, "")
 }
 
 var ensureQueueScript = script("queue_ensure")
@@ -75,12 +76,12 @@ func EnsureQueue(ctx context.Context, rdb redis.UniversalClient, name string, no
 }
 
 // SetQueuePaused pauses or resumes queue name, keeping its parallelism.
-func SetQueuePaused(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string, paused bool, now time.Time) error {
+func SetQueuePaused(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name string, paused bool, now time.Time) error {
 	s, err := ReadQueue(ctx, rdb, name)
 	if err != nil {
 		return err
 	}
-	return SetQueue(ctx, rdb, waker, name, s.Parallelism, paused, now)
+	return SetQueue(ctx, rdb, mover, log, name, s.Parallelism, paused, now)
 }
 
 // ErrNoQueue: the queue has no settings (never upserted, or deleted).
@@ -111,11 +112,11 @@ func ReadQueue(ctx context.Context, rdb redis.UniversalClient, name string) (Que
 
 // DeleteQueue drops queue name's settings; its requests keep their places
 // and go on with the defaults (parallelism 1), as QStash's do.
-func DeleteQueue(ctx context.Context, rdb redis.UniversalClient, waker Waker, name string) error {
+func DeleteQueue(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name string) error {
 	if err := rdb.Del(ctx, queueNames(name)[2]).Err(); err != nil {
 		return err
 	}
-	return QueueNext(ctx, rdb, waker, name, "")
+	return QueueNext(ctx, rdb, mover, log, name, "")
 }
 
 // JoinQueue puts request id, made at created, in queue name's line after
@@ -131,17 +132,19 @@ func JoinQueue(ctx context.Context, rdb redis.UniversalClient, name, id string, 
 // QueueNext takes finished request id ("" for none) out of queue name's
 // line and wakes the waiters whose turn it now is. A woken one that is
 // gone (canceled meanwhile) is taken out too, and the next woken.
-func QueueNext(ctx context.Context, rdb redis.UniversalClient, waker Waker, name, id string) error {
+func QueueNext(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name, id string) error {
 	for range 100 {
 		ids, err := queueNextScript.Run(ctx, rdb, queueNames(name), id).StringSlice()
 		if err != nil {
 			return err
 		}
+		moves := make([]Move, len(ids))
+		for i, w := range ids {
+			moves[i] = Now(w)
+		}
 		id = ""
-		for _, w := range ids {
-			if err := waker.Wake(ctx, w); errors.Is(err, ErrGone) && id == "" {
-				id = w // not waiting any more: out of line, and look again
-			}
+		if gone := move(ctx, mover, log, moves...).gone; len(gone) > 0 {
+			id = gone[0] // not waiting any more: out of line, and look again
 		}
 		if id == "" {
 			return nil
@@ -167,7 +170,7 @@ func (q *queueGate) admit(ctx context.Context, req Request, isDone func(context.
 	}
 	for _, ahead := range res[1:] {
 		if ahead != req.ID && isDone != nil && isDone(ctx, ahead) {
-			if err := QueueNext(ctx, q.rdb, q.waker, req.Queue, ahead); err != nil {
+			if err := QueueNext(ctx, q.rdb, q.mover, q.log, req.Queue, ahead); err != nil {
 				q.log.Warn("could not take a finished request out of its queue", "queue", req.Queue, "requestId", ahead, "err", err)
 			}
 		}
@@ -198,7 +201,7 @@ func (q *queueGate) done(ctx context.Context, req Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := QueueNext(ctx, q.rdb, q.waker, req.Queue, req.ID); err != nil {
+	if err := QueueNext(ctx, q.rdb, q.mover, q.log, req.Queue, req.ID); err != nil {
 		q.log.Warn("could not take a finished request out of its queue; the next admission does", "queue", req.Queue, "requestId", req.ID, "err", err)
 	}
 }

@@ -48,7 +48,7 @@ func (rg *rateGate) enter(ctx context.Context, t *Ticket) error {
 		t.laterTurn(until)
 	}
 	if !ok {
-		rg.wakeAt(ctx, t.req.ID, until)
+		t.moves = append(t.moves, At(t.req.ID, until))
 		return &Parked{Until: until, Reason: record.WaitingRate, Starts: until}
 	}
 	return nil

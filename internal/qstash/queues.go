@@ -130,7 +130,7 @@ func (q *API) upsertQueue(c *gin.Context) {
 		err = q.listQueue(c, owner, in.QueueName)
 	}
 	if err == nil {
-		err = flow.SetQueue(c.Request.Context(), q.Flows.RDB, q.Flows.Waker, tenant.Qualify(owner, in.QueueName), p, in.Paused, q.API.Now())
+		err = flow.SetQueue(c.Request.Context(), q.Flows.RDB, q.Flows.Mover, q.API.Log, tenant.Qualify(owner, in.QueueName), p, in.Paused, q.API.Now())
 	}
 	if err != nil {
 		q.fail(c, err)
@@ -257,7 +257,7 @@ func (q *API) deleteQueue(c *gin.Context) {
 		owner, err = handlers.OwnTenant(c)
 	}
 	if err == nil {
-		err = flow.DeleteQueue(c.Request.Context(), q.Flows.RDB, q.Flows.Waker, tenant.Qualify(owner, name))
+		err = flow.DeleteQueue(c.Request.Context(), q.Flows.RDB, q.Flows.Mover, q.API.Log, tenant.Qualify(owner, name))
 	}
 	if err == nil {
 		err = q.Queues.RemoveQueueName(c.Request.Context(), owner, name)
@@ -282,7 +282,7 @@ func (q *API) setQueuePaused(c *gin.Context, paused bool) {
 		_, err = q.queueDoc(c, owner, name) // 404 for an unknown queue
 	}
 	if err == nil {
-		err = flow.SetQueuePaused(c.Request.Context(), q.Flows.RDB, q.Flows.Waker, tenant.Qualify(owner, name), paused, q.API.Now())
+		err = flow.SetQueuePaused(c.Request.Context(), q.Flows.RDB, q.Flows.Mover, q.API.Log, tenant.Qualify(owner, name), paused, q.API.Now())
 	}
 	if err != nil {
 		q.fail(c, err)

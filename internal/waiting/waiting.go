@@ -1,17 +1,20 @@
 // Package waiting owns waiting: it is the only code in retryd that makes
 // a request's task sleep or run. It enqueues a task for later and deletes
-// one (Enqueue, Delete), notes a park (Park), wakes a task now (Wake,
-// WakeParked) or at a time to the millisecond (WakeAt, through retryd's
-// timer), keeps the safety nets (asynq's own due time Lag after the
-// timer's, and the repair of tasks stranded by a dead worker), and holds
-// asynq's private layout below it (internal/waiting/asynqx, pinned to one
-// asynq version by its test) with the timer (internal/waiting/timer).
+// one (Enqueue, Delete), and has two entry points for the decisions of
+// others: Hand takes a handler's verdict on the task it returns (parked,
+// or due at a time), and Apply makes flow control's moves (start a task
+// now, or at a time to the millisecond through retryd's timer) and
+// answers what came of each. It keeps the safety nets (asynq's own due
+// time Lag after the timer's, and the repair of tasks stranded by a dead
+// worker), and holds asynq's private layout below it
+// (internal/waiting/asynqx, pinned to one asynq version by its test) with
+// the timer (internal/waiting/timer).
 // Outside this tree nothing imports asynqx or the timer, names an asynq
 // key or calls asynq's task-moving API; and nothing writes a line but
 // through flow's line library (internal/flow/lines), since a line changes
 // in the same script as its gate's state (TestOnlyTheOwnerMovesTasks).
 //
-// A wake is never lost to a task in transit: Wake of a task still active
+// A wake is never lost to a task in transit: a move of a task still active
 // (its park on its way to asynq) leaves the task's woken mark, and the
 // timer's look that sees the park land starts it (docs/waiting.md).
 //
@@ -37,12 +40,9 @@ import (
 	"github.com/retryd/retryd/internal/waiting/timer"
 )
 
-// Wake's error.
-var (
-	// ErrGone: the request has no waiting task any more (canceled,
-	// finished).
-	ErrGone = flow.ErrGone
-)
+// ErrGone is wake's answer for a request with no waiting task any more
+// (canceled, finished).
+var ErrGone = errors.New("no parked task")
 
 // Config is what an Owner works with.
 type Config struct {
@@ -59,7 +59,7 @@ type Config struct {
 	Tuning Tuning
 	// Clock is the owner's; nil is the wall clock.
 	Clock clock.Clock
-	// OnWake, when set, is called after each Wake with its id and result:
+	// OnWake, when set, is called after each wake with its id and result:
 	// a test hook. nil in production.
 	OnWake func(id string, err error)
 }
@@ -156,7 +156,7 @@ func (o *Owner) Enqueue(ctx context.Context, client *asynq.Client, task *asynq.T
 		return err
 	}
 	if later {
-		return o.WakeAt(ctx, id, due)
+		return o.wakeAt(ctx, id, due)
 	}
 	return nil
 }
@@ -200,41 +200,64 @@ type Verdict struct {
 
 // Hand takes a handler's verdict on the task of request id it is
 // returning: the one entry point through which the handler has its task
-// wait. A park is noted (Park); a due time is set in the timer (WakeAt).
+// wait. A park is noted (park); a due time is set in the timer (wakeAt).
 func (o *Owner) Hand(ctx context.Context, id string, v Verdict) error {
 	if v.Parked {
-		return o.Park(ctx, id)
+		return o.park(ctx, id)
 	}
-	return o.WakeAt(ctx, id, v.DueAt)
+	return o.wakeAt(ctx, id, v.DueAt)
 }
 
-// Park notes that request id's task is being parked (its handler returns
+// park notes that request id's task is being parked (its handler returns
 // it to asynq until a wake or its deadline), so that it waits in asynq's
 // scheduled set, not among the retries.
-func (o *Owner) Park(ctx context.Context, id string) error {
+func (o *Owner) park(ctx context.Context, id string) error {
 	if o == nil || o.cfg.Timer == nil {
 		return nil
 	}
 	return o.cfg.Timer.Park(ctx, o.QueueOf(id), id)
 }
 
-// WakeAt starts request id's waiting task at t: an entry in its
+// wakeAt starts request id's waiting task at t: an entry in its
 // partition's timer. Without a timer asynq's own due time does.
-func (o *Owner) WakeAt(ctx context.Context, id string, t time.Time) error {
+func (o *Owner) wakeAt(ctx context.Context, id string, t time.Time) error {
 	if o == nil || o.cfg.Timer == nil {
 		return nil
 	}
 	return o.cfg.Timer.At(ctx, o.QueueOf(id), id, t)
 }
 
-// Wake makes request id's waiting task runnable now. Only a waiting task
+// Apply makes flow's moves, in order, and answers what came of each: it
+// is the one way flow's decisions reach the tasks (flow.Mover).
+func (o *Owner) Apply(ctx context.Context, moves []flow.Move) []flow.Result {
+	res := make([]flow.Result, len(moves))
+	for i, m := range moves {
+		switch {
+		case !m.At.IsZero():
+			res[i].Err = o.wakeAt(ctx, m.ID, m.At)
+		case m.ParkedOnly:
+			moved, err := o.wakeParked(ctx, m.ID)
+			res[i] = flow.Result{Gone: !moved && err == nil, Err: err}
+		default:
+			err := o.wake(ctx, m.ID)
+			if errors.Is(err, ErrGone) {
+				res[i].Gone = true
+			} else {
+				res[i].Err = err
+			}
+		}
+	}
+	return res
+}
+
+// wake makes request id's waiting task runnable now. Only a waiting task
 // is moved: an archived one run again would be a redrive. A task still
 // active is on its way to being parked (a park takes a few round trips)
-// or running: Wake leaves its woken mark, and the timer's look that sees
+// or running: wake leaves its woken mark, and the timer's look that sees
 // the park land (Timer.Park, within ParkRetry of it) starts it at once.
 // So a wake is never lost to a park in transit, and no caller waits or
-// tries again. Wake returns ErrGone when there is no task to wake.
-func (o *Owner) Wake(ctx context.Context, id string) (err error) {
+// tries again. wake returns ErrGone when there is no task to wake.
+func (o *Owner) wake(ctx context.Context, id string) (err error) {
 	if o.cfg.OnWake != nil {
 		defer func() { o.cfg.OnWake(id, err) }()
 	}
@@ -253,9 +276,9 @@ func (o *Owner) Wake(ctx context.Context, id string) (err error) {
 	return ErrGone
 }
 
-// WakeParked makes request id's task runnable now if it sleeps in a park,
+// wakeParked makes request id's task runnable now if it sleeps in a park,
 // never a retry waiting out its backoff, and says whether it did.
-func (o *Owner) WakeParked(ctx context.Context, id string) (bool, error) {
+func (o *Owner) wakeParked(ctx context.Context, id string) (bool, error) {
 	q := o.QueueOf(id)
 	moved, err := asynqx.RunParked(ctx, o.cfg.Redis, q, o.bellIn(q), id, o.cfg.Clock.Now())
 	if err != nil || !moved {

@@ -37,7 +37,7 @@ func TestWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	go tm.Run(runCtx)
 
 	start := time.Now()
-	if err := o.Wake(ctx, "w"); err != nil {
+	if err := o.wake(ctx, "w"); err != nil {
 		t.Fatalf("Wake of a task in transit = %v, want nil (woken as it lands)", err)
 	}
 	if waited := time.Since(start); waited > time.Second {
@@ -48,12 +48,12 @@ func TestWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	}
 	// The handler notes the park and returns; asynq's side of the park:
 	// the run ends, the task is a retry due in five minutes.
-	if err := o.Park(ctx, "w"); err != nil {
+	if err := o.park(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
 	startsSoon(t, o, "w", lands(t, rdb, q, "w"))
 
-	if err := o.Wake(ctx, "missing"); !errors.Is(err, ErrGone) {
+	if err := o.wake(ctx, "missing"); !errors.Is(err, ErrGone) {
 		t.Errorf("Wake of a missing task = %v, want ErrGone", err)
 	}
 }
@@ -76,7 +76,7 @@ func TestTimedWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go tm.Run(runCtx)
-	if err := o.WakeAt(ctx, "w", time.Now()); err != nil {
+	if err := o.wakeAt(ctx, "w", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// The entry is looked at while the task is active, then dropped.
@@ -88,7 +88,7 @@ func TestTimedWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 			t.Fatal("the timer kept the entry of a task active past ActiveGrace")
 		}
 	}
-	if err := o.Park(ctx, "w"); err != nil {
+	if err := o.park(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
 	startsSoon(t, o, "w", lands(t, rdb, q, "w"))

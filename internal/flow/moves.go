@@ -1,0 +1,102 @@
+package flow
+
+// Moves: what flow decided about waiting tasks, as plain data, and the one
+// place that hands them to the owner of waiting and sorts its answers.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Move is one decision about a waiting request's task: start it now (At
+// zero) or at At, to the millisecond (retryd's timer; asynq keeps due
+// times in whole seconds, so its own is only the safety net).
+type Move struct {
+	ID string
+	At time.Time
+	// ParkedOnly starts the task only if it sleeps in a park, never one
+	// waiting out a retry's backoff.
+	ParkedOnly bool
+}
+
+// Now is the move that starts request id's task now.
+func Now(id string) Move { return Move{ID: id} }
+
+// At is the move that starts request id's task at at.
+func At(id string, at time.Time) Move { return Move{ID: id, At: at} }
+
+// Result is what came of a Move.
+type Result struct {
+	// Gone: the request has no waiting task any more (canceled,
+	// finished), or, for a ParkedOnly move, none sleeping in a park.
+	Gone bool
+	// Err: the move could not be made now (Redis could not say); the
+	// task's safety net still starts it.
+	Err error
+}
+
+// Mover applies moves: internal/waiting's Owner. flow decides, the owner
+// moves tasks, and flow imports nothing of it.
+type Mover interface {
+	// Apply makes moves, in order, and answers a Result for each. A
+	// task still on its way to being parked is started as it lands: a
+	// move is never lost to a park in transit.
+	Apply(ctx context.Context, moves []Move) []Result
+	// Pending says whether a woken request's task still waits to be
+	// fetched (runnable, taken by no worker yet).
+	Pending(ctx context.Context, id string) (bool, error)
+}
+
+// applied is what came of moves, each id in one of three lists, in the
+// moves' order: started (or set in the timer), gone, or stalled (Redis
+// could not say).
+type applied struct {
+	moved, gone, stalled []string
+}
+
+// move hands moves to the owner (mover) and sorts what came of them. It
+// is flow's only way to the owner: every gate, loop and operator's move
+// passes here, and a stall is logged here. What a gone or stalled waiter
+// means for the slot it was handed is the gate's to settle, since the
+// slot is its state.
+func move(ctx context.Context, mover Mover, log *slog.Logger, moves ...Move) applied {
+	var a applied
+	if len(moves) == 0 {
+		return a
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res := mover.Apply(ctx, moves)
+	for i, m := range moves {
+		var r Result
+		if i < len(res) {
+			r = res[i]
+		} else {
+			r.Err = errShortAnswer
+		}
+		switch {
+		case r.Err != nil:
+			a.stalled = append(a.stalled, m.ID)
+			if m.At.IsZero() {
+				log.Warn("could not start a waiting request now; it is tried again, or its deadline starts it", "requestId", m.ID, "err", r.Err)
+			} else {
+				log.Warn("could not set a waiting request's timer; its deadline starts it", "requestId", m.ID, "err", r.Err)
+			}
+		case r.Gone:
+			a.gone = append(a.gone, m.ID)
+		default:
+			a.moved = append(a.moved, m.ID)
+		}
+	}
+	return a
+}
+
+// move is move with the controller's owner and log.
+func (c *core) move(ctx context.Context, moves ...Move) applied {
+	return move(ctx, c.mover, c.log, moves...)
+}
+
+// errShortAnswer: the owner answered fewer results than moves.
+var errShortAnswer = errors.New("the owner of waiting answered no result for a move")
