@@ -98,5 +98,11 @@ func (c *core) move(ctx context.Context, moves ...Move) applied {
 	return move(ctx, c.mover, c.log, moves...)
 }
 
+// pending asks the owner whether woken request id's task still waits to
+// be fetched.
+func (c *core) pending(ctx context.Context, id string) (bool, error) {
+	return c.mover.Pending(ctx, id)
+}
+
 // errShortAnswer: the owner answered fewer results than moves.
 var errShortAnswer = errors.New("the owner of waiting answered no result for a move")

@@ -159,7 +159,7 @@ func (f *fairGate) releaseFetched(ctx context.Context) {
 	}
 	f.mu.Unlock()
 	for _, p := range check {
-		if waiting, err := f.mover.Pending(ctx, p.id); err != nil || waiting {
+		if waiting, err := f.pending(ctx, p.id); err != nil || waiting {
 			continue // unknown: WakeTTL ends the promise
 		}
 		f.mu.Lock()
