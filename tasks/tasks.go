@@ -95,7 +95,10 @@ func (e *Enqueuer) PendingTask(ctx context.Context, id string, attemptTimeout ti
 	if err != nil {
 		return nil, fmt.Errorf("task of %s: %w", id, err)
 	}
-	return t, nil
+	if t == nil {
+		return nil, nil
+	}
+	return &record.Task{Key: t.Key, List: t.List, Fields: t.Fields}, nil
 }
 
 // PendingAtOnce says whether the task of a request due at due is pending as

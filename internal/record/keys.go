@@ -1,23 +1,23 @@
 package record
 
 import (
-	"crypto/sha1"
-	"encoding/hex"
 	"strconv"
-	"strings"
 
+	rediskeys "github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
 // keys builds every key name of one partition: "{tag}:kind:…". This is the
-// only place key names are made. All keys of one request (and the asynq
+// only place a request's key names are made; the names other packages
+// share (the timer's, the doorbell's, flow control's) are internal/keys',
+// aliased in keys_shared.go. All keys of one request (and the asynq
 // task of it, whose queue is named like the tag) share the tag, so every
 // script runs within one cluster slot. With one partition the tag is
 // "retryd", the layout before partitions existed.
 type keys string
 
-func keysOf(tag string) keys { return keys("{" + tag + "}:") }
+func keysOf(tag string) keys { return keys(rediskeys.Partition(tag)) }
 
 func (k keys) req(id string) string      { return string(k) + "req:" + id }
 func (k keys) attempts(id string) string { return string(k) + "att:" + id }
@@ -135,146 +135,8 @@ func (s *Store) first() keys { return keysOf(s.parts.Tag(0)) }
 // Partitions are the store's partitions.
 func (s *Store) Partitions() partition.Set { return s.parts }
 
-// TimerKey is the timer of the partition (and asynq queue) named tag: the
-// tasks waiting for a time, by due time in ms (see internal/waiting/timer).
-func TimerKey(tag string) string { return string(keysOf(tag)) + "timer" }
-
-// TimerMoverKey names the worker that moved the partition's due tasks last
-// (see internal/waiting/asynqx.MoveDue): the others look less often meanwhile.
-func TimerMoverKey(tag string) string { return string(keysOf(tag)) + "timer:mover" }
-
-// TimerChannel is where a timer entry earlier than any before is announced.
-const TimerChannel = "retryd:timer"
-
 // Keys of no request. They are named here too, so that every key retryd
-// writes is listed in one file.
-
-// BellKey is the workers' doorbell list of the partition (and asynq queue)
-// named tag, in its slot (see waiting.Bell).
-func BellKey(tag string) string { return "{" + tag + "}:bell" }
-
-// RingableBell is the workers' doorbell of parts (the first partition's,
-// see tasks.NewPartitionedBell) when a script of the partition named tag
-// can ring it, being in its cluster slot; else "".
-func RingableBell(parts partition.Set, tag string) string {
-	if tag != parts.Tag(0) {
-		return ""
-	}
-	return BellKey(tag)
-}
-
-// FlowKey is part kind of the Redis state of flow-control name (a key's,
-// or a line's: the functions below name every kind). A name's parts share
-// its hashed tag, so its scripts run in one cluster slot.
-func FlowKey(name, kind string) string {
-	sum := sha1.Sum([]byte(name))
-	return "{retryd-flow:" + hex.EncodeToString(sum[:8]) + "}:" + kind
-}
-
-// FlowParallelismKeys are flow-control key k's parallelism: its slots by
-// lease end, its line, and the requests handed a slot and not yet
-// started.
-func FlowParallelismKeys(k string) (slots, wait, handed string) {
-	return FlowKey(k, "slots"), FlowKey(k, "wait"), FlowKey(k, "handed")
-}
-
-// FlowRateKeys are key k's rate: the next turn, and the turns given.
-func FlowRateKeys(k string) (next, given string) {
-	return FlowKey(k, "turn"), FlowKey(k, "turns")
-}
-
-// FlowControlKeys are an operator's settings on key k, and its waiters
-// held while it is paused.
-func FlowControlKeys(k string) (ctl, paused string) {
-	return FlowKey(k, "ctl"), FlowKey(k, "paused")
-}
-
-// FlowFairKeys are a destination's (or a tenant's) fairness line: the
-// line, the places of requests promoted from it, when each was handed
-// over, and the places given to its tenants.
-func FlowFairKeys(lane string) (line, promoted, handed, tenants string) {
-	n := LineField(LineFair, lane)
-	return FlowKey(n, "line"), FlowKey(n, "promoted"), FlowKey(n, "handed"), FlowKey(n, "tenants")
-}
-
-// FlowCutKeys are a cut key's line: the line, the waiters' places, and the
-// turns given.
-func FlowCutKeys(k string) (line, places, turns string) {
-	n := LineField(LineCut, k)
-	return FlowKey(n, "line"), FlowKey(n, "places"), FlowKey(n, "turns")
-}
-
-// FlowQueueKeys are queue name's (tenant-qualified) line, its parked
-// requests, its settings, and its sequence of joins.
-func FlowQueueKeys(name string) (line, parked, meta, seq string) {
-	n := "queue:" + name
-	return FlowKey(n, "line"), FlowKey(n, "parked"), FlowKey(n, "meta"), FlowKey(n, "seq")
-}
-
-// TenantsKey is the set of tenants that ever stored a record, besides
-// tenant.Default: the sweeper and an admin's lists go over their indexes.
-const TenantsKey = "{retryd}:tenants"
-
-// FlowWorkersKey lists the workers publishing flow-control figures by last
-// publication (ms); FlowWorkerKey is one worker's figures.
-const FlowWorkersKey = "{retryd-flows}:workers"
-
-// FlowPausedKey is the set of the flow-control keys an operator paused,
-// so that GET /flows lists each with its waiters even while no worker
-// publishes it.
-const FlowPausedKey = "{retryd-flows}:paused"
-
-// FlowEndpointsKey lists the endpoints that are not closed (field: the
-// endpoint's tenant-qualified name, value "1"), for the lists that show
-// them (GET /endpoints, the dashboard, metrics). A worker never reads it
-// whole: it reads the state of the endpoint it delivers to.
-const FlowEndpointsKey = "{retryd-flows}:endpoints"
-
-// FlowEndpointKeys are an endpoint's breaker state (a hash), its waiters'
-// line, the flow-control keys of its waiters with parallelism (a hash:
-// request id, key), and its waiters by when each began to wait (a sorted
-// set: request id, ms), for endpoint name (tenant-qualified
-// scheme://host:port).
-func FlowEndpointKeys(name string) (state, line, keys, joined string) {
-	n := "endpoint:" + name
-	return FlowKey(n, "state"), FlowKey(n, "line"), FlowKey(n, "keys"), FlowKey(n, "joined")
-}
-
-// FlowHandOpenedKey lists the endpoints tenant t opened by hand (field:
-// the endpoint's tenant-qualified name, value: when it was listed, in ms),
-// which ENDPOINT_LIMIT bounds.
-func FlowHandOpenedKey(t string) string { return "{retryd-flows}:hand-opened:" + t }
-
-// LinesKey lists the flow-control lines that may hold waiters, of every
-// kind, so that a worker that never saw a line (started since, or it was
-// another worker's) gives its waiters turns or slots too, and hands on the
-// slots of a dead worker when their leases end. Field: LineField(kind,
-// name); value: what the kind needs to be served (a cut key's destination
-// host:port, a parallelism key's parallelism, nothing for a fairness
-// line).
-const LinesKey = "{retryd-flows}:lines"
-
-// The kinds of flow-control line LinesKey lists.
-const (
-	LineCut  = "cut"  // a cut key's (FlowCutKeys)
-	LineFair = "fair" // a destination's or a tenant's fairness line (FlowFairKeys)
-	LinePar  = "par"  // a flowControl key's parallelism line (FlowParallelismKeys)
-)
-
-// LineField names line name of kind: its field in LinesKey, and the
-// prefix of its own keys.
-func LineField(kind, name string) string { return kind + ":" + name }
-
-// ParseLineField reads a LinesKey field.
-func ParseLineField(f string) (kind, name string, ok bool) { return strings.Cut(f, ":") }
-
-// FlowWorkerKey is worker's published flow-control figures.
-func FlowWorkerKey(worker string) string { return "{retryd-flows}:w:" + worker }
-
-// FlowWorkerEndpointsKey is worker's published endpoints used in the
-// breaker's window: field, the endpoint's name; value, its attempts and
-// failures.
-func FlowWorkerEndpointsKey(worker string) string { return "{retryd-flows}:we:" + worker }
+// writes is listed here or in internal/keys.
 
 // RateLimitKey is the API rate limit's counter of owner (an API key's hash
 // or a client address).
@@ -293,11 +155,6 @@ const (
 	SweeperCursorKey = "{retryd}:sweeper:cursor"
 	TrimCursorKey    = "{retryd}:sweeper:trim"
 )
-
-// ParkedKey lists the tasks of the partition named tag just parked for
-// flow control, by when (ms), until the timer moves them from asynq's retry
-// set to its scheduled set (see internal/waiting/asynqx.HoldParked).
-func ParkedKey(tag string) string { return string(keysOf(tag)) + "parked" }
 
 // ListenersKey is where every retryd process lists its listen addresses
 // (member "ip:port", score: when the entry lapses, ms), so that each

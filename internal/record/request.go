@@ -1,8 +1,9 @@
 // Package record is retryd's own state in Redis: one hash per request, a list
 // of its attempts, and sorted-set indexes by status. These records, not
 // asynq's task state, are the source of truth the API reads and the worker
-// updates. All Redis I/O for them lives in this package. Keys are built in
-// keys.go only: every key carries its partition's hash tag ({retryd} with
+// updates. All Redis I/O for them lives in this package. A request's keys
+// are built in keys.go only (the names record shares with flow and waiting
+// in internal/keys): every key carries its partition's hash tag ({retryd} with
 // one partition), so each script (scripts/*.lua, one per operation) stays
 // in one Redis Cluster slot; views over all partitions (lists, the DLQ,
 // stats) are assembled in Go. Go files split by concern: requests

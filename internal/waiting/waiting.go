@@ -34,8 +34,8 @@ import (
 
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/flow"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/partition"
-	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 	"github.com/retryd/retryd/internal/waiting/timer"
 )
@@ -91,14 +91,14 @@ type Bell = asynqx.Bell
 // move when the doorbell is in another cluster slot than the queue; nil
 // for a process that only sets entries.
 func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell timer.Ringer, log *slog.Logger, tune Tuning) *Timer {
-	names := timer.Names{Timer: record.TimerKey, Parked: record.ParkedKey, Mover: record.TimerMoverKey,
-		Channel: record.TimerChannel}
+	names := timer.Names{Timer: keys.Timer, Parked: keys.Parked, Mover: keys.TimerMover,
+		Channel: keys.TimerChannel}
 	queues := []string{queue}
 	if parts.Len() > 0 {
 		queues = parts.Tags()
 	}
 	if bell != nil {
-		names.Bell = func(q string) string { return record.RingableBell(parts, q) }
+		names.Bell = func(q string) string { return keys.RingableBell(parts, q) }
 	}
 	return timer.New(rdb, queues, names, bell, log, tune.WithDefaults().Timer)
 }
@@ -109,9 +109,9 @@ func NewTimer(rdb redis.UniversalClient, parts partition.Set, queue string, bell
 // rings. Its pauses are tune's.
 func NewBell(rdb redis.UniversalClient, parts partition.Set, queue string, wait time.Duration, tune Tuning) *Bell {
 	tune = tune.WithDefaults()
-	key, queues := record.BellKey(queue), []string{queue}
+	key, queues := keys.Bell(queue), []string{queue}
 	if parts.Len() > 0 {
-		key, queues = record.BellKey(parts.Tag(0)), parts.Tags()
+		key, queues = keys.Bell(parts.Tag(0)), parts.Tags()
 	}
 	b := asynqx.NewBell(rdb, key, queues, wait)
 	b.ErrorPause, b.LatePause = tune.BellErrorPause, tune.BellLatePause
@@ -161,12 +161,21 @@ func (o *Owner) Enqueue(ctx context.Context, client *asynq.Client, task *asynq.T
 	return nil
 }
 
+// Task is a pending task as another package's script writes it: hash Key
+// with Fields, its id pushed onto List. It is waiting's own type, so that
+// waiting needs nothing of internal/record; the caller hands it on as a
+// record.Task, which holds the same.
+type Task struct {
+	Key, List string
+	Fields    []any
+}
+
 // PendingTask is the task of request id (type typ, carrying payload) as
 // asynq's client would enqueue it now with MaxRetry(retry) and
 // Timeout(timeout), for the submission script to write with the request
 // (record.CreateOptions.Task): one round trip instead of two. nil when o
 // has no Redis client to add the queue to asynq's list of queues with.
-func (o *Owner) PendingTask(ctx context.Context, typ string, payload []byte, id string, retry int, timeout time.Duration) (*record.Task, error) {
+func (o *Owner) PendingTask(ctx context.Context, typ string, payload []byte, id string, retry int, timeout time.Duration) (*Task, error) {
 	if o == nil || o.cfg.Redis == nil {
 		return nil, nil
 	}
@@ -176,7 +185,7 @@ func (o *Owner) PendingTask(ctx context.Context, typ string, payload []byte, id 
 	}
 	t := asynqx.PendingTask(asynqx.Message{Type: typ, Payload: payload, ID: id, Queue: q, Retry: retry, Timeout: timeout},
 		o.cfg.Clock.Now())
-	return &record.Task{Key: t.Task, List: t.Pending, Fields: t.Fields}, nil
+	return &Task{Key: t.Task, List: t.Pending, Fields: t.Fields}, nil
 }
 
 // Delete removes request id's task from queue through inspector. A task
@@ -297,9 +306,9 @@ func (o *Owner) Pending(ctx context.Context, id string) (bool, error) {
 // bellIn is the doorbell a script of queue rings itself, or "".
 func (o *Owner) bellIn(queue string) string {
 	if o.cfg.Parts.Len() == 0 {
-		return record.BellKey(queue)
+		return keys.Bell(queue)
 	}
-	return record.RingableBell(o.cfg.Parts, queue)
+	return keys.RingableBell(o.cfg.Parts, queue)
 }
 
 // ring rings the doorbell after a task of queue became pending, unless the

@@ -11,8 +11,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/partition"
-	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 	"github.com/retryd/retryd/internal/waiting/timer"
@@ -81,7 +81,7 @@ func TestTimedWakeOfATaskInTransitStartsItAsItLands(t *testing.T) {
 	}
 	// The entry is looked at while the task is active, then dropped.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if n, err := rdb.ZCard(ctx, record.TimerKey(q)).Result(); err == nil && n == 0 {
+		if n, err := rdb.ZCard(ctx, keys.Timer(q)).Result(); err == nil && n == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

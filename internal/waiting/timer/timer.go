@@ -70,7 +70,7 @@ type Timer struct {
 	id string
 }
 
-// Names are the timer's Redis names (internal/record builds them).
+// Names are the timer's Redis names (internal/keys builds them).
 type Names struct {
 	// Timer names the timer of a queue; Parked its list of tasks just
 	// parked; Mover who moved its due tasks last. Bell is the doorbell
