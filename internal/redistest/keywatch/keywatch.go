@@ -25,7 +25,7 @@ const Module = "github.com/retryd/retryd/"
 
 // The rules a command may break.
 const (
-	RuleAsynqKeys = "asynq-keys: only internal/waiting (and asynq itself) touches asynq's keys"
+	RuleAsynqKeys = "asynq-keys: only internal/waiting (and asynq itself, on its own or for a listed package) touches asynq's keys"
 	RuleLineWrite = "line-write: a waiting line is written only by a script of internal/flow"
 	RuleScript    = "script-source: every script retryd runs is loaded from .lua files"
 )
@@ -36,12 +36,18 @@ var plumbing = []string{"internal/redistest", "internal/batch", "internal/luascr
 
 // Config says what the watcher knows of retryd.
 type Config struct {
+	// IsAsynq says whether key is one of asynq's.
+	IsAsynq func(key string) bool
 	// IsLine says whether key is a waiting line.
 	IsLine func(key string) bool
 	// KnownScript says whether sha is a script loaded from .lua files,
 	// and names them (asynq's task writes of a submission are allowed to
 	// internal/record's "create" script).
 	KnownScript func(sha string) (files string, ok bool)
+	// Via are the retryd packages (besides internal/waiting) that may
+	// reach asynq's keys through a library (asynq's client or inspector,
+	// asynqmon), each with why.
+	Via map[string]string
 }
 
 // Violation is a command that broke a rule.
@@ -130,7 +136,12 @@ func (w *Watcher) check(by string, cmd redis.Cmder) {
 	}
 	name := strings.ToUpper(fmt.Sprint(args[0]))
 	keys, script := commandKeys(name, args)
-	ours := !strings.Contains(by, ".") // a retryd package, not a library
+	who := strings.Fields(by)
+	ours := !strings.Contains(who[0], ".") // a retryd package, not a library
+	via := ""
+	if len(who) == 3 {
+		via = who[2]
+	}
 	var files string
 	var known bool
 	if script != "" {
@@ -152,11 +163,12 @@ func (w *Watcher) check(by string, cmd redis.Cmder) {
 	for _, k := range keys {
 		class := "other"
 		switch {
-		case strings.HasPrefix(k, "asynq:"):
+		case w.cfg.IsAsynq(k):
 			class = "asynq"
-			owner := by == "internal/waiting" || strings.HasPrefix(by, "internal/waiting/") ||
+			owner := isOwner(by) ||
 				(by == "internal/record" && files == "create") // a submission writes the task waiting built
-			if ours && !owner {
+			_, listed := w.cfg.Via[via]
+			if (ours && !owner) || (via != "" && !isOwner(via) && !listed) {
 				add(RuleAsynqKeys, k)
 			}
 		case w.cfg.IsLine(k):
@@ -170,6 +182,11 @@ func (w *Watcher) check(by string, cmd redis.Cmder) {
 			w.keys[class] = append(w.keys[class], k)
 		}
 	}
+}
+
+// isOwner says whether retryd package p is internal/waiting or below it.
+func isOwner(p string) bool {
+	return p == "internal/waiting" || strings.HasPrefix(p, "internal/waiting/")
 }
 
 func contains(s []string, k string) bool {
@@ -238,10 +255,12 @@ func commandKeys(name string, args []any) (keys []string, script string) {
 // is neither the runtime, go-redis, a hook, nor retryd's plumbing. A
 // retryd package is named relative to the module ("internal/flow"); a
 // library (asynq, asynqmon, redis_rate) by its import path, so that what
-// asynq sends through its own API is asynq's.
+// asynq sends through its own API is asynq's; then " via " and the retryd
+// package that called the library, if any.
 func author() string {
 	pcs := make([]uintptr, 64)
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	by := ""
 	for {
 		f, more := frames.Next()
 		pkg := pkgOf(f.Function)
@@ -251,14 +270,21 @@ func author() string {
 		case strings.Contains(f.Function, ".ProcessHook") || strings.Contains(f.Function, ".ProcessPipelineHook"):
 		case strings.HasPrefix(pkg, Module):
 			rel := strings.TrimPrefix(pkg, Module)
-			if !isPlumbing(rel) {
+			switch {
+			case isPlumbing(rel):
+			case by == "":
 				return rel
+			default:
+				return by + " via " + rel
 			}
-		default:
-			return pkg
+		case by == "":
+			by = pkg
 		}
 		if !more {
-			return "unknown"
+			if by == "" {
+				return "unknown"
+			}
+			return by
 		}
 	}
 }
