@@ -165,8 +165,9 @@ func (w *Watcher) check(by string, cmd redis.Cmder) {
 		switch {
 		case w.cfg.IsAsynq(k):
 			class = "asynq"
-			owner := isOwner(by) ||
-				(by == "internal/record" && files == "create") // a submission writes the task waiting built
+			// record's submission script writes a new request's pending
+			// task (as asynq's enqueue would) in the same step as its record.
+			owner := isOwner(by) || (by == "internal/record" && files == "create")
 			_, listed := w.cfg.Via[via]
 			if (ours && !owner) || (via != "" && !isOwner(via) && !listed) {
 				add(RuleAsynqKeys, k)
