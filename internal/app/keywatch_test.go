@@ -32,11 +32,11 @@ import (
 // lineKey is a waiting line's key: flow's per-name state
 // ("{retryd-flow:<hash>}:<kind>", record.FlowKey) of a kind that is a
 // line: a parallelism key's line ("wait"), a paused key's ("paused"), a
-// queue's, a fairness, cut or endpoint line ("line"), a queue's parked
-// requests ("parked"). The pattern is written out rather than taken from
+// queue's, a fairness, cut or endpoint line ("line"); the line library
+// (internal/flow/lines) lists these kinds. The pattern is written out rather than taken from
 // the key-name functions so that a change of names shows here: the test
 // fails when no flow script touched a key it matches.
-var lineKey = regexp.MustCompile(`^\{retryd-flow:[0-9a-f]{16}\}:(wait|paused|line|parked)$`)
+var lineKey = regexp.MustCompile(`^\{retryd-flow:[0-9a-f]{16}\}:(wait|paused|line)$`)
 
 // knownScripts says whether sha is a script loaded from .lua files: one
 // luascript.Load built, or a .lua file of the module loaded whole
@@ -108,12 +108,21 @@ func TestEveryCommandKeepsToWhoMayTouchWhat(t *testing.T) {
 
 	var mu sync.Mutex
 	tries := map[string]int{}
+	release := make(chan struct{}) // holds /slow* until closed
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 	dest := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		tries[r.URL.Path]++
 		n := tries[r.URL.Path]
 		mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/slow") {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
 		if r.URL.Path == "/flaky" && n == 1 {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -149,6 +158,18 @@ func TestEveryCommandKeepsToWhoMayTouchWhat(t *testing.T) {
 		}
 	})
 	s := &healthStack{api: api.URL, dest: dest.URL}
+
+	// Two slow requests hold the destination's share of the slots (half
+	// of 4): a third waits in its fairness line until they end.
+	s.submit(t, "k1", "/slow1", "")
+	s.submit(t, "k1", "/slow2", "")
+	eventually(t, 15*time.Second, "both slow requests started", func() bool { return delivered("/slow1")() && delivered("/slow2")() })
+	fair := s.submit(t, "k1", "/fair", "")
+	eventually(t, 15*time.Second, "the third request waits for its share", func() bool {
+		return s.request(t, "k1", fair)["waitingFor"] == "fair_share"
+	})
+	releaseOnce.Do(func() { close(release) })
+	eventually(t, 15*time.Second, "/fair is delivered", delivered("/fair"))
 
 	// A parallelism key with a rate, twice; a queue; a retry; a delayed
 	// request, and one canceled while it waits.
@@ -212,6 +233,7 @@ func TestEveryCommandKeepsToWhoMayTouchWhat(t *testing.T) {
 			fromWaiting, flowScripts, seen)
 	}
 	lines := w.Keys("line")
+	checkFlowScripts(t, w.LineSlots())
 
 	// Commands that break each rule, from this test (not the owner), are
 	// seen, however their keys are built.

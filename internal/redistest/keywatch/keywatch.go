@@ -72,11 +72,12 @@ type Watcher struct {
 	violations []Violation
 	seen       map[string]int      // "by cmd class" -> count
 	keys       map[string][]string // class -> a few keys seen
+	lineSlots  map[string]map[int]bool
 }
 
 // New returns a Watcher checking by cfg.
 func New(cfg Config) *Watcher {
-	return &Watcher{cfg: cfg, seen: map[string]int{}, keys: map[string][]string{}}
+	return &Watcher{cfg: cfg, seen: map[string]int{}, keys: map[string][]string{}, lineSlots: map[string]map[int]bool{}}
 }
 
 // DialHook implements redis.Hook.
@@ -121,6 +122,22 @@ func (w *Watcher) Seen() map[string]int {
 	return out
 }
 
+// LineSlots are, for each script run from .lua files (named by its files,
+// "lib+name"), the places in its KEYS (from 1) that held a line: what a
+// check of the script's text needs to know, whatever its header says.
+func (w *Watcher) LineSlots() map[string]map[int]bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]map[int]bool, len(w.lineSlots))
+	for f, m := range w.lineSlots {
+		out[f] = make(map[int]bool, len(m))
+		for i := range m {
+			out[f][i] = true
+		}
+	}
+	return out
+}
+
 // Keys are a few keys of class seen so far.
 func (w *Watcher) Keys(class string) []string {
 	w.mu.Lock()
@@ -160,7 +177,7 @@ func (w *Watcher) check(by string, cmd redis.Cmder) {
 	if script != "" && ours && !known {
 		add(RuleScript, strings.Join(keys, " "))
 	}
-	for _, k := range keys {
+	for i, k := range keys {
 		class := "other"
 		switch {
 		case w.cfg.IsAsynq(k):
@@ -174,6 +191,12 @@ func (w *Watcher) check(by string, cmd redis.Cmder) {
 			}
 		case w.cfg.IsLine(k):
 			class = "line"
+			if files != "" {
+				if w.lineSlots[files] == nil {
+					w.lineSlots[files] = map[int]bool{}
+				}
+				w.lineSlots[files][i+1] = true
+			}
 			if !lineReads[name] && !(script != "" && by == "internal/flow") {
 				add(RuleLineWrite, k)
 			}
