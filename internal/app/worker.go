@@ -58,6 +58,9 @@ type WorkerOptions struct {
 	// transit.
 	InTransit func(ctx context.Context, id string)
 	OnWake    func(id string, err error)
+	// RedisHooks go on the worker's Redis client before any hook of its
+	// own (tests that watch every command it sends).
+	RedisHooks []redis.Hook
 }
 
 // RunWorker runs an asynq server performing deliveries, and the sweeper,
@@ -72,6 +75,9 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		return err
 	}
 	defer rdb.Close()
+	for _, h := range opts.RedisHooks {
+		rdb.AddHook(h)
+	}
 	if err := checkRedis(ctx, rdb, log); err != nil {
 		return err
 	}

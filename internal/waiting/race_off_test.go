@@ -1,0 +1,6 @@
+//go:build !race
+
+package waiting
+
+// raceEnabled: the test binary is built with -race.
+const raceEnabled = false
