@@ -38,7 +38,7 @@ type EndpointIO struct{ rdb redis.UniversalClient }
 // ep_enter.lua's answers.
 const (
 	EnterGo    = 0 // pass
-	EnterWait  = 1 // wait in the endpoint's line
+	enterWait  = 1 // wait in the endpoint's line
 	EnterProbe = 2 // go as the endpoint's probe
 	EnterEnd   = 3 // end: it waited too long
 )
@@ -47,7 +47,7 @@ const (
 type Entered struct {
 	Code    int64
 	Expired bool // EnterGo: the endpoint had no state
-	// EnterWait: when the next probe goes (zero: never, an operator's),
+	// enterWait: when the next probe goes (zero: never, an operator's),
 	// whether it is first in line, and when it looks at whether it ends
 	// (zero: not on a timer; the close, or a probe that fails, wakes it).
 	NextProbe, EndAt time.Time
@@ -101,8 +101,8 @@ func readEnter(res []any) (Entered, error) {
 		e.Code, e.Expired = EnterGo, len(ints) == 2
 	case len(ints) == 1 && ints[0] == EnterProbe:
 		e.Code = EnterProbe
-	case len(ints) == 5 && ints[0] == EnterWait:
-		e.Code, e.NextProbe, e.Head, e.EndAt = EnterWait, ms(ints[1]), ints[3] == 1, ms(ints[4])
+	case len(ints) == 5 && ints[0] == enterWait:
+		e.Code, e.NextProbe, e.Head, e.EndAt = enterWait, ms(ints[1]), ints[3] == 1, ms(ints[4])
 	case len(ints) == 2 && ints[0] == EnterEnd:
 		e.Code, e.Began = EnterEnd, ms(ints[1])
 	case len(ints) == 4 && ints[0] == EnterEnd:
