@@ -7,14 +7,13 @@ package flow
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -27,22 +26,15 @@ type Control struct {
 	PinPeriod      time.Duration
 }
 
-// controlNames are the Redis keys of key's Control and of its waiters
-// held while it is paused.
-func controlNames(k string) (ctl, paused string) {
-	return record.FlowControlKeys(k)
-}
-
 // ReadControl reads key's Control.
 func ReadControl(ctx context.Context, rdb redis.UniversalClient, key string) (Control, error) {
-	ctl, _ := controlNames(key)
-	h, err := rdb.HGetAll(ctx, ctl).Result()
-	if err != nil {
-		return Control{}, err
-	}
-	atoi := func(f string) int { n, _ := strconv.Atoi(h[f]); return n }
-	return Control{Paused: h["paused"] == "1", PinParallelism: atoi("parallelism"), PinRate: atoi("rate"),
-		PinPeriod: time.Duration(atoi("periodMs")) * time.Millisecond}, nil
+	return readControl(ctx, flowdb.New(rdb), key)
+}
+
+// readControl is ReadControl on db.
+func readControl(ctx context.Context, db *flowdb.DB, key string) (Control, error) {
+	c, err := db.Control.Read(ctx, key)
+	return Control(c), err
 }
 
 // Pause holds key's requests: none starts until Resume; each waits in the
@@ -50,44 +42,14 @@ func ReadControl(ctx context.Context, rdb redis.UniversalClient, key string) (Co
 // names it) holds every request of the tenant to that destination, with a
 // flowControl key or without.
 func Pause(ctx context.Context, rdb redis.UniversalClient, key string) error {
-	ctl, _ := controlNames(key)
-	if err := rdb.HSet(ctx, ctl, "paused", "1").Err(); err != nil {
-		return fmt.Errorf("pause %s: %w", key, err)
-	}
-	if err := rdb.SAdd(ctx, record.FlowPausedKey, key).Err(); err != nil {
-		return fmt.Errorf("list paused key %s: %w", key, err)
-	}
-	return nil
+	return flowdb.New(rdb).Control.Pause(ctx, key)
 }
 
 // PausedKeys are the keys an operator paused, each with how many requests
 // wait in its paused line.
 func PausedKeys(ctx context.Context, rdb redis.UniversalClient) (map[string]int64, error) {
-	keys, err := rdb.SMembers(ctx, record.FlowPausedKey).Result()
-	if err != nil {
-		return nil, fmt.Errorf("read the paused keys: %w", err)
-	}
-	pipe := rdb.Pipeline()
-	cards := make([]*redis.IntCmd, len(keys))
-	for i, k := range keys {
-		_, paused := controlNames(k)
-		cards[i] = pipe.ZCard(ctx, paused)
-	}
-	if len(keys) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("count the paused keys' waiters: %w", err)
-		}
-	}
-	out := make(map[string]int64, len(keys))
-	for i, k := range keys {
-		out[k] = cards[i].Val()
-	}
-	return out, nil
+	return flowdb.New(rdb).Control.PausedKeys(ctx)
 }
-
-// pausedTakeScript takes the first waiters out of a resumed key's paused
-// line: scripts/paused_take.lua.
-var pausedTakeScript = script("paused_take")
 
 // resumeBatch is how many waiters of a resumed key one script takes.
 const resumeBatch = 100
@@ -96,15 +58,12 @@ const resumeBatch = 100
 // answering how many it took out of the paused line (after the resume its
 // line is empty, so only Resume can say).
 func Resume(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, key string) (released int, err error) {
-	ctl, paused := controlNames(key)
-	if err := rdb.HDel(ctx, ctl, "paused").Err(); err != nil {
-		return 0, fmt.Errorf("resume %s: %w", key, err)
-	}
-	if err := rdb.SRem(ctx, record.FlowPausedKey, key).Err(); err != nil {
-		return 0, fmt.Errorf("unlist paused key %s: %w", key, err)
+	db := flowdb.New(rdb)
+	if err := db.Control.Unpause(ctx, key); err != nil {
+		return 0, err
 	}
 	for {
-		ids, err := pausedTakeScript.Run(ctx, rdb, []string{ctl, paused}, resumeBatch).StringSlice()
+		ids, err := db.Control.TakePaused(ctx, key, resumeBatch)
 		if err != nil {
 			return released, fmt.Errorf("release the waiters of %s: %w", key, err)
 		}
@@ -125,44 +84,21 @@ func Resume(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *sl
 // Pin sets key's parallelism (parallelism > 0) and rate per period (rate
 // > 0) over what its requests ask for.
 func Pin(ctx context.Context, rdb redis.UniversalClient, key string, parallelism, rate int, period time.Duration) error {
-	ctl, _ := controlNames(key)
-	var fields []any
-	if parallelism > 0 {
-		fields = append(fields, "parallelism", parallelism)
+	if rate > 0 && period <= 0 {
+		period = time.Second
 	}
-	if rate > 0 {
-		if period <= 0 {
-			period = time.Second
-		}
-		fields = append(fields, "rate", rate, "periodMs", period.Milliseconds())
-	}
-	if len(fields) == 0 {
-		return nil
-	}
-	return rdb.HSet(ctx, ctl, fields...).Err()
+	return flowdb.New(rdb).Control.Pin(ctx, key, parallelism, rate, period)
 }
 
 // Unpin drops the pinned parallelism and/or rate of key.
 func Unpin(ctx context.Context, rdb redis.UniversalClient, key string, parallelism, rate bool) error {
-	ctl, _ := controlNames(key)
-	var fields []string
-	if parallelism {
-		fields = append(fields, "parallelism")
-	}
-	if rate {
-		fields = append(fields, "rate", "periodMs")
-	}
-	if len(fields) == 0 {
-		return nil
-	}
-	return rdb.HDel(ctx, ctl, fields...).Err()
+	return flowdb.New(rdb).Control.Unpin(ctx, key, parallelism, rate)
 }
 
 // ResetRate forgets the turns key's rate gave: its next request starts at
 // once. Turns given to waiters are dropped; they take new ones.
 func ResetRate(ctx context.Context, rdb redis.UniversalClient, key string) error {
-	next, given := turnNames(key)
-	return rdb.Del(ctx, next, given).Err()
+	return flowdb.New(rdb).Rate.Reset(ctx, key)
 }
 
 // KeyInfo is a key's state as the flow-control API shows it.
@@ -181,26 +117,17 @@ type KeyInfo struct {
 // its rate's use. rate and period are its rate (pinned or asked for), to
 // count turns ahead.
 func Info(ctx context.Context, rdb redis.UniversalClient, key string, rate int, period time.Duration, now time.Time) (KeyInfo, error) {
-	c, err := ReadControl(ctx, rdb, key)
+	db := flowdb.New(rdb)
+	c, err := readControl(ctx, db, key)
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	_, paused := controlNames(key)
-	slots, wait := keyNames(key)
-	next, given := turnNames(key)
-	line := cutNames(key)[0]
-	pipe := rdb.Pipeline()
-	nPaused := pipe.ZCard(ctx, paused)
-	nWait := pipe.ZCard(ctx, wait)
-	nGiven := pipe.HLen(ctx, given)
-	nLine := pipe.ZCard(ctx, line)
-	tat := pipe.Get(ctx, next)
-	taken := pipe.ZCount(ctx, slots, strconv.FormatInt(now.UnixMilli(), 10), "+inf")
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return KeyInfo{}, fmt.Errorf("flow-control info of %s: %w", key, err)
+	n, err := db.Control.Counts(ctx, key, now)
+	if err != nil {
+		return KeyInfo{}, err
 	}
-	info := KeyInfo{Control: c, Waiting: nPaused.Val() + nWait.Val() + nGiven.Val() + nLine.Val(), InFlight: taken.Val()}
-	if at, err := strconv.ParseInt(tat.Val(), 10, 64); err == nil && rate > 0 {
+	info := KeyInfo{Control: c, Waiting: n.Paused + n.Waiting + n.Given + n.Line, InFlight: n.Taken}
+	if at := n.NextTurn; n.HasTurn && rate > 0 {
 		if period <= 0 {
 			period = time.Second
 		}
@@ -220,15 +147,11 @@ type operatorGate struct {
 	controls map[string]controlEntry
 }
 
-var holdPausedScript = script("hold_paused")
-
 // holdPaused parks id in key's paused line if key is still paused in
 // Redis (one step, so a resume cannot slip between the check and the
 // park); held says it did.
 func (op *operatorGate) holdPaused(ctx context.Context, key, id string, now time.Time) (bool, error) {
-	ctl, paused := controlNames(key)
-	n, err := holdPausedScript.Run(ctx, op.rdb, []string{ctl, paused}, id, now.UnixMilli(), op.tune.KeyTTL.Milliseconds()).Int()
-	return n == 1, err
+	return op.db.Control.HoldPaused(ctx, key, id, now, op.tune.KeyTTL)
 }
 
 // control is key's Control as this worker last read it (at most
@@ -242,7 +165,7 @@ func (op *operatorGate) control(ctx context.Context, key string, now time.Time) 
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ctl, err := ReadControl(rctx, op.rdb, key)
+	ctl, err := readControl(rctx, op.db, key)
 	if err != nil {
 		op.log.Warn("could not read a flow-control key's settings; the last ones hold", "key", key, "err", err)
 		return e.Control

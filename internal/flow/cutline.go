@@ -8,18 +8,11 @@ package flow
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/record"
 	"golang.org/x/time/rate"
-)
-
-var (
-	cutWaitScript = script("cut_wait")
-	cutNextScript = script("cut_next")
-	cutJoinScript = script("cut_join")
 )
 
 const (
@@ -36,26 +29,10 @@ type cutGate struct {
 	fair *fairGate
 }
 
-// cutNames are the Redis keys of a cut key's line.
-func cutNames(key string) []string {
-	line, places, turns := record.FlowCutKeys(key)
-	return []string{line, places, turns}
-}
-
-// cutAnswer is what cut_wait said: start now, sleep until a turn, or
-// wait in line behind ahead others; offered says the turn is the one this
-// worker offered. A start at a turn given earlier has it in at.
-type cutAnswer struct {
-	start   bool
-	at      time.Time
-	ahead   int
-	offered bool
-}
-
 // wait admits req on its cut key (k, this worker's state): its turn if
 // it was given one, else the turn this worker's rate offers while nobody
 // waits, else a place in the key's line.
-func (cg *cutGate) wait(ctx context.Context, k *key, req Request, now time.Time) (cutAnswer, error) {
+func (cg *cutGate) wait(ctx context.Context, k *key, req Request, now time.Time) (flowdb.CutAnswer, error) {
 	cg.mu.Lock()
 	var offer *rate.Reservation
 	offerAt := int64(-1)
@@ -81,26 +58,21 @@ func (cg *cutGate) wait(ctx context.Context, k *key, req Request, now time.Time)
 		// Moments away: waiting it out costs less than a park.
 		if err := cg.sleep(ctx, d); err != nil {
 			cg.cancelOffer(offer, now)
-			return cutAnswer{}, err
+			return flowdb.CutAnswer{}, err
 		}
 		now = time.UnixMilli(offerAt)
 		slept = true
 	}
-	res, err := cutWaitScript.Run(ctx, cg.rdb, cutNames(req.Key), req.ID, now.UnixMilli(), cg.tune.TurnEarly.Milliseconds(),
-		cg.tune.TurnGrace.Milliseconds(), offerAt, cg.tune.KeyTTL.Milliseconds()).StringSlice()
-	var a cutAnswer
-	if err == nil {
-		a, err = parseCutAnswer(res)
-	}
-	if !a.offered {
+	a, err := cg.db.Cut.Wait(ctx, req.Key, req.ID, now, cg.tune.TurnEarly, cg.tune.TurnGrace, offerAt, cg.tune.KeyTTL)
+	if !a.Offered {
 		cg.cancelOffer(offer, now)
 	}
-	if err == nil && a.start && slept {
-		a.at = now // the offer it waited out
+	if err == nil && a.Start && slept {
+		a.At = now // the offer it waited out
 	}
-	if err == nil && !a.start && a.at.IsZero() {
+	if err == nil && !a.Start && a.At.IsZero() {
 		cg.mu.Lock()
-		list := k.lineSeen.IsZero() || a.ahead == 0 // new here, or a new line
+		list := k.lineSeen.IsZero() || a.Ahead == 0 // new here, or a new line
 		k.lineSeen = now
 		cg.stir()
 		cg.mu.Unlock()
@@ -134,15 +106,15 @@ func (cg *cutGate) enter(ctx context.Context, t *Ticket) error {
 		if err != nil {
 			return err
 		}
-		if !a.start {
-			if a.at.IsZero() {
-				return &Parked{Until: now.Add(cg.tune.cutFallback(a.ahead, perSecond)), Reason: record.WaitingRate}
+		if !a.Start {
+			if a.At.IsZero() {
+				return &Parked{Until: now.Add(cg.tune.cutFallback(a.Ahead, perSecond)), Reason: record.WaitingRate}
 			}
-			t.moves = append(t.moves, At(req.ID, a.at))
-			return &Parked{Until: a.at, Reason: record.WaitingRate, Starts: a.at}
+			t.moves = append(t.moves, At(req.ID, a.At))
+			return &Parked{Until: a.At, Reason: record.WaitingRate, Starts: a.At}
 		}
 		t.start = cg.now()
-		t.laterTurn(a.at)
+		t.laterTurn(a.At)
 		cg.mu.Lock()
 		k.inflight++
 		cg.mu.Unlock()
@@ -174,29 +146,6 @@ func (cg *cutGate) cancelOffer(r *rate.Reservation, now time.Time) {
 	cg.mu.Lock()
 	r.CancelAt(now)
 	cg.mu.Unlock()
-}
-
-func parseCutAnswer(res []string) (cutAnswer, error) {
-	switch {
-	case len(res) == 1 && res[0] == "start":
-		return cutAnswer{start: true, offered: true}, nil
-	case len(res) == 2 && res[0] == "turn":
-		ms, err := strconv.ParseInt(res[1], 10, 64)
-		if err == nil {
-			return cutAnswer{start: true, at: time.UnixMilli(ms)}, nil
-		}
-	case len(res) == 2 && (res[0] == "wait" || res[0] == "offer"):
-		ms, err := strconv.ParseInt(res[1], 10, 64)
-		if err == nil {
-			return cutAnswer{at: time.UnixMilli(ms), offered: res[0] == "offer"}, nil
-		}
-	case len(res) == 2 && res[0] == "line":
-		n, err := strconv.Atoi(res[1])
-		if err == nil {
-			return cutAnswer{ahead: n}, nil
-		}
-	}
-	return cutAnswer{}, fmt.Errorf("cut_wait script: unexpected reply %v", res)
 }
 
 // cutFallback is the safety-net deadline of a waiter with ahead others
@@ -291,7 +240,7 @@ func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
 	}
 	used := make([]bool, len(turns))
 	for _, g := range given {
-		used[g.turn] = true
+		used[g.Turn] = true
 	}
 	cg.mu.Lock()
 	for i := len(rs) - 1; i >= 0; i-- {
@@ -312,7 +261,7 @@ func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
 		}
 		ids := make([]string, len(given))
 		for i, g := range given {
-			ids[i] = g.id
+			ids[i] = g.ID
 		}
 		h.promise(ids, now)
 	}
@@ -330,7 +279,7 @@ func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
 	}
 	moves := make([]Move, len(given))
 	for i, g := range given {
-		moves[i] = At(g.id, turns[g.turn])
+		moves[i] = At(g.ID, turns[g.Turn])
 	}
 	cg.move(context.WithoutCancel(ctx), moves...)
 }
@@ -338,44 +287,10 @@ func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
 // giveTurns gives turns to the oldest waiters of key's line, in order,
 // each at or after its place: given are the ids and their turns' indexes;
 // head is the next waiter's place (zero: none).
-func (cg *cutGate) giveTurns(ctx context.Context, key string, turns []time.Time) (given []givenTurn, left int, head time.Time, err error) {
+func (cg *cutGate) giveTurns(ctx context.Context, key string, turns []time.Time) (given []flowdb.GivenTurn, left int, head time.Time, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	args := make([]any, 0, len(turns)+1)
-	args = append(args, cg.tune.KeyTTL.Milliseconds())
-	for _, t := range turns {
-		args = append(args, t.UnixMilli())
-	}
-	res, err := cutNextScript.Run(ctx, cg.rdb, cutNames(key), args...).StringSlice()
-	if err != nil {
-		return nil, 0, time.Time{}, err
-	}
-	bad := fmt.Errorf("cut_next script: unexpected reply %v", res)
-	if len(res) < 2 || len(res)%2 != 0 || len(res) > 2*len(turns)+2 {
-		return nil, 0, time.Time{}, bad
-	}
-	left, err1 := strconv.Atoi(res[0])
-	headMs, err2 := strconv.ParseFloat(res[1], 64)
-	if err1 != nil || err2 != nil {
-		return nil, 0, time.Time{}, bad
-	}
-	if headMs >= 0 {
-		head = time.UnixMilli(int64(headMs))
-	}
-	for i := 2; i < len(res); i += 2 {
-		n, err := strconv.Atoi(res[i+1])
-		if err != nil || n < 1 || n > len(turns) {
-			return nil, 0, time.Time{}, bad
-		}
-		given = append(given, givenTurn{id: res[i], turn: n - 1})
-	}
-	return given, left, head, nil
-}
-
-// givenTurn is a waiter given the turn of index turn.
-type givenTurn struct {
-	id   string
-	turn int
+	return cg.db.Cut.Next(ctx, key, turns, cg.tune.KeyTTL)
 }
 
 // lineRetry puts a retry of req, due at due, straight in its key's line
@@ -395,7 +310,7 @@ func (cg *cutGate) lineRetry(ctx context.Context, req Request, due time.Time) (u
 	if !cut {
 		return time.Time{}, false
 	}
-	ahead, err := cutJoinScript.Run(ctx, cg.rdb, cutNames(req.Key)[:1], req.ID, due.UnixMilli(), cg.tune.KeyTTL.Milliseconds()).Int()
+	ahead, err := cg.db.Cut.Join(ctx, req.Key, req.ID, due, cg.tune.KeyTTL)
 	if err != nil {
 		cg.log.Warn("could not put a retry in its cut key's line", "requestId", req.ID, "err", err)
 		return time.Time{}, false

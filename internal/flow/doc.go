@@ -75,7 +75,13 @@
 // cutGate (the flow-control keys' cuts, counts and lines), rateGate
 // (none: its turns are Redis'), fairGate (the lanes and the tenants about)
 // and parGate (the parallelism lines known here). They share a core (the
-// settings, Redis, the clock, the owner of waiting, the lock over their state and the
+// settings, Redis (flowdb), the clock, the owner of waiting, the lock over their state and the
 // worker's lifetime). Controller holds the gates, runs Admit through them
 // and keeps the loops that look after their lines (Rebalance, Publish).
+//
+// The gates decide; flowdb (internal/flow/flowdb) does their Redis I/O:
+// the scripts, the key names, one call per operation with its reply read
+// into Go values. No file of flow calls go-redis or runs a script
+// (TestFlowTalksToRedisOnlyThroughFlowdb): the operator's functions that
+// take a client (Pause, SetQueue, CloseEndpoint, ...) hand it to flowdb.
 package flow

@@ -20,11 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -74,9 +72,9 @@ func (b BreakerConfig) withDefaults() BreakerConfig {
 
 // The endpoint states.
 const (
-	EndpointClosed   = "closed"
-	EndpointOpen     = "open"
-	EndpointHalfOpen = "half_open"
+	EndpointClosed   = flowdb.EndpointClosed
+	EndpointOpen     = flowdb.EndpointOpen
+	EndpointHalfOpen = flowdb.EndpointHalfOpen
 )
 
 // ErrEndpointDown is the endpoint gate's answer for a request that waited
@@ -170,14 +168,6 @@ type endpointGate struct {
 	endpoints endpoints
 }
 
-var (
-	epOpenScript   = script("ep_open")
-	epEnterScript  = script("ep_enter", "ep_hand_on")
-	epProbedScript = script("ep_probed")
-	epTakeScript   = script("ep_take")
-	epCloseScript  = script("ep_close")
-)
-
 // enter runs the endpoint gate: a request to an endpoint that is
 // not closed goes as its probe, or waits in its line for a probe that
 // succeeds (record.WaitingEndpointOpen), or ends when it waited too long
@@ -191,123 +181,50 @@ func (eg *endpointGate) enter(ctx context.Context, t *Ticket) error {
 		return nil
 	}
 	br := eg.cfg.Breaker.withDefaults()
-	state, line, keys, joined := record.FlowEndpointKeys(t.endpoint)
 	lease := t.req.Timeout + eg.tune.LeaseMargin
 	parKey := ""
 	if t.req.Parallelism > 0 {
 		parKey = t.req.Key
 	}
-	res, err := epEnterScript.Run(ctx, eg.rdb, []string{state, line, keys, joined}, t.req.ID, t.start.UnixMilli(),
-		eg.tune.KeyTTL.Milliseconds(), lease.Milliseconds(), parPlace(t.req, t.start).UnixMilli(), parKey,
-		br.FailAfter.Milliseconds()).Slice()
+	r, err := eg.db.Endpoint.Enter(ctx, t.endpoint, t.req.ID, t.start, eg.tune.KeyTTL, lease, parPlace(t.req, t.start), parKey, br.FailAfter)
 	if err != nil {
 		return fmt.Errorf("endpoint gate of %s: %w", t.req.ID, err)
 	}
-	r, err := readEnter(res)
-	if err != nil {
-		return fmt.Errorf("endpoint gate of %s: %w", t.req.ID, err)
-	}
-	switch r.code {
-	case enterGo:
+	switch r.Code {
+	case flowdb.EnterGo:
 		eg.mu.Lock()
 		eg.endpoints.setState(t.endpoint, false, t.start, eg.tune.BreakerRead)
 		eg.mu.Unlock()
-		if r.expired {
+		if r.Expired {
 			// Its state expired, unused: the list forgets it too (an
 			// endpoint opened meanwhile is listed again by its next
 			// failure).
-			if err := eg.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
+			if err := eg.db.Endpoint.Unlist(ctx, t.endpoint); err != nil {
 				eg.log.Warn("could not unlist an endpoint whose state expired", "endpoint", t.endpoint, "err", err)
 			}
 		}
 		return nil
-	case enterProbe:
+	case flowdb.EnterProbe:
 		t.probe = true
 		return nil
-	case enterEnd:
-		if r.next != "" {
+	case flowdb.EnterEnd:
+		if r.Next != "" {
 			// It was first in line: the next waiter is woken for the
 			// probe in its place.
-			t.moves = append(t.moves, At(r.next, r.nextAt))
+			t.moves = append(t.moves, At(r.Next, r.NextAt))
 		}
-		return fmt.Errorf("%w: %s, waited since %s", ErrEndpointDown, t.req.Endpoint, r.began.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: %s, waited since %s", ErrEndpointDown, t.req.Endpoint, r.Began.UTC().Format(time.RFC3339))
 	}
-	until := t.start.Add(max(r.nextProbe.Sub(t.start), 0) + max(eg.tune.ParkFallback, 2*br.ProbeMax))
-	if !r.endAt.IsZero() && r.endAt.Before(until) {
-		until = r.endAt
+	until := t.start.Add(max(r.NextProbe.Sub(t.start), 0) + max(eg.tune.ParkFallback, 2*br.ProbeMax))
+	if !r.EndAt.IsZero() && r.EndAt.Before(until) {
+		until = r.EndAt
 	}
-	if r.head && !r.nextProbe.IsZero() {
+	if r.Head && !r.NextProbe.IsZero() {
 		// The first in line is woken for the next probe; the others
 		// follow it once one succeeds.
-		t.moves = append(t.moves, At(t.req.ID, r.nextProbe))
+		t.moves = append(t.moves, At(t.req.ID, r.NextProbe))
 	}
-	return &Parked{Until: until, Reason: record.WaitingEndpointOpen, Starts: r.nextProbe}
-}
-
-// ep_enter.lua's answers.
-const (
-	enterGo    = 0
-	enterWait  = 1
-	enterProbe = 2
-	enterEnd   = 3
-)
-
-// entered is ep_enter.lua's answer, read.
-type entered struct {
-	code    int64
-	expired bool // enterGo: the endpoint had no state
-	// enterWait: when the next probe goes (zero: never, an operator's),
-	// whether it is first in line, and when it looks at whether it ends
-	// (zero: not on a timer; the close, or a probe that fails, wakes it).
-	nextProbe, endAt time.Time
-	head             bool
-	// enterEnd: since when it waited, and the waiter to wake at nextAt
-	// for the next probe in its place ("": none).
-	began  time.Time
-	next   string
-	nextAt time.Time
-}
-
-// readEnter reads ep_enter.lua's reply, refusing one it does not know.
-func readEnter(res []any) (entered, error) {
-	var e entered
-	ints := make([]int64, 0, len(res))
-	for _, v := range res {
-		switch v := v.(type) {
-		case int64:
-			ints = append(ints, v)
-		case string:
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil && len(ints) != 2 {
-				return e, fmt.Errorf("unexpected reply %v", res)
-			}
-			ints = append(ints, n)
-		default:
-			return e, fmt.Errorf("unexpected reply %v", res)
-		}
-	}
-	ms := func(i int64) time.Time {
-		if i <= 0 {
-			return time.Time{}
-		}
-		return time.UnixMilli(i)
-	}
-	switch {
-	case len(ints) >= 1 && len(ints) <= 2 && ints[0] == enterGo:
-		e.code, e.expired = enterGo, len(ints) == 2
-	case len(ints) == 1 && ints[0] == enterProbe:
-		e.code = enterProbe
-	case len(ints) == 5 && ints[0] == enterWait:
-		e.code, e.nextProbe, e.head, e.endAt = enterWait, ms(ints[1]), ints[3] == 1, ms(ints[4])
-	case len(ints) == 2 && ints[0] == enterEnd:
-		e.code, e.began = enterEnd, ms(ints[1])
-	case len(ints) == 4 && ints[0] == enterEnd:
-		next, _ := res[2].(string)
-		e.code, e.began, e.next, e.nextAt = enterEnd, ms(ints[1]), next, ms(ints[3])
-	default:
-		return e, fmt.Errorf("unexpected reply %v", res)
-	}
-	return e, nil
+	return &Parked{Until: until, Reason: record.WaitingEndpointOpen, Starts: r.NextProbe}
 }
 
 // notClosed says whether endpoint name is open or half open as far
@@ -320,11 +237,10 @@ func (eg *endpointGate) notClosed(ctx context.Context, name string, now time.Tim
 	if ok && now.Sub(known.at) < eg.tune.BreakerRead {
 		return known.open
 	}
-	state, _, _, _ := record.FlowEndpointKeys(name)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	v, err := eg.rdb.HGet(rctx, state, "state").Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	v, err := eg.db.Endpoint.State(rctx, name)
+	if err != nil {
 		eg.log.Warn("could not read whether an endpoint is open; the last read holds", "endpoint", name, "err", err)
 		return known.open
 	}
@@ -392,7 +308,7 @@ func (eg *endpointGate) exit(ctx context.Context, t *Ticket, e ending) {
 	eg.mu.Unlock()
 	if trip {
 		ratio := float64(failures) / float64(attempts)
-		opened, err := OpenEndpoint(ctx, eg.rdb, t.endpoint, ratio, "breaker", e.at, eg.tune)
+		opened, err := openEndpoint(ctx, eg.db, t.endpoint, ratio, "breaker", e.at, eg.tune)
 		if err != nil {
 			eg.log.Warn("could not open a failing endpoint", "endpoint", t.endpoint, "err", err)
 			return
@@ -411,19 +327,16 @@ func (eg *endpointGate) probed(ctx context.Context, t *Ticket, verdict string, n
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	br := eg.cfg.Breaker.withDefaults()
-	state, line, _, joined := record.FlowEndpointKeys(t.endpoint)
-	res, err := epProbedScript.Run(ctx, eg.rdb, []string{state, line, joined}, t.req.ID, now.UnixMilli(), verdict,
-		br.ProbeMax.Milliseconds(), br.FailAfter.Milliseconds()).Slice()
-	if err != nil || len(res) == 0 {
+	p, err := eg.db.Endpoint.Probed(ctx, t.endpoint, t.req.ID, now, verdict, br.ProbeMax, br.FailAfter)
+	if err != nil {
 		eg.log.Warn("could not tell an endpoint how its probe ended; the probe's lease ends it", "endpoint", t.endpoint, "err", err)
 		return
 	}
-	code, _ := res[0].(int64)
 	switch {
-	case code == 1:
+	case p.Closed:
 		eg.log.Info("endpoint closed: its probe succeeded", "endpoint", t.endpoint)
 		eg.changed(t.endpoint, false, 0, 0)
-		if err := eg.rdb.HDel(ctx, record.FlowEndpointsKey, t.endpoint).Err(); err != nil {
+		if err := eg.db.Endpoint.Unlist(ctx, t.endpoint); err != nil {
 			eg.log.Warn("could not unlist a closed endpoint", "endpoint", t.endpoint, "err", err)
 		}
 		eg.mu.Lock()
@@ -432,22 +345,19 @@ func (eg *endpointGate) probed(ctx context.Context, t *Ticket, verdict string, n
 		eg.wakes.Add(1)
 		go func() {
 			defer eg.wakes.Done()
-			if err := wakeEndpointLine(eg.stop, eg.rdb, eg.mover, eg.log, t.endpoint, eg.tune.KeyTTL); err != nil {
+			if err := wakeEndpointLine(eg.stop, eg.db, eg.mover, eg.log, t.endpoint, eg.tune.KeyTTL); err != nil {
 				eg.log.Warn("could not wake a closed endpoint's waiters; their safety nets do", "endpoint", t.endpoint, "err", err)
 			}
 		}()
-	case code == 0 && len(res) >= 3:
-		next, _ := res[1].(int64)
+	case !p.NoProbe:
 		var moves []Move
-		if head, _ := res[2].(string); head != "" {
-			moves = append(moves, At(head, time.UnixMilli(next)))
+		if p.Head != "" {
+			moves = append(moves, At(p.Head, p.NextProbe))
 		}
 		// Waiters that waited BREAKER_FAIL_AFTER before a probe failed:
 		// now they end.
-		for _, v := range res[3:] {
-			if id, _ := v.(string); id != "" {
-				moves = append(moves, At(id, now))
-			}
+		for _, id := range p.Ended {
+			moves = append(moves, At(id, now))
 		}
 		eg.move(ctx, moves...)
 	}

@@ -8,12 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -22,62 +21,28 @@ import (
 // parallelism first get back their places in their keys' lines (ttl: the
 // lines' time to live), so that their slots go in arrival order however
 // the woken race to them.
-func wakeEndpointLine(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name string, ttl time.Duration) error {
-	state, line, keys, joined := record.FlowEndpointKeys(name)
+func wakeEndpointLine(ctx context.Context, db *flowdb.DB, mover Mover, log *slog.Logger, name string, ttl time.Duration) error {
 	for {
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		taken, err := epTakeScript.Run(tctx, rdb, []string{state, line, keys, joined}, resumeBatch).StringSlice()
-		if err == nil && len(taken)%3 != 0 {
-			err = fmt.Errorf("endpoint take script: unexpected reply %v", taken)
-		}
+		taken, err := db.Endpoint.Take(tctx, name, resumeBatch)
 		if err == nil {
-			err = keepParPlaces(tctx, rdb, taken, ttl)
+			err = db.Par.KeepPlaces(tctx, taken, ttl)
 		}
 		cancel()
 		if err != nil {
 			return fmt.Errorf("take the waiters of %s: %w", name, err)
 		}
-		moves := make([]Move, 0, len(taken)/3)
-		for i := 0; i < len(taken); i += 3 {
-			moves = append(moves, Now(taken[i]))
+		moves := make([]Move, 0, len(taken))
+		for _, w := range taken {
+			moves = append(moves, Now(w.ID))
 		}
 		// A waiter Redis could not wake has its safety net.
 		move(ctx, mover, log, moves...)
-		if len(taken) < 3*resumeBatch {
+		if len(taken) < resumeBatch {
 			return nil
 		}
 	}
 }
-
-var parKeepScript = script("par_keep")
-
-// keepParPlaces puts the waiters of taken ({id, place, key or "", ...},
-// from ep_take.lua) back at their places in their keys' parallelism
-// lines, one round trip a key.
-func keepParPlaces(ctx context.Context, rdb redis.UniversalClient, taken []string, ttl time.Duration) error {
-	byKey := map[string][]any{}
-	var order []string
-	for i := 0; i < len(taken); i += 3 {
-		id, place, key := taken[i], taken[i+1], taken[i+2]
-		if key == "" {
-			continue
-		}
-		if byKey[key] == nil {
-			order = append(order, key)
-		}
-		byKey[key] = append(byKey[key], id, place)
-	}
-	for _, key := range order {
-		_, wait := keyNames(key)
-		args := append([]any{ttl.Milliseconds()}, byKey[key]...)
-		if err := parKeepScript.Run(ctx, rdb, []string{wait}, args...).Err(); err != nil {
-			return fmt.Errorf("keep places in %s's parallelism line: %w", key, err)
-		}
-	}
-	return nil
-}
-
-var epCancelScript = script("ep_cancel", "ep_hand_on")
 
 // EndpointCanceled takes canceled request id out of its endpoint's line
 // (endpoint of tenant t); when it was the waiter to be woken for the next
@@ -86,20 +51,15 @@ func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, mover Move
 	if endpoint == "" {
 		return nil
 	}
-	state, line, keys, joined := record.FlowEndpointKeys(EndpointName(t, endpoint))
-	res, err := epCancelScript.Run(ctx, rdb, []string{state, line, keys, joined}, id).StringSlice()
+	next, at, ok, err := flowdb.New(rdb).Endpoint.Cancel(ctx, EndpointName(t, endpoint), id)
 	if err != nil {
 		return fmt.Errorf("take %s out of its endpoint's line: %w", id, err)
 	}
-	if len(res) != 2 {
+	if !ok {
 		return nil
 	}
-	at, err := strconv.ParseInt(res[1], 10, 64)
-	if err != nil {
-		return fmt.Errorf("endpoint cancel script: unexpected reply %v", res)
-	}
-	if a := move(ctx, mover, log, At(res[0], time.UnixMilli(at))); len(a.stalled) > 0 {
-		return fmt.Errorf("could not wake %s for the next probe", res[0])
+	if a := move(ctx, mover, log, At(next, at)); len(a.stalled) > 0 {
+		return fmt.Errorf("could not wake %s for the next probe", next)
 	}
 	return nil
 }
@@ -126,28 +86,22 @@ func (eg *endpointGate) changed(name string, open bool, ratio float64, attempts 
 // unless it is open already: the breaker's decision (by "breaker"), or an
 // operator's ("operator"). opened says it did.
 func OpenEndpoint(ctx context.Context, rdb redis.UniversalClient, name string, ratio float64, by string, now time.Time, tune Tuning) (bool, error) {
+	return openEndpoint(ctx, flowdb.New(rdb), name, ratio, by, now, tune)
+}
+
+// openEndpoint is OpenEndpoint on db.
+func openEndpoint(ctx context.Context, db *flowdb.DB, name string, ratio float64, by string, now time.Time, tune Tuning) (bool, error) {
 	tune = tune.withDefaults()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	state, _, _, _ := record.FlowEndpointKeys(name)
-	n, err := epOpenScript.Run(ctx, rdb, []string{state}, now.UnixMilli(), tune.BreakerProbe.Milliseconds(),
-		strconv.FormatFloat(ratio, 'f', 3, 64), tune.KeyTTL.Milliseconds(), by).Int()
-	if err != nil {
-		return false, fmt.Errorf("open endpoint %s: %w", name, err)
-	}
 	// Listed even when it was open already: a list that failed is
 	// mended.
-	if err := rdb.HSet(ctx, record.FlowEndpointsKey, name, "1").Err(); err != nil {
-		return n == 1, fmt.Errorf("list open endpoint %s: %w", name, err)
-	}
-	return n == 1, nil
+	return db.Endpoint.Open(ctx, name, now, tune.BreakerProbe, ratio, tune.KeyTTL, by)
 }
 
 // ErrEndpointLimit: the tenant has opened its limit of endpoints by hand
 // (ENDPOINT_LIMIT); nothing was opened.
 var ErrEndpointLimit = errors.New("endpoint limit reached")
-
-var epHandOpenScript = script("ep_hand_open")
 
 // handOpenedKeep is how long an endpoint listed as opened by hand stays
 // listed before a full list looks at whether it is still open: an open
@@ -158,20 +112,14 @@ const handOpenedKeep = time.Minute
 // of its tenant, who may have at most limit endpoints opened by hand (0:
 // no limit; ErrEndpointLimit past it). opened says it was not open.
 func HandOpenEndpoint(ctx context.Context, rdb redis.UniversalClient, name string, limit int, now time.Time, tune Tuning) (bool, error) {
+	db := flowdb.New(rdb)
 	owner, _ := tenant.Split(name)
-	hand := record.FlowHandOpenedKey(owner)
-	list := func() (bool, error) {
-		n, err := epHandOpenScript.Run(ctx, rdb, []string{hand}, name, limit, now.UnixMilli()).Int()
-		if err != nil {
-			return false, fmt.Errorf("list endpoint %s as opened by hand: %w", name, err)
-		}
-		return n == 1, nil
-	}
+	list := func() (bool, error) { return db.Endpoint.ListHandOpened(ctx, name, limit, now) }
 	listed, err := list()
 	if err == nil && !listed {
 		// Full: an endpoint closed since (its state expired unused) no
 		// longer counts.
-		if err = pruneHandOpened(ctx, rdb, hand, now); err == nil {
+		if err = db.Endpoint.PruneHandOpened(ctx, owner, now, handOpenedKeep); err == nil {
 			listed, err = list()
 		}
 	}
@@ -181,65 +129,17 @@ func HandOpenEndpoint(ctx context.Context, rdb redis.UniversalClient, name strin
 	if !listed {
 		return false, fmt.Errorf("%w: %d endpoints opened by hand", ErrEndpointLimit, limit)
 	}
-	return OpenEndpoint(ctx, rdb, name, 0, "operator", now, tune)
-}
-
-// pruneHandOpened drops from a tenant's endpoints opened by hand (hand)
-// those no longer held open by an operator, listed longer than
-// handOpenedKeep ago.
-func pruneHandOpened(ctx context.Context, rdb redis.UniversalClient, hand string, now time.Time) error {
-	listed, err := rdb.HGetAll(ctx, hand).Result()
-	if err != nil {
-		return fmt.Errorf("read the endpoints opened by hand: %w", err)
-	}
-	var names []string
-	for name, at := range listed {
-		if ms, err := strconv.ParseInt(at, 10, 64); err != nil || now.Sub(time.UnixMilli(ms)) > handOpenedKeep {
-			names = append(names, name)
-		}
-	}
-	pipe := rdb.Pipeline()
-	states := make([]*redis.SliceCmd, len(names))
-	for i, name := range names {
-		state, _, _, _ := record.FlowEndpointKeys(name)
-		states[i] = pipe.HMGet(ctx, state, "state", "by")
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("read the endpoints opened by hand: %w", err)
-	}
-	var gone []string
-	for i, name := range names {
-		v := states[i].Val()
-		state, _ := v[0].(string)
-		by, _ := v[1].(string)
-		if by != "operator" || (state != EndpointOpen && state != EndpointHalfOpen) {
-			gone = append(gone, name)
-		}
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	if err := rdb.HDel(ctx, hand, gone...).Err(); err != nil {
-		return fmt.Errorf("forget endpoints no longer opened by hand: %w", err)
-	}
-	return nil
+	return openEndpoint(ctx, db, name, 0, "operator", now, tune)
 }
 
 // CloseEndpoint closes endpoint name (an operator's decision) and wakes
 // its waiters in line order. closed says it was not closed before.
 func CloseEndpoint(ctx context.Context, rdb redis.UniversalClient, mover Mover, log *slog.Logger, name string, now time.Time, tune Tuning) (bool, error) {
 	tune = tune.withDefaults()
-	state, _, _, _ := record.FlowEndpointKeys(name)
-	n, err := epCloseScript.Run(ctx, rdb, []string{state}, now.UnixMilli(), tune.KeyTTL.Milliseconds()).Int()
+	db := flowdb.New(rdb)
+	closed, err := db.Endpoint.Close(ctx, name, now, tune.KeyTTL)
 	if err != nil {
-		return false, fmt.Errorf("close endpoint %s: %w", name, err)
+		return closed, err
 	}
-	owner, _ := tenant.Split(name)
-	pipe := rdb.Pipeline()
-	pipe.HDel(ctx, record.FlowEndpointsKey, name)
-	pipe.HDel(ctx, record.FlowHandOpenedKey(owner), name)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return n == 1, fmt.Errorf("unlist endpoint %s: %w", name, err)
-	}
-	return n == 1, wakeEndpointLine(ctx, rdb, mover, log, name, tune.KeyTTL)
+	return closed, wakeEndpointLine(ctx, db, mover, log, name, tune.KeyTTL)
 }

@@ -7,7 +7,6 @@ package flow
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/flow/flowdb"
 )
 
 // usage is what a worker publishes of an endpoint used in the window.
@@ -79,14 +78,7 @@ func (eg *endpointGate) publishEndpoints(ctx context.Context, worker string, sho
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	key := record.FlowWorkerEndpointsKey(worker)
-	pipe := eg.rdb.TxPipeline()
-	pipe.Del(wctx, key)
-	if len(fields) > 0 {
-		pipe.HSet(wctx, key, fields...)
-		pipe.PExpire(wctx, key, eg.tune.StaleAfter)
-	}
-	if _, err := pipe.Exec(wctx); err != nil {
+	if err := eg.db.Stats.PublishEndpoints(wctx, worker, fields, eg.tune.StaleAfter); err != nil {
 		eg.log.Debug("could not publish the endpoints used", "err", err)
 		return shown
 	}
@@ -112,7 +104,7 @@ func (eg *endpointGate) judgeTogether(ctx context.Context, used map[string]usage
 	if len(doubtful) == 0 {
 		return
 	}
-	all, err := usedByAll(ctx, eg.rdb, now)
+	all, err := usedByAll(ctx, eg.db, now)
 	if err != nil {
 		eg.log.Debug("could not read the endpoints every worker used", "err", err)
 		return
@@ -129,7 +121,7 @@ func (eg *endpointGate) judgeTogether(ctx context.Context, used map[string]usage
 		}
 		eg.mu.Unlock()
 		ratio := float64(u.Failed) / float64(u.Attempts)
-		opened, err := OpenEndpoint(ctx, eg.rdb, name, ratio, "breaker", now, eg.tune)
+		opened, err := openEndpoint(ctx, eg.db, name, ratio, "breaker", now, eg.tune)
 		if err != nil {
 			eg.log.Warn("could not open a failing endpoint", "endpoint", name, "err", err)
 			continue
@@ -143,15 +135,14 @@ func (eg *endpointGate) judgeTogether(ctx context.Context, used map[string]usage
 
 // usedByAll sums what the live workers published of the endpoints they
 // used in the window.
-func usedByAll(ctx context.Context, rdb redis.UniversalClient, now time.Time) (map[string]usage, error) {
-	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
-		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result()
+func usedByAll(ctx context.Context, db *flowdb.DB, now time.Time) (map[string]usage, error) {
+	workers, err := db.Stats.LiveWorkers(ctx, now.Add(-DefaultTuning.StaleAfter))
 	if err != nil {
 		return nil, fmt.Errorf("list the live workers: %w", err)
 	}
 	used := map[string]usage{}
 	for _, w := range workers {
-		h, err := rdb.HGetAll(ctx, record.FlowWorkerEndpointsKey(w)).Result()
+		h, err := db.Stats.WorkerEndpoints(ctx, w)
 		if err != nil {
 			return nil, fmt.Errorf("read the endpoints worker %s used: %w", w, err)
 		}
@@ -199,11 +190,12 @@ type EndpointInfo struct {
 // A closed endpoint's FailureRatio is its window's, summed over the
 // workers.
 func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time, keep func(name string) bool) ([]EndpointInfo, error) {
-	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
+	db := flowdb.New(rdb)
+	names, err := db.Endpoint.Listed(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list the open endpoints: %w", err)
 	}
-	used, err := usedByAll(ctx, rdb, now)
+	used, err := usedByAll(ctx, db, now)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +212,7 @@ func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time, ke
 		names = slices.DeleteFunc(names, func(n string) bool { return !keep(n) })
 	}
 	slices.Sort(names)
-	out, err := readEndpoints(ctx, rdb, names)
+	out, err := readEndpoints(ctx, db, names)
 	if err != nil {
 		return nil, err
 	}
@@ -236,12 +228,13 @@ func Endpoints(ctx context.Context, rdb redis.UniversalClient, now time.Time, ke
 // open only, sorted by name: what a dashboard or a metric shows every few
 // seconds, whatever the number of endpoints used.
 func HeldEndpoints(ctx context.Context, rdb redis.UniversalClient) ([]EndpointInfo, error) {
-	names, err := rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
+	db := flowdb.New(rdb)
+	names, err := db.Endpoint.Listed(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list the open endpoints: %w", err)
 	}
 	slices.Sort(names)
-	infos, err := readEndpoints(ctx, rdb, names)
+	infos, err := readEndpoints(ctx, db, names)
 	if err != nil {
 		return nil, err
 	}
@@ -250,35 +243,23 @@ func HeldEndpoints(ctx context.Context, rdb redis.UniversalClient) ([]EndpointIn
 
 // ReadEndpoint reads endpoint name's breaker.
 func ReadEndpoint(ctx context.Context, rdb redis.UniversalClient, name string) (EndpointInfo, error) {
-	infos, err := readEndpoints(ctx, rdb, []string{name})
+	infos, err := readEndpoints(ctx, flowdb.New(rdb), []string{name})
 	if err != nil {
 		return EndpointInfo{}, err
 	}
 	return infos[0], nil
 }
 
-// readBatch bounds the endpoints read in one round trip.
-const readBatch = 500
-
-// readEndpoints reads the breakers of names, in order, a round trip per
-// readBatch of them.
-func readEndpoints(ctx context.Context, rdb redis.UniversalClient, names []string) ([]EndpointInfo, error) {
-	out := make([]EndpointInfo, 0, len(names))
-	for batch := range slices.Chunk(names, readBatch) {
-		pipe := rdb.Pipeline()
-		hs := make([]*redis.MapStringStringCmd, len(batch))
-		ns := make([]*redis.IntCmd, len(batch))
-		for i, name := range batch {
-			state, line, _, _ := record.FlowEndpointKeys(name)
-			hs[i] = pipe.HGetAll(ctx, state)
-			ns[i] = pipe.ZCard(ctx, line)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("read endpoints: %w", err)
-		}
-		for i, name := range batch {
-			out = append(out, endpointInfo(name, hs[i].Val(), ns[i].Val()))
-		}
+// readEndpoints reads the breakers of names, in order (flowdb reads a
+// batch of them a round trip).
+func readEndpoints(ctx context.Context, db *flowdb.DB, names []string) ([]EndpointInfo, error) {
+	bs, err := db.Endpoint.Read(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EndpointInfo, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, endpointInfo(b.Name, b.Hash, b.Waiting))
 	}
 	return out, nil
 }
@@ -312,21 +293,14 @@ func endpointInfo(name string, h map[string]string, waiting int64) EndpointInfo 
 // EndpointStates reads the state of each of names (tenant-qualified
 // endpoints) in one round trip, and answers those that are not closed.
 func EndpointStates(ctx context.Context, rdb redis.UniversalClient, names []string) (map[string]string, error) {
+	states, err := flowdb.New(rdb).Endpoint.States(ctx, names)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
-	for batch := range slices.Chunk(names, readBatch) {
-		pipe := rdb.Pipeline()
-		cmds := make([]*redis.StringCmd, len(batch))
-		for i, name := range batch {
-			state, _, _, _ := record.FlowEndpointKeys(name)
-			cmds[i] = pipe.HGet(ctx, state, "state")
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("read the states of endpoints: %w", err)
-		}
-		for i, name := range batch {
-			if v := cmds[i].Val(); v == EndpointOpen || v == EndpointHalfOpen {
-				out[name] = v
-			}
+	for i, name := range names {
+		if v := states[i]; v == EndpointOpen || v == EndpointHalfOpen {
+			out[name] = v
 		}
 	}
 	return out, nil

@@ -8,10 +8,9 @@ package flow
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -221,63 +220,22 @@ func (f *fairGate) parkInLine(ctx context.Context, name string, l fullLane, id, 
 	return &Parked{Until: now.Add(f.tune.lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
 }
 
-// fairNames are the Redis keys of a destination's (or a tenant's)
-// fairness line: the line, the places of requests promoted from it, when
-// each was handed over, and the places given to its tenants.
-func fairNames(hostPort string) []string {
-	line, promoted, handed, tenants := record.FlowFairKeys(hostPort)
-	return []string{line, promoted, handed, tenants}
-}
-
 // waitInLine puts id, of tenant t, in hostPort's fairness line (keeping a
 // place it had; a newcomer takes its tenant's turn) and says how many
 // wait in it.
 func (f *fairGate) waitInLine(ctx context.Context, hostPort, id, t string) (int, error) {
-	return fairWait.Run(ctx, f.rdb, fairNames(hostPort), id, tenant.Of(t), f.tune.KeyTTL.Milliseconds()).Int()
+	return f.db.Fair.Wait(ctx, hostPort, id, tenant.Of(t), f.tune.KeyTTL)
 }
 
 // staleBatch bounds the stale hand-overs one look returns.
 const staleBatch = 20
 
-// fairTake is what fair_next said.
-type fairTake struct {
-	ids []string // taken from the line, in line order
-	// stale were handed over HandOverCheck ago and not heard of since.
-	stale []string
-	// left wait in line; handed were handed over and not heard of since.
-	left, handed int
-}
-
 // nextInLine takes up to n waiters of hostPort's line, in line order, and
 // forgets ended (the request whose attempt ended, or "").
-func (f *fairGate) nextInLine(ctx context.Context, hostPort, ended string, n int) (fairTake, error) {
+func (f *fairGate) nextInLine(ctx context.Context, hostPort, ended string, n int) (flowdb.FairTake, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	res, err := fairNext.Run(ctx, f.rdb, fairNames(hostPort), ended, n, f.tune.KeyTTL.Milliseconds(),
-		f.now().UnixMilli(), f.tune.HandOverCheck.Milliseconds(), staleBatch).StringSlice()
-	if err != nil {
-		return fairTake{}, err
-	}
-	return parseFairTake(res)
-}
-
-// parseFairTake reads fair_next's reply; the error is built only for a
-// bad one (this runs on every attempt's end).
-func parseFairTake(res []string) (fairTake, error) {
-	if len(res) < 3 {
-		return fairTake{}, fmt.Errorf("fair_next script: unexpected reply %v", res)
-	}
-	var t fairTake
-	var err1, err2, err3 error
-	var stale int
-	t.left, err1 = strconv.Atoi(res[0])
-	t.handed, err2 = strconv.Atoi(res[1])
-	stale, err3 = strconv.Atoi(res[2])
-	if err1 != nil || err2 != nil || err3 != nil || stale < 0 || 3+stale > len(res) {
-		return fairTake{}, fmt.Errorf("fair_next script: unexpected reply %v", res)
-	}
-	t.stale, t.ids = res[3:3+stale], res[3+stale:]
-	return t, nil
+	return f.db.Fair.Next(ctx, hostPort, ended, n, f.tune.KeyTTL, f.now(), f.tune.HandOverCheck, staleBatch)
 }
 
 // checkHandedOver looks at hostPort's stale hand-overs: one still parked
@@ -307,7 +265,7 @@ func (f *fairGate) checkHandedOver(hostPort string, ids []string) {
 			seen = append(seen, id)
 		}
 		if len(seen) > 0 {
-			if err := f.rdb.ZRem(ctx, fairNames(hostPort)[2], seen...).Err(); err != nil {
+			if err := f.db.Fair.ForgetHanded(ctx, hostPort, seen); err != nil {
 				f.log.Warn("could not forget requests handed a fairness slot", "host", hostPort, "err", err)
 			}
 		}
@@ -335,32 +293,32 @@ func (f *fairGate) promote(ctx context.Context, hostPort, ended string, free int
 		f.log.Warn("could not read a fairness line; its waiters' deadlines will wake them", "host", hostPort, "err", err)
 		return
 	}
-	f.checkHandedOver(hostPort, t.stale)
+	f.checkHandedOver(hostPort, t.Stale)
 	now := f.now()
 	f.mu.Lock()
 	wasSeen := false
 	if h := f.hosts[hostPort]; h != nil {
 		h.taking -= free
 		wasSeen = !h.lineSeen.IsZero()
-		h.promise(t.ids, now)
+		h.promise(t.IDs, now)
 		f.stir()
 		h.sawLine(t, now, f.tune.HandOverCheck)
 	}
 	f.mu.Unlock()
-	if t.left == 0 && t.handed == 0 && wasSeen {
+	if t.Left == 0 && t.Handed == 0 && wasSeen {
 		f.unlistLine(ctx, record.LineFair, hostPort)
 	}
-	for _, id := range t.ids {
+	for _, id := range t.IDs {
 		f.wakeLocal(hostPort, id)
 	}
 }
 
 // sawLine remembers what fair_next said of the line.
-func (h *host) sawLine(t fairTake, now time.Time, handOverCheck time.Duration) {
+func (h *host) sawLine(t flowdb.FairTake, now time.Time, handOverCheck time.Duration) {
 	switch {
-	case t.left > 0:
+	case t.Left > 0:
 		h.lineSeen, h.quietUntil = now, time.Time{}
-	case t.handed > 0:
+	case t.Handed > 0:
 		h.lineSeen, h.quietUntil = now, now.Add(handOverCheck)
 	default:
 		h.lineSeen = time.Time{}
@@ -405,23 +363,23 @@ func (f *fairGate) wakeLocal(hostPort, id string) {
 			}
 			t, err := f.nextInLine(f.stop, hostPort, "", 1)
 			if err == nil {
-				f.checkHandedOver(hostPort, t.stale)
+				f.checkHandedOver(hostPort, t.Stale)
 			}
 			// The reserved slot becomes the promise in one step, so no
 			// other looker sees it free in between.
 			f.mu.Lock()
 			h := f.lane(hostPort)
 			h.taking--
-			if err == nil && len(t.ids) > 0 {
-				h.promise(t.ids, f.now())
+			if err == nil && len(t.IDs) > 0 {
+				h.promise(t.IDs, f.now())
 				f.stir()
 				h.sawLine(t, f.now(), f.tune.HandOverCheck)
 			}
 			f.mu.Unlock()
-			if err != nil || len(t.ids) == 0 {
+			if err != nil || len(t.IDs) == 0 {
 				return
 			}
-			id = t.ids[0]
+			id = t.IDs[0]
 		}
 	}()
 }

@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"embed"
 	"log/slog"
 	"sync"
 	"time"
@@ -10,26 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
-	"github.com/retryd/retryd/internal/flow/lines"
-	"github.com/retryd/retryd/internal/luascript"
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/tenant"
-)
-
-//go:embed scripts/*.lua
-var scriptFiles embed.FS
-
-// script is scripts/<name>.lua with the line's library (lines.Library)
-// first, then the libraries libs.
-func script(name string, libs ...string) *redis.Script {
-	return luascript.Load(scriptFiles, lines.Library+"\n", append(libs, name)...)
-}
-
-var (
-	acquireScript = script("acquire", "par_hand_back")
-	parNextScript = script("par_next", "par_hand_back")
-	turnScript    = script("turn")
-	fairWait      = script("fair_wait")
-	fairNext      = script("fair_next")
 )
 
 // Config are a worker's flow-control settings.
@@ -123,14 +104,14 @@ const (
 	NoCall
 )
 
-// core is what every gate shares: the settings, Redis, the clock, the
+// core is what every gate shares: the settings, Redis (flowdb), the clock, the
 // owner of waiting (mover) and the worker's lifetime. Its mu guards the gates' state in this
 // worker's memory (one lock: a gate may read another's state, as a cut
 // line drained at once reads its destination's fair slots).
 type core struct {
 	cfg   Config
 	tune  Tuning // cfg.Tuning with its defaults
-	rdb   redis.UniversalClient
+	db    *flowdb.DB
 	mover Mover
 	log   *slog.Logger
 	clk   clock.Clock
@@ -167,7 +148,7 @@ func New(cfg Config, rdb redis.UniversalClient, mover Mover, log *slog.Logger, c
 		cfg.MinRate = 1
 	}
 	stop, cancel := context.WithCancel(context.Background())
-	co := &core{cfg: cfg, tune: cfg.Tuning.withDefaults(), rdb: rdb, mover: mover, log: log, clk: clk,
+	co := &core{cfg: cfg, tune: cfg.Tuning.withDefaults(), db: flowdb.New(rdb), mover: mover, log: log, clk: clk,
 		stirred: make(chan struct{}, 1), stop: stop, cancel: cancel}
 	fair := &fairGate{core: co, hosts: map[string]*host{}, tenantsSeen: map[string]time.Time{}}
 	operator := &operatorGate{core: co, controls: map[string]controlEntry{}}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -310,8 +311,8 @@ func TestTenantsTakeTurnsInADestinationsLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"f03", "q1", "f04", "f05", "f06"}; !slices.Equal(got.ids, want) {
-		t.Errorf("next in line %v, want %v", got.ids, want)
+	if want := []string{"f03", "q1", "f04", "f05", "f06"}; !slices.Equal(got.IDs, want) {
+		t.Errorf("next in line %v, want %v", got.IDs, want)
 	}
 }
 
@@ -364,7 +365,7 @@ func TestFairLineOfBeforeTurnsKeepsItsOrder(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	c := newController(t, rdb, Config{Concurrency: 2, FairShare: 0.5}, &waker{}, clock.NewFake(time.UnixMilli(1_700_000_000_000)))
 	ctx := context.Background()
-	line := fairNames("h:80")[0]
+	line := flowdb.FairNames("h:80")[0]
 	if err := rdb.ZAdd(ctx, line, redis.Z{Score: 1_700_000_000_002, Member: "old2"}, redis.Z{Score: 1_700_000_000_001, Member: "old1"}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +373,7 @@ func TestFairLineOfBeforeTurnsKeepsItsOrder(t *testing.T) {
 		t.Fatalf("waitInLine = %d, %v; want 3 in line", n, err)
 	}
 	got, err := c.fair.nextInLine(ctx, "h:80", "", 3)
-	if err != nil || !slices.Equal(got.ids, []string{"old1", "old2", "new"}) {
+	if err != nil || !slices.Equal(got.IDs, []string{"old1", "old2", "new"}) {
 		t.Fatalf("nextInLine = %+v, %v; want old1, old2, new", got, err)
 	}
 }
@@ -602,8 +603,7 @@ func TestParallelismHandOverOutlivesTheWorkerThatHandedIt(t *testing.T) {
 	parked(t, c, req("c"))
 	// a's worker gives back a's slot, hands it to b, and dies.
 	now := clk.Now()
-	if err := parNextScript.Run(context.Background(), rdb, parNames("k"), "a", 1, now.UnixMilli(),
-		now.Add(DefaultTuning.HandOverLease).UnixMilli(), DefaultTuning.KeyTTL.Milliseconds()).Err(); err != nil {
+	if _, err := flowdb.New(rdb).Par.Next(context.Background(), "k", "a", 1, now, now.Add(DefaultTuning.HandOverLease), DefaultTuning.KeyTTL); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(DefaultTuning.HandOverLease + time.Millisecond)
@@ -1078,9 +1078,9 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	if n, err := listed(ctx, rdb, record.LineCut); err != nil || n != 0 {
 		t.Errorf("the drained line is still listed (%d, %v)", n, err)
 	}
-	left, err := rdb.ZCard(ctx, cutNames("h:443")[0]).Result()
+	left, err := rdb.ZCard(ctx, flowdb.CutNames("h:443")[0]).Result()
 	if err != nil || left != 0 {
-		t.Errorf("line holds %d (%v) after draining: %v", left, err, rdb.ZRange(ctx, cutNames("h:443")[0], 0, -1).Val())
+		t.Errorf("line holds %d (%v) after draining: %v", left, err, rdb.ZRange(ctx, flowdb.CutNames("h:443")[0], 0, -1).Val())
 	}
 }
 
@@ -1153,7 +1153,7 @@ func TestPromotionOfADeadWorkerIsDelivered(t *testing.T) {
 	parked(t, c1, req("c"))
 	// c1 takes b and c from the line and dies before waking them; c had
 	// already come and run (its promotion heard of by no line).
-	if got, err := c1.fair.nextInLine(context.Background(), "h:80", "", 2); err != nil || !slices.Equal(got.ids, []string{"b", "c"}) {
+	if got, err := c1.fair.nextInLine(context.Background(), "h:80", "", 2); err != nil || !slices.Equal(got.IDs, []string{"b", "c"}) {
 		t.Fatalf("nextInLine = %+v, %v; want b, c", got, err)
 	}
 	w2 := &waker{fetched: map[string]bool{"c": true}}
@@ -1173,7 +1173,7 @@ func TestPromotionOfADeadWorkerIsDelivered(t *testing.T) {
 	if after := clk.Now().Sub(t0); after < DefaultTuning.HandOverCheck {
 		t.Fatalf("b woken %v after its hand-over, before DefaultTuning.HandOverCheck", after)
 	}
-	handed := fairNames("h:80")[2]
+	handed := flowdb.FairNames("h:80")[2]
 	deadline = time.Now().Add(5 * time.Second)
 	for n, _ := rdb.ZCard(ctx, handed).Result(); n != 0; n, _ = rdb.ZCard(ctx, handed).Result() {
 		if time.Now().After(deadline) {
@@ -1325,20 +1325,6 @@ func TestQueueKeepsOrderAndParallelism(t *testing.T) {
 	parked(t, c, req("01f")) // finds 01c ahead: out of line
 	admit(t, c, req("01e"))  // so 01e's turn (01d and 01e: parallelism 2)
 	parked(t, c, req("01f"))
-}
-
-// fair_next's reply is read strictly: a bad one is an error, never a
-// panic or a misread.
-func TestParseFairTakeRejectsBadReplies(t *testing.T) {
-	got, err := parseFairTake([]string{"3", "2", "1", "s", "a", "b"})
-	if err != nil || got.left != 3 || got.handed != 2 || !slices.Equal(got.stale, []string{"s"}) || !slices.Equal(got.ids, []string{"a", "b"}) {
-		t.Fatalf("parseFairTake = %+v, %v", got, err)
-	}
-	for _, bad := range [][]string{nil, {"1"}, {"1", "0"}, {"x", "0", "0"}, {"1", "x", "0"}, {"1", "0", "x"}, {"1", "0", "-1"}, {"1", "0", "2", "s"}} {
-		if _, err := parseFairTake(bad); err == nil {
-			t.Errorf("parseFairTake(%q) accepted a bad reply", bad)
-		}
-	}
 }
 
 // A park says why: a destination over its fair share waits for a free slot

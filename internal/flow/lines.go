@@ -22,7 +22,7 @@ import (
 func (c *core) listLine(ctx context.Context, kind, name, value string, listed func(time.Time)) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := c.rdb.HSet(ctx, record.LinesKey, record.LineField(kind, name), value).Err(); err != nil {
+	if err := c.db.Lines.List(ctx, kind, name, value); err != nil {
 		c.log.Warn("could not list a line", "kind", kind, "line", name, "err", err)
 		return
 	}
@@ -35,7 +35,7 @@ func (c *core) listLine(ctx context.Context, kind, name, value string, listed fu
 func (c *core) unlistLine(ctx context.Context, kind, name string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := c.rdb.HDel(ctx, record.LinesKey, record.LineField(kind, name)).Err(); err != nil {
+	if err := c.db.Lines.Unlist(ctx, kind, name); err != nil {
 		c.log.Warn("could not unlist a line", "kind", kind, "line", name, "err", err)
 	}
 }
@@ -48,19 +48,16 @@ func (c *core) unlistLine(ctx context.Context, kind, name string) {
 func (c *Controller) adoptLines(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	pipe := c.rdb.Pipeline()
-	linesCmd := pipe.HGetAll(ctx, record.LinesKey)
-	tenantsCmd := pipe.SRandMemberN(ctx, record.TenantsKey, 2)
-	if _, err := pipe.Exec(ctx); err != nil {
+	lines, tenants, err := c.db.Lines.Read(ctx)
+	if err != nil {
 		c.log.Warn("could not read the lines listed", "err", err)
 		return
 	}
-	lines := linesCmd.Val()
 	par := map[string]string{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	c.fair.learnTenants(tenantsCmd.Val(), now)
+	c.fair.learnTenants(tenants, now)
 	for field, value := range lines {
 		kind, name, _ := record.ParseLineField(field)
 		switch kind {

@@ -8,10 +8,10 @@ package flow
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/record"
 )
 
@@ -36,67 +36,6 @@ type parLine struct {
 	// listed is when this worker last listed the line in
 	// record.LinesKey.
 	listed time.Time
-}
-
-// keyNames are the Redis keys of a flow-control key's parallelism.
-func keyNames(k string) (slots, wait string) {
-	slots, wait, _ = record.FlowParallelismKeys(k)
-	return slots, wait
-}
-
-// parNames are the keys of the parallelism scripts: the slots, the line,
-// and the requests handed a slot and not yet started.
-func parNames(k string) []string {
-	slots, wait, handed := record.FlowParallelismKeys(k)
-	return []string{slots, wait, handed}
-}
-
-// parReply is what the parallelism scripts answer: acquire's flag (1:
-// the slot is taken), the waiters left, the end of the key's earliest
-// lease, and the waiters handed a slot.
-type parReply struct {
-	taken bool
-	n     int
-	first time.Time // zero: no lease
-	woken []string
-}
-
-// parseParReply reads a script's reply; flagged says it starts with
-// acquire's flag.
-func parseParReply(name string, v any, flagged bool) (parReply, error) {
-	bad := func() (parReply, error) { return parReply{}, fmt.Errorf("%s script: unexpected reply %v", name, v) }
-	res, ok := v.([]any)
-	var r parReply
-	if flagged {
-		if !ok || len(res) < 1 {
-			return bad()
-		}
-		flag, ok := res[0].(int64)
-		if !ok || flag < 0 || flag > 1 {
-			return bad()
-		}
-		r.taken, res = flag == 1, res[1:]
-	}
-	if !ok || len(res) < 2 {
-		return bad()
-	}
-	n, ok1 := res[0].(int64)
-	first, ok2 := res[1].(int64)
-	if !ok1 || !ok2 || n < 0 || first < 0 {
-		return bad()
-	}
-	r.n = int(n)
-	if first > 0 {
-		r.first = time.UnixMilli(first)
-	}
-	for _, id := range res[2:] {
-		s, ok := id.(string)
-		if !ok || s == "" {
-			return bad()
-		}
-		r.woken = append(r.woken, s)
-	}
-	return r, nil
 }
 
 // enter runs the parallelism gate: a request with parallelism
@@ -165,19 +104,15 @@ func (pg *parGate) leaveSlot(ctx context.Context, req Request) {
 // net only, twice its expected wait in the line.
 func (pg *parGate) acquire(ctx context.Context, req Request, now time.Time) (until time.Time, ok bool, err error) {
 	at := parPlace(req, now)
-	v, err := acquireScript.Run(ctx, pg.rdb, parNames(req.Key), req.ID, req.Parallelism, now.UnixMilli(),
-		now.Add(req.Timeout+pg.tune.LeaseMargin).UnixMilli(), pg.tune.KeyTTL.Milliseconds(), now.Add(pg.tune.HandOverLease).UnixMilli(), at.UnixMilli()).Result()
+	r, err := pg.db.Par.Acquire(ctx, req.Key, req.ID, req.Parallelism, now,
+		now.Add(req.Timeout+pg.tune.LeaseMargin), pg.tune.KeyTTL, now.Add(pg.tune.HandOverLease), at)
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	r, err := parseParReply("acquire", v, true)
-	if err != nil {
-		return time.Time{}, false, err
+	if len(r.Woken) > 0 {
+		pg.handOnLater(req.Key, req.Parallelism, r.Woken, nil)
 	}
-	if len(r.woken) > 0 {
-		pg.handOnLater(req.Key, req.Parallelism, r.woken, nil)
-	}
-	if r.taken {
+	if r.Taken {
 		return time.Time{}, true, nil
 	}
 	pg.sawParLine(ctx, req.Key, req.Parallelism, r, true)
@@ -187,7 +122,7 @@ func (pg *parGate) acquire(ctx context.Context, req Request, now time.Time) (unt
 		mean = h.meanDur
 	}
 	pg.mu.Unlock()
-	return now.Add(pg.tune.lineFallback(r.n, mean, req.Parallelism)), false, nil
+	return now.Add(pg.tune.lineFallback(r.N, mean, req.Parallelism)), false, nil
 }
 
 // parPlace is req's place in its key's parallelism line: when it was
@@ -212,18 +147,13 @@ func (pg *parGate) release(ctx context.Context, req Request, id string) {
 func (pg *parGate) handOn(ctx context.Context, key string, parallelism int, ended []string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	names := parNames(key)
 	for i := 0; len(ended) > 0 && i < 100; i++ {
 		now := pg.now()
-		v, err := parNextScript.Run(ctx, pg.rdb, names, ended[0], parallelism, now.UnixMilli(),
-			now.Add(pg.tune.HandOverLease).UnixMilli(), pg.tune.KeyTTL.Milliseconds()).Result()
+		r, err := pg.db.Par.Next(ctx, key, ended[0], parallelism, now, now.Add(pg.tune.HandOverLease), pg.tune.KeyTTL)
 		if err == nil {
-			var r parReply
-			if r, err = parseParReply("par_next", v, false); err == nil {
-				pg.sawParLine(ctx, key, parallelism, r, false)
-				ended = append(ended[1:], pg.wakeHanded(ctx, key, parallelism, r.woken)...)
-				continue
-			}
+			pg.sawParLine(ctx, key, parallelism, r, false)
+			ended = append(ended[1:], pg.wakeHanded(ctx, key, parallelism, r.Woken)...)
+			continue
 		}
 		// The lease ends the slot anyway, and a worker that knows the
 		// line hands it on then.
@@ -287,10 +217,10 @@ func (pg *parGate) handOnLater(key string, parallelism int, woken, ended []strin
 // while it holds waiters, this worker lists it and looks at its leases
 // when the earliest ends; once empty, it forgets and unlists it. parked
 // says a request of this worker just joined it.
-func (pg *parGate) sawParLine(ctx context.Context, key string, parallelism int, r parReply, parked bool) {
+func (pg *parGate) sawParLine(ctx context.Context, key string, parallelism int, r flowdb.ParReply, parked bool) {
 	pg.mu.Lock()
 	l := pg.parLines[key]
-	if r.n == 0 {
+	if r.N == 0 {
 		delete(pg.parLines, key)
 		pg.mu.Unlock()
 		if l != nil {
@@ -303,13 +233,13 @@ func (pg *parGate) sawParLine(ctx context.Context, key string, parallelism int, 
 		l = &parLine{}
 		pg.parLines[key] = l
 	}
-	l.parallelism, l.next = parallelism, r.first
+	l.parallelism, l.next = parallelism, r.First
 	if l.next.IsZero() {
 		l.next = pg.now().Add(pg.tune.AdoptEvery)
 	}
 	pg.stir()
 	pg.mu.Unlock()
-	if !known || (parked && r.n == 1) {
+	if !known || (parked && r.N == 1) {
 		pg.listParLine(ctx, key, parallelism)
 	}
 }

@@ -5,8 +5,6 @@ package flow
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/retryd/retryd/internal/record"
@@ -14,11 +12,6 @@ import (
 
 // rateGate is the rate gate: its turns live in Redis alone.
 type rateGate struct{ *core }
-
-// turnNames are the Redis keys of a flow-control key's rate turns.
-func turnNames(k string) (next, given string) {
-	return record.FlowRateKeys(k)
-}
 
 // Turn spacing: turns are spaced three percent wider than the rate asks
 // (the destination sees starts a little after they are granted, unevenly,
@@ -63,18 +56,5 @@ func (rg *rateGate) turn(ctx context.Context, req Request, now time.Time) (time.
 	}
 	interval := (period + period*turnMargin/100) / time.Duration(req.Rate)
 	grace := period * turnMargin / 100
-	next, given := turnNames(req.Key)
-	res, err := turnScript.Run(ctx, rg.rdb, []string{next, given}, req.ID, now.UnixMicro(), max(interval.Microseconds(), 1),
-		grace.Microseconds(), rg.tune.KeyTTL.Milliseconds()).StringSlice()
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	if len(res) != 2 {
-		return time.Time{}, false, fmt.Errorf("turn script: unexpected reply %v", res)
-	}
-	at, err := strconv.ParseInt(res[1], 10, 64)
-	if err != nil || (res[0] != "0" && res[0] != "1") {
-		return time.Time{}, false, fmt.Errorf("turn script: unexpected reply %v", res)
-	}
-	return time.UnixMicro(at), res[0] == "1", nil
+	return rg.db.Rate.Turn(ctx, req.Key, req.ID, now, interval, grace, rg.tune.KeyTTL)
 }

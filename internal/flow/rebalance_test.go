@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/flow/flowdb"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -43,7 +44,7 @@ func TestFailedHandOverStirsRebalance(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	rdb := redistest.Start(t).Client()
-	fail := &failLine{line: fairNames("h:80")[0]}
+	fail := &failLine{line: flowdb.FairNames("h:80")[0]}
 	rdb.AddHook(fail)
 	w := &waker{}
 	c := newController(t, rdb, Config{Concurrency: 2, FairShare: 0.5}, w, clk)

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retryd/retryd/internal/clock"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/flow/flowdb"
 )
 
 // Every worker publishes its view of the active keys once a second (a hash
@@ -93,15 +92,7 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 			fields = append(fields, s.Key, string(b))
 		}
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		pipe := c.rdb.TxPipeline()
-		pipe.Del(wctx, record.FlowWorkerKey(worker))
-		if len(fields) > 0 {
-			pipe.HSet(wctx, record.FlowWorkerKey(worker), fields...)
-		}
-		pipe.PExpire(wctx, record.FlowWorkerKey(worker), c.tune.StaleAfter)
-		pipe.ZAdd(wctx, record.FlowWorkersKey, redis.Z{Score: float64(now.UnixMilli()), Member: worker})
-		pipe.ZRemRangeByScore(wctx, record.FlowWorkersKey, "-inf", strconv.FormatInt(now.Add(-c.tune.StaleAfter).UnixMilli(), 10))
-		if _, err := pipe.Exec(wctx); err != nil {
+		if err := c.db.Stats.PublishKeys(wctx, worker, fields, now, c.tune.StaleAfter); err != nil {
 			c.log.Debug("could not publish flow-control state", "err", err)
 		} else {
 			shown = len(stats) > 0
@@ -114,14 +105,14 @@ func (c *Controller) Publish(ctx context.Context, worker string) {
 // keys with a parallelism, the slots taken and the requests waiting come
 // from Redis itself (all workers' truth).
 func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyStats, error) {
-	workers, err := rdb.ZRangeByScore(ctx, record.FlowWorkersKey, &redis.ZRangeBy{
-		Min: strconv.FormatInt(now.Add(-DefaultTuning.StaleAfter).UnixMilli(), 10), Max: "+inf"}).Result() // the API has no controller
+	db := flowdb.New(rdb)
+	workers, err := db.Stats.LiveWorkers(ctx, now.Add(-DefaultTuning.StaleAfter)) // the API has no controller
 	if err != nil {
 		return nil, err
 	}
 	sum := map[string]*KeyStats{}
 	for _, w := range workers {
-		h, err := rdb.HGetAll(ctx, record.FlowWorkerKey(w)).Result()
+		h, err := db.Stats.WorkerKeys(ctx, w)
 		if err != nil {
 			return nil, err
 		}
@@ -161,12 +152,5 @@ func Read(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]KeyS
 // Slots returns how many parallelism slots of key are taken and how many
 // requests wait for one.
 func Slots(ctx context.Context, rdb redis.UniversalClient, key string, now time.Time) (taken, waiting int64, err error) {
-	slots, wait := keyNames(key)
-	pipe := rdb.Pipeline()
-	n := pipe.ZCount(ctx, slots, strconv.FormatInt(now.UnixMilli(), 10), "+inf")
-	w := pipe.ZCard(ctx, wait)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, 0, err
-	}
-	return n.Val(), w.Val(), nil
+	return flowdb.New(rdb).Par.Slots(ctx, key, now)
 }
