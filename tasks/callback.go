@@ -52,7 +52,7 @@ func Sign(secret string, body []byte) string {
 // EnqueueCallback schedules the outcome callback of request id. One exists
 // per request at a time (the task id is derived from the request id).
 func (e *Enqueuer) EnqueueCallback(ctx context.Context, id string) error {
-	_, err := e.Client.EnqueueContext(ctx, asynq.NewTask(TypeCallback, []byte(id)),
+	err := e.Waiting.Enqueue(ctx, e.Client, asynq.NewTask(TypeCallback, []byte(id)), id, time.Time{},
 		asynq.TaskID(CallbackTaskID(id)), asynq.Queue(e.QueueOf(id)), asynq.MaxRetry(maxAsynqRetry),
 		asynq.Timeout(TaskTimeout(callbackTimeout)))
 	if errors.Is(err, asynq.ErrTaskIDConflict) {

@@ -50,7 +50,7 @@ func rawLineWrites(src string, slots map[int]bool) []string {
 // of a line but through the line library.
 func checkFlowScripts(t *testing.T, slots map[string]map[int]bool) {
 	t.Helper()
-	dir, _ := filepath.Abs("../flow/scripts")
+	dir, _ := filepath.Abs("../flow/flowdb/scripts")
 	names := make([]string, 0, len(slots))
 	for files := range slots {
 		names = append(names, files)
@@ -60,11 +60,11 @@ func checkFlowScripts(t *testing.T, slots map[string]map[int]bool) {
 		for _, f := range strings.Split(files, "+") {
 			src, err := os.ReadFile(filepath.Join(dir, f+".lua"))
 			if err != nil {
-				t.Errorf("script %s touched a line and is not internal/flow's: %v", files, err)
+				t.Errorf("script %s touched a line and is not internal/flow/flowdb's: %v", files, err)
 				continue
 			}
 			for _, v := range rawLineWrites(string(src), slots[files]) {
-				t.Errorf("internal/flow/scripts/%s.lua: %s", f, v)
+				t.Errorf("internal/flow/flowdb/scripts/%s.lua: %s", f, v)
 			}
 		}
 	}

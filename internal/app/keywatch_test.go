@@ -79,7 +79,6 @@ func knownScripts(t *testing.T) func(string) (string, bool) {
 var asynqVia = map[string]string{
 	"internal/dashboard": "asynqmon's reads, and its queue-level actions; a task's run, archive, delete or cancel is retryd's own action",
 	"internal/app":       "the inspector's reads: live workers, queue sizes for the metrics",
-	"tasks":              "a callback's task is enqueued through asynq's client, not through internal/waiting",
 }
 
 // watchedConnOpt makes the clients the dashboard opens watched.
@@ -221,7 +220,7 @@ func TestEveryCommandKeepsToWhoMayTouchWhat(t *testing.T) {
 		if strings.HasPrefix(f[0], "internal/waiting") && f[2] == "asynq" {
 			fromWaiting += n
 		}
-		if f[0] == "internal/flow" && strings.HasPrefix(f[1], "EVAL") && f[2] == "line" {
+		if f[0] == "internal/flow/flowdb" && strings.HasPrefix(f[1], "EVAL") && f[2] == "line" {
 			flowScripts += n
 		}
 		if f[2] != "other" && (strings.Contains(f[0], ".") || os.Getenv("KEYWATCH_ALL") != "") {

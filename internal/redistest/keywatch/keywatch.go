@@ -4,7 +4,7 @@
 // caller on the stack that is not go-redis, a hook, or one of retryd's
 // plumbing packages (batching, script loading, test Redis). It then checks
 // who may touch what: asynq's keys belong to internal/waiting (and asynq),
-// a waiting line is written only by internal/flow's scripts, and every
+// a waiting line is written only by internal/flow/flowdb's scripts, and every
 // script retryd runs was loaded from .lua files.
 package keywatch
 
@@ -26,7 +26,7 @@ const Module = "github.com/retryd/retryd/"
 // The rules a command may break.
 const (
 	RuleAsynqKeys = "asynq-keys: only internal/waiting (and asynq itself, on its own or for a listed package) touches asynq's keys"
-	RuleLineWrite = "line-write: a waiting line is written only by a script of internal/flow"
+	RuleLineWrite = "line-write: a waiting line is written only by a script of internal/flow/flowdb"
 	RuleScript    = "script-source: every script retryd runs is loaded from .lua files"
 )
 
@@ -197,7 +197,7 @@ func (w *Watcher) check(by string, cmd redis.Cmder) {
 				}
 				w.lineSlots[files][i+1] = true
 			}
-			if !lineReads[name] && !(script != "" && by == "internal/flow") {
+			if !lineReads[name] && !(script != "" && by == "internal/flow/flowdb") {
 				add(RuleLineWrite, k)
 			}
 		}
