@@ -68,7 +68,7 @@ type key struct {
 	// (zero: unknown), and pumped when that was.
 	headAt, pumped time.Time
 	// listed is when this worker last listed the line in
-	// record.LinesKey.
+	// keys.Lines.
 	listed time.Time
 	// turns is held from reserving turns of lim until those not given
 	// are canceled: a reservation canceled after a later one was made

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/flow/flowdb"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -213,7 +213,7 @@ func (op *operatorGate) holdIfPaused(ctx context.Context, t *Ticket, key string)
 		return fmt.Errorf("hold %s behind paused key %s: %w", t.req.ID, key, err)
 	}
 	if held {
-		return &Parked{Until: t.start.Add(op.tune.ParkFallback), Reason: record.WaitingPaused}
+		return &Parked{Until: t.start.Add(op.tune.ParkFallback), Reason: keys.WaitingPaused}
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retryd/retryd/internal/flow/flowdb"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"golang.org/x/time/rate"
 )
 
@@ -108,10 +108,10 @@ func (cg *cutGate) enter(ctx context.Context, t *Ticket) error {
 		}
 		if !a.Start {
 			if a.At.IsZero() {
-				return &Parked{Until: now.Add(cg.tune.cutFallback(a.Ahead, perSecond)), Reason: record.WaitingRate}
+				return &Parked{Until: now.Add(cg.tune.cutFallback(a.Ahead, perSecond)), Reason: keys.WaitingRate}
 			}
 			t.moves = append(t.moves, At(req.ID, a.At))
-			return &Parked{Until: a.At, Reason: record.WaitingRate, Starts: a.At}
+			return &Parked{Until: a.At, Reason: keys.WaitingRate, Starts: a.At}
 		}
 		t.start = cg.now()
 		t.laterTurn(a.At)
@@ -135,7 +135,7 @@ func (cg *cutGate) exit(_ context.Context, t *Ticket, e ending) {
 
 // listCutLine lists key k's line (name, its destination hostPort).
 func (cg *cutGate) listCutLine(ctx context.Context, k *key, name, hostPort string) {
-	cg.listLine(ctx, record.LineCut, name, hostPort, func(at time.Time) { k.listed = at })
+	cg.listLine(ctx, keys.LineCut, name, hostPort, func(at time.Time) { k.listed = at })
 }
 
 // cancelOffer gives an unused turn back to the key's rate.
@@ -275,7 +275,7 @@ func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
 	}
 	cg.mu.Unlock()
 	if err == nil && left == 0 {
-		cg.unlistLine(ctx, record.LineCut, name)
+		cg.unlistLine(ctx, keys.LineCut, name)
 	}
 	moves := make([]Move, len(given))
 	for i, g := range given {

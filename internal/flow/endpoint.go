@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/retryd/retryd/internal/flow/flowdb"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -170,7 +170,7 @@ type endpointGate struct {
 
 // enter runs the endpoint gate: a request to an endpoint that is
 // not closed goes as its probe, or waits in its line for a probe that
-// succeeds (record.WaitingEndpointOpen), or ends when it waited too long
+// succeeds (keys.WaitingEndpointOpen), or ends when it waited too long
 // (ErrEndpointDown).
 func (eg *endpointGate) enter(ctx context.Context, t *Ticket) error {
 	if eg.cfg.Breaker.Off || t.req.Endpoint == "" {
@@ -224,7 +224,7 @@ func (eg *endpointGate) enter(ctx context.Context, t *Ticket) error {
 		// follow it once one succeeds.
 		t.moves = append(t.moves, At(t.req.ID, r.NextProbe))
 	}
-	return &Parked{Until: until, Reason: record.WaitingEndpointOpen, Starts: r.NextProbe}
+	return &Parked{Until: until, Reason: keys.WaitingEndpointOpen, Starts: r.NextProbe}
 }
 
 // notClosed says whether endpoint name is open or half open as far

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retryd/retryd/internal/flow/flowdb"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -118,7 +118,7 @@ type host struct {
 	woken map[string]time.Time
 	// meanDur is how long its attempts take here (a moving average), for
 	// how long its waiters can expect to wait; listed is when this worker
-	// last listed its line in record.LinesKey.
+	// last listed its line in keys.Lines.
 	meanDur time.Duration
 	listed  time.Time
 }
@@ -215,9 +215,9 @@ func (f *fairGate) parkInLine(ctx context.Context, name string, l fullLane, id, 
 		return err
 	}
 	if !l.known || n == 1 {
-		f.listLine(ctx, record.LineFair, name, "", l.noteListedTime)
+		f.listLine(ctx, keys.LineFair, name, "", l.noteListedTime)
 	}
-	return &Parked{Until: now.Add(f.tune.lineFallback(n, l.mean, l.capacity)), Reason: record.WaitingFairShare}
+	return &Parked{Until: now.Add(f.tune.lineFallback(n, l.mean, l.capacity)), Reason: keys.WaitingFairShare}
 }
 
 // waitInLine puts id, of tenant t, in hostPort's fairness line (keeping a
@@ -306,7 +306,7 @@ func (f *fairGate) promote(ctx context.Context, hostPort, ended string, free int
 	}
 	f.mu.Unlock()
 	if t.Left == 0 && t.Handed == 0 && wasSeen {
-		f.unlistLine(ctx, record.LineFair, hostPort)
+		f.unlistLine(ctx, keys.LineFair, hostPort)
 	}
 	for _, id := range t.IDs {
 		f.wakeLocal(hostPort, id)

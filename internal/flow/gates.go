@@ -157,7 +157,7 @@ func (cg *cutGate) parkedOne(name string) {
 }
 
 // Parked is the answer to a request that must wait: its task sleeps until
-// Until unless woken earlier. Reason is why (a record.Waiting* value);
+// Until unless woken earlier. Reason is why (a keys.Waiting* value);
 // Starts is when it starts, zero when an event (a resume, a free slot, a
 // turn given) does and Until is only a safety net.
 type Parked struct {

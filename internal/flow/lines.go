@@ -2,7 +2,7 @@ package flow
 
 // The lines' registry: the cut keys', the fairness lanes' and the
 // parallelism keys' lines that may hold waiters are listed in Redis
-// (record.LinesKey, one registry for every kind), so that a worker that
+// (keys.Lines, one registry for every kind), so that a worker that
 // never saw a line (started since, or it was another worker's) gives its
 // waiters turns or slots too. Their safety net is long (twice the
 // expected wait), so a line no live worker knew would otherwise wait for
@@ -12,10 +12,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
-// listLine lists line name of kind (a record.Line* kind), with value, in
+// listLine lists line name of kind (a keys.Line* kind), with value, in
 // the registry, and calls listed with the time under core.mu. Each worker
 // that knows a line lists it again every AdoptEvery: a worker that
 // emptied it may have unlisted it just after a new waiter listed it.
@@ -59,9 +59,9 @@ func (c *Controller) adoptLines(ctx context.Context) {
 	now := c.now()
 	c.fair.learnTenants(tenants, now)
 	for field, value := range lines {
-		kind, name, _ := record.ParseLineField(field)
+		kind, name, _ := keys.ParseLineField(field)
 		switch kind {
-		case record.LineCut:
+		case keys.LineCut:
 			k := c.cut.keys[name]
 			if k == nil {
 				k = c.cut.keyOf(Request{Key: name, HostPort: value}, now)
@@ -69,12 +69,12 @@ func (c *Controller) adoptLines(ctx context.Context) {
 			if k.lineSeen.IsZero() {
 				k.lineSeen = now
 			}
-		case record.LineFair:
+		case keys.LineFair:
 			h := c.fair.lane(name)
 			if h.lineSeen.IsZero() {
 				h.lineSeen = now
 			}
-		case record.LinePar:
+		case keys.LinePar:
 			par[name] = value
 		}
 	}

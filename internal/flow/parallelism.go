@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/retryd/retryd/internal/flow/flowdb"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 // parGate is the parallelism gate: the parallelism lines this worker
@@ -34,7 +34,7 @@ type parLine struct {
 	// never came).
 	next time.Time
 	// listed is when this worker last listed the line in
-	// record.LinesKey.
+	// keys.Lines.
 	listed time.Time
 }
 
@@ -50,7 +50,7 @@ func (pg *parGate) enter(ctx context.Context, t *Ticket) error {
 		return err
 	}
 	if !ok {
-		return &Parked{Until: until, Reason: record.WaitingParallelism}
+		return &Parked{Until: until, Reason: keys.WaitingParallelism}
 	}
 	t.global = true
 	return nil
@@ -224,7 +224,7 @@ func (pg *parGate) sawParLine(ctx context.Context, key string, parallelism int, 
 		delete(pg.parLines, key)
 		pg.mu.Unlock()
 		if l != nil {
-			pg.unlistLine(ctx, record.LinePar, key)
+			pg.unlistLine(ctx, keys.LinePar, key)
 		}
 		return
 	}
@@ -244,9 +244,9 @@ func (pg *parGate) sawParLine(ctx context.Context, key string, parallelism int, 
 	}
 }
 
-// listParLine lists key's parallelism line in record.LinesKey.
+// listParLine lists key's parallelism line in keys.Lines.
 func (pg *parGate) listParLine(ctx context.Context, key string, parallelism int) {
-	pg.listLine(ctx, record.LinePar, key, strconv.Itoa(parallelism), func(at time.Time) {
+	pg.listLine(ctx, keys.LinePar, key, strconv.Itoa(parallelism), func(at time.Time) {
 		if l := pg.parLines[key]; l != nil {
 			l.listed = at
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/flow/flowdb"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 // queueGate is the queue gate: a queue's order lives in Redis alone, so it
@@ -148,7 +148,7 @@ func (q *queueGate) enter(ctx context.Context, t *Ticket) error {
 	if err != nil || ok {
 		return err
 	}
-	return &Parked{Until: t.start.Add(q.tune.ParkFallback), Reason: record.WaitingQueue}
+	return &Parked{Until: t.start.Add(q.tune.ParkFallback), Reason: keys.WaitingQueue}
 }
 
 // done takes req, finished, out of its queue's line and wakes the

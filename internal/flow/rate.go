@@ -7,7 +7,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 // rateGate is the rate gate: its turns live in Redis alone.
@@ -42,7 +42,7 @@ func (rg *rateGate) enter(ctx context.Context, t *Ticket) error {
 	}
 	if !ok {
 		t.moves = append(t.moves, At(t.req.ID, until))
-		return &Parked{Until: until, Reason: record.WaitingRate, Starts: until}
+		return &Parked{Until: until, Reason: keys.WaitingRate, Starts: until}
 	}
 	return nil
 }

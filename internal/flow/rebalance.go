@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 // Rebalance wakes, until ctx ends, the waiters of destinations with free
@@ -70,7 +70,7 @@ func (c *Controller) rebalance(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, name := range relist {
-		c.listLine(ctx, record.LineFair, name, "", func(at time.Time) {
+		c.listLine(ctx, keys.LineFair, name, "", func(at time.Time) {
 			if h := c.fair.hosts[name]; h != nil {
 				h.listed = at
 			}

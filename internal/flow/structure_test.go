@@ -89,11 +89,11 @@ func receiverType(e ast.Expr) string {
 	}
 }
 
-// Flow decides and the owner acts: flow (its line library too) imports
-// nothing of internal/waiting, however deep: go list's dependencies, not
-// the import lines alone.
+// Flow decides and the owner acts: flow (its line library and its I/O
+// too) imports nothing of internal/waiting, nor of internal/record,
+// however deep: go list's dependencies, not the import lines alone.
 func TestFlowImportsNothingOfTheOwner(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".", "./lines").Output()
+	out, err := exec.Command("go", "list", "-deps", ".", "./lines", "./flowdb").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
@@ -104,6 +104,9 @@ func TestFlowImportsNothingOfTheOwner(t *testing.T) {
 	for _, d := range deps {
 		if d == "github.com/retryd/retryd/internal/waiting" || strings.HasPrefix(d, "github.com/retryd/retryd/internal/waiting/") {
 			t.Errorf("flow depends on %s, the owner's", d)
+		}
+		if d == "github.com/retryd/retryd/internal/record" {
+			t.Errorf("flow depends on %s: take shared names from internal/keys", d)
 		}
 	}
 }

@@ -13,7 +13,7 @@ package flow
 // slot.) Its waiters over either share
 // wait in that lane's line in Redis. A worker learns which tenants are
 // about from the tenant stamped on each request it admits and from the
-// tenants Redis lists (record.TenantsKey, read with the lines every
+// tenants Redis lists (keys.Tenants, read with the lines every
 // AdoptEvery), never from its own settings: it needs no API keys for it.
 
 import (

@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	rediskeys "github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -275,14 +276,15 @@ type FlowControl struct {
 }
 
 // Why a due request waits instead of starting (its WaitingFor): the
-// API's waitingFor, one word each.
+// API's waitingFor, one word each; flow control decides them
+// (internal/keys names them for both).
 const (
-	WaitingPaused       = "paused"        // its flow-control key is paused; a resume starts it
-	WaitingQueue        = "queue"         // its queue's earlier requests go first
-	WaitingRate         = "rate"          // its key's rate (or the rate cut by backpressure) gives it a later turn
-	WaitingParallelism  = "parallelism"   // its key's parallelism is taken; a free slot starts it
-	WaitingFairShare    = "fair_share"    // its destination (or tenant) holds its share of the workers' slots
-	WaitingEndpointOpen = "endpoint_open" // its endpoint is open (failing); a probe that succeeds starts it
+	WaitingPaused       = rediskeys.WaitingPaused
+	WaitingQueue        = rediskeys.WaitingQueue
+	WaitingRate         = rediskeys.WaitingRate
+	WaitingParallelism  = rediskeys.WaitingParallelism
+	WaitingFairShare    = rediskeys.WaitingFairShare
+	WaitingEndpointOpen = rediskeys.WaitingEndpointOpen
 )
 
 // WaitingReasons lists every WaitingFor a request may show.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 var (
@@ -26,7 +26,7 @@ type ControlIO struct{ rdb redis.UniversalClient }
 // controlNames are the Redis keys of key's Control and of its waiters
 // held while it is paused.
 func controlNames(k string) (ctl, paused string) {
-	return record.FlowControlKeys(k)
+	return keys.FlowControl(k)
 }
 
 // Control is what an operator set on a key, as stored.
@@ -55,7 +55,7 @@ func (c ControlIO) Pause(ctx context.Context, key string) error {
 	if err := c.rdb.HSet(ctx, ctl, "paused", "1").Err(); err != nil {
 		return fmt.Errorf("pause %s: %w", key, err)
 	}
-	if err := c.rdb.SAdd(ctx, record.FlowPausedKey, key).Err(); err != nil {
+	if err := c.rdb.SAdd(ctx, keys.FlowPaused, key).Err(); err != nil {
 		return fmt.Errorf("list paused key %s: %w", key, err)
 	}
 	return nil
@@ -68,7 +68,7 @@ func (c ControlIO) Unpause(ctx context.Context, key string) error {
 	if err := c.rdb.HDel(ctx, ctl, "paused").Err(); err != nil {
 		return fmt.Errorf("resume %s: %w", key, err)
 	}
-	if err := c.rdb.SRem(ctx, record.FlowPausedKey, key).Err(); err != nil {
+	if err := c.rdb.SRem(ctx, keys.FlowPaused, key).Err(); err != nil {
 		return fmt.Errorf("unlist paused key %s: %w", key, err)
 	}
 	return nil
@@ -77,7 +77,7 @@ func (c ControlIO) Unpause(ctx context.Context, key string) error {
 // PausedKeys are the paused keys, each with how many requests wait in its
 // paused line.
 func (c ControlIO) PausedKeys(ctx context.Context) (map[string]int64, error) {
-	keys, err := c.rdb.SMembers(ctx, record.FlowPausedKey).Result()
+	keys, err := c.rdb.SMembers(ctx, keys.FlowPaused).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read the paused keys: %w", err)
 	}
@@ -165,7 +165,7 @@ type KeyCounts struct {
 func (c ControlIO) Counts(ctx context.Context, key string, now time.Time) (KeyCounts, error) {
 	_, paused := controlNames(key)
 	slots, wait := keyNames(key)
-	next, given := record.FlowRateKeys(key)
+	next, given := keys.FlowRate(key)
 	line := CutNames(key)[0]
 	pipe := c.rdb.Pipeline()
 	nPaused := pipe.ZCard(ctx, paused)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 var (
@@ -27,7 +27,7 @@ type CutIO struct{ rdb redis.UniversalClient }
 // CutNames are the Redis keys of a cut key's line: the line, the places
 // of those given turns, and their turns.
 func CutNames(key string) []string {
-	line, places, turns := record.FlowCutKeys(key)
+	line, places, turns := keys.FlowCut(key)
 	return []string{line, places, turns}
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 var (
@@ -63,7 +63,7 @@ type Entered struct {
 // probe (leased for lease), waits in the line at place (with its
 // parallelism key parKey, or ""), or ends once it waited failAfter.
 func (e EndpointIO) Enter(ctx context.Context, name, id string, now time.Time, ttl, lease time.Duration, place time.Time, parKey string, failAfter time.Duration) (Entered, error) {
-	state, line, keys, joined := record.FlowEndpointKeys(name)
+	state, line, keys, joined := keys.FlowEndpoint(name)
 	res, err := epEnterScript.Run(ctx, e.rdb, []string{state, line, keys, joined}, id, now.UnixMilli(),
 		ttl.Milliseconds(), lease.Milliseconds(), place.UnixMilli(), parKey, failAfter.Milliseconds()).Slice()
 	if err != nil {
@@ -116,7 +116,7 @@ func readEnter(res []any) (Entered, error) {
 
 // State is endpoint name's state ("" when it has none: closed).
 func (e EndpointIO) State(ctx context.Context, name string) (string, error) {
-	state, _, _, _ := record.FlowEndpointKeys(name)
+	state, _, _, _ := keys.FlowEndpoint(name)
 	v, err := e.rdb.HGet(ctx, state, "state").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", err
@@ -126,7 +126,7 @@ func (e EndpointIO) State(ctx context.Context, name string) (string, error) {
 
 // Unlist drops endpoint name from the list of endpoints not closed.
 func (e EndpointIO) Unlist(ctx context.Context, name string) error {
-	return e.rdb.HDel(ctx, record.FlowEndpointsKey, name).Err()
+	return e.rdb.HDel(ctx, keys.FlowEndpoints, name).Err()
 }
 
 // Probed is what ep_probed.lua answered.
@@ -146,7 +146,7 @@ type Probed struct {
 // Probed tells endpoint name how id's probe ended at now: verdict "ok",
 // "failed" or "back" (given back by a later gate).
 func (e EndpointIO) Probed(ctx context.Context, name, id string, now time.Time, verdict string, probeMax, failAfter time.Duration) (Probed, error) {
-	state, line, _, joined := record.FlowEndpointKeys(name)
+	state, line, _, joined := keys.FlowEndpoint(name)
 	res, err := epProbedScript.Run(ctx, e.rdb, []string{state, line, joined}, id, now.UnixMilli(), verdict,
 		probeMax.Milliseconds(), failAfter.Milliseconds()).Slice()
 	if err != nil {
@@ -184,7 +184,7 @@ type Waiter struct {
 // Take takes up to n first waiters out of closed endpoint name's line
 // (none when it opened again).
 func (e EndpointIO) Take(ctx context.Context, name string, n int) ([]Waiter, error) {
-	state, line, keys, joined := record.FlowEndpointKeys(name)
+	state, line, keys, joined := keys.FlowEndpoint(name)
 	taken, err := epTakeScript.Run(ctx, e.rdb, []string{state, line, keys, joined}, n).StringSlice()
 	if err != nil {
 		return nil, err
@@ -202,7 +202,7 @@ func (e EndpointIO) Take(ctx context.Context, name string, n int) ([]Waiter, err
 // Cancel takes canceled id out of endpoint name's line; when it was the
 // waiter to be woken for the next probe, next is to be, at at (ok).
 func (e EndpointIO) Cancel(ctx context.Context, name, id string) (next string, at time.Time, ok bool, err error) {
-	state, line, keys, joined := record.FlowEndpointKeys(name)
+	state, line, keys, joined := keys.FlowEndpoint(name)
 	res, err := epCancelScript.Run(ctx, e.rdb, []string{state, line, keys, joined}, id).StringSlice()
 	if err != nil {
 		return "", time.Time{}, false, err

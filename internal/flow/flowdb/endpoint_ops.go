@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
@@ -23,13 +23,13 @@ import (
 // even when it was open (a list that failed is mended). opened says it
 // was not open.
 func (e EndpointIO) Open(ctx context.Context, name string, now time.Time, probe time.Duration, ratio float64, ttl time.Duration, by string) (opened bool, err error) {
-	state, _, _, _ := record.FlowEndpointKeys(name)
+	state, _, _, _ := keys.FlowEndpoint(name)
 	n, err := epOpenScript.Run(ctx, e.rdb, []string{state}, now.UnixMilli(), probe.Milliseconds(),
 		strconv.FormatFloat(ratio, 'f', 3, 64), ttl.Milliseconds(), by).Int()
 	if err != nil {
 		return false, fmt.Errorf("open endpoint %s: %w", name, err)
 	}
-	if err := e.rdb.HSet(ctx, record.FlowEndpointsKey, name, "1").Err(); err != nil {
+	if err := e.rdb.HSet(ctx, keys.FlowEndpoints, name, "1").Err(); err != nil {
 		return n == 1, fmt.Errorf("list open endpoint %s: %w", name, err)
 	}
 	return n == 1, nil
@@ -39,7 +39,7 @@ func (e EndpointIO) Open(ctx context.Context, name string, now time.Time, probe 
 // by hand, unless limit (0: none) are listed; listed says it is.
 func (e EndpointIO) ListHandOpened(ctx context.Context, name string, limit int, now time.Time) (listed bool, err error) {
 	owner, _ := tenant.Split(name)
-	n, err := epHandOpenScript.Run(ctx, e.rdb, []string{record.FlowHandOpenedKey(owner)}, name, limit, now.UnixMilli()).Int()
+	n, err := epHandOpenScript.Run(ctx, e.rdb, []string{keys.FlowHandOpened(owner)}, name, limit, now.UnixMilli()).Int()
 	if err != nil {
 		return false, fmt.Errorf("list endpoint %s as opened by hand: %w", name, err)
 	}
@@ -49,7 +49,7 @@ func (e EndpointIO) ListHandOpened(ctx context.Context, name string, limit int, 
 // PruneHandOpened drops from tenant owner's endpoints opened by hand
 // those no longer held open by an operator, listed longer than keep ago.
 func (e EndpointIO) PruneHandOpened(ctx context.Context, owner string, now time.Time, keep time.Duration) error {
-	hand := record.FlowHandOpenedKey(owner)
+	hand := keys.FlowHandOpened(owner)
 	listed, err := e.rdb.HGetAll(ctx, hand).Result()
 	if err != nil {
 		return fmt.Errorf("read the endpoints opened by hand: %w", err)
@@ -63,7 +63,7 @@ func (e EndpointIO) PruneHandOpened(ctx context.Context, owner string, now time.
 	pipe := e.rdb.Pipeline()
 	states := make([]*redis.SliceCmd, len(names))
 	for i, name := range names {
-		state, _, _, _ := record.FlowEndpointKeys(name)
+		state, _, _, _ := keys.FlowEndpoint(name)
 		states[i] = pipe.HMGet(ctx, state, "state", "by")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -90,15 +90,15 @@ func (e EndpointIO) PruneHandOpened(ctx context.Context, owner string, now time.
 // Close closes endpoint name and unlists it (from the endpoints not
 // closed and its tenant's opened by hand); closed says it was not closed.
 func (e EndpointIO) Close(ctx context.Context, name string, now time.Time, ttl time.Duration) (closed bool, err error) {
-	state, _, _, _ := record.FlowEndpointKeys(name)
+	state, _, _, _ := keys.FlowEndpoint(name)
 	n, err := epCloseScript.Run(ctx, e.rdb, []string{state}, now.UnixMilli(), ttl.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("close endpoint %s: %w", name, err)
 	}
 	owner, _ := tenant.Split(name)
 	pipe := e.rdb.Pipeline()
-	pipe.HDel(ctx, record.FlowEndpointsKey, name)
-	pipe.HDel(ctx, record.FlowHandOpenedKey(owner), name)
+	pipe.HDel(ctx, keys.FlowEndpoints, name)
+	pipe.HDel(ctx, keys.FlowHandOpened(owner), name)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return n == 1, fmt.Errorf("unlist endpoint %s: %w", name, err)
 	}
@@ -107,7 +107,7 @@ func (e EndpointIO) Close(ctx context.Context, name string, now time.Time, ttl t
 
 // Listed are the names of the endpoints listed as not closed.
 func (e EndpointIO) Listed(ctx context.Context) ([]string, error) {
-	return e.rdb.HKeys(ctx, record.FlowEndpointsKey).Result()
+	return e.rdb.HKeys(ctx, keys.FlowEndpoints).Result()
 }
 
 // readBatch bounds the endpoints read in one round trip.
@@ -130,7 +130,7 @@ func (e EndpointIO) Read(ctx context.Context, names []string) ([]Breaker, error)
 		hs := make([]*redis.MapStringStringCmd, len(batch))
 		ns := make([]*redis.IntCmd, len(batch))
 		for i, name := range batch {
-			state, line, _, _ := record.FlowEndpointKeys(name)
+			state, line, _, _ := keys.FlowEndpoint(name)
 			hs[i] = pipe.HGetAll(ctx, state)
 			ns[i] = pipe.ZCard(ctx, line)
 		}
@@ -152,7 +152,7 @@ func (e EndpointIO) States(ctx context.Context, names []string) ([]string, error
 		pipe := e.rdb.Pipeline()
 		cmds := make([]*redis.StringCmd, len(batch))
 		for i, name := range batch {
-			state, _, _, _ := record.FlowEndpointKeys(name)
+			state, _, _, _ := keys.FlowEndpoint(name)
 			cmds[i] = pipe.HGet(ctx, state, "state")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 var (
@@ -27,7 +27,7 @@ type FairIO struct{ rdb redis.UniversalClient }
 // fairness line: the line, the places of requests promoted from it, when
 // each was handed over, and the places given to its tenants.
 func FairNames(hostPort string) []string {
-	line, promoted, handed, tenants := record.FlowFairKeys(hostPort)
+	line, promoted, handed, tenants := keys.FlowFair(hostPort)
 	return []string{line, promoted, handed, tenants}
 }
 

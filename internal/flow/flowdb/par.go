@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 var (
@@ -25,14 +25,14 @@ type ParIO struct{ rdb redis.UniversalClient }
 
 // keyNames are the Redis keys of a flow-control key's parallelism.
 func keyNames(k string) (slots, wait string) {
-	slots, wait, _ = record.FlowParallelismKeys(k)
+	slots, wait, _ = keys.FlowParallelism(k)
 	return slots, wait
 }
 
 // parNames are the keys of the parallelism scripts: the slots, the line,
 // and the requests handed a slot and not yet started.
 func parNames(k string) []string {
-	slots, wait, handed := record.FlowParallelismKeys(k)
+	slots, wait, handed := keys.FlowParallelism(k)
 	return []string{slots, wait, handed}
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 var (
@@ -25,7 +25,7 @@ type QueueIO struct{ rdb redis.UniversalClient }
 
 // queueNames are the Redis keys of queue name (tenant-qualified).
 func queueNames(name string) []string {
-	line, parked, meta, _ := record.FlowQueueKeys(name)
+	line, parked, meta, _ := keys.FlowQueue(name)
 	return []string{line, parked, meta}
 }
 
@@ -96,7 +96,7 @@ func (q QueueIO) Delete(ctx context.Context, name string) error {
 // Join puts request id in queue name's line at place at the latest,
 // after every request that joined before it.
 func (q QueueIO) Join(ctx context.Context, name, id string, place int64, ttl time.Duration) error {
-	line, _, _, seq := record.FlowQueueKeys(name)
+	line, _, _, seq := keys.FlowQueue(name)
 	return queueJoinScript.Run(ctx, q.rdb, []string{line, seq}, id, place, ttl.Milliseconds()).Err()
 }
 

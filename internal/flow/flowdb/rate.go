@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 )
 
 var turnScript = script("turn")
@@ -23,7 +23,7 @@ type RateIO struct{ rdb redis.UniversalClient }
 // one late by at most grace still taken: ok when it may start now, else
 // at is its own turn, kept for it.
 func (r RateIO) Turn(ctx context.Context, key, id string, now time.Time, interval, grace, ttl time.Duration) (at time.Time, ok bool, err error) {
-	next, given := record.FlowRateKeys(key)
+	next, given := keys.FlowRate(key)
 	res, err := turnScript.Run(ctx, r.rdb, []string{next, given}, id, now.UnixMicro(), max(interval.Microseconds(), 1),
 		grace.Microseconds(), ttl.Milliseconds()).StringSlice()
 	if err != nil {
@@ -41,6 +41,6 @@ func (r RateIO) Turn(ctx context.Context, key, id string, now time.Time, interva
 
 // Reset forgets the turns key's rate gave.
 func (r RateIO) Reset(ctx context.Context, key string) error {
-	next, given := record.FlowRateKeys(key)
+	next, given := keys.FlowRate(key)
 	return r.rdb.Del(ctx, next, given).Err()
 }
