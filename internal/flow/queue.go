@@ -26,14 +26,7 @@ type queueGate struct{ *core }
 func place(created time.Time) int64 { return created.UnixMilli() * 1000 }
 
 // QueueSettings are a queue's.
-type QueueSettings struct {
-	Parallelism int
-	Paused      bool
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	// Lag is how many of its requests have not finished.
-	Lag int64
-}
+type QueueSettings = flowdb.QueueSettings
 
 // SetQueue upserts queue name's settings (parallelism at least 1). A
 // resumed or widened queue wakes the waiters whose turn it now is.
@@ -67,7 +60,7 @@ var ErrNoQueue = flowdb.ErrNoQueue
 // ReadQueue reads queue name's settings, or ErrNoQueue.
 func ReadQueue(ctx context.Context, rdb redis.UniversalClient, name string) (QueueSettings, error) {
 	s, err := flowdb.New(rdb).Queue.Read(ctx, name)
-	return QueueSettings(s), err
+	return s, err
 }
 
 // DeleteQueue drops queue name's settings; its requests keep their places
