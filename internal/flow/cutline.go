@@ -281,7 +281,7 @@ func (cg *cutGate) pumpCutLine(ctx context.Context, name string) {
 	for i, g := range given {
 		moves[i] = At(g.ID, turns[g.Turn])
 	}
-	cg.move(context.WithoutCancel(ctx), moves...)
+	cg.move(ctx, moves...)
 }
 
 // giveTurns gives turns to the oldest waiters of key's line, in order,

@@ -58,8 +58,8 @@ func EndpointCanceled(ctx context.Context, rdb redis.UniversalClient, mover Move
 	if !ok {
 		return nil
 	}
-	if a := move(ctx, mover, log, At(next, at)); len(a.stalled) > 0 {
-		return fmt.Errorf("could not wake %s for the next probe", next)
+	if a := move(ctx, mover, log, At(next, at)); a.err != nil {
+		return fmt.Errorf("wake %s for the next probe: %w", next, a.err)
 	}
 	return nil
 }

@@ -89,12 +89,12 @@ func (c *Controller) Admit(ctx context.Context, req Request) (*Ticket, error) {
 	t := &Ticket{c: c, req: req.scoped(), start: c.now()}
 	for i, g := range gates {
 		if err := g.enter(c, ctx, t); err != nil {
+			c.move(ctx, t.moves...) // its own timed park first, as the gate decided it
 			c.hold(ctx, t, i, err)
-			c.move(context.WithoutCancel(ctx), t.moves...)
 			return nil, err
 		}
 	}
-	c.move(context.WithoutCancel(ctx), t.moves...)
+	c.move(ctx, t.moves...)
 	c.mu.Lock()
 	t.k.countStart(t.start)
 	c.mu.Unlock()

@@ -51,44 +51,51 @@ type Mover interface {
 
 // applied is what came of moves, each id in one of three lists, in the
 // moves' order: started (or set in the timer), gone, or stalled (Redis
-// could not say).
+// could not say; err is the first stall's error).
 type applied struct {
 	moved, gone, stalled []string
+	err                  error
 }
+
+// moveTimeout bounds each move: one slow move stalls itself, not the
+// moves after it.
+const moveTimeout = 5 * time.Second
 
 // move hands moves to the owner (mover) and sorts what came of them. It
 // is flow's only way to the owner: every gate, loop and operator's move
-// passes here, and a stall is logged here. What a gone or stalled waiter
-// means for the slot it was handed is the gate's to settle, since the
-// slot is its state.
+// passes here, and stalls are logged here (one line a call). Each move
+// has its own moveTimeout; a timed one is made even when ctx ends (the
+// attempt that decided it returns meanwhile), since it stands for a task
+// that waits for it. What a gone or stalled waiter means for the slot it
+// was handed is the gate's to settle, since the slot is its state.
 func move(ctx context.Context, mover Mover, log *slog.Logger, moves ...Move) applied {
 	var a applied
-	if len(moves) == 0 {
-		return a
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	res := mover.Apply(ctx, moves)
-	for i, m := range moves {
-		var r Result
-		if i < len(res) {
-			r = res[i]
-		} else {
-			r.Err = errShortAnswer
+	for _, m := range moves {
+		mctx := ctx
+		if !m.At.IsZero() {
+			mctx = context.WithoutCancel(ctx)
 		}
+		mctx, cancel := context.WithTimeout(mctx, moveTimeout)
+		r := Result{Err: errShortAnswer}
+		if res := mover.Apply(mctx, []Move{m}); len(res) == 1 {
+			r = res[0]
+		}
+		cancel()
 		switch {
 		case r.Err != nil:
 			a.stalled = append(a.stalled, m.ID)
-			if m.At.IsZero() {
-				log.Warn("could not start a waiting request now; it is tried again, or its deadline starts it", "requestId", m.ID, "err", r.Err)
-			} else {
-				log.Warn("could not set a waiting request's timer; its deadline starts it", "requestId", m.ID, "err", r.Err)
+			if a.err == nil {
+				a.err = r.Err
 			}
 		case r.Gone:
 			a.gone = append(a.gone, m.ID)
 		default:
 			a.moved = append(a.moved, m.ID)
 		}
+	}
+	if len(a.stalled) > 0 {
+		log.Warn("could not start waiting requests now (Redis could not say); each is tried again, or its deadline starts it",
+			"requests", len(a.stalled), "first", a.stalled[0], "err", a.err)
 	}
 	return a
 }
