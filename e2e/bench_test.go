@@ -48,7 +48,8 @@ func BenchmarkSuite(b *testing.B) {
 func TestBenchSmoke(t *testing.T) {
 	t.Parallel()
 	res := runBench(t, benchConfig{N: 200, Rounds: 1, Rate: 200})
-	for _, k := range []string{"ceiling_asynq", "ceiling_asynq_end_to_end", "retryd_end_to_end", "submit_answer_p99", "first_attempt_p99", "retry_late_p99", "redis_bytes_per_request"} {
+	for _, k := range []string{"ceiling_asynq", "ceiling_asynq_end_to_end", "retryd_end_to_end",
+		"drain_retryd", "drain_cpu_per_request_workers", "drain_cpu_per_request_redis", "drain_ratio_to_ceiling", "submit_answer_p99", "first_attempt_p99", "retry_late_p99", "redis_bytes_per_request"} {
 		if _, ok := res[k]; !ok {
 			t.Errorf("the benchmark did not produce %s", k)
 		}
@@ -156,22 +157,18 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("ceiling_end_to_end_cpu_per_task_process", e2e.cpu["process"])
 		add("ceiling_end_to_end_cpu_per_task_redis", e2e.cpu["redis"])
 
-		r := redistest.StartServer(t, redistest.Options{})
-		if os.Getenv("BENCH_REPLICA") == "1" {
-			// For A/B runs of REDIS_WAIT_REPLICAS (BENCH_API_ENV).
-			redistest.StartReplica(t, r)
+		// retryd draining a backlog its API accepted before the workers
+		// started: timed as the drained ceiling and the BullMQ peers are.
+		d := benchRetrydDrain(t, dest, cfg.N, envInt("BENCH_WORKERS", 2))
+		add("drain_retryd", d.perSecond)
+		add("drain_first_delivery", d.firstMs)
+		for k, v := range d.cpu {
+			add("drain_cpu_per_request_"+k, v)
 		}
-		// The workers run with GOMAXPROCS=1, as docker-compose.yml and the
-		// Kubernetes manifest run them. BENCH_API_ENV and BENCH_WORKER_ENV
-		// set either side's extra environment, for A/B runs of the same
-		// code (BENCH_WORKER_ENV= runs the workers with Go's default).
-		workerEnv, ok := os.LookupEnv("BENCH_WORKER_ENV")
-		if !ok {
-			workerEnv = "GOMAXPROCS=1"
-		}
-		env := []string{"ALLOW_PRIVATE_TARGETS=true", "WORKER_CONCURRENCY=200", benchSecretsKey}
-		s := startStackFull(t, r, envInt("BENCH_WORKERS", 2), append(env, strings.Fields(os.Getenv("BENCH_API_ENV"))...),
-			append(env, strings.Fields(workerEnv)...))
+
+		r := benchStartRedis(t)
+		apiEnv, workerEnv := benchStackEnv()
+		s := startStackFull(t, r, envInt("BENCH_WORKERS", 2), apiEnv, workerEnv)
 		extra, tokens := "", (*atomic.Int64)(nil)
 		if benchCredential() == "oauth2" {
 			var tokenURL string
@@ -219,8 +216,10 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		add("idle_worker_cpu", benchIdle(s))
 
 		if cfg.BullMQ {
-			for _, mode := range []string{"fetch", "undici"} {
-				add("bullmq_"+mode, benchBullMQ(t, r, dest, cfg.N, mode))
+			// Drained (jobs added in bulk before the clock starts), then
+			// end to end (32 producers add while the worker runs).
+			for _, mode := range []string{"fetch", "undici", "fetch-e2e", "undici-e2e"} {
+				add(bullmqFigure(mode), benchBullMQ(t, r, dest, cfg.N, mode))
 			}
 		}
 	}
@@ -231,6 +230,7 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 	}
 	med["ratio_to_ceiling"] = med["retryd_end_to_end"] / med["ceiling_asynq"]
 	med["ratio_to_ceiling_end_to_end"] = med["retryd_end_to_end"] / med["ceiling_asynq_end_to_end"]
+	med["drain_ratio_to_ceiling"] = med["drain_retryd"] / med["ceiling_asynq"]
 	// Both runs keep the 2 cores busy, so the ratio is about the inverse
 	// ratio of these two totals.
 	med["cpu_per_request_total"] = med["cpu_per_request_api"] + med["cpu_per_request_workers"] + med["cpu_per_request_redis"] + med["cpu_per_request_loadgen_and_destination"]
@@ -245,6 +245,11 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 	if cfg.BullMQ {
 		med["ratio_to_bullmq_fetch"] = med["retryd_end_to_end"] / med["bullmq_fetch"]
 		med["ratio_to_bullmq_undici"] = med["retryd_end_to_end"] / med["bullmq_undici"]
+		// Like for like: drain against drain, end to end against end to end.
+		med["drain_ratio_to_bullmq_fetch"] = med["drain_retryd"] / med["bullmq_fetch"]
+		med["drain_ratio_to_bullmq_undici"] = med["drain_retryd"] / med["bullmq_undici"]
+		med["ratio_to_bullmq_fetch_end_to_end"] = med["retryd_end_to_end"] / med["bullmq_fetch_end_to_end"]
+		med["ratio_to_bullmq_undici_end_to_end"] = med["retryd_end_to_end"] / med["bullmq_undici_end_to_end"]
 	}
 	units := map[string]string{
 		"ceiling_asynq": "tasks/s", "retryd_end_to_end": "req/s", "bullmq_fetch": "jobs/s", "bullmq_undici": "jobs/s",
@@ -264,6 +269,11 @@ func runBench(t testing.TB, cfg benchConfig) map[string]float64 {
 		"cpu_ratio_to_ceiling_end_to_end": "x",
 		"switches_per_request_api":        "switches", "switches_per_request_workers": "switches",
 		"switches_per_request_redis": "switches", "switches_per_request_loadgen_and_destination": "switches",
+		"drain_retryd": "req/s", "drain_first_delivery": "ms", "drain_ratio_to_ceiling": "x",
+		"drain_ratio_to_bullmq_fetch": "x", "drain_ratio_to_bullmq_undici": "x",
+		"drain_cpu_per_request_workers": "us", "drain_cpu_per_request_redis": "us",
+		"bullmq_fetch_end_to_end": "jobs/s", "bullmq_undici_end_to_end": "jobs/s",
+		"ratio_to_bullmq_fetch_end_to_end": "x", "ratio_to_bullmq_undici_end_to_end": "x",
 	}
 	keys := make([]string, 0, len(med))
 	for k := range med {
