@@ -137,7 +137,13 @@ func TestARedriveAfterAnOutageIsDelivered(t *testing.T) {
 // header of its answer, and redrives it all the same.
 func TestARedriveToAnOpenEndpointSaysSo(t *testing.T) {
 	t.Parallel()
-	s := startHealthStackWith(t, breakerEnv, breakerTuning)
+	// A worker reads an endpoint's state at most once per BreakerRead: the
+	// one that saw the first attempt through must not still hold that
+	// read (closed) when the redrive comes, which a fast run makes in
+	// well under a second.
+	tune := breakerTuning
+	tune.Flow.BreakerRead = 10 * time.Millisecond
+	s := startHealthStackWith(t, breakerEnv, tune)
 	s.failOnce(t, "ka", "/fail", 1)
 	var failed string
 	eventually(t, 10*time.Second, "the failed request is listed", func() bool {
