@@ -16,6 +16,8 @@
 -- {"poison", inflightN, inflightAt}; {"ok", n, waitingFor, waitUntil}: what
 -- the request waited for since its last attempt and until when it was to
 -- wait (ms), each "" for none
+-- A field emptied (request.go's hash fields) is absent: the marks are
+-- emptied in the HSET that sets the others, not deleted after it.
 local kReq, kAtt, kStats = KEYS[1], KEYS[2], KEYS[3]
 local now = ARGV[1]
 local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor", "interrupted",
@@ -23,9 +25,9 @@ local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "a
 local st = cur[1]
 if not st then return {"missing"} end
 if st ~= "pending" and st ~= "retrying" then return {st, cur[2] or "-1"} end
-local due = tonumber(cur[3] or "0")
+local due = tonumber(cur[3]) or 0
 if due > tonumber(now) then return {"notdue", cur[3]} end
-if cur[5] then
+if cur[5] and cur[5] ~= "" then
   local k = tonumber(cur[8] or "0") + 1
   if k >= tonumber(ARGV[3]) then return {"poison", cur[5], cur[6] or now} end
   redis.call("HSET", kReq, "interrupted", tostring(k))
@@ -33,7 +35,9 @@ if cur[5] then
   redis.call("HINCRBY", kStats, "att|interrupted|", "1")
 end
 local n = tostring(tonumber(cur[4] or "0") + 1)
-redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
-if not cur[7] then return {"ok", n, "", ""} end
-redis.call("HDEL", kReq, "waitingFor", "waitUntil")
+if not cur[7] or cur[7] == "" then
+  redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
+  return {"ok", n, "", ""}
+end
+redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now, "waitingFor", "", "waitUntil", "")
 return {"ok", n, cur[7], cur[9] or ""}
