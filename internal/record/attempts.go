@@ -5,12 +5,9 @@ package record
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/batch"
 )
@@ -65,42 +62,28 @@ var beginScript = script("begin")
 // InterruptedError is the error recorded on an attempt cut short by a crash.
 const InterruptedError = "worker stopped during the attempt; attempt repeated"
 
-// Begin starts an attempt of request id at now, if it is due.
+// beginFields are the hash fields an attempt reads of its record (the
+// worker's call, its flow control and the judgement of its outcome; none
+// begin.lua writes), which begin.lua returns with the spec. Begin.Request
+// holds these and what the spec says; its other fields are left zero.
+var beginFields = []string{fStatus, fTenant, fMaxRetries, fBackoff, fMaxBackoff, fTimeout, fBudgetUsed, fNextAttemptAt, fCreatedAt}
+
+// Begin starts an attempt of request id at now, if it is due. One script
+// decides, writes and returns what the attempt reads, so the batch it
+// goes in needs no transaction.
 func (s *Store) Begin(ctx context.Context, id string, now time.Time) (*Begin, error) {
 	k := s.k(id)
-	keys, args := []string{k.req(id), k.attempts(id), k.stats()}, []any{now.UnixMilli(), InterruptedError, MaxInterruptions}
-	for loaded := false; ; loaded = true {
-		// One transaction: the script decides and writes, and the record
-		// is read back as the script left it.
-		var res *redis.Cmd
-		var hash *redis.MapStringStringCmd
-		var spec *redis.StringCmd
-		s.batcher(id).Do(ctx, true, func(ctx context.Context, pipe redis.Pipeliner) {
-			res = beginScript.EvalSha(ctx, pipe, keys, args...)
-			hash = pipe.HGetAll(ctx, k.req(id))
-			spec = pipe.Get(ctx, k.spec(id))
-		})
-		if err := res.Err(); err != nil {
-			if !loaded && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				if err := beginScript.Load(ctx, s.rdb).Err(); err != nil {
-					return nil, wrap(err)
-				}
-				continue
-			}
-			return nil, wrap(err)
-		}
-		if err := hash.Err(); err != nil {
-			return nil, wrap(err)
-		}
-		if err := spec.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, wrap(err)
-		}
-		v, err := res.Slice()
-		if err != nil {
-			return nil, fmt.Errorf("begin script: %w", err)
-		}
-		return parseBegin(id, v, hash.Val(), spec.Val())
+	keys := []string{k.req(id), k.attempts(id), k.stats(), k.spec(id)}
+	args := make([]any, 0, 3+len(beginFields))
+	args = append(args, now.UnixMilli(), InterruptedError, MaxInterruptions)
+	for _, f := range beginFields {
+		args = append(args, f)
 	}
+	v, err := batch.Run(ctx, s.batcher(id), beginScript, keys, args...).Slice()
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return parseBegin(id, v)
 }
 
 // unbeginScript: scripts/unbegin.lua.
@@ -150,7 +133,7 @@ func replyInt(script, v string) (int64, error) {
 	return n, nil
 }
 
-func parseBegin(id string, res []any, hash map[string]string, spec string) (*Begin, error) {
+func parseBegin(id string, res []any) (*Begin, error) {
 	v, err := replyStrings("begin", res, 1)
 	if err != nil {
 		return nil, err
@@ -169,10 +152,10 @@ func parseBegin(id string, res []any, hash map[string]string, spec string) (*Beg
 	case "notdue":
 		return &Begin{State: NotDue, Due: time.UnixMilli(n)}, nil
 	case "ok":
-		if len(v) < 4 {
+		if len(v) != 5+len(beginFields) {
 			return nil, errReply("begin", res)
 		}
-		b := &Begin{State: Started, N: int(n), Request: decode(id, hash, spec), WaitedFor: v[2]}
+		b := &Begin{State: Started, N: int(n), Request: beginRecord(id, v[1], v[4:]), WaitedFor: v[2]}
 		if v[3] != "" {
 			until, err := replyInt("begin", v[3])
 			if err != nil {
@@ -182,18 +165,29 @@ func parseBegin(id string, res []any, hash map[string]string, spec string) (*Beg
 		}
 		return b, nil
 	case "poison":
-		if len(v) < 3 {
+		if len(v) != 4+len(beginFields) {
 			return nil, errReply("begin", res)
 		}
 		at, err := replyInt("begin", v[2])
 		if err != nil {
 			return nil, err
 		}
-		return &Begin{State: Poisoned, N: int(n), StartedAt: time.UnixMilli(at), Request: decode(id, hash, spec)}, nil
+		return &Begin{State: Poisoned, N: int(n), StartedAt: time.UnixMilli(at), Request: beginRecord(id, v[1], v[3:])}, nil
 	case Completed, Failed, Canceled:
 		return &Begin{State: Finished, Status: Status(v[0]), FailedRun: int(n)}, nil
 	}
 	return nil, errReply("begin", res)
+}
+
+// beginRecord decodes the record of attempt n that begin.lua returned: the
+// spec, then the values of beginFields.
+func beginRecord(id, n string, rec []string) *Request {
+	h := make(map[string]string, len(beginFields)+2)
+	for i, f := range beginFields {
+		h[f] = rec[1+i]
+	}
+	h[fAttemptCount], h[fInflightN] = n, n
+	return decode(id, h, rec[0])
 }
 
 // Outcome is the result of a finished attempt and the state it leads to.

@@ -256,12 +256,16 @@ func (x benchRequest) writeRecord(ctx context.Context, pipe redis.Pipeliner) {
 		if r.LastStatusCode != 0 {
 			code = strconv.Itoa(r.LastStatusCode)
 		}
-		fields = append(fields, fAttemptCount, 1, fBudgetUsed, 1, fLastStatusCode, code, fFailureClass, r.FailureClass, fLastError, "")
+		// finish.lua empties the attempt's in-flight marks.
+		fields = append(fields, fAttemptCount, 1, fBudgetUsed, 1, fLastStatusCode, code, fFailureClass, r.FailureClass, fLastError, "",
+			fInflightN, "", fInflightAt, "")
 		pipe.RPush(ctx, k.attempts(r.ID), fmt.Sprintf(`{"n":1,"startedAtMs":%d,"durationMs":42,"statusCode":%d,"outcome":"success"}`,
 			r.CreatedAt.UnixMilli(), r.LastStatusCode))
 	}
 	if !r.CompletedAt.IsZero() {
-		fields = append(fields, fCompletedAt, ms(r.CompletedAt))
+		// The last of equal fields is the one HSET keeps: a finished
+		// request's next attempt is emptied.
+		fields = append(fields, fCompletedAt, ms(r.CompletedAt), fNextAttemptAt, "")
 	}
 	pipe.HSet(ctx, k.req(r.ID), fields...)
 	pipe.Set(ctx, k.spec(r.ID), r.spec(), 0)

@@ -42,9 +42,12 @@ const pruneBatch = 500
 // pruneOwner removes the finished or vanished requests of an owner's set,
 // oldest first, a batch at a time, and stops at the first batch that
 // removed any (or at the end of the set). It reports how many it removed.
+// The ids score their submission time; the set's one other member, which
+// marks when its time to live was last refreshed (create.lua), scores
+// below 0 and is never read here.
 func (s *Store) pruneOwner(ctx context.Context, key string) (int, error) {
 	for start := int64(0); ; start += pruneBatch {
-		ids, err := s.rdb.ZRange(ctx, key, start, start+pruneBatch-1).Result()
+		ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: "0", Stop: "+inf", ByScore: true, Offset: start, Count: pruneBatch}).Result()
 		if err != nil || len(ids) == 0 {
 			return 0, wrap(err)
 		}

@@ -83,7 +83,7 @@ func TestCreateCountsUnfinishedPerOwner(t *testing.T) {
 			if !errors.Is(err, c.wantErr) {
 				t.Fatalf("err %v, want %v", err, c.wantErr)
 			}
-			if n := srv.Client().ZCard(ctx, d0.owner("key:x")).Val(); int(n) != c.wantSet {
+			if n := srv.Client().ZCount(ctx, d0.owner("key:x"), "0", "+inf").Val(); int(n) != c.wantSet {
 				t.Errorf("owner set holds %d, want %d", n, c.wantSet)
 			}
 			stored := srv.Client().Exists(ctx, k0.req("01new")).Val() == 1
@@ -94,6 +94,48 @@ func TestCreateCountsUnfinishedPerOwner(t *testing.T) {
 				t.Errorf("owner set has no time to live (%v)", ttl)
 			}
 		})
+	}
+}
+
+// The owner set's time to live is refreshed once a minute of submissions,
+// not on every one; its marker of the last refresh is never counted.
+func TestOwnerSetTTLRefreshedOncePerMinute(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	s := NewStore(srv.Client(), time.Hour)
+	key := d0.owner("key:x")
+	owner := CreateOptions{Owner: Owner{ID: "key:x", Limit: 2}}
+	t0 := time.UnixMilli(1_800_000_000_000) // the start of a minute
+	create := func(id string, at time.Time) error {
+		_, err := s.Create(ctx, newRequest(id, at), "", nil, owner)
+		return err
+	}
+	if err := create("01a", t0); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := srv.Client().PTTL(ctx, key).Val(); ttl <= time.Hour {
+		t.Fatalf("first submission: time to live %v, want retention and a day", ttl)
+	}
+	srv.Client().PExpire(ctx, key, time.Minute)
+	if err := create("01b", t0.Add(59*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := srv.Client().PTTL(ctx, key).Val(); ttl > time.Minute {
+		t.Errorf("same minute: time to live refreshed to %v", ttl)
+	}
+	if err := create("01c", t0.Add(61*time.Second)); !errors.Is(err, ErrOwnerLimit) {
+		t.Fatalf("third of limit 2: %v, want ErrOwnerLimit", err)
+	}
+	srv.Client().HSet(ctx, k0.req("01a"), fStatus, string(Completed))
+	if err := create("01c", t0.Add(61*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := srv.Client().PTTL(ctx, key).Val(); ttl <= time.Hour {
+		t.Errorf("next minute: time to live %v, not refreshed", ttl)
+	}
+	if n := srv.Client().ZCount(ctx, key, "0", "+inf").Val(); n != 2 {
+		t.Errorf("owner set counts %d, want 2", n)
 	}
 }
 

@@ -189,6 +189,10 @@ type Attempt struct {
 // host is derived from its URL, in full), a response body in the result
 // key. lastError is kept up to ErrorLimit: a long one costs the compact
 // encoding of that one hash, which is the price of a readable error.
+// The fields a request loses as it moves on (waitingFor, waitUntil,
+// nextAttemptAt, inflightN, inflightAt) are emptied in the write that
+// moves it, not deleted by a command of their own: "" reads as absent,
+// here and in the scripts.
 const (
 	fMaxRetries     = "maxRetries"
 	fBackoff        = "backoffMs"

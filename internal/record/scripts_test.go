@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,7 +73,10 @@ func dump(t *testing.T, rdb *redis.Client, keys ...string) state {
 		case "string":
 			out[k] = rdb.Get(ctx, k).Val()
 		case "hash":
-			out[k] = rdb.HGetAll(ctx, k).Val()
+			h := rdb.HGetAll(ctx, k).Val()
+			// An emptied field is an absent one (request.go's hash fields).
+			maps.DeleteFunc(h, func(_, v string) bool { return v == "" })
+			out[k] = h
 		case "list":
 			out[k] = rdb.LRange(ctx, k, 0, -1).Val()
 		case "zset":
@@ -117,6 +121,15 @@ func reqHash(status Status, kv ...string) map[string]string {
 			continue
 		}
 		h[kv[i]] = kv[i+1]
+	}
+	return h
+}
+
+// emptied adds fields to h as the scripts empty them: "" (absent to
+// every reader).
+func emptied(h map[string]string, fields ...string) map[string]string {
+	for _, f := range fields {
+		h[f] = ""
 	}
 	return h
 }
@@ -238,6 +251,12 @@ func TestBeginScript(t *testing.T) {
 			want: state{
 				k0.req(tid): reqHash(Retrying, fAttemptCount, "3", "inflightN", "3", "inflightAt", strconv.FormatInt(t0.UnixMilli()-5000, 10), "interrupted", "2"),
 			},
+		},
+		{
+			name: "marks emptied by the last attempt's end are absent: no interruption, no wait", now: t0, wantState: Started, wantN: 2,
+			initial: state{k0.req(tid): emptied(reqHash(Retrying, fAttemptCount, "1"), fInflightN, fInflightAt, fWaitingFor, fWaitUntil),
+				k0.spec(tid): specJSON},
+			want: state{k0.req(tid): reqHash(Retrying, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms)},
 		},
 		{
 			name: "waiting ends when the attempt starts, which says what it waited for and until when", now: t0, wantState: Started, wantN: 1,

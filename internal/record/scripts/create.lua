@@ -8,7 +8,8 @@
 -- KEYS[3]: pending index
 -- KEYS[4]: idempotency key (unused when ARGV[2] is "")
 -- KEYS[5]: spec
--- KEYS[6]: the owner's set of unfinished request ids (unused when ARGV[5] is "0")
+-- KEYS[6]: the owner's set of unfinished request ids, and "~ttl" (unused
+--   when ARGV[5] is "0")
 -- KEYS[7]: the workers' doorbell list (unused when ARGV[8] is "0")
 -- KEYS[8]: the task's hash (unused when ARGV[9] is "0")
 -- KEYS[9]: the queue's pending list (unused when ARGV[9] is "0")
@@ -43,9 +44,15 @@ if ARGV[2] ~= "" then
   end
 end
 if ARGV[5] ~= "0" then
-  if redis.call("ZCARD", KEYS[6]) >= tonumber(ARGV[5]) then return "full" end
-  redis.call("ZADD", KEYS[6], ARGV[7], ARGV[1])
-  redis.call("PEXPIRE", KEYS[6], ARGV[6])
+  -- The member "~ttl" scores minus the minute of the set's last PEXPIRE:
+  -- outside the counted range (the ids score their submission time), and
+  -- entered with the id, LT makes ZADD count it only when a new minute
+  -- begins. The time to live is refreshed then, not on every submission.
+  if redis.call("ZCOUNT", KEYS[6], "0", "+inf") >= tonumber(ARGV[5]) then return "full" end
+  local minute = tostring(-math.floor(tonumber(ARGV[7]) / 60000))
+  if redis.call("ZADD", KEYS[6], "LT", "CH", ARGV[7], ARGV[1], minute, "~ttl") > 1 then
+    redis.call("PEXPIRE", KEYS[6], ARGV[6])
+  end
 end
 if ARGV[2] ~= "" then
   redis.call("SET", KEYS[4], ARGV[2], "PX", ARGV[3])

@@ -10,7 +10,8 @@
 -- KEYS[4]: all-requests index
 -- KEYS[5]: pending index
 -- KEYS[6]: the new request's spec
--- KEYS[7]: the owner's set of unfinished request ids (unused when ARGV[6] is "0")
+-- KEYS[7]: the owner's set of unfinished request ids, and "~ttl" (unused
+--   when ARGV[6] is "0")
 -- KEYS[8]: the workers' doorbell list (unused when ARGV[9] is "0")
 -- KEYS[9]: the host index (the list's host filter)
 -- KEYS[10..]: the label indexes, one per label of the new request
@@ -37,9 +38,13 @@ if not st then return {"missing"} end
 if st ~= "completed" and st ~= "failed" and st ~= "canceled" then return {"unfinished", st} end
 if cur[2] == "1" then return {"expunged"} end
 if ARGV[6] ~= "0" then
-  if redis.call("ZCARD", KEYS[7]) >= tonumber(ARGV[6]) then return {"full"} end
-  redis.call("ZADD", KEYS[7], ARGV[8], ARGV[2])
-  redis.call("PEXPIRE", KEYS[7], ARGV[7])
+  -- The owner set as create.lua keeps it: "~ttl" (uncounted) marks the
+  -- minute of its last PEXPIRE.
+  if redis.call("ZCOUNT", KEYS[7], "0", "+inf") >= tonumber(ARGV[6]) then return {"full"} end
+  local minute = tostring(-math.floor(tonumber(ARGV[8]) / 60000))
+  if redis.call("ZADD", KEYS[7], "LT", "CH", ARGV[8], ARGV[2], minute, "~ttl") > 1 then
+    redis.call("PEXPIRE", KEYS[7], ARGV[7])
+  end
 end
 if ARGV[3] ~= "" then
   redis.call("SET", KEYS[2], ARGV[3], "PX", ARGV[4])
