@@ -344,6 +344,31 @@ func (h *Handler) endEndpointDown(ctx context.Context, b *record.Begin, cause er
 	return h.record(ctx, r, o, fmt.Errorf("%s: %w", msg, asynq.SkipRetry))
 }
 
+// logAttempt writes the line of an attempt of r that ended with o: one a
+// delivery, so built without boxing (LogAttrs), and with the fields that
+// say nothing on a plain success (a failure class, not called, stale)
+// left out when empty.
+func (h *Handler) logAttempt(ctx context.Context, r *record.Request, o record.Outcome, durMs int64, stale bool) {
+	a := o.Attempt
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs, slog.String("requestId", r.ID), slog.String("host", r.Host), slog.Int("attempt", a.N),
+		slog.Int("statusCode", a.StatusCode), slog.String("outcome", a.Outcome), slog.Int64("durationMs", durMs),
+		slog.String("status", string(o.Status)))
+	if a.FailureClass != "" {
+		attrs = append(attrs, slog.String("failureClass", a.FailureClass))
+	}
+	if a.NotCalled {
+		attrs = append(attrs, slog.Bool("called", false))
+	}
+	if stale {
+		attrs = append(attrs, slog.Bool("stale", true))
+	}
+	if !o.Due.IsZero() {
+		attrs = append(attrs, slog.Int64("lateMs", a.StartedAt.Sub(o.Due).Milliseconds()))
+	}
+	h.Log.LogAttrs(ctx, slog.LevelInfo, "attempt", attrs...)
+}
+
 // record stores outcome o of an attempt of r, hands its callback on when
 // it is due, and returns next, what asynq is told.
 func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcome, next error) error {
@@ -360,12 +385,7 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	if a.DurationMs != nil {
 		dur = *a.DurationMs
 	}
-	attrs := []any{"requestId", r.ID, "host", r.Host, "attempt", a.N, "called", !a.NotCalled, "statusCode", a.StatusCode, "outcome", a.Outcome,
-		"failureClass", a.FailureClass, "durationMs", dur, "status", o.Status, "stale", fin == record.Stale}
-	if !o.Due.IsZero() {
-		attrs = append(attrs, "lateMs", a.StartedAt.Sub(o.Due).Milliseconds())
-	}
-	h.Log.Info("attempt", attrs...)
+	h.logAttempt(ctx, r, o, dur, fin == record.Stale)
 	h.Faults.Hit(faultpoint.AfterRecord)
 	switch fin {
 	case record.Stale, record.CanceledMeanwhile:
