@@ -190,9 +190,10 @@ type Attempt struct {
 // key. lastError is kept up to ErrorLimit: a long one costs the compact
 // encoding of that one hash, which is the price of a readable error.
 // The fields a request loses as it moves on (waitingFor, waitUntil,
-// nextAttemptAt, inflightN, inflightAt) are emptied in the write that
-// moves it, not deleted by a command of their own: "" reads as absent,
-// here and in the scripts.
+// nextAttemptAt, inflightN, inflightAt) are deleted; an empty one reads
+// as absent, here and in the scripts, so that a later release may empty
+// them in the write that moves the request instead (one command fewer)
+// once no worker of a release that reads "" as a mark can still run.
 const (
 	fMaxRetries     = "maxRetries"
 	fBackoff        = "backoffMs"

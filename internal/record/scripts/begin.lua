@@ -19,8 +19,9 @@
 -- waitUntil, spec, fields...}: what the request waited for since its last
 -- attempt and until when it was to wait (ms), each "" for none; fields are
 -- the values of ARGV[4..] in order, "" for an absent one
--- A field emptied (request.go's hash fields) is absent: the marks are
--- emptied in the HSET that sets the others, not deleted after it.
+-- An empty field reads as absent (request.go's hash fields); the scripts
+-- delete the marks a request loses, so that a worker of an earlier release,
+-- which reads any value as a mark, never meets an empty one.
 local kReq, kAtt, kStats = KEYS[1], KEYS[2], KEYS[3]
 local now = ARGV[1]
 local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor", "interrupted",
@@ -48,5 +49,6 @@ if not cur[7] or cur[7] == "" then
   redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
   return record({"ok", n, "", ""})
 end
-redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now, "waitingFor", "", "waitUntil", "")
+redis.call("HSET", kReq, "attemptCount", n, "inflightN", n, "inflightAt", now, "updatedAt", now)
+redis.call("HDEL", kReq, "waitingFor", "waitUntil")
 return record({"ok", n, cur[7], cur[9] or ""})

@@ -41,9 +41,8 @@
 --   one that made no call and spends budget
 -- ARGV[15..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
--- One read of what decides and one write of the hash, which empties the
--- fields the request loses ("" reads as absent: request.go's hash
--- fields): fewer commands than field by field. Numbers go to redis.call as
+-- One read of what decides, one write of the hash and one delete of its
+-- fields: fewer commands than field by field. Numbers go to redis.call as
 -- strings: Redis formats a Lua number with snprintf on every call.
 local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "redriveCount", "hasResult",
   "failureClass", "lastStatusCode")
@@ -59,7 +58,8 @@ if not called then
 end
 local st = cur[2]
 if st == "canceled" then
-  redis.call("HSET", KEYS[1], "budgetUsed", budget, "inflightN", "", "inflightAt", "")
+  redis.call("HSET", KEYS[1], "budgetUsed", budget)
+  redis.call("HDEL", KEYS[1], "inflightN", "inflightAt")
   return "canceled"
 end
 local idx = {pending = KEYS[4], retrying = KEYS[5], completed = KEYS[6], failed = KEYS[7], canceled = KEYS[8]}
@@ -68,7 +68,7 @@ if st ~= ARGV[4] then
   redis.call("ZADD", idx[ARGV[4]], "0", ARGV[1])
 end
 local terminal = ARGV[4] ~= "pending" and ARGV[4] ~= "retrying"
-local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget, "inflightN", "", "inflightAt", ""}
+local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget}
 for i = 15, #ARGV do set[#set + 1] = ARGV[i] end
 -- The failure indexes hold the requests whose last attempt failed: an
 -- attempt that succeeds after a success touches neither.
@@ -92,14 +92,15 @@ if ARGV[7] == "1" then
   end
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
+local del = {"inflightN", "inflightAt"}
 if terminal then
   set[#set + 1] = "completedAt"; set[#set + 1] = ARGV[5]
-  set[#set + 1] = "nextAttemptAt"; set[#set + 1] = ""
+  del[#del + 1] = "nextAttemptAt"
+  if cur[4] then del[#del + 1] = "redriveOpen" end
   if cur[5] == "1" then set[#set + 1] = "cbStatus"; set[#set + 1] = "pending" end
 end
 redis.call("HSET", KEYS[1], unpack(set))
--- Its presence decides here and in cancel.lua: deleted, only when set.
-if terminal and cur[4] then redis.call("HDEL", KEYS[1], "redriveOpen") end
+redis.call("HDEL", KEYS[1], unpack(del))
 if not terminal then return "ok" end
 redis.call("ZADD", KEYS[13], ARGV[5], ARGV[11])
 if KEYS[16] then redis.call("ZADD", KEYS[16], ARGV[5], ARGV[1]) end
