@@ -16,7 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 	"github.com/retryd/retryd/tasks"
@@ -251,8 +251,8 @@ func placesOf(s *stack, raw string) string {
 		}
 	}
 	return fmt.Sprintf("id %s: in lines %v (cut line %v, places %v, turns %v), task %v, retry %v, scheduled %v, par wait %v of %d, par slots %v, lines listed %v",
-		doc.ID, fair, record.FlowKey("cut:chaos", "line"), rdb.ZScore(ctx, record.FlowKey("cut:chaos", "places"), doc.ID).Val(),
-		rdb.HGet(ctx, record.FlowKey("cut:chaos", "turns"), doc.ID).Val(), task, rdb.ZScore(ctx, k.Retry(), doc.ID).Val(), rdb.ZScore(ctx, k.Scheduled(), doc.ID).Val(),
-		rdb.ZScore(ctx, record.FlowKey("chaos", "wait"), doc.ID).Val(), rdb.ZCard(ctx, record.FlowKey("chaos", "wait")).Val(),
-		rdb.ZRangeWithScores(ctx, record.FlowKey("chaos", "slots"), 0, -1).Val(), rdb.HGetAll(ctx, record.LinesKey).Val())
+		doc.ID, fair, keys.Flow("cut:chaos", "line"), rdb.ZScore(ctx, keys.Flow("cut:chaos", "places"), doc.ID).Val(),
+		rdb.HGet(ctx, keys.Flow("cut:chaos", "turns"), doc.ID).Val(), task, rdb.ZScore(ctx, k.Retry(), doc.ID).Val(), rdb.ZScore(ctx, k.Scheduled(), doc.ID).Val(),
+		rdb.ZScore(ctx, keys.Flow("chaos", "wait"), doc.ID).Val(), rdb.ZCard(ctx, keys.Flow("chaos", "wait")).Val(),
+		rdb.ZRangeWithScores(ctx, keys.Flow("chaos", "slots"), 0, -1).Val(), rdb.HGetAll(ctx, keys.Lines).Val())
 }

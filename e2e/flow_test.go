@@ -15,7 +15,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/waiting/asynqx"
 	"github.com/retryd/retryd/tasks"
 )
@@ -384,7 +384,7 @@ func TestCutLineOutlivesItsWorkers(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	defer rdb.Close()
-	line := record.FlowKey("cut:"+strings.TrimPrefix(url, "http://"), "line")
+	line := keys.Flow("cut:"+strings.TrimPrefix(url, "http://"), "line")
 	waitFor(t, 30*time.Second, "waiters in the cut key's line", func() bool {
 		return rdb.ZCard(context.Background(), line).Val() >= 20
 	})
@@ -449,7 +449,7 @@ func TestParallelismLineOutlivesItsWorkers(t *testing.T) {
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: s.redis.Addr})
 	defer rdb.Close()
-	slots, wait := record.FlowKey("ordered", "slots"), record.FlowKey("ordered", "wait")
+	slots, wait := keys.Flow("ordered", "slots"), keys.Flow("ordered", "wait")
 	ctx := context.Background()
 	waitFor(t, 30*time.Second, "19 waiters behind the held call", func() bool {
 		mu.Lock()

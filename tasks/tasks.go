@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/waiting"
@@ -106,7 +107,7 @@ func (e *Enqueuer) PendingTask(ctx context.Context, id string, attemptTimeout ti
 func (e *Enqueuer) PendingAtOnce(due time.Time) bool { return !due.After(time.Now()) }
 
 // BellKey is the workers' doorbell list of the queue named tag.
-func BellKey(tag string) string { return record.BellKey(tag) }
+func BellKey(tag string) string { return keys.Bell(tag) }
 
 // TaskTimeout is the asynq deadline of one task run: the attempt's own
 // deadline (enforced by the handler, to the millisecond) plus room to

@@ -27,10 +27,11 @@ import (
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/redistest/keywatch"
 	"github.com/retryd/retryd/internal/waiting"
+	"github.com/retryd/retryd/internal/waiting/asynqx"
 )
 
 // lineKey is a waiting line's key: flow's per-name state
-// ("{retryd-flow:<hash>}:<kind>", record.FlowKey) of a kind that is a
+// ("{retryd-flow:<hash>}:<kind>", keys.Flow) of a kind that is a
 // line: a parallelism key's line ("wait"), a paused key's ("paused"), a
 // queue's, a fairness, cut or endpoint line ("line"); the line library
 // (internal/flow/lines) lists these kinds. The pattern is written out rather than taken from
@@ -103,7 +104,7 @@ func TestEveryCommandKeepsToWhoMayTouchWhat(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
 	w := keywatch.New(keywatch.Config{IsLine: lineKey.MatchString, KnownScript: knownScripts(t),
-		IsAsynq: func(k string) bool { return strings.HasPrefix(k, "asynq:") }, Via: asynqVia})
+		IsAsynq: asynqx.IsKey, Via: asynqVia})
 
 	var mu sync.Mutex
 	tries := map[string]int{}

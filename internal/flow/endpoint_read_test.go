@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -89,20 +89,20 @@ func TestADeliveryReadsOnlyItsOwnEndpoint(t *testing.T) {
 	req := func(id string) Request {
 		return Request{ID: id, HostPort: "mine:443", Key: "mine:443", Endpoint: "https://mine:443", Tenant: "me", Timeout: time.Second}
 	}
-	state, _, _, _ := record.FlowEndpointKeys(EndpointName("me", "https://mine:443"))
+	state, _, _, _ := keys.FlowEndpoint(EndpointName("me", "https://mine:443"))
 	for i := range 3 {
 		seen.take()
 		admit(t, c, req(fmt.Sprint("r", i))).Done(ctx, Succeeded)
-		keys := seen.take()
-		if slices.Contains(keys, record.FlowEndpointsKey) {
-			t.Fatalf("delivery %d read the list of every tenant's endpoints (%s)", i, record.FlowEndpointsKey)
+		read := seen.take()
+		if slices.Contains(read, keys.FlowEndpoints) {
+			t.Fatalf("delivery %d read the list of every tenant's endpoints (%s)", i, keys.FlowEndpoints)
 		}
-		for _, k := range keys {
+		for _, k := range read {
 			if strings.Contains(k, "endpoint") && k != state {
 				t.Errorf("delivery %d read %s, another endpoint's key", i, k)
 			}
 		}
-		if want := i == 0 || i == 2; slices.Contains(keys, state) != want {
+		if want := i == 0 || i == 2; slices.Contains(read, state) != want {
 			t.Errorf("delivery %d read its endpoint's state: %v, want %v (once per BreakerRead)", i, !want, want)
 		}
 		if i == 1 {
@@ -136,7 +136,7 @@ func TestHandOpenedEndpointsAreBoundedPerTenant(t *testing.T) {
 	if err := open("b", 2, now); err != nil {
 		t.Errorf("another tenant's: %v", err)
 	}
-	state, _, _, _ := record.FlowEndpointKeys(EndpointName("a", "http://h1:80"))
+	state, _, _, _ := keys.FlowEndpoint(EndpointName("a", "http://h1:80"))
 	rdb.Del(ctx, state) // its state expired, unused
 	if err := open("a", 2, now.Add(handOpenedKeep/2)); !errors.Is(err, ErrEndpointLimit) {
 		t.Errorf("a third while an open may be in progress: %v, want ErrEndpointLimit", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/clock"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -167,7 +168,7 @@ func TestEndpointOpensOnEveryWorkersAttempts(t *testing.T) {
 	workers := []*Controller{newController(t, rdb, cfg, &waker{}, clk), newController(t, rdb, cfg, &waker{}, clk)}
 	name := EndpointName("", "https://h:443")
 	for i, c := range workers {
-		rdb.ZAdd(ctx, record.FlowWorkersKey, redis.Z{Score: float64(clk.Now().UnixMilli()), Member: fmt.Sprint("w", i)})
+		rdb.ZAdd(ctx, keys.FlowWorkers, redis.Z{Score: float64(clk.Now().UnixMilli()), Member: fmt.Sprint("w", i)})
 		for j := range 2 {
 			admit(t, c, Request{ID: fmt.Sprint(i, "-", j), HostPort: "h:443", Key: "h:443", Endpoint: "https://h:443", Timeout: time.Second}).
 				Done(ctx, Failed)

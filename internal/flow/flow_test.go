@@ -18,6 +18,7 @@ import (
 
 	"github.com/retryd/retryd/internal/clock"
 	"github.com/retryd/retryd/internal/flow/flowdb"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -245,7 +246,7 @@ func TestTenantShareAppliesOnceAnotherTenantIsAbout(t *testing.T) {
 
 	// Another worker, with no request of another tenant yet: Redis lists
 	// the tenants that stored requests.
-	if err := rdb.SAdd(context.Background(), record.TenantsKey, "flooder", "quiet").Err(); err != nil {
+	if err := rdb.SAdd(context.Background(), keys.Tenants, "flooder", "quiet").Err(); err != nil {
 		t.Fatal(err)
 	}
 	c := newController(t, rdb, cfg, &waker{}, clk)
@@ -473,7 +474,7 @@ func TestPacedRequestKeepsItsHandedSlot(t *testing.T) {
 	if taken, waiting, err := Slots(ctx, rdb, "k", clk.Now()); err != nil || taken != 1 || waiting != 1 {
 		t.Errorf("Slots = %d taken, %d waiting, %v; want 1 (b's), 1 (d)", taken, waiting, err)
 	}
-	if _, err := rdb.ZScore(ctx, record.FlowKey("k", "handed"), "b").Result(); err != nil {
+	if _, err := rdb.ZScore(ctx, keys.Flow("k", "handed"), "b").Result(); err != nil {
 		t.Errorf("b is no longer handed its slot: %v", err)
 	}
 	clk.Add(DefaultTuning.HandOverLease + time.Millisecond)
@@ -546,7 +547,7 @@ func TestParallelismLeaseEndsTheSlotOfADeadWorker(t *testing.T) {
 	tl.Done(context.Background(), Succeeded)
 
 	// The line is empty: it is unlisted, and no worker looks at it.
-	if n, err := listed(context.Background(), rdb, record.LinePar); err != nil || n != 0 {
+	if n, err := listed(context.Background(), rdb, keys.LinePar); err != nil || n != 0 {
 		t.Errorf("lines listed: %d, %v; want 0", n, err)
 	}
 }
@@ -897,7 +898,7 @@ func TestIdleWorkerPublishesOnce(t *testing.T) {
 	for {
 		clk.Add(DefaultTuning.PublishEvery)
 		var err error
-		if first, err = rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err == nil {
+		if first, err = rdb.ZScore(ctx, keys.FlowWorkers, "idle").Result(); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -911,7 +912,7 @@ func TestIdleWorkerPublishesOnce(t *testing.T) {
 		clk.Add(DefaultTuning.PublishEvery)
 		time.Sleep(100 * time.Millisecond)
 	}
-	if at, err := rdb.ZScore(ctx, record.FlowWorkersKey, "idle").Result(); err != nil || at != first {
+	if at, err := rdb.ZScore(ctx, keys.FlowWorkers, "idle").Result(); err != nil || at != first {
 		t.Fatalf("the idle worker published again (score %v, first %v, %v)", at, first, err)
 	}
 }
@@ -1075,7 +1076,7 @@ func TestCutKeyGivesEachWaiterOneTurnInArrivalOrder(t *testing.T) {
 	if at := w3.at("r10"); !at.Equal(clk.Now()) {
 		t.Errorf("a new worker gave r10 its turn at +%v, want now (+%v)", at.Sub(t0), clk.Now().Sub(t0))
 	}
-	if n, err := listed(ctx, rdb, record.LineCut); err != nil || n != 0 {
+	if n, err := listed(ctx, rdb, keys.LineCut); err != nil || n != 0 {
 		t.Errorf("the drained line is still listed (%d, %v)", n, err)
 	}
 	left, err := rdb.ZCard(ctx, flowdb.CutNames("h:443")[0]).Result()
@@ -1360,10 +1361,10 @@ func TestParksSayWhyAndStatsCountEveryAttempt(t *testing.T) {
 
 // listed counts the lines of kind the registry lists.
 func listed(ctx context.Context, rdb redis.UniversalClient, kind string) (int, error) {
-	fields, err := rdb.HKeys(ctx, record.LinesKey).Result()
+	fields, err := rdb.HKeys(ctx, keys.Lines).Result()
 	n := 0
 	for _, f := range fields {
-		if k, _, _ := record.ParseLineField(f); k == kind {
+		if k, _, _ := keys.ParseLineField(f); k == kind {
 			n++
 		}
 	}

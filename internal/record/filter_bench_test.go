@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/ids"
+	rediskeys "github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/redistest"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -41,7 +42,7 @@ func BenchmarkFind(b *testing.B) {
 		reqs[i] = newBenchRequest(rng, now, i, n)
 	}
 	slices.SortFunc(reqs, func(a, b benchRequest) int { return strings.Compare(a.r.ID, b.r.ID) })
-	if err := rdb.SAdd(ctx, TenantsKey, "team-a").Err(); err != nil {
+	if err := rdb.SAdd(ctx, rediskeys.Tenants, "team-a").Err(); err != nil {
 		b.Fatal(err)
 	}
 	base := usedMemory(b, rdb)

@@ -10,8 +10,8 @@ import (
 
 // keys builds every key name of one partition: "{tag}:kind:…". This is the
 // only place a request's key names are made; the names other packages
-// share (the timer's, the doorbell's, flow control's) are internal/keys',
-// aliased in keys_shared.go. All keys of one request (and the asynq
+// share (the timer's, the doorbell's, flow control's) are internal/keys'.
+// All keys of one request (and the asynq
 // task of it, whose queue is named like the tag) share the tag, so every
 // script runs within one cluster slot. With one partition the tag is
 // "retryd", the layout before partitions existed.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	rediskeys "github.com/retryd/retryd/internal/keys"
 )
 
 // Resend refusals; each wraps ErrConflict.
@@ -91,7 +93,7 @@ func (s *Store) Resend(ctx context.Context, orig *Request, in ResendInput) (*Res
 	}
 	bell, ring := k.req(n.ID), "0"
 	if in.Ring && s.RingsOnCreate() {
-		bell, ring = BellKey(s.parts.Tag(p)), "1"
+		bell, ring = rediskeys.Bell(s.parts.Tag(p)), "1"
 	}
 	idemVal := ""
 	if in.IdemKey != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/retryd/retryd/internal/batch"
+	rediskeys "github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/tenant"
 )
@@ -50,7 +51,7 @@ type Store struct {
 	// hostIndexReady: every partition's failed requests are indexed by
 	// host (backfillHostIndex ran).
 	hostIndexReady atomic.Bool
-	// registered are the tenants this process saw listed in TenantsKey.
+	// registered are the tenants this process saw listed in rediskeys.Tenants.
 	registered sync.Map
 	// ret is the default payload retention and the tenants' retention.
 	ret retentionState
@@ -63,7 +64,7 @@ type Store struct {
 }
 
 // RingsOnCreate says whether Create rings the workers' doorbell itself
-// (CreateOptions.Ring): with one partition the doorbell list (BellKey)
+// (CreateOptions.Ring): with one partition the doorbell list (rediskeys.Bell)
 // shares the record's cluster slot, so the script that stores a request
 // rings too, and its enqueue need not (waiting.WithoutRing). With several,
 // the workers share the first partition's doorbell, which another
@@ -209,7 +210,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 	}
 	bell, ring := k.req(r.ID), "0"
 	if opts.Ring && s.RingsOnCreate() {
-		bell, ring = BellKey(s.parts.Tag(s.parts.OfID(r.ID))), "1"
+		bell, ring = rediskeys.Bell(s.parts.Tag(s.parts.OfID(r.ID))), "1"
 	}
 	taskKey, taskList, taskFields := k.req(r.ID), k.req(r.ID), []any(nil)
 	if t := opts.Task; t != nil {
@@ -697,7 +698,7 @@ func (s *Store) Cancel(ctx context.Context, scope tenant.Scope, id, actor string
 	return false, errReply("cancel", res)
 }
 
-// register lists tenant t in TenantsKey, once per process: the sweeper and
+// register lists tenant t in rediskeys.Tenants, once per process: the sweeper and
 // an admin's lists find its indexes there.
 func (s *Store) register(ctx context.Context, t string) error {
 	if t = tenant.Of(t); t == tenant.Default {
@@ -706,7 +707,7 @@ func (s *Store) register(ctx context.Context, t string) error {
 	if _, ok := s.registered.Load(t); ok {
 		return nil
 	}
-	if err := s.rdb.SAdd(ctx, TenantsKey, t).Err(); err != nil {
+	if err := s.rdb.SAdd(ctx, rediskeys.Tenants, t).Err(); err != nil {
 		return wrap(err)
 	}
 	s.registered.Store(t, true)
@@ -716,7 +717,7 @@ func (s *Store) register(ctx context.Context, t string) error {
 // Tenants are the default tenant and every tenant that stored a record,
 // sorted.
 func (s *Store) Tenants(ctx context.Context) ([]string, error) {
-	names, err := s.rdb.SMembers(ctx, TenantsKey).Result()
+	names, err := s.rdb.SMembers(ctx, rediskeys.Tenants).Result()
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	retryids "github.com/retryd/retryd/internal/ids"
+	rediskeys "github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/redistest"
 )
@@ -267,7 +268,7 @@ func TestCreateRingsTheDoorbellWithOnePartition(t *testing.T) {
 	if _, err := one.Create(ctx, newRequest("01m8mhyychtfy2pdj6g7", now), "", nil, CreateOptions{Ring: true}); err != nil {
 		t.Fatal(err)
 	}
-	if n := rdb.LLen(ctx, BellKey("retryd")).Val(); n != 1 {
+	if n := rdb.LLen(ctx, rediskeys.Bell("retryd")).Val(); n != 1 {
 		t.Errorf("doorbell holds %d tokens after a ringing create, want 1", n)
 	}
 	parts, err := partition.New(4)

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/redistest"
 )
 
@@ -231,7 +231,7 @@ func TestEndpointScripts(t *testing.T) {
 			wantReply: []any{int64(2)}, wantState: with(open, "nextProbe", "1000000", "state", "half_open", "probe", "a", "probeUntil", "1006000"),
 		},
 	} {
-		state, line, keys, joined := record.FlowEndpointKeys(fmt.Sprint("https://case-", i, ":443"))
+		state, line, keys, joined := keys.FlowEndpoint(fmt.Sprint("https://case-", i, ":443"))
 		if len(c.state) > 0 {
 			rdb.HSet(ctx, state, c.state)
 		}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,7 +28,14 @@ type Keys struct{ queue string }
 // QueueKeys returns the keys of queue.
 func QueueKeys(queue string) Keys { return Keys{queue} }
 
-func (k Keys) prefix() string { return "asynq:{" + k.queue + "}:" }
+// namespace begins every key asynq writes (base's "asynq:{qname}:..." and
+// its global sets).
+const namespace = "asynq:"
+
+// IsKey says whether key is one of asynq's, whatever its queue or kind.
+func IsKey(key string) bool { return strings.HasPrefix(key, namespace) }
+
+func (k Keys) prefix() string { return namespace + "{" + k.queue + "}:" }
 
 // taskPrefix is the prefix of the queue's task hashes (Task).
 func (k Keys) taskPrefix() string { return k.prefix() + "t:" }

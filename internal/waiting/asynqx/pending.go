@@ -88,4 +88,4 @@ func (p *Publisher) Publish(ctx context.Context, rdb redis.UniversalClient, queu
 }
 
 // allQueues is asynq's set of queue names (base.AllQueues).
-const allQueues = "asynq:queues"
+const allQueues = namespace + "queues"
