@@ -122,6 +122,11 @@ const NoWorkers = "no worker is running: requests are accepted and stored, but n
 	"(go run ./cmd/worker with the same REDIS_URL, or the API alone with -dev)"
 
 // newID makes the id of a new request (or schedule).
+// NewID is the id of a request submitted at now with idemKey, as Accept
+// gives it: a caller that must name the request before it is accepted
+// sets it on the request.
+func (a *API) NewID(now time.Time, idemKey string) string { return a.newID(now, idemKey) }
+
 func (a *API) newID(now time.Time, idemKey string) string {
 	if a.Parts.Len() == 0 {
 		return ids.New(now)
@@ -251,7 +256,9 @@ func (a *API) Accept(c *gin.Context, r *record.Request, idemKey string, body []b
 	if err := a.checkDestinations(c, r, ""); err != nil {
 		return nil, err
 	}
-	r.ID = a.newID(now, idemKey)
+	if r.ID == "" {
+		r.ID = a.newID(now, idemKey)
+	}
 	r.IdempotencyKey = idemKey
 	r.Tenant = TenantOf(c)
 	if err := a.checkCredentials(ctx, r, r.Tenant, ""); err != nil {

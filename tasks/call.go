@@ -33,15 +33,22 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 		stop := context.AfterFunc(h.Stopping, cancel)
 		defer stop()
 	}
+	sent, wfHeaders, err := h.bodyOf(ctx, r)
+	if err != nil {
+		return nil, nil, false, nil, err
+	}
 	var reqBody io.Reader // a nil interface, not a nil *strings.Reader, when there is no body
-	if r.Body != "" {
-		reqBody = strings.NewReader(r.Body)
+	if sent != "" {
+		reqBody = strings.NewReader(sent)
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, r.URL, reqBody)
 	if err != nil {
 		return nil, nil, false, nil, fmt.Errorf("%w: build request: %w", retry.ErrInvalid, err)
 	}
 	for k, v := range r.Headers {
+		req.Header.Set(k, v)
+	}
+	for k, v := range wfHeaders {
 		req.Header.Set(k, v)
 	}
 	for k, v := range extra {
@@ -72,7 +79,7 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 	}
 	// webhook-id is the request id: the same on every attempt and redrive,
 	// so a receiver can dedupe on it.
-	signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(r.Body))
+	signer.Sign(req.Header, r.ID, h.Clock.Now(), []byte(sent))
 	if r.Dialect == record.DialectQStash {
 		// What QStash's deliveries carry (attempts before this one, from 0).
 		req.Header.Set("Upstash-Message-Id", r.ID)
@@ -83,7 +90,7 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 		if req.Header.Get("User-Agent") == "retryd/1" {
 			req.Header.Set("User-Agent", "Upstash-QStash")
 		}
-		if tok := h.QStash.Token(r.URL, []byte(r.Body), h.Clock.Now()); tok != "" {
+		if tok := h.QStash.Token(r.URL, []byte(sent), h.Clock.Now()); tok != "" {
 			req.Header.Set("Upstash-Signature", tok)
 		}
 	}
@@ -106,4 +113,25 @@ func (h *Handler) call(ctx context.Context, r *record.Request, n int, extra http
 		return nil, nil, false, use, fmt.Errorf("read response body: %w", err)
 	}
 	return resp, body, truncated, use, nil
+}
+
+// bodyOf is the body r's call sends, and the headers it adds: r's own
+// body, or for a step of an Upstash Workflow run the run's log up to r
+// (empty once the run has ended: the SDK then asks for the log, hears
+// that the run is over, and answers 200).
+func (h *Handler) bodyOf(ctx context.Context, r *record.Request) (string, map[string]string, error) {
+	q := r.QStash
+	if q == nil || q.WorkflowRun == "" || h.Workflows == nil {
+		return r.Body, nil, nil
+	}
+	run, err := h.Workflows.Steps(ctx, r.Tenant, q.WorkflowRun, r.ID)
+	if err != nil {
+		return "", nil, fmt.Errorf("read the log of workflow run %s: %w", q.WorkflowRun, err)
+	}
+	headers := map[string]string{"Upstash-Workflow-RunId": q.WorkflowRun, "Upstash-Workflow-Url": r.URL}
+	if !run.Found {
+		return "", headers, nil
+	}
+	headers["Upstash-Workflow-CreatedAt"] = strconv.FormatInt(run.CreatedAt.UnixMilli(), 10)
+	return string(run.Log), headers, nil
 }

@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -107,6 +109,10 @@ type QStashCallback struct {
 	CreatedAt       int64               `json:"createdAt"`
 	ScheduleID      string              `json:"scheduleId,omitempty"`
 	DLQID           string              `json:"dlqId,omitempty"`
+	// The Upstash Workflow run of a step's message (its failure function
+	// replays the run from SourceBody, the step's delivered body).
+	WorkflowRunID     string `json:"workflowRunId,omitempty"`
+	WorkflowCreatedAt int64  `json:"workflowCreatedAt,omitempty"`
 }
 
 // qstashCallback is r's callback body, shown as every other view of r
@@ -121,6 +127,9 @@ func qstashCallback(r *record.Request) QStashCallback {
 	if n := len(r.Attempts); n > 0 {
 		last := r.Attempts[n-1]
 		cb.Retried = n - 1
+		for k, v := range last.ResponseHeaders {
+			cb.Header[k] = []string{v}
+		}
 		if last.ResponseBody != nil {
 			cb.Body = base64.StdEncoding.EncodeToString([]byte(*last.ResponseBody))
 		}
@@ -160,8 +169,11 @@ type CallbackHandler struct {
 	Credentials *credentials.Book
 	// QStash signs the callbacks of /v2 messages; nil signs nothing.
 	QStash *sign.QStash
-	Log    *slog.Logger
-	Now    func() time.Time
+	// Workflows hold the Upstash Workflow runs; nil: a step's callback
+	// carries its own body.
+	Workflows WorkflowLogs
+	Log       *slog.Logger
+	Now       func() time.Time
 }
 
 // ProcessTask implements asynq.Handler.
@@ -188,7 +200,11 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 	}
 	var doc any = apidoc.NewDocument(r, false, h.Now())
 	if r.Dialect == record.DialectQStash {
-		doc = qstashCallback(r)
+		cb := qstashCallback(r)
+		if err := h.workflowSource(ctx, r, &cb); err != nil {
+			return fmt.Errorf("%w: callback of %s: %w", retry.ErrInfrastructure, id, err)
+		}
+		doc = cb
 	}
 	body, err := json.Marshal(doc)
 	if err != nil {
@@ -230,6 +246,42 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 	}
 }
 
+// workflowSource fills in what a step of an Upstash Workflow run adds to
+// its callback: the run, and as the source body the log the step's
+// delivery carried, from which the failure function replays the run.
+func (h *CallbackHandler) workflowSource(ctx context.Context, r *record.Request, cb *QStashCallback) error {
+	q := r.QStash
+	if q == nil || q.WorkflowRun == "" {
+		return nil
+	}
+	cb.WorkflowRunID = q.WorkflowRun
+	if sameOrigin(callbackTarget(r), r.URL) {
+		// The failure function rebuilds the run's context from the
+		// headers its steps were delivered with (an Authorization the
+		// workflow checks, say): shown as sent to the party that got
+		// them on every step, masked as usual for anyone else.
+		for k, v := range r.Headers {
+			if q.Redact == nil || !q.Redact.Header(k) {
+				cb.SourceHeader[k] = []string{v}
+			}
+		}
+	}
+	if h.Workflows == nil {
+		return nil
+	}
+	run, err := h.Workflows.Steps(ctx, r.Tenant, q.WorkflowRun, r.ID)
+	if err != nil {
+		return err
+	}
+	if run.Found {
+		cb.WorkflowCreatedAt = run.CreatedAt.UnixMilli()
+		if q.Redact == nil || !q.Redact.Body {
+			cb.SourceBody = base64.StdEncoding.EncodeToString(run.Log)
+		}
+	}
+	return nil
+}
+
 func (h *CallbackHandler) post(ctx context.Context, r *record.Request, target string, body []byte) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, callbackTimeout)
 	defer cancel()
@@ -255,6 +307,15 @@ func (h *CallbackHandler) post(ctx context.Context, r *record.Request, target st
 	// the deliveries' (a receiver deduping on it must not drop either).
 	signer.Sign(req.Header, CallbackWebhookID(r.ID), h.Now(), body)
 	if r.Dialect == record.DialectQStash {
+		if q := r.QStash; q != nil {
+			extra := q.CallbackHeaders
+			if r.Status == record.Failed {
+				extra = q.FailureHeaders
+			}
+			for k, v := range extra {
+				req.Header.Set(k, v)
+			}
+		}
 		req.Header.Set("User-Agent", "Upstash-QStash")
 		req.Header.Set("Upstash-Message-Id", r.ID)
 		if tok := h.QStash.Token(target, body, h.Now()); tok != "" {
@@ -268,4 +329,18 @@ func (h *CallbackHandler) post(ctx context.Context, r *record.Request, target st
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, nil
+}
+
+// sameOrigin says whether URLs a and b have the same scheme, host and
+// port.
+func sameOrigin(a, b string) bool {
+	ua, err := url.Parse(a)
+	if err != nil {
+		return false
+	}
+	ub, err := url.Parse(b)
+	if err != nil {
+		return false
+	}
+	return ua.Scheme == ub.Scheme && ua.Host != "" && strings.EqualFold(ua.Host, ub.Host)
 }

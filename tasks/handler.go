@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -24,6 +26,7 @@ import (
 	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
+	"github.com/retryd/retryd/internal/workflow"
 )
 
 // Response capture limits.
@@ -32,7 +35,17 @@ const (
 	ResultLimit = 64 << 10
 	// AttemptBodyLimit bounds the response body kept on each attempt.
 	AttemptBodyLimit = 1 << 10
+	// ResponseHeaderLimit bounds the response headers kept on an attempt
+	// of a QStash message (its callbacks report them): past it, the
+	// rest are left out.
+	ResponseHeaderLimit = 1 << 10
 )
+
+// WorkflowLogs read an Upstash Workflow run's log as one message's
+// delivery carries it (workflow.Store).
+type WorkflowLogs interface {
+	Steps(ctx context.Context, tenant, run, id string) (workflow.Run, error)
+}
 
 // Store is the part of the record store the handler needs.
 type Store interface {
@@ -80,6 +93,9 @@ type Handler struct {
 	// QStash signs deliveries of requests made through /v2; nil signs
 	// nothing.
 	QStash *sign.QStash
+	// Workflows hold the Upstash Workflow runs whose logs their steps'
+	// deliveries carry; nil delivers every body as submitted.
+	Workflows WorkflowLogs
 	// Waiting starts a task again at a time, to the millisecond, and
 	// parks it; nil leaves both to asynq's whole seconds.
 	Waiting Waiting
@@ -265,6 +281,9 @@ func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Tic
 		}
 		s := string(kept)
 		a.ResponseBody = &s
+		if r.Dialect == record.DialectQStash {
+			a.ResponseHeaders = responseHeaders(resp.Header)
+		}
 	}
 	switch {
 	case callErr != nil:
@@ -484,4 +503,24 @@ func (h *Handler) retryWait(r *record.Request, p retry.Policy, failures int, res
 		h.Log.Warn("retry delay expression failed; using the default backoff", "requestId", r.ID, "err", err)
 	}
 	return p.Next(failures, h.Rand(), res)
+}
+
+// responseHeaders are the headers of an answer a QStash message's
+// callbacks report: secret ones masked, at most ResponseHeaderLimit bytes
+// of them, in name order (so which are left out does not vary).
+func responseHeaders(h http.Header) map[string]string {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out, size := map[string]string{}, 0
+	for _, k := range names {
+		v := strings.Join(h[k], ", ")
+		if size += len(k) + len(v); size > ResponseHeaderLimit {
+			break
+		}
+		out[k] = v
+	}
+	return redact.Headers(out)
 }

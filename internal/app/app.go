@@ -39,6 +39,7 @@ import (
 	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
+	"github.com/retryd/retryd/internal/workflow"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -392,7 +393,8 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		&handlers.Credentials{Store: creds, API: api},
 		tenants,
 		topics,
-		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey},
+		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey,
+			Workflows: workflow.New(rdb, cfg.Retention)},
 		admin(dash),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {

@@ -36,6 +36,7 @@ import (
 	"github.com/retryd/retryd/internal/sweeper"
 	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
+	"github.com/retryd/retryd/internal/workflow"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -169,6 +170,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	defer func() { stopCounts(); <-countsDone }()
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
+	workflows := workflow.New(rdb, cfg.Retention)
 	h := &tasks.Handler{
 		Store:        store,
 		Callbacks:    queue,
@@ -186,6 +188,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Events:       notifier,
 		Traces:       traces,
 		EarlyWait:    tune.EarlyWait,
+		Workflows:    workflows,
 	}
 	creds := &credentials.Book{Store: &credentials.Store{RDB: rdb, Keys: cfg.SecretsKeys}, Guard: guard, EgressProxy: cfg.EgressProxy, Base: client,
 		Now: time.Now, Log: log.With("component", "credentials"), Failing: func(t, name, lastError string) {
@@ -219,7 +222,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		},
 		Tuning: opts.Flow}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
-	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Credentials: creds, QStash: qsigner, Log: log, Now: time.Now}
+	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Credentials: creds, QStash: qsigner, Workflows: workflows, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
 	// calls and the context switches; at the throughput one process reaches

@@ -40,6 +40,7 @@ const (
 	MaxFilterValue    = 2048
 	MaxHeaderName     = 256
 	MaxCredential     = 128
+	MaxWorkflowRun    = 128
 )
 
 // The kinds of names (docs/security.md lists them).
@@ -58,13 +59,15 @@ var (
 	// Credential names a tenant's credential (or proxy), in a path, a body
 	// member or a header.
 	Credential = Kind{What: "a credential name", Max: MaxCredential}
+	// WorkflowRun is an Upstash Workflow run id (Upstash-Workflow-RunId).
+	WorkflowRun = Kind{What: "a workflow run id", Max: MaxWorkflowRun}
 	// FilterValue bounds a filter value that is not itself one of the
 	// names above (a URL, a host, a path): as long as a URL may be.
 	FilterValue = Kind{What: "a filter value", Max: MaxFilterValue}
 )
 
 // Kinds lists every kind, for documentation and tests.
-var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, HeaderName, Credential, FilterValue}
+var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, HeaderName, Credential, FilterValue, WorkflowRun}
 
 // Error is a refused name. Field says where the client gave it (a header,
 // a query parameter, a body member, a path segment); Message says why and

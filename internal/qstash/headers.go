@@ -177,6 +177,21 @@ func extras(h http.Header) (*record.QStash, error) {
 	if err := checkNames(h); err != nil {
 		return nil, err
 	}
+	if v := h.Get("Upstash-Callback-Workflow-RunId"); v != "" {
+		if err := names.WorkflowRun.Check("Upstash-Callback-Workflow-RunId", v); err != nil {
+			return nil, err
+		}
+	}
+	q.CallbackHeaders = forwardedHeaders(h, "Upstash-Callback-")
+	q.FailureHeaders = forwardedHeaders(h, "Upstash-Failure-Callback-")
+	for _, f := range []struct {
+		what string
+		h    map[string]string
+	}{{"Upstash-Callback-Forward-*", q.CallbackHeaders}, {"Upstash-Failure-Callback-Forward-*", q.FailureHeaders}} {
+		if err := submit.CheckHeaders(f.h); err != nil {
+			return nil, badRequest(f.what, f.what+": "+err.Error())
+		}
+	}
 	// Several labels: Upstash-Label "a,b" (or repeated). Label keeps the
 	// first, as QStash's legacy field does.
 	for _, v := range h.Values("Upstash-Label") {

@@ -23,6 +23,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/workflow"
 )
 
 // DefaultRetries is QStash's default number of retries.
@@ -42,6 +43,8 @@ type API struct {
 	// QueueLimit is the most queues one tenant may have (QUEUE_LIMIT; 0:
 	// no limit).
 	QueueLimit int
+	// Workflows hold the Upstash Workflow runs (nil: not served).
+	Workflows *workflow.Store
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
@@ -58,6 +61,8 @@ func (q *API) Routes(r gin.IRouter) {
 	r.DELETE("/v2/dlq/:dlqId", q.deleteDLQ)
 	r.DELETE("/v2/dlq", q.deleteDLQMany)
 	r.POST("/v2/dlq/retry", q.retryDLQ)
+	r.GET("/v2/workflows/runs/:id", q.getRun)
+	r.DELETE("/v2/workflows/runs/:id", q.endRun)
 	r.GET("/v2/messages/:id", q.getMessage)
 	r.DELETE("/v2/messages/:id", q.cancelMessage)
 	// The signing keys forge any delivery's signature: admins only.
@@ -169,9 +174,16 @@ type Published struct {
 // it.
 func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte) (*Published, error) {
 	r, raw, err := q.translate(c, dest, h, body)
+	var wf *wfMessage
+	if err == nil {
+		wf, err = workflowOf(h, dest)
+	}
 	if err != nil {
 		q.API.SubmissionRejected() // Accept counts the rest
 		return nil, err
+	}
+	if wf != nil {
+		return q.publishWorkflow(c, r, wf, dedupKey(h, dest, body), raw, body)
 	}
 	replay, err := q.API.Accept(c, r, dedupKey(h, dest, body), raw, r.CreatedAt)
 	if err != nil {

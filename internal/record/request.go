@@ -170,6 +170,10 @@ type Attempt struct {
 	FailureClass string    `json:"failureClass,omitempty"`
 	Error        string    `json:"error,omitempty"`
 	ResponseBody *string   `json:"responseBody,omitempty"`
+	// ResponseHeaders are the answer's headers, kept for a QStash
+	// message only: its callbacks report them (up to
+	// ResponseHeaderLimit bytes; secret ones masked).
+	ResponseHeaders map[string]string `json:"responseHeaders,omitempty"`
 	// NotCalled: no call was made (the endpoint stayed open, the
 	// destination rules refused the address before dialling); the entry
 	// records what stopped it. It is not counted as an attempt: not in
@@ -346,6 +350,14 @@ type QStash struct {
 	// Queue is the QStash queue the message was enqueued to, whose order
 	// and parallelism it keeps ("" for none).
 	Queue string `json:"qn,omitempty"`
+	// WorkflowRun is the Upstash Workflow run whose log of steps the
+	// message's deliveries carry as their body ("" for none).
+	WorkflowRun string `json:"wf,omitempty"`
+	// CallbackHeaders are set on the callback's call (its
+	// Upstash-Callback-Forward-* and Upstash-Callback-Workflow-* headers),
+	// FailureHeaders on the failure callback's.
+	CallbackHeaders map[string]string `json:"ch,omitempty"`
+	FailureHeaders  map[string]string `json:"fh,omitempty"`
 }
 
 // AllLabels are q's labels: Labels, or Label for a message stored before

@@ -390,6 +390,10 @@ func Framing(name string) bool {
 	return contains(hopByHop, name) || strings.HasPrefix(name, "Proxy-")
 }
 
+// CheckHeaders applies a submission's rules for headers to h (those a
+// callback's call carries, say).
+func CheckHeaders(h map[string]string) error { return checkHeaders(h) }
+
 func checkHeaders(h map[string]string) error {
 	if len(h) > MaxHeaders {
 		return fieldErr("headers", "must have at most %d entries, got %d", MaxHeaders, len(h))

@@ -28,6 +28,7 @@ var mayImportGoRedis = map[string]string{
 	"internal/waiting":            "the owner: makes tasks sleep and run",
 	"internal/waiting/asynqx":     "the owner's reads and writes of asynq's keys",
 	"internal/waiting/timer":      "the owner's timer of waiting tasks",
+	"internal/workflow":           "the Upstash Workflow runs' logs, under their own keys",
 }
 
 // mayCallGoRedis are the packages that may call go-redis (a client's
@@ -49,6 +50,7 @@ var mayCallGoRedis = map[string]string{
 	"internal/waiting":            "the owner",
 	"internal/waiting/asynqx":     "the owner's commands on asynq's keys",
 	"internal/waiting/timer":      "the owner's timer",
+	"internal/workflow":           "its own keys and scripts",
 }
 
 // moduleTree lists the module (once per test binary).

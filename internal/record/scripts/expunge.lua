@@ -27,14 +27,20 @@ if spec then
   local sp = cjson.decode(spec)
   sp["h"] = nil
   sp["b"] = nil
+  -- A QStash message's callbacks' headers are its headers too.
+  if type(sp["q"]) == "table" then
+    sp["q"]["ch"] = nil
+    sp["q"]["fh"] = nil
+  end
   redis.call("SET", KEYS[3], cjson.encode(sp), "KEEPTTL")
 end
 redis.call("DEL", KEYS[4])
 local n = redis.call("LLEN", KEYS[2])
 for i = 0, n - 1 do
   local a = cjson.decode(redis.call("LINDEX", KEYS[2], i))
-  if a["responseBody"] ~= nil then
+  if a["responseBody"] ~= nil or a["responseHeaders"] ~= nil then
     a["responseBody"] = nil
+    a["responseHeaders"] = nil
     redis.call("LSET", KEYS[2], i, cjson.encode(a))
   end
 end

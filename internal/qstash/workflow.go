@@ -1,0 +1,234 @@
+package qstash
+
+// Upstash Workflow over the publish path: a message with
+// Upstash-Workflow-RunId joins its run's log, and its deliveries carry
+// that log (tasks); the SDK ends or cancels a run with DELETE
+// /v2/workflows/runs/{id}, and reads its log with GET.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/names"
+	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
+	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/workflow"
+)
+
+// wfMessage is what a publish's Upstash-Workflow-* headers say.
+type wfMessage struct {
+	Run      string
+	Init     bool
+	URL      string
+	CallType string
+}
+
+// workflowOf reads a publish's workflow headers; nil when it has none.
+func workflowOf(h http.Header, dest string) (*wfMessage, error) {
+	run := h.Get("Upstash-Workflow-RunId")
+	if run == "" {
+		if h.Get("Upstash-Workflow-Init") != "" {
+			return nil, badRequest("Upstash-Workflow-RunId", "Upstash-Workflow-Init needs Upstash-Workflow-RunId")
+		}
+		return nil, nil
+	}
+	if err := names.WorkflowRun.Check("Upstash-Workflow-RunId", run); err != nil {
+		return nil, err
+	}
+	m := &wfMessage{Run: run, URL: h.Get("Upstash-Workflow-Url"), CallType: h.Get("Upstash-Workflow-CallType")}
+	switch v := strings.ToLower(h.Get("Upstash-Workflow-Init")); v {
+	case "true":
+		m.Init = true
+	case "false", "":
+	default:
+		return nil, badRequest("Upstash-Workflow-Init", "Upstash-Workflow-Init must be true or false, got "+names.Quote(v))
+	}
+	switch m.CallType {
+	case "", workflow.CallStep, workflow.CallToCallback, workflow.CallFromCallback:
+	default:
+		return nil, badRequest("Upstash-Workflow-CallType", "Upstash-Workflow-CallType must be step, toCallback or fromCallback, got "+names.Quote(m.CallType))
+	}
+	if m.URL == "" {
+		m.URL = dest
+	}
+	if _, err := egress.ValidateURL(m.URL); err != nil {
+		return nil, badRequest("Upstash-Workflow-Url", "Upstash-Workflow-Url "+err.Error())
+	}
+	if m.Init && m.CallType == workflow.CallToCallback {
+		return nil, badRequest("Upstash-Workflow-Init", "a run starts with a message to the workflow, not a call to a third party")
+	}
+	return m, nil
+}
+
+// delivers says whether the message is a delivery to the workflow itself,
+// which carries the run's log; a call to a third party carries its own
+// body.
+func (m *wfMessage) delivers() bool { return m.CallType != workflow.CallToCallback }
+
+// forwardedHeaders are the headers a callback's call carries, from the
+// publish's Upstash-<prefix>-Forward-* (as named) and
+// Upstash-<prefix>-Workflow-* (as Upstash-Workflow-*): how the workflow
+// SDKs tell their callback which run and step it answers.
+func forwardedHeaders(h http.Header, prefix string) map[string]string {
+	out := map[string]string{}
+	fwd, wf := strings.ToLower(prefix+"Forward-"), strings.ToLower(prefix+"Workflow-")
+	for name, values := range h {
+		lower := strings.ToLower(name)
+		switch {
+		case strings.HasPrefix(lower, fwd):
+			if n := http.CanonicalHeaderKey(name[len(fwd):]); !submit.Framing(n) {
+				out[n] = strings.Join(values, ", ")
+			}
+		case strings.HasPrefix(lower, wf):
+			out["Upstash-Workflow-"+http.CanonicalHeaderKey(name[len(wf):])] = strings.Join(values, ", ")
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// publishWorkflow accepts r, a message of workflow run m: its entry joins
+// the run's log first, so its delivery (which may start at once) finds it
+// there, and goes again if r is refused.
+func (q *API) publishWorkflow(c *gin.Context, r *record.Request, m *wfMessage, idemKey string, raw, body []byte) (*Published, error) {
+	if q.Workflows == nil {
+		return nil, handlers.Errorf(handlers.CodeInvalid, "Upstash-Workflow-RunId", "workflows are not served by this API")
+	}
+	ctx := c.Request.Context()
+	t := handlers.TenantOf(c)
+	r.ID = q.API.NewID(r.CreatedAt, idemKey)
+	url := m.URL
+	if !m.delivers() {
+		url = ""
+	}
+	added, err := q.Workflows.Add(ctx, workflow.Message{Tenant: t, Run: m.Run, Init: m.Init, URL: url, ID: r.ID, Body: body, CallType: m.CallType}, r.CreatedAt)
+	if err != nil {
+		return nil, workflowError(err)
+	}
+	if added.Duplicate {
+		return &Published{MessageID: added.FirstID, URL: redact.URL(r.URL), Deduplicated: true}, nil
+	}
+	if m.delivers() {
+		r.QStash.WorkflowRun = m.Run
+	}
+	replay, err := q.API.Accept(c, r, idemKey, raw, r.CreatedAt)
+	if err != nil || replay != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if derr := q.Workflows.Drop(dctx, t, m.Run, added.Entry); derr != nil {
+			q.API.Log.Warn("could not take a refused message out of its workflow run's log", "run", m.Run, "err", derr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if replay != nil {
+		return &Published{MessageID: replay.ID, URL: redact.URL(r.URL), Deduplicated: true}, nil
+	}
+	return &Published{MessageID: r.ID, URL: redact.URL(r.URL)}, nil
+}
+
+// workflowError is the API's answer to a workflow store's refusal.
+func workflowError(err error) error {
+	var conflict *workflow.URLConflictError
+	var full *workflow.LogFullError
+	switch {
+	case errors.Is(err, workflow.ErrNoRun):
+		return handlers.Errorf(handlers.CodeNotFound, "Upstash-Workflow-RunId", err.Error()+": start it with Upstash-Workflow-Init: true")
+	case errors.As(err, &conflict):
+		return handlers.Errorf(handlers.CodeConflict, "Upstash-Workflow-Url", err.Error()+": a run id belongs to one workflow URL; start a new run with a new id")
+	case errors.As(err, &full):
+		return handlers.Errorf(handlers.CodeTooLarge, "", err.Error())
+	}
+	return err
+}
+
+// runID is the :id of a /v2/workflows/runs route, checked.
+func runID(c *gin.Context) (string, error) {
+	id := c.Param("id")
+	if err := names.WorkflowRun.Check("workflow run id", id); err != nil || id == "" {
+		return "", handlers.Errorf(handlers.CodeInvalid, "id", "a workflow run id is 1 to 128 bytes without control characters")
+	}
+	return id, nil
+}
+
+// getRun answers a run's log, as deliveries carry it (the SDKs fetch it
+// when a delivery comes without one).
+func (q *API) getRun(c *gin.Context) {
+	id, err := runID(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	run, err := q.Workflows.Steps(c.Request.Context(), handlers.TenantOf(c), id, "")
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	if !run.Found {
+		q.fail(c, handlers.Errorf(handlers.CodeNotFound, "", "workflow run "+names.Quote(id)+" not found (never started, or ended)"))
+		return
+	}
+	c.Data(http.StatusOK, "application/json", run.Log)
+}
+
+// endRun ends a run (the SDK's last step does), or cancels it
+// (?cancel=true): its log goes, and with cancel its messages not yet
+// delivered are canceled.
+func (q *API) endRun(c *gin.Context) {
+	id, err := runID(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	cancelRun := false
+	switch v := c.Query("cancel"); v {
+	case "true":
+		cancelRun = true
+	case "false", "":
+	default:
+		q.fail(c, badRequest("cancel", "cancel must be true or false, got "+names.Quote(v)))
+		return
+	}
+	scope, err := handlers.ScopeOf(c)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	msgs, ok, err := q.Workflows.End(ctx, handlers.TenantOf(c), id)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	if !ok {
+		q.fail(c, handlers.Errorf(handlers.CodeNotFound, "", "workflow run "+names.Quote(id)+" not found (never started, or ended)"))
+		return
+	}
+	canceled := 0
+	if cancelRun {
+		for _, m := range msgs {
+			err := q.API.Cancel(ctx, scope, m, RetryActor)
+			switch {
+			case err == nil:
+				canceled++
+			case errors.Is(err, record.ErrNotFound), errors.Is(err, record.ErrConflict):
+				// Gone, or finished: nothing to stop.
+			default:
+				q.fail(c, err)
+				return
+			}
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"workflowRunId": id, "cancelled": canceled})
+}
