@@ -124,7 +124,7 @@ func (h *Handler) bodyOf(ctx context.Context, r *record.Request) (string, map[st
 	if q == nil || q.WorkflowRun == "" || h.Workflows == nil {
 		return r.Body, nil, nil
 	}
-	run, err := h.Workflows.Steps(ctx, r.Tenant, q.WorkflowRun, r.ID)
+	run, err := h.Workflows.Deliver(ctx, r.Tenant, q.WorkflowRun, r.ID, []byte(r.Body))
 	if err != nil {
 		return "", nil, fmt.Errorf("read the log of workflow run %s: %w", q.WorkflowRun, err)
 	}

@@ -134,7 +134,9 @@ func qstashCallback(r *record.Request) QStashCallback {
 			cb.Body = base64.StdEncoding.EncodeToString([]byte(*last.ResponseBody))
 		}
 	}
-	if r.Status == record.Completed && r.HasResult {
+	if r.HasResult && (r.Status == record.Completed || r.Status == record.Failed) {
+		// A failed message's result is the answer that failed it, kept
+		// whole for its failure callback.
 		cb.Body = base64.StdEncoding.EncodeToString([]byte(r.Result))
 	}
 	for k, v := range redact.Headers(r.Headers) {

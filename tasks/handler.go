@@ -41,9 +41,12 @@ const (
 	ResponseHeaderLimit = 1 << 10
 )
 
-// WorkflowLogs read an Upstash Workflow run's log as one message's
-// delivery carries it (workflow.Store).
+// WorkflowLogs are the Upstash Workflow runs' logs (workflow.Store).
 type WorkflowLogs interface {
+	// Deliver is the log message id's delivery carries (it joins the log
+	// at its first).
+	Deliver(ctx context.Context, tenant, run, id string, body []byte) (workflow.Run, error)
+	// Steps is the log as it stands, up to message id.
 	Steps(ctx context.Context, tenant, run, id string) (workflow.Run, error)
 }
 
@@ -307,11 +310,13 @@ func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Tic
 		o.Result, o.ResultTruncated = &s, truncated
 	case retry.Permanent:
 		o.Status = record.Failed
+		keepFailedAnswer(r, &o, resp, body, truncated)
 		next = fmt.Errorf("permanent failure (%s): %s: %w", res.Class, a.Error, asynq.SkipRetry)
 	default:
 		failures := r.BudgetUsed + 1 // finished attempts in this run, this one included
 		if failures >= r.MaxRetries+1 {
 			o.Status, o.Attempt.Outcome = record.Failed, string(retry.Exhausted)
+			keepFailedAnswer(r, &o, resp, body, truncated)
 			next = fmt.Errorf("retry budget spent after %d attempts (%s): %s: %w", failures, res.Class, a.Error, asynq.SkipRetry)
 			break
 		}
@@ -503,6 +508,18 @@ func (h *Handler) retryWait(r *record.Request, p retry.Policy, failures int, res
 		h.Log.Warn("retry delay expression failed; using the default backoff", "requestId", r.ID, "err", err)
 	}
 	return p.Next(failures, h.Rand(), res)
+}
+
+// keepFailedAnswer keeps the whole body of the answer that failed a
+// QStash message with a failure callback as its result: the callback
+// reports it (an attempt keeps only AttemptBodyLimit bytes of it, and a
+// workflow's failure function parses the error it holds).
+func keepFailedAnswer(r *record.Request, o *record.Outcome, resp *http.Response, body []byte, truncated bool) {
+	if resp == nil || r.Dialect != record.DialectQStash || r.QStash == nil || r.QStash.FailureCallback == "" {
+		return
+	}
+	s := string(body)
+	o.Result, o.ResultTruncated = &s, truncated
 }
 
 // responseHeaders are the headers of an answer a QStash message's

@@ -41,6 +41,7 @@ const (
 	MaxHeaderName     = 256
 	MaxCredential     = 128
 	MaxWorkflowRun    = 128
+	MaxEventID        = 256
 )
 
 // The kinds of names (docs/security.md lists them).
@@ -61,13 +62,15 @@ var (
 	Credential = Kind{What: "a credential name", Max: MaxCredential}
 	// WorkflowRun is an Upstash Workflow run id (Upstash-Workflow-RunId).
 	WorkflowRun = Kind{What: "a workflow run id", Max: MaxWorkflowRun}
+	// EventID is the event a workflow waits for (/v2/wait, /v2/notify).
+	EventID = Kind{What: "an event id", Max: MaxEventID}
 	// FilterValue bounds a filter value that is not itself one of the
 	// names above (a URL, a host, a path): as long as a URL may be.
 	FilterValue = Kind{What: "a filter value", Max: MaxFilterValue}
 )
 
 // Kinds lists every kind, for documentation and tests.
-var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, HeaderName, Credential, FilterValue, WorkflowRun}
+var Kinds = []Kind{FlowKey, Topic, Queue, ScheduleID, EndpointName, Label, DedupID, IdempotencyKey, HeaderName, Credential, FilterValue, WorkflowRun, EventID}
 
 // Error is a refused name. Field says where the client gave it (a header,
 // a query parameter, a body member, a path segment); Message says why and

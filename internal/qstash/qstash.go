@@ -61,8 +61,17 @@ func (q *API) Routes(r gin.IRouter) {
 	r.DELETE("/v2/dlq/:dlqId", q.deleteDLQ)
 	r.DELETE("/v2/dlq", q.deleteDLQMany)
 	r.POST("/v2/dlq/retry", q.retryDLQ)
-	r.GET("/v2/workflows/runs/:id", q.getRun)
-	r.DELETE("/v2/workflows/runs/:id", q.endRun)
+	if q.Workflows != nil {
+		r.GET("/v2/workflows/runs/:id", q.getRun)
+		r.DELETE("/v2/workflows/runs/:id", q.endRun)
+		r.DELETE("/v2/workflows/runs", q.cancelRuns)
+		r.POST("/v2/wait/:eventId", q.waitForEvent)
+		// /v2/notify/{eventId}, and /v2/notify/{runId}/{eventId} for one
+		// run's wait (gin names the first segment alike in both).
+		r.POST("/v2/notify/:eventId", q.notify)
+		r.POST("/v2/notify/:eventId/:second", q.notify)
+		r.GET("/v2/waiters/:eventId", q.waiters)
+	}
 	r.GET("/v2/messages/:id", q.getMessage)
 	r.DELETE("/v2/messages/:id", q.cancelMessage)
 	// The signing keys forge any delivery's signature: admins only.
@@ -227,8 +236,22 @@ func (q *API) translate(c *gin.Context, dest string, h http.Header, body []byte)
 type batchItem struct {
 	Destination string            `json:"destination"`
 	Headers     map[string]string `json:"headers"`
-	Body        string            `json:"body"`
-	Queue       string            `json:"queue"` // a queue's name: its messages keep its order
+	// Body is a string, sent as is; any other JSON value (the workflow
+	// SDK's batches carry objects) is sent as its JSON.
+	Body  json.RawMessage `json:"body"`
+	Queue string          `json:"queue"` // a queue's name: its messages keep its order
+}
+
+// body is the item's message body.
+func (it batchItem) body() []byte {
+	var s string
+	if json.Unmarshal(it.Body, &s) == nil {
+		return []byte(s)
+	}
+	if string(it.Body) == "null" {
+		return nil
+	}
+	return it.Body
 }
 
 // MaxBatch bounds the messages of one batch.
@@ -242,7 +265,7 @@ func (q *API) batch(c *gin.Context) {
 	}
 	var items []batchItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		q.fail(c, badRequest("", "batch must be a JSON array of {destination, headers, body}"))
+		q.fail(c, badRequest("", "batch must be a JSON array of {destination, headers, body}: "+err.Error()))
 		return
 	}
 	if len(items) == 0 || len(items) > MaxBatch {
@@ -269,9 +292,9 @@ func (q *API) batch(c *gin.Context) {
 		var res any
 		var err error
 		if isURLGroup(it.Destination) {
-			res, err = q.publishGroup(c, it.Destination, h, []byte(it.Body)) // a list for this item
+			res, err = q.publishGroup(c, it.Destination, h, it.body()) // a list for this item
 		} else {
-			res, err = q.publishOne(c, it.Destination, h, []byte(it.Body))
+			res, err = q.publishOne(c, it.Destination, h, it.body())
 		}
 		if err != nil {
 			// Messages before this one are accepted; say which failed.

@@ -6,11 +6,9 @@ package qstash
 // /v2/workflows/runs/{id}, and reads its log with GET.
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -97,38 +95,29 @@ func forwardedHeaders(h http.Header, prefix string) map[string]string {
 	return out
 }
 
-// publishWorkflow accepts r, a message of workflow run m: its entry joins
-// the run's log first, so its delivery (which may start at once) finds it
-// there, and goes again if r is refused.
+// publishWorkflow accepts r, a message of workflow run m: counted among
+// the run's messages first (an init starts the run), so a cancel of the
+// run finds it.
 func (q *API) publishWorkflow(c *gin.Context, r *record.Request, m *wfMessage, idemKey string, raw, body []byte) (*Published, error) {
 	if q.Workflows == nil {
 		return nil, handlers.Errorf(handlers.CodeInvalid, "Upstash-Workflow-RunId", "workflows are not served by this API")
 	}
-	ctx := c.Request.Context()
-	t := handlers.TenantOf(c)
 	r.ID = q.API.NewID(r.CreatedAt, idemKey)
 	url := m.URL
 	if !m.delivers() {
 		url = ""
 	}
-	added, err := q.Workflows.Add(ctx, workflow.Message{Tenant: t, Run: m.Run, Init: m.Init, URL: url, ID: r.ID, Body: body, CallType: m.CallType}, r.CreatedAt)
+	pub, err := q.Workflows.Publish(c.Request.Context(), workflow.Message{Tenant: handlers.TenantOf(c), Run: m.Run, Init: m.Init, URL: url, ID: r.ID, Body: body}, r.CreatedAt)
 	if err != nil {
 		return nil, workflowError(err)
 	}
-	if added.Duplicate {
-		return &Published{MessageID: added.FirstID, URL: redact.URL(r.URL), Deduplicated: true}, nil
+	if pub.Duplicate {
+		return &Published{MessageID: pub.FirstID, URL: redact.URL(r.URL), Deduplicated: true}, nil
 	}
 	if m.delivers() {
 		r.QStash.WorkflowRun = m.Run
 	}
 	replay, err := q.API.Accept(c, r, idemKey, raw, r.CreatedAt)
-	if err != nil || replay != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if derr := q.Workflows.Drop(dctx, t, m.Run, added.Entry); derr != nil {
-			q.API.Log.Warn("could not take a refused message out of its workflow run's log", "run", m.Run, "err", derr)
-		}
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -200,13 +189,7 @@ func (q *API) endRun(c *gin.Context) {
 		q.fail(c, badRequest("cancel", "cancel must be true or false, got "+names.Quote(v)))
 		return
 	}
-	scope, err := handlers.ScopeOf(c)
-	if err != nil {
-		q.fail(c, err)
-		return
-	}
-	ctx := c.Request.Context()
-	msgs, ok, err := q.Workflows.End(ctx, handlers.TenantOf(c), id)
+	ok, err := q.finishRun(c, id, cancelRun)
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -215,20 +198,61 @@ func (q *API) endRun(c *gin.Context) {
 		q.fail(c, handlers.Errorf(handlers.CodeNotFound, "", "workflow run "+names.Quote(id)+" not found (never started, or ended)"))
 		return
 	}
-	canceled := 0
-	if cancelRun {
-		for _, m := range msgs {
-			err := q.API.Cancel(ctx, scope, m, RetryActor)
-			switch {
-			case err == nil:
-				canceled++
-			case errors.Is(err, record.ErrNotFound), errors.Is(err, record.ErrConflict):
-				// Gone, or finished: nothing to stop.
-			default:
-				q.fail(c, err)
-				return
+	c.JSON(http.StatusOK, gin.H{"workflowRunId": id})
+}
+
+// cancelRuns cancels the runs ?workflowRunIds names (repeated or
+// comma-separated), answering how many there were.
+func (q *API) cancelRuns(c *gin.Context) {
+	var ids []string
+	for _, v := range c.QueryArray("workflowRunIds") {
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" {
+				ids = append(ids, id)
 			}
 		}
 	}
-	c.JSON(http.StatusOK, gin.H{"workflowRunId": id, "cancelled": canceled})
+	if len(ids) == 0 || len(ids) > MaxBatch {
+		q.fail(c, badRequest("workflowRunIds", "name 1 to 100 runs to cancel in workflowRunIds (filters and all are not served)"))
+		return
+	}
+	n := 0
+	for _, id := range ids {
+		if err := names.WorkflowRun.Check("workflowRunIds", id); err != nil {
+			q.fail(c, err)
+			return
+		}
+	}
+	for _, id := range ids {
+		ok, err := q.finishRun(c, id, true)
+		if err != nil {
+			q.fail(c, err)
+			return
+		}
+		if ok {
+			n++
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"cancelled": n})
+}
+
+// finishRun deletes run id and, when canceled, cancels its messages not
+// yet delivered. ok is false when there was no such run.
+func (q *API) finishRun(c *gin.Context, id string, cancelRun bool) (bool, error) {
+	scope, err := handlers.ScopeOf(c)
+	if err != nil {
+		return false, err
+	}
+	ctx := c.Request.Context()
+	msgs, ok, err := q.Workflows.End(ctx, handlers.TenantOf(c), id)
+	if err != nil || !ok || !cancelRun {
+		return ok, err
+	}
+	for _, m := range msgs {
+		err := q.API.Cancel(ctx, scope, m, RetryActor)
+		if err != nil && !errors.Is(err, record.ErrNotFound) && !errors.Is(err, record.ErrConflict) {
+			return true, err
+		}
+	}
+	return true, nil
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,14 +30,14 @@ import (
 var scripts embed.FS
 
 var (
-	appendScript = luascript.Load(scripts, "", "append")
-	dropScript   = luascript.Load(scripts, "", "drop")
+	publishScript = luascript.Load(scripts, "", "publish")
+	deliverScript = luascript.Load(scripts, "", "deliver")
 )
 
-// Limits of one run's log: every delivery of the run carries it whole.
+// Limits of one run: every delivery of the run carries its log whole.
 const (
-	MaxLogBytes   = 8 << 20
-	MaxLogEntries = 1000
+	MaxLogBytes    = 8 << 20
+	MaxLogMessages = 1000
 )
 
 // DefaultKeep is how long a run is kept after its last message when the
@@ -77,8 +78,8 @@ type LogFullError struct {
 }
 
 func (e *LogFullError) Error() string {
-	return fmt.Sprintf("workflow run %s: its log would hold %d bytes in %d entries, more than %d bytes or %d entries; each delivery of a run carries its whole log",
-		e.Run, e.Bytes, e.Entries, MaxLogBytes, MaxLogEntries)
+	return fmt.Sprintf("workflow run %s: its log would hold %d bytes in %d messages, more than %d bytes or %d messages; each delivery of a run carries its whole log",
+		e.Run, e.Bytes, e.Entries, MaxLogBytes, MaxLogMessages)
 }
 
 // Store holds the runs' logs in Redis.
@@ -97,11 +98,13 @@ func New(rdb redis.UniversalClient, keep time.Duration) *Store {
 	return &Store{rdb: rdb, Keep: keep}
 }
 
-// runKeys are run's keys of tenant t: its hash and its log, in one slot.
-func runKeys(t, run string) []string {
+// runKeys are run's keys of tenant t, in one slot: its hash, its
+// messages (ids, in publish order) and its log (entries, in the order of
+// their first delivery).
+func runKeys(t, run string) (hash, msgs, log string) {
 	sum := sha1.Sum([]byte(tenant.Of(t) + "\x00" + run))
 	tag := "{retryd-wf:" + hex.EncodeToString(sum[:10]) + "}:"
-	return []string{tag + "run", tag + "log"}
+	return tag + "run", tag + "msgs", tag + "log"
 }
 
 // Message is one message published to a run.
@@ -111,65 +114,61 @@ type Message struct {
 	Init bool
 	// URL is the workflow's; "" for a message to another (a call to a
 	// third party).
-	URL      string
-	ID       string
-	Body     []byte
-	CallType string
+	URL  string
+	ID   string
+	Body []byte
 }
 
-// Added is what Add made of a message.
-type Added struct {
+// Published is what Publish made of a message.
+type Published struct {
 	// Duplicate is an init of a run already started: FirstID is the
-	// message that started it, and nothing was added.
+	// message that started it, and nothing was counted.
 	Duplicate bool
 	FirstID   string
-	// Entry is the entry added (Drop takes it back).
-	Entry string
 }
 
-// Add appends m to its run's log, starting the run when m is its init.
-func (s *Store) Add(ctx context.Context, m Message, now time.Time) (Added, error) {
-	ct := m.CallType
-	if ct == "" {
-		ct = CallStep
+// entry is m's entry in its run's log.
+func entry(id string, body []byte, callType string) ([]byte, error) {
+	if callType == "" {
+		callType = CallStep
 	}
-	e, err := json.Marshal(Entry{MessageID: m.ID, Body: base64.StdEncoding.EncodeToString(m.Body), CallType: ct})
+	e, err := json.Marshal(Entry{MessageID: id, Body: base64.StdEncoding.EncodeToString(body), CallType: callType})
 	if err != nil {
-		return Added{}, fmt.Errorf("encode the log entry of %s: %w", m.ID, err)
+		return nil, fmt.Errorf("encode the log entry of %s: %w", id, err)
 	}
-	kind := "step"
-	if m.Init {
-		kind = "init"
+	return e, nil
+}
+
+// Publish counts m among its run's messages, starting the run when m is
+// its init. m joins the log when it is first delivered (Deliver).
+func (s *Store) Publish(ctx context.Context, m Message, now time.Time) (Published, error) {
+	kind := "init"
+	if !m.Init {
+		kind = "step"
 	}
-	res, err := appendScript.Run(ctx, s.rdb, runKeys(m.Tenant, m.Run), kind, m.URL, e, m.ID, now.UnixMilli(),
-		s.Keep.Milliseconds(), MaxLogBytes, MaxLogEntries).StringSlice()
+	// Its entry's size: the base64 body and the entry's frame.
+	size := base64.StdEncoding.EncodedLen(len(m.Body)) + len(m.ID) + 64
+	h, msgs, _ := runKeys(m.Tenant, m.Run)
+	res, err := publishScript.Run(ctx, s.rdb, []string{h, msgs}, kind, m.URL, size, m.ID, now.UnixMilli(),
+		s.Keep.Milliseconds(), MaxLogBytes, MaxLogMessages).StringSlice()
 	if err != nil {
-		return Added{}, fmt.Errorf("add %s to workflow run %s: %w", m.ID, m.Run, err)
+		return Published{}, fmt.Errorf("publish %s to workflow run %s: %w", m.ID, m.Run, err)
 	}
 	switch {
-	case len(res) == 2 && res[0] == "ok":
-		return Added{Entry: string(e)}, nil
+	case len(res) == 1 && res[0] == "ok":
+		return Published{}, nil
 	case len(res) == 2 && res[0] == "dup":
-		return Added{Duplicate: true, FirstID: res[1]}, nil
+		return Published{Duplicate: true, FirstID: res[1]}, nil
 	case len(res) == 2 && res[0] == "url":
-		return Added{}, &URLConflictError{Run: m.Run, URL: res[1]}
+		return Published{}, &URLConflictError{Run: m.Run, URL: res[1]}
 	case len(res) == 1 && res[0] == "missing":
-		return Added{}, fmt.Errorf("workflow run %s: %w", m.Run, ErrNoRun)
+		return Published{}, fmt.Errorf("workflow run %s: %w", m.Run, ErrNoRun)
 	case len(res) == 3 && res[0] == "full":
 		b, _ := strconv.Atoi(res[1])
 		n, _ := strconv.Atoi(res[2])
-		return Added{}, &LogFullError{Run: m.Run, Bytes: b, Entries: n}
+		return Published{}, &LogFullError{Run: m.Run, Bytes: b, Entries: n}
 	}
-	return Added{}, fmt.Errorf("add %s to workflow run %s: unexpected reply %q", m.ID, m.Run, res)
-}
-
-// Drop takes back entry (Added.Entry) of run, whose message was refused
-// after it was added.
-func (s *Store) Drop(ctx context.Context, t, run, entry string) error {
-	if err := dropScript.Run(ctx, s.rdb, runKeys(t, run), entry).Err(); err != nil {
-		return fmt.Errorf("take back an entry of workflow run %s: %w", run, err)
-	}
-	return nil
+	return Published{}, fmt.Errorf("publish %s to workflow run %s: unexpected reply %q", m.ID, m.Run, res)
 }
 
 // Run is what a delivery of a run reads of it.
@@ -182,14 +181,39 @@ type Run struct {
 	Log []byte
 }
 
-// Steps reads run's log as message id's delivery carries it.
+// Deliver is the log message id (whose body is body) carries to the
+// workflow: the message joins the log at its first delivery, and carries
+// the entries up to and including its own.
+func (s *Store) Deliver(ctx context.Context, t, run, id string, body []byte) (Run, error) {
+	e, err := entry(id, body, CallStep)
+	if err != nil {
+		return Run{}, err
+	}
+	h, _, log := runKeys(t, run)
+	res, err := deliverScript.Run(ctx, s.rdb, []string{h, log}, `"messageId":"`+id+`"`, e, s.Keep.Milliseconds()).StringSlice()
+	if err != nil {
+		return Run{}, fmt.Errorf("read workflow run %s for %s: %w", run, id, err)
+	}
+	switch {
+	case len(res) == 1 && res[0] == "missing":
+		return Run{}, nil
+	case len(res) >= 2 && res[0] == "ok":
+		ms, _ := strconv.ParseInt(res[1], 10, 64)
+		return Run{Found: true, CreatedAt: time.UnixMilli(ms), Log: joinJSON(res[2:])}, nil
+	}
+	return Run{}, fmt.Errorf("read workflow run %s for %s: unexpected reply %q", run, id, res)
+}
+
+// Steps reads run's log as it stands: up to and including message id
+// when id is among its entries (a step's failure callback replays what
+// the step was delivered with), all of it otherwise.
 func (s *Store) Steps(ctx context.Context, t, run, id string) (Run, error) {
-	k := runKeys(t, run)
+	h, _, log := runKeys(t, run)
 	var created *redis.StringCmd
 	var lr *redis.StringSliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		created = p.HGet(ctx, k[0], "createdAt")
-		lr = p.LRange(ctx, k[1], 0, -1)
+		created = p.HGet(ctx, h, "createdAt")
+		lr = p.LRange(ctx, log, 0, -1)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -199,13 +223,12 @@ func (s *Store) Steps(ctx context.Context, t, run, id string) (Run, error) {
 		return Run{}, nil
 	}
 	entries := lr.Val()
-	for i, e := range entries {
-		var x struct {
-			MessageID string `json:"messageId"`
-		}
-		if json.Unmarshal([]byte(e), &x) == nil && x.MessageID == id {
-			entries = entries[:i+1]
-			break
+	if id != "" {
+		for i, e := range entries {
+			if strings.Contains(e, `"messageId":"`+id+`"`) {
+				entries = entries[:i+1]
+				break
+			}
 		}
 	}
 	ms, _ := strconv.ParseInt(created.Val(), 10, 64)
@@ -233,22 +256,16 @@ func joinJSON(entries []string) []byte {
 // whose pending ones the caller cancels when the run is canceled. ok is
 // false when there was no such run.
 func (s *Store) End(ctx context.Context, t, run string) (ids []string, ok bool, err error) {
-	k := runKeys(t, run)
+	h, msgs, log := runKeys(t, run)
 	var lr *redis.StringSliceCmd
 	var del *redis.IntCmd
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		lr = p.LRange(ctx, k[1], 0, -1)
-		del = p.Del(ctx, k[0], k[1])
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		lr = p.LRange(ctx, msgs, 0, -1)
+		del = p.Del(ctx, h, msgs, log)
 		return nil
 	})
 	if err != nil {
 		return nil, false, fmt.Errorf("end workflow run %s: %w", run, err)
 	}
-	for _, e := range lr.Val() {
-		var x Entry
-		if json.Unmarshal([]byte(e), &x) == nil && x.MessageID != "" {
-			ids = append(ids, x.MessageID)
-		}
-	}
-	return ids, del.Val() > 0, nil
+	return lr.Val(), del.Val() > 0, nil
 }
