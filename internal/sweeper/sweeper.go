@@ -62,7 +62,7 @@ type Stats struct {
 	Archived     int // task archived while the record is unfinished: requeued
 	Stranded     int // task active without a live lease: put back to pending
 	CallbackLost int // due callback without a task: enqueued
-	Trimmed      int // index entries of expired records removed
+	Trimmed      int // index entries removed by the trim (of requests past their retention, deleted with them)
 	// PayloadsExpired: payloads erased at the end of their tenant's
 	// payload retention.
 	PayloadsExpired int
