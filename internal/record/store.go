@@ -84,7 +84,7 @@ func (s *Store) RequireReplicas(n int, wait time.Duration) {
 var ErrNotReplicated = fmt.Errorf("%w: too few replicas confirmed the write", ErrUnavailable)
 
 // NewStore returns a Store over rdb with one partition; finished records
-// expire after retention.
+// are kept for retention (the sweeper's TrimIndexes deletes them then).
 func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
 	return NewPartitioned(rdb, retention, partition.One())
 }
