@@ -682,6 +682,33 @@ func TestRedriveScript(t *testing.T) {
 	}
 }
 
+// A request an earlier version finished carries its retention as a TTL on
+// its keys: redriven, it runs again, and none of them may expire meanwhile.
+func TestRedrivePersistsTheTTLOfAnEarlierVersion(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	seed(t, rdb, state{
+		k0.req(tid):      reqHash(Failed, fAttemptCount, "1", fFailureClass, "server_error", "completedAt", t0ms),
+		k0.spec(tid):     specJSON,
+		k0.attempts(tid): []string{`{"n":1}`},
+		k0.result(tid):   "earlier",
+		d0.index(Failed): zset{tid},
+	})
+	keys := []string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.result(tid)}
+	for _, k := range keys {
+		rdb.PExpire(ctx, k, time.Hour)
+	}
+	if _, err := s.Redrive(ctx, tid, RedriveInput{Scope: tenant.All, Actor: "erin", Limit: 3, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl != -1 {
+			t.Errorf("%s: PTTL %v after the redrive, want -1 (no TTL)", k, ttl)
+		}
+	}
+}
+
 func TestScheduleScripts(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStoreOn(t)
