@@ -279,7 +279,7 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 		codeKey = tk.failCode(a.StatusCode)
 	}
 	keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, tk.statusIndexes()...), k.callbackDue(),
-		k.spec(id), k.result(id), tk.failedHost(o.Host), tk.finished(), classKey, codeKey)
+		k.result(id), tk.failedHost(o.Host), tk.finished(), classKey, codeKey)
 	if ret.Payload > 0 {
 		keys = append(keys, tk.payloadDue())
 	}

@@ -20,9 +20,11 @@ const memberSep = "\x1f"
 
 // finishedMember is request id's entry in the finished index: the id, its
 // host, its last failure class and status code (failIndexes), and its
-// labels. A record that has expired can no longer be read, so its entry
-// carries what names every other index entry of it: the sweeper removes
-// them all from it (TrimIndexes).
+// labels. A record gone (expired by a TTL an earlier version set) can no
+// longer be read, so its entry carries what names every other index entry
+// of it: the sweeper removes them all from it (TrimIndexes), and deletes
+// with them the requests past their retention, reading nothing but the
+// entry and the record's status and finish time.
 func finishedMember(id, host, class, code string, labels []string) string {
 	return strings.Join(append([]string{id, host, class, code}, labels...), memberSep)
 }

@@ -33,25 +33,10 @@ func finished(t *testing.T, s *Store, owner string, status Status, now time.Time
 	return r.ID
 }
 
-// waitGone polls until request id's record has expired.
-func waitGone(t *testing.T, s *Store, id string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		_, err := s.Get(context.Background(), id)
-		if errors.Is(err, ErrNotFound) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("request %s still there after its retention: %v", id, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // Two tenants, different retention: the one whose admin set a short
-// retention loses its finished (and canceled) requests when it ends,
-// while the other's, of the default retention, stay.
+// retention loses its finished (and canceled) requests at the sweeper's
+// trim once it ends (and the trim's minute of slack), while the other's,
+// of the default retention, stay. No key of a finished request has a TTL.
 func TestRetentionPerTenant(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStoreOn(t) // default retention: an hour
@@ -70,18 +55,27 @@ func TestRetentionPerTenant(t *testing.T) {
 	if _, err := s.Cancel(ctx, tenant.All, pending.ID, "test", now); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, s, brief)
-	waitGone(t, s, pending.ID)
+	for _, id := range []string{brief, lasting, pending.ID} {
+		for _, key := range []string{k0.req(id), k0.attempts(id), k0.spec(id), k0.result(id)} {
+			if ttl := rdb.PTTL(ctx, key).Val(); ttl != -1 && ttl != -2 {
+				t.Errorf("%s has a TTL (%v): the trim ends a finished request", key, ttl)
+			}
+		}
+	}
+	// Within the slack, nothing goes.
+	if n, _, err := s.TrimIndexes(ctx, now.Add(30*time.Second), 100); err != nil || n != 0 {
+		t.Errorf("TrimIndexes within the slack removed %d, %v", n, err)
+	}
+	if n, _, err := s.TrimIndexes(ctx, now.Add(2*time.Minute), 100); err != nil || n != 8 {
+		t.Errorf("TrimIndexes removed %d, %v; want the all, status, host and finished entries of brief's two requests", n, err)
+	}
+	for _, id := range []string{brief, pending.ID} {
+		if _, err := s.Get(ctx, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("brief's %s outlived its retention: %v", id, err)
+		}
+	}
 	if _, err := s.Get(ctx, lasting); err != nil {
 		t.Fatalf("the other tenant's request went with it: %v", err)
-	}
-	if ttl := rdb.PTTL(ctx, k0.req(lasting)).Val(); ttl < 59*time.Minute {
-		t.Errorf("the other tenant's request expires in %v, want the default hour", ttl)
-	}
-	// The sweeper drops the expired records' index entries by each
-	// tenant's retention (and a minute of slack): brief's, not lasting's.
-	if n, _, err := s.TrimIndexes(ctx, time.Now().Add(2*time.Minute), 100); err != nil || n != 8 {
-		t.Errorf("TrimIndexes removed %d, %v; want the all, status, host and finished entries of brief's two requests", n, err)
 	}
 	for _, tk := range []tkeys{k0.of("brief"), k0.of("lasting")} {
 		want := int64(0)
@@ -98,8 +92,10 @@ func TestRetentionPerTenant(t *testing.T) {
 }
 
 // A tenant's retention reaches a process that read it before within
-// RetentionRefresh, and not per request: a change made on another process
-// applies to the requests it finishes after that.
+// RetentionRefresh, and not per request: a payload retention set on
+// another process applies to the requests it finishes after that (they
+// enter the payload-expiry index). The records' retention is read by the
+// trim each time it runs.
 func TestRetentionReachesOtherProcessesWithinTheRefresh(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
@@ -107,17 +103,17 @@ func TestRetentionReachesOtherProcessesWithinTheRefresh(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	before := finished(t, worker, "acme", Completed, now)
-	if err := admin.SetTenantRetention(ctx, "acme", Retention{Records: 2 * time.Hour}, now); err != nil {
+	if err := admin.SetTenantRetention(ctx, "acme", Retention{Payload: 30 * time.Minute}, now); err != nil {
 		t.Fatal(err)
 	}
 	stale := finished(t, worker, "acme", Completed, now.Add(RetentionRefresh/2))
 	fresh := finished(t, worker, "acme", Completed, now.Add(RetentionRefresh+time.Second))
 	for _, c := range []struct {
-		id       string
-		min, max time.Duration
-	}{{before, 59 * time.Minute, time.Hour}, {stale, 59 * time.Minute, time.Hour}, {fresh, 119 * time.Minute, 2 * time.Hour}} {
-		if ttl := rdb.PTTL(ctx, k0.req(c.id)).Val(); ttl < c.min || ttl > c.max {
-			t.Errorf("request %s expires in %v, want %v to %v", c.id, ttl, c.min, c.max)
+		id      string
+		indexed bool
+	}{{before, false}, {stale, false}, {fresh, true}} {
+		if indexed := rdb.ZScore(ctx, k0.of("acme").payloadDue(), c.id).Err() == nil; indexed != c.indexed {
+			t.Errorf("request %s in the payload-expiry index: %v, want %v", c.id, indexed, c.indexed)
 		}
 	}
 }

@@ -477,18 +477,21 @@ func TestFinishScript(t *testing.T) {
 			c.check(t, dump(t, rdb, k0.req(tid), k0.attempts(tid), k0.result(tid), k0.callbackDue(),
 				d0.index(Pending), d0.index(Retrying), d0.index(Completed), d0.index(Canceled), k0.stats()))
 			if c.wantResult == RecordedCallback {
-				if ttl := rdb.PTTL(context.Background(), k0.req(tid)).Val(); ttl <= 0 || ttl > time.Hour {
-					t.Errorf("a finished record's retention TTL is %v, want ≤ 1h", ttl)
+				// The sweeper's trim ends it, from its finished entry.
+				if ttl := rdb.PTTL(context.Background(), k0.req(tid)).Val(); ttl != -1 {
+					t.Errorf("a finished record's PTTL is %v, want -1 (no TTL)", ttl)
 				}
 			}
 		})
 	}
 }
 
-// A finished request's keys all get the retention TTL: those it always has
-// and, only when it has them, its redrives (from earlier redrives) and its
-// result (from this attempt or an earlier one).
-func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
+// A finished request's keys get no TTL, whatever it had (a record an
+// earlier version finished, then redriven, may still carry one from its
+// first finish; redrive persists it): the sweeper's trim deletes them all
+// once the retention has passed. Its redrives and its result exist only
+// when it has them.
+func TestFinishGivesNoKeyATTL(t *testing.T) {
 	t.Parallel()
 	dur := int64(7)
 	body := "ok"
@@ -505,7 +508,7 @@ func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
 		initial state
 		n       int
 		result  *string
-		want    []string // keys with a TTL
+		want    []string // keys there, with no TTL
 		without []string // keys that do not exist
 	}{
 		{"redriven, with an earlier result", redriven, 2, nil,
@@ -532,8 +535,8 @@ func TestFinishExpiresEveryKeyOfTheRequest(t *testing.T) {
 				}
 			}
 			for _, k := range c.want {
-				if ttl := rdb.PTTL(context.Background(), k).Val(); ttl <= 0 || ttl > time.Hour {
-					t.Errorf("%s: TTL %v, want the retention (≤ 1h)", k, ttl)
+				if ttl := rdb.PTTL(context.Background(), k).Val(); ttl != -1 {
+					t.Errorf("%s: PTTL %v, want -1 (there, no TTL)", k, ttl)
 				}
 			}
 			for _, k := range c.without {
@@ -676,6 +679,33 @@ func TestRedriveScript(t *testing.T) {
 			}
 			c.check(t, dump(t, rdb, k0.req(tid), k0.redrives(tid), d0.index(Pending), d0.index(Failed), d0.index(Retrying)))
 		})
+	}
+}
+
+// A request an earlier version finished carries its retention as a TTL on
+// its keys: redriven, it runs again, and none of them may expire meanwhile.
+func TestRedrivePersistsTheTTLOfAnEarlierVersion(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t)
+	ctx := context.Background()
+	seed(t, rdb, state{
+		k0.req(tid):      reqHash(Failed, fAttemptCount, "1", fFailureClass, "server_error", "completedAt", t0ms),
+		k0.spec(tid):     specJSON,
+		k0.attempts(tid): []string{`{"n":1}`},
+		k0.result(tid):   "earlier",
+		d0.index(Failed): zset{tid},
+	})
+	keys := []string{k0.req(tid), k0.spec(tid), k0.attempts(tid), k0.result(tid)}
+	for _, k := range keys {
+		rdb.PExpire(ctx, k, time.Hour)
+	}
+	if _, err := s.Redrive(ctx, tid, RedriveInput{Scope: tenant.All, Actor: "erin", Limit: 3, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl != -1 {
+			t.Errorf("%s: PTTL %v after the redrive, want -1 (no TTL)", k, ttl)
+		}
 	}
 }
 

@@ -84,7 +84,7 @@ func (s *Store) RequireReplicas(n int, wait time.Duration) {
 var ErrNotReplicated = fmt.Errorf("%w: too few replicas confirmed the write", ErrUnavailable)
 
 // NewStore returns a Store over rdb with one partition; finished records
-// expire after retention.
+// are kept for retention (the sweeper's TrimIndexes deletes them then).
 func NewStore(rdb redis.UniversalClient, retention time.Duration) *Store {
 	return NewPartitioned(rdb, retention, partition.One())
 }
@@ -671,12 +671,12 @@ func (s *Store) Cancel(ctx context.Context, scope tenant.Scope, id, actor string
 		if err != nil {
 			return false, err
 		}
-		keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.of(in.tenant).statusIndexes()...), k.spec(id), k.result(id),
+		keys := append(append([]string{k.req(id), k.attempts(id), k.redrives(id)}, k.of(in.tenant).statusIndexes()...),
 			k.callbackDue(), k.of(in.tenant).finished())
 		if ret.Payload > 0 {
 			keys = append(keys, k.of(in.tenant).payloadDue())
 		}
-		res, err = cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), ret.Records.Milliseconds(), actor,
+		res, err = cancelScript.Run(ctx, s.rdb, keys, id, now.UnixMilli(), actor,
 			in.member(), in.class, in.code).Text()
 		if err != nil {
 			return false, wrap(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	rediskeys "github.com/retryd/retryd/internal/keys"
 	"github.com/retryd/retryd/internal/partition"
 	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/tenant"
 )
 
 func newRequest(id string, now time.Time) *Request {
@@ -77,12 +79,13 @@ func TestFinishCountsClusterStats(t *testing.T) {
 	}
 }
 
-// TrimIndexes drops every index entry of a request whose record expired
-// (it finished over a retention ago), from its finished entry: older
-// unfinished requests ahead of it in the list do not hold the trim up, and
-// are not looked at; a record still there, or one finished within the
-// retention, keeps its entries.
-func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
+// TrimIndexes applies the retention from the finished index: a request
+// finished over a retention (and the trim's slack) ago is deleted, every
+// key and index entry of it; one whose record is already gone (a TTL an
+// earlier version set) loses its entries; one finished within the
+// retention, one redriven since (running again) and the unfinished ones
+// ahead of them in the list keep everything.
+func TestTrimIndexesEndsRequestsPastTheirRetention(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStoreOn(t)
 	ctx := context.Background()
@@ -96,19 +99,30 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 		}
 		waiting = append(waiting, r.ID)
 	}
-	expired := []string{finished(t, s, "", Completed, long), finished(t, s, "", Failed, long)}
-	alive := finished(t, s, "", Completed, long.Add(time.Millisecond)) // after the expired ones
-	young := finished(t, s, "", Completed, now)
-	for _, id := range append([]string{young}, expired...) {
+	gone := []string{finished(t, s, "", Completed, long), finished(t, s, "", Failed, long)}
+	past := []string{finished(t, s, "", Completed, long.Add(time.Millisecond)), finished(t, s, "", Failed, long.Add(time.Millisecond))}
+	redriven := finished(t, s, "", Failed, long)
+	if _, err := s.Redrive(ctx, redriven, RedriveInput{Scope: tenant.All, Now: now.Add(-time.Minute), Limit: 3, Actor: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	young := finished(t, s, "", Completed, now.Add(-30*time.Minute))
+	for _, id := range gone {
 		expire(rdb, id)
 	}
-	// Each expired request: its all-requests, status, host and finished
-	// entries. A batch of 2: as many as the unfinished requests ahead.
-	if n, _, err := s.TrimIndexes(ctx, now, 2); err != nil || n != 4*len(expired) {
-		t.Fatalf("TrimIndexes removed %d, %v; want %d", n, err, 4*len(expired))
+	// A request redriven and finished again: an entry of its first finish
+	// left behind is stale, and goes alone.
+	again := finished(t, s, "", Completed, now)
+	rdb.ZAdd(ctx, d0.finished(), redis.Z{Score: float64(long.UnixMilli()), Member: finishedMember(again, "e.com", "server_error", "503", nil)})
+
+	// Each completed request: its all-requests, status, host and finished
+	// entries; a failed one, its failed-by-host entry too. A batch of 2:
+	// as many as the unfinished requests ahead.
+	want := 4 + 5 + 4 + 5 + 1
+	if n := trimAll(t, s, now, 2); n != want {
+		t.Fatalf("TrimIndexes removed %d entries, want %d", n, want)
 	}
 	entries := func(id string) (in []string) {
-		for _, key := range []string{d0.all(), d0.index(Pending), d0.index(Completed), d0.index(Failed), d0.host("e.com")} {
+		for _, key := range []string{d0.all(), d0.index(Pending), d0.index(Completed), d0.index(Failed), d0.host("e.com"), d0.failedHost("e.com")} {
 			if rdb.ZScore(ctx, key, id).Err() == nil {
 				in = append(in, key[len(d0):])
 			}
@@ -121,66 +135,106 @@ func TestTrimIndexesDropsExpiredRecordsOnly(t *testing.T) {
 		}
 		return in
 	}
-	for _, id := range expired {
+	keysOf := func(id string) []string {
+		return []string{k0.req(id), k0.attempts(id), k0.redrives(id), k0.spec(id), k0.result(id)}
+	}
+	for _, id := range append(append([]string{}, gone...), past...) {
 		if got := entries(id); len(got) != 0 {
-			t.Errorf("expired %s still in %v", id, got)
+			t.Errorf("%s, past its retention, still in %v", id, got)
+		}
+		if n := rdb.Exists(ctx, keysOf(id)...).Val(); n != 0 {
+			t.Errorf("%s, past its retention: %d of its keys are left", id, n)
 		}
 	}
-	for _, id := range []string{alive, young} {
+	for _, id := range []string{young, again} {
 		if got, want := entries(id), []string{"idx:all", "idx:completed", "idx:host:e.com", "idx:finished"}; !slices.Equal(got, want) {
 			t.Errorf("%s: in %v, want %v", id, got, want)
 		}
+	}
+	for _, id := range []string{young, again, redriven} {
+		if _, err := s.Get(ctx, id); err != nil {
+			t.Errorf("%s, within its retention or running again, is gone: %v", id, err)
+		}
+		if n := rdb.Exists(ctx, k0.result(id)).Val(); n != 1 {
+			t.Errorf("%s lost its result", id)
+		}
+	}
+	// Its failed-by-host entry is dropped when the DLQ reads it.
+	if got, want := entries(redriven), []string{"idx:all", "idx:pending", "idx:host:e.com", "idx:failed-host:e.com"}; !slices.Equal(got, want) {
+		t.Errorf("redriven %s: in %v, want %v", redriven, got, want)
+	}
+	if n := rdb.Exists(ctx, k0.redrives(redriven)).Val(); n != 1 {
+		t.Errorf("redriven %s lost its redrives", redriven)
 	}
 	for _, id := range waiting {
 		if got, want := entries(id), []string{"idx:all", "idx:pending", "idx:host:e.com"}; !slices.Equal(got, want) {
 			t.Errorf("unfinished %s: in %v, want %v", id, got, want)
 		}
 	}
+	// Redriven, it finishes again: it goes a retention after that.
+	b, err := s.Begin(ctx, redriven, now)
+	if err != nil || b.State != Started {
+		t.Fatalf("begin: %+v %v", b, err)
+	}
+	if _, err := s.Finish(ctx, redriven, Outcome{Attempt: Attempt{N: b.N, StartedAt: now, StatusCode: 200, Outcome: "success"},
+		Status: Completed, Host: "e.com"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if trimAll(t, s, now.Add(30*time.Minute), 500); !present(t, s, redriven) {
+		t.Errorf("redriven %s, finished again, went within its retention", redriven)
+	}
+	if trimAll(t, s, now.Add(time.Hour+2*time.Minute), 500); present(t, s, redriven) {
+		t.Errorf("redriven %s, finished again, outlived its retention", redriven)
+	}
 }
 
-// Records that finished under a longer retention than their tenant's now
-// (it was shortened since) are still there past the new cutoff: the trim
-// goes past them to the entries behind, expired under the shorter one, and
-// looks at them again once TrimRevisit has passed, when they have gone.
-func TestTrimGoesPastRecordsUnderALongerRetention(t *testing.T) {
+// present says whether request id's record is there.
+func present(t *testing.T, s *Store, id string) bool {
+	t.Helper()
+	_, err := s.Get(context.Background(), id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// A tenant's retention shortened since its requests finished applies to
+// them too: the trim reads the retention as it is now. A cursor an earlier
+// version left on the finished index skips nothing.
+func TestAShortenedRetentionEndsRequestsAlreadyFinished(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStoreOn(t)
 	ctx := context.Background()
 	now := time.Now()
-	long := now.Add(-2 * time.Hour) // the store's retention is an hour
-	var older, expired []string
+	var older, newer []string
 	for i := range 3 {
-		older = append(older, finished(t, s, "", Completed, long.Add(time.Duration(i)*time.Millisecond)))
+		older = append(older, finished(t, s, "acme", Completed, now.Add(-30*time.Minute+time.Duration(i)*time.Millisecond)))
+		newer = append(newer, finished(t, s, "acme", Completed, now.Add(-5*time.Minute+time.Duration(i)*time.Millisecond)))
 	}
-	for i := range 3 {
-		expired = append(expired, finished(t, s, "", Completed, long.Add(time.Duration(10+i)*time.Millisecond)))
+	tk := k0.of("acme")
+	rdb.HSet(ctx, TrimCursorKey, tk.finished(), strconv.FormatInt(now.UnixMilli(), 10)+" 0 "+
+		strconv.FormatInt(now.Add(-time.Minute).UnixMilli(), 10)+" ~")
+	if n := trimAll(t, s, now, 2); n != 0 {
+		t.Fatalf("within the hour of retention the trim removed %d entries", n)
 	}
-	for _, id := range expired {
-		expire(rdb, id)
+	if err := s.SetTenantRetention(ctx, "acme", Retention{Records: 10 * time.Minute}, now); err != nil {
+		t.Fatal(err)
 	}
-	trim := func(at time.Time) int { return trimAll(t, s, at, 2) }
-	inAll := func(id string) bool { return rdb.ZScore(ctx, d0.all(), id).Err() == nil }
-	if n := trim(now); n != 4*len(expired) {
-		t.Fatalf("trim removed %d entries, want the 4 of each of %d expired requests", n, len(expired))
-	}
-	for _, id := range expired {
-		if inAll(id) {
-			t.Errorf("expired %s still listed", id)
-		}
+	if n := trimAll(t, s, now, 2); n != 4*len(older) {
+		t.Errorf("the trim removed %d entries, want the 4 of each of the %d requests finished over 11 minutes ago", n, len(older))
 	}
 	for _, id := range older {
-		if !inAll(id) {
-			t.Errorf("%s, still there, lost its entry", id)
+		if present(t, s, id) {
+			t.Errorf("%s, finished 30 minutes ago, outlived the retention of 10", id)
 		}
 	}
-	// One of the older records expires now: read again in the next pass,
-	// once TrimRevisit has passed, not at every sweep.
-	expire(rdb, older[0])
-	if n := trim(now.Add(time.Minute)); n != 0 {
-		t.Errorf("a minute later the trim removed %d entries, want 0 (the pass has not started over)", n)
+	for _, id := range newer {
+		if !present(t, s, id) {
+			t.Errorf("%s, finished 5 minutes ago, went within the retention of 10", id)
+		}
 	}
-	if n := trim(now.Add(TrimRevisit + time.Minute)); n != 4 || inAll(older[0]) || !inAll(older[1]) {
-		t.Errorf("a pass later the trim removed %d entries, want the 4 of %s alone", n, older[0])
+	if rdb.HExists(ctx, TrimCursorKey, tk.finished()).Val() {
+		t.Error("the finished walk's cursor of an earlier version is still there")
 	}
 }
 
@@ -207,8 +261,8 @@ func trimAll(t *testing.T, s *Store, at time.Time, n int) (total int) {
 	return 0
 }
 
-// Requests that finished in the same millisecond are all looked at, however
-// a batch divides them, even when one of them is still there.
+// Requests that finished in the same millisecond all go, however a batch
+// divides them, whether their records are still there or already gone.
 func TestTrimGoesThroughRequestsOfOneMillisecond(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStoreOn(t)
@@ -222,12 +276,12 @@ func TestTrimGoesThroughRequestsOfOneMillisecond(t *testing.T) {
 	for _, id := range same[1:] {
 		expire(rdb, id)
 	}
-	if n := trimAll(t, s, time.Now(), 2); n != 4*2 {
-		t.Errorf("the trim removed %d entries, want the 4 of each of 2 expired requests", n)
+	if n := trimAll(t, s, time.Now(), 2); n != 4*len(same) {
+		t.Errorf("the trim removed %d entries, want the 4 of each of %d requests", n, len(same))
 	}
-	for i, id := range same {
-		if listed := rdb.ZScore(ctx, d0.all(), id).Err() == nil; listed != (i == 0) {
-			t.Errorf("%s (still there: %v) listed: %v", id, i == 0, listed)
+	for _, id := range same {
+		if rdb.ZScore(ctx, d0.all(), id).Err() == nil || present(t, s, id) {
+			t.Errorf("%s is still there", id)
 		}
 	}
 }

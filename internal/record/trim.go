@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -12,32 +13,39 @@ import (
 	"github.com/retryd/retryd/internal/ids"
 )
 
-// The index trim's pace.
+// The trim's pace.
 const (
-	// TrimRevisit is how often a walk of an index starts again from its
-	// oldest entry, to look again at the records it found still there.
+	// TrimRevisit is how often a walk of an id-ordered index starts again
+	// from its oldest entry, to look again at the requests it found still
+	// there.
 	TrimRevisit = time.Hour
-	// trimSlack keeps the trim a minute behind the retention: a record due
-	// to expire at the cutoff may still be there, by the clocks of the
-	// worker that finished it and of Redis.
+	// trimSlack keeps the trim a minute behind the retention: a request
+	// finished by a worker whose clock runs behind the sweeper's is not
+	// deleted early, and one an earlier version gave a TTL expires on its
+	// own first.
 	trimSlack = time.Minute
 )
 
-// TrimIndexes drops the index entries of requests whose record has expired
-// after their tenant's retention, reading up to n entries per index walked
-// (per tenant and partition). It returns how many entries it removed, and
-// more when a read came back full (call again).
+// TrimIndexes applies each tenant's retention: it deletes the requests
+// that finished over a retention (and trimSlack) ago, every key and index
+// entry of theirs, reading up to n entries per index walked (per tenant
+// and partition). It returns how many index entries it removed, and more
+// when a read came back full (call again).
 //
-// A record expires only once finished, a retention after it finished, and
-// its finished entry names every entry it has: so the trim reads the
-// finished entries older than a retention, oldest first. A record still
-// there among them finished under a longer retention than its tenant's now
-// (it was shortened since): the walk goes past it, and looks again once
-// TrimRevisit has passed. A second walk, through the list's and the
-// terminal statuses' indexes in id order, drops the entries of the
-// requests that expired with no finished entry (finished by an earlier
-// version); it passes over the unfinished requests of a backlog, and looks
-// at them again only when a walk starts over.
+// A request's keys carry no TTL (those finished by an earlier version do,
+// and expire on their own): it is the sweeper that ends them, so a
+// finished request outlives its retention by up to trimSlack and the
+// sweep's pace, and for as long as no worker sweeps; a tenant's retention,
+// read now, applies to the requests already finished too. Its finished
+// entry names every entry it has: so the trim reads the finished entries
+// older than the retention, oldest first, and ends each request still
+// finished at the time its entry says (one redriven since has lost that
+// entry, or left a stale one that goes alone). A second walk, through the
+// list's and the terminal statuses' indexes in id order, drops the entries
+// of the requests that expired with no finished entry (finished by an
+// earlier version); it passes over the unfinished requests of a backlog,
+// and looks at them again only when a walk starts over, TrimRevisit after
+// the last began.
 func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (removed int, more bool, err error) {
 	rets, err := s.Retentions(ctx, now)
 	if err != nil {
@@ -51,7 +59,7 @@ func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (removed 
 		for t, r := range rets {
 			tk := k.of(t)
 			cutoff := now.Add(-r.Records - trimSlack)
-			n1, full1, err := s.trimFinished(ctx, k, tk, c, now, cutoff.UnixMilli(), n)
+			n1, full1, err := s.trimFinished(ctx, k, tk, c, cutoff.UnixMilli(), n)
 			removed += n1
 			if err != nil {
 				return removed, more, errors.Join(err, c.save(ctx, s.rdb))
@@ -67,79 +75,43 @@ func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (removed 
 	return removed, more, c.save(ctx, s.rdb)
 }
 
-// trimFinished removes the index entries of the requests that finished
-// before cutoff (ms) and whose record has expired since: the finished
-// entry names every one (finishedMember), so each goes exactly, with no
-// scan of the host, label or failure indexes. An entry whose record is
-// still there but finished later (redriven and finished again) is stale,
-// and only it goes; one whose record finished when it says is passed.
-func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, c *trimCursors, now time.Time, cutoff int64, n int) (removed int, full bool, err error) {
+// trimScript: scripts/trim.lua.
+var trimScript = script("trim")
+
+// trimFinished ends the requests of tenant tk that finished before cutoff
+// (ms), oldest first, up to n of them: the finished entry names every
+// index entry of its request (finishedMember), so each goes exactly, with
+// no scan of the host, label or failure indexes, and one script deletes
+// the batch's requests still finished when their entries say, drops the
+// entries of those already gone (expired by a TTL an earlier version
+// set), and drops the stale entries of those redriven since. Every entry
+// read goes: the walk needs no cursor, and always starts at the oldest.
+func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, c *trimCursors, cutoff int64, n int) (removed int, full bool, err error) {
 	key := tk.finished()
-	start, after, seen := "-inf", 0.0, ""
-	if cur, ok := c.at(key); ok {
-		// Inclusive, then what it passed at that score left out: entries
-		// of one millisecond must not be skipped.
-		after, seen = cur.score, cur.member
-		start = strconv.FormatFloat(after, 'f', -1, 64)
-	}
-	read, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: start,
+	c.changed[key] = "" // the cursor of an earlier version's walk, if any
+	read, err := s.rdb.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: "-inf",
 		Stop: "(" + strconv.FormatInt(cutoff, 10), ByScore: true, Count: int64(n)}).Result()
+	if err != nil || len(read) == 0 {
+		return 0, false, wrap(err)
+	}
+	keys := []string{key, tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled), tk.payloadDue()}
+	args := make([]any, 0, 4*len(read))
+	for _, m := range read {
+		member, _ := m.Member.(string)
+		e := parseFinishedMember(member)
+		idx := e.keys(tk)
+		keys = append(keys, k.req(e.id), k.attempts(e.id), k.redrives(e.id), k.spec(e.id), k.result(e.id), tk.failedHost(e.host))
+		keys = append(keys, idx...)
+		args = append(args, member, e.id, strconv.FormatInt(int64(m.Score), 10), len(idx))
+	}
+	res, err := trimScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return 0, false, wrap(err)
 	}
-	members := read[:0:0]
-	for _, m := range read {
-		if member, _ := m.Member.(string); seen == "" || m.Score != after || member > seen {
-			members = append(members, m)
-		}
+	if len(res) != 2 {
+		return 0, false, fmt.Errorf("trim script answered %v", res)
 	}
-	full = len(read) == n
-	restart := false
-	switch {
-	case !full:
-		restart = c.reached(key, now)
-	case len(members) == 0:
-		// More than n passed records finished in one millisecond: go on
-		// after it.
-		c.pass(key, after+1, "", now)
-	}
-	full = full || restart
-	if len(members) == 0 {
-		return 0, full, nil
-	}
-	pipe := s.rdb.Pipeline()
-	recs := make([]*redis.SliceCmd, len(members))
-	for i, m := range members {
-		member, _ := m.Member.(string)
-		recs[i] = pipe.HMGet(ctx, k.req(parseFinishedMember(member).id), fStatus, fCompletedAt)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, false, wrap(err)
-	}
-	pipe = s.rdb.Pipeline()
-	passed := false
-	for i, m := range members {
-		member, _ := m.Member.(string)
-		v := recs[i].Val()
-		at, _ := v[1].(string)
-		switch {
-		case v[0] == nil: // expired: every entry goes
-			e := parseFinishedMember(member)
-			dropListed(ctx, pipe, tk, e.id, terminal) // it expired in one of them
-			dropEntries(ctx, pipe, tk, e, member)
-		case at != strconv.FormatInt(int64(m.Score), 10): // stale: only this entry goes
-			pipe.ZRem(ctx, key, member)
-		default:
-			passed = true
-		}
-	}
-	if passed && !restart {
-		last := members[len(members)-1]
-		member, _ := last.Member.(string)
-		c.pass(key, last.Score, member, now)
-	}
-	removed, err = removedBy(ctx, pipe)
-	return removed, full, err
+	return int(res[0]), len(read) == n, nil
 }
 
 // trimListed removes the list's and the terminal statuses' entries, made
@@ -197,9 +169,6 @@ func (s *Store) trimListed(ctx context.Context, k keys, tk tkeys, c *trimCursors
 	return removed, more, nil
 }
 
-// terminal are the statuses a record can expire in.
-var terminal = []Status{Completed, Failed, Canceled}
-
 // dropListed queues the removal of id from the list's index of tenant tk
 // and from its indexes of statuses (those id may be in).
 func dropListed(ctx context.Context, pipe redis.Pipeliner, tk tkeys, id string, statuses []Status) {
@@ -209,37 +178,22 @@ func dropListed(ctx context.Context, pipe redis.Pipeliner, tk tkeys, id string, 
 	}
 }
 
-// removedBy sends pipe's removals and counts the entries they removed.
-func removedBy(ctx context.Context, pipe redis.Pipeliner) (int, error) {
-	if pipe.Len() == 0 {
-		return 0, nil
-	}
-	cmds, err := pipe.Exec(ctx)
-	removed := 0
-	for _, c := range cmds {
-		if z, ok := c.(*redis.IntCmd); ok {
-			removed += int(z.Val())
-		}
-	}
-	return removed, wrap(err)
-}
-
-// trimCursors are where each walk of the trim goes on, kept in Redis
-// (TrimCursorKey) so that it goes on whichever worker sweeps. Read from
-// the oldest entry each time, records still there would hold a walk up
-// until they expire (and the entries behind them, expired, would stay): a
-// full read that found such records moves the walk's cursor past it. Once
-// the walk has read up to the cutoff and TrimRevisit has passed since it
-// began, it starts again from the oldest.
+// trimCursors are where each id-ordered walk of the trim goes on, kept in
+// Redis (TrimCursorKey) so that it goes on whichever worker sweeps. Read
+// from the oldest entry each time, unfinished requests would hold a walk
+// up (and the entries behind them, expired, would stay): a full read moves
+// the walk's cursor past it. Once the walk has read up to the cutoff and
+// TrimRevisit has passed since it began, it starts again from the oldest.
+// The finished index's walk has none: every entry it reads goes.
 type trimCursors struct {
 	at0     map[string]string // as read
 	changed map[string]string // to write; "" to delete
 }
 
-// trimCursor is where a walk goes on: after score and member (a finished
-// index) or member (an id-ordered one); started is when the walk began
-// (ms), and ended says it has read up to the cutoff (an id-ordered walk,
-// which then waits for the next).
+// trimCursor is where a walk goes on: after member (score: that of a
+// finished index's walk of an earlier version); started is when the walk
+// began (ms), and ended says it has read up to the cutoff (it then waits
+// for the next).
 type trimCursor struct {
 	score   float64
 	member  string
@@ -299,17 +253,6 @@ func (c *trimCursors) pass(key string, score float64, member string, now time.Ti
 // end notes that key's walk has read up to the cutoff.
 func (c *trimCursors) end(key string, now time.Time) {
 	c.set(key, trimCursor{ended: true}, now)
-}
-
-// reached notes that key's walk read up to the cutoff: once TrimRevisit
-// has passed since it began, the next read starts from the oldest, and it
-// says so.
-func (c *trimCursors) reached(key string, now time.Time) bool {
-	if cur, ok := c.at(key); ok && now.UnixMilli()-cur.started >= TrimRevisit.Milliseconds() {
-		c.changed[key] = ""
-		return true
-	}
-	return false
 }
 
 // save writes what changed.

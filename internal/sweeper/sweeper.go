@@ -4,9 +4,10 @@
 // task stays "active", a task archived while its record says pending, Redis
 // eviction). The sweeper finds every pending or retrying request whose task
 // is missing, archived, or active without a live lease, and hands it back
-// to the workers; every due callback whose task is missing; it drops
-// index entries of records that expired after their retention, and erases
-// the payloads whose payload retention ended. Every
+// to the workers; every due callback whose task is missing; it deletes
+// the requests past their retention (Store.TrimIndexes: no key of a
+// finished request has a TTL), and erases the payloads whose payload
+// retention ended. Every
 // worker runs a sweeper; they take turns, so all of them together sweep
 // once per interval, and never two at once (a Redis lock).
 //
@@ -62,7 +63,7 @@ type Stats struct {
 	Archived     int // task archived while the record is unfinished: requeued
 	Stranded     int // task active without a live lease: put back to pending
 	CallbackLost int // due callback without a task: enqueued
-	Trimmed      int // index entries of expired records removed
+	Trimmed      int // index entries removed by the trim (of requests past their retention, deleted with them)
 	// PayloadsExpired: payloads erased at the end of their tenant's
 	// payload retention.
 	PayloadsExpired int

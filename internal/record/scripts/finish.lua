@@ -2,9 +2,11 @@
 -- attempt whose in-flight mark is gone (a later run recorded it as interrupted)
 -- is dropped; a request canceled meanwhile keeps its status and only gains the
 -- attempt. On a terminal status it fills the outcome of an open redrive,
--- starts retention, and marks the callback due. An attempt that made no call
--- (ARGV[14]) is recorded all the same, but takes back the attempt number
--- Begin gave it: it is not an attempt. It spends no budget, unless it is to
+-- enters the finished index (by which the sweeper's trim deletes the
+-- request once its retention has passed: no key of it gets a TTL), and
+-- marks the callback due. An attempt that made no call (ARGV[14]) is
+-- recorded all the same, but takes back the attempt number Begin gave it:
+-- it is not an attempt. It spends no budget, unless it is to
 -- be retried (ARGV[14] "2": a credential or proxy that failed for now),
 -- which would otherwise be retried forever.
 -- KEYS[1]: request hash
@@ -12,23 +14,22 @@
 -- KEYS[3]: redrives list
 -- KEYS[4..8]: status indexes in Statuses order
 -- KEYS[9]: callback-due index
--- KEYS[10]: spec
--- KEYS[11]: result
--- KEYS[12]: the failed-by-host index of the request's host (the DLQ's host filter)
--- KEYS[13]: the finished index (by completedAt; the list's finished filter)
--- KEYS[14]: the failure-class index of this attempt's class (unused when ARGV[9] is "")
--- KEYS[15]: the status-code index of this attempt's code (unused when ARGV[10] is "")
+-- KEYS[10]: result
+-- KEYS[11]: the failed-by-host index of the request's host (the DLQ's host filter)
+-- KEYS[12]: the finished index (by completedAt; the list's finished filter)
+-- KEYS[13]: the failure-class index of this attempt's class (unused when ARGV[9] is "")
+-- KEYS[14]: the status-code index of this attempt's code (unused when ARGV[10] is "")
 -- The failure-class and status-code indexes of the request's previous
 -- attempt are derived inside, from ARGV[12] and ARGV[13] and the class and
 -- code the hash holds: they share KEYS[1]'s hash tag.
--- KEYS[16]: the tenant's payload-expiry index, only while the tenant has a
+-- KEYS[15]: the tenant's payload-expiry index, only while the tenant has a
 --   payload retention (absent: the payload lives as long as the record)
 -- ARGV[1]: request id
 -- ARGV[2]: the attempt's n
 -- ARGV[3]: the attempt as JSON
 -- ARGV[4]: the next status
 -- ARGV[5]: now (ms)
--- ARGV[6]: the tenant's retention (ms)
+-- ARGV[6]: the tenant's retention (ms), the failed-by-host index's TTL
 -- ARGV[7]: "1" when ARGV[8] is a response body to keep
 -- ARGV[8]: the response body
 -- ARGV[9]: this attempt's failure class ("" when it succeeded)
@@ -44,8 +45,8 @@
 -- One read of what decides, one write of the hash and one delete of its
 -- fields: fewer commands than field by field. Numbers go to redis.call as
 -- strings: Redis formats a Lua number with snprintf on every call.
-local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "redriveCount", "hasResult",
-  "failureClass", "lastStatusCode")
+local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "failureClass",
+  "lastStatusCode")
 if cur[1] ~= ARGV[2] then return "stale" end
 redis.call("RPUSH", KEYS[2], ARGV[3])
 local called = ARGV[14] == "0"
@@ -72,24 +73,19 @@ local set = {"status", ARGV[4], "updatedAt", ARGV[5], "budgetUsed", budget}
 for i = 15, #ARGV do set[#set + 1] = ARGV[i] end
 -- The failure indexes hold the requests whose last attempt failed: an
 -- attempt that succeeds after a success touches neither.
-local oldClass = cur[8] or ""
+local oldClass = cur[6] or ""
 local oldCode = ""
-if oldClass ~= "" then oldCode = cur[9] or "" end
+if oldClass ~= "" then oldCode = cur[7] or "" end
 if oldClass ~= ARGV[9] then
   if oldClass ~= "" then redis.call("ZREM", ARGV[12] .. oldClass, ARGV[1]) end
-  if ARGV[9] ~= "" then redis.call("ZADD", KEYS[14], "0", ARGV[1]) end
+  if ARGV[9] ~= "" then redis.call("ZADD", KEYS[13], "0", ARGV[1]) end
 end
 if oldCode ~= ARGV[10] then
   if oldCode ~= "" then redis.call("ZREM", ARGV[13] .. oldCode, ARGV[1]) end
-  if ARGV[10] ~= "" then redis.call("ZADD", KEYS[15], "0", ARGV[1]) end
+  if ARGV[10] ~= "" then redis.call("ZADD", KEYS[14], "0", ARGV[1]) end
 end
 if ARGV[7] == "1" then
-  -- Written at the end, it starts its retention in the same command.
-  if terminal then
-    redis.call("SET", KEYS[11], ARGV[8], "PX", ARGV[6])
-  else
-    redis.call("SET", KEYS[11], ARGV[8])
-  end
+  redis.call("SET", KEYS[10], ARGV[8])
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
 local del = {"inflightN", "inflightAt"}
@@ -102,25 +98,18 @@ end
 redis.call("HSET", KEYS[1], unpack(set))
 redis.call("HDEL", KEYS[1], unpack(del))
 if not terminal then return "ok" end
-redis.call("ZADD", KEYS[13], ARGV[5], ARGV[11])
-if KEYS[16] then redis.call("ZADD", KEYS[16], ARGV[5], ARGV[1]) end
+redis.call("ZADD", KEYS[12], ARGV[5], ARGV[11])
+if KEYS[15] then redis.call("ZADD", KEYS[15], ARGV[5], ARGV[1]) end
 if ARGV[4] == "failed" then
   -- Entries of requests redriven or expired since are dropped when read.
-  redis.call("ZADD", KEYS[12], "0", ARGV[1])
-  redis.call("PEXPIRE", KEYS[12], ARGV[6])
+  redis.call("ZADD", KEYS[11], "0", ARGV[1])
+  redis.call("PEXPIRE", KEYS[11], ARGV[6])
 end
 if cur[4] then
   local e = cjson.decode(redis.call("LINDEX", KEYS[3], -1))
   e.outcome = ARGV[4]
   redis.call("LSET", KEYS[3], -1, cjson.encode(e))
 end
--- The request, its attempts and its spec always exist; its redrives and
--- its result only when it has them.
-redis.call("PEXPIRE", KEYS[1], ARGV[6])
-redis.call("PEXPIRE", KEYS[2], ARGV[6])
-redis.call("PEXPIRE", KEYS[10], ARGV[6])
-if tonumber(cur[6] or "0") > 0 then redis.call("PEXPIRE", KEYS[3], ARGV[6]) end
-if cur[7] == "1" and ARGV[7] ~= "1" then redis.call("PEXPIRE", KEYS[11], ARGV[6]) end
 if cur[5] == "1" then
   redis.call("ZADD", KEYS[9], "0", ARGV[1])
   return "callback"

@@ -56,6 +56,9 @@ redis.call("HSET", KEYS[1], "status", "pending", "redriveCount", n, "redriveOpen
 redis.call("HDEL", KEYS[1], "completedAt", "failedRun", "lastError", "failureClass", "lastStatusCode", "cbStatus", "interrupted")
 redis.call("ZREM", KEYS[5], ARGV[1])
 redis.call("ZADD", KEYS[4], 0, ARGV[1])
+-- A request finished by an earlier version carries its retention as a TTL:
+-- it must not expire while it runs again. (Finished since, it has none: its
+-- finished entry, gone above, was what would have ended it.)
 for _, i in ipairs({1, 2, 3, 8, 9}) do redis.call("PERSIST", KEYS[i]) end
 if ARGV[7] == "1" then redis.call("SET", KEYS[6], ARGV[1], "PX", ARGV[6]) end
 redis.call("HINCRBY", KEYS[7], "rdr|" .. ARGV[8], 1)
