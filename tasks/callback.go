@@ -234,6 +234,9 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 		status = "failed"
 	}
 	attempts, err := h.Store.CallbackAttempt(context.WithoutCancel(ctx), id, status, code, errText, now)
+	if errors.Is(err, record.ErrNotFound) {
+		return nil // deleted past its retention meanwhile
+	}
 	if err != nil {
 		return fmt.Errorf("%w: record callback of %s: %w", retry.ErrInfrastructure, id, err)
 	}

@@ -249,25 +249,27 @@ func (s *Store) backfillHostIndex(ctx context.Context) error {
 }
 
 // CallbackAttempt records one delivery attempt of request id's callback.
-// status is pending (will be retried), delivered or failed.
+// status is pending (will be retried), delivered or failed. A request
+// deleted meanwhile (past its retention) is ErrNotFound, and nothing is
+// written.
 func (s *Store) CallbackAttempt(ctx context.Context, id, status string, code int, errText string, now time.Time) (attempts int, err error) {
-	pipe := s.rdb.TxPipeline()
 	k := s.k(id)
-	n := pipe.HIncrBy(ctx, k.req(id), fCbAttempts, 1)
 	codeText := ""
 	if code != 0 {
 		codeText = strconv.Itoa(code)
 	}
-	pipe.HSet(ctx, k.req(id), fCbStatus, status, fCbLastCode, codeText, fCbLastError, clip(errText), fCbUpdatedAt, now.UnixMilli())
-	pipe.HIncrBy(ctx, k.stats(), "cb|"+status, 1)
-	if status != "pending" {
-		pipe.ZRem(ctx, k.callbackDue(), id)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	n, err := callbackAttemptScript.Run(ctx, s.rdb, []string{k.req(id), k.stats(), k.callbackDue()},
+		status, codeText, clip(errText), now.UnixMilli(), id).Int()
+	if err != nil {
 		return 0, wrap(err)
 	}
-	return int(n.Val()), nil
+	if n < 0 {
+		return 0, ErrNotFound
+	}
+	return n, nil
 }
+
+var callbackAttemptScript = script("callback_attempt")
 
 // DropCallback forgets that request id's callback is due: its outcome
 // calls nothing back (a QStash message calls back on some outcomes only).
