@@ -166,9 +166,10 @@ func (q *API) waitForEvent(c *gin.Context) {
 		q.fail(c, err)
 		return
 	}
-	waiter := workflow.Waiter{Run: run, URL: w.URL, Deadline: q.API.Now().Add(timeout).UnixMilli(), TimeoutID: pub.MessageID,
+	now := q.API.Now()
+	waiter := workflow.Waiter{Run: run, URL: w.URL, Deadline: now.Add(timeout).UnixMilli(), TimeoutID: pub.MessageID,
 		TimeoutURL: w.TimeoutURL, Step: w.Step, Headers: h, TimeoutHeaders: w.TimeoutHeaders}
-	if err := q.Workflows.Wait(ctx, t, id, waiter); err != nil {
+	if err := q.Workflows.Wait(ctx, t, id, waiter, now); err != nil {
 		q.fail(c, err)
 		return
 	}

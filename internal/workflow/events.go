@@ -45,14 +45,14 @@ func eventKey(t, id string) string {
 	return "{retryd-wf-event:" + hex.EncodeToString(sum[:10]) + "}:waiters"
 }
 
-// Wait adds w to the waiters of event id.
-func (s *Store) Wait(ctx context.Context, t, id string, w Waiter) error {
+// Wait adds w to the waiters of event id, at now.
+func (s *Store) Wait(ctx context.Context, t, id string, w Waiter, now time.Time) error {
 	b, err := json.Marshal(w)
 	if err != nil {
 		return fmt.Errorf("encode a waiter of event %s: %w", id, err)
 	}
 	k := eventKey(t, id)
-	keep := time.Until(time.UnixMilli(w.Deadline)) + s.Keep
+	keep := time.UnixMilli(w.Deadline).Sub(now) + s.Keep
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, k, w.Run, b)
 		// The key outlives its longest waiter: a later one may push it

@@ -1,0 +1,192 @@
+package workflow
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/retryd/retryd/internal/redistest"
+)
+
+var t0 = time.UnixMilli(1_700_000_000_000)
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	return New(redistest.Start(t).Client(), time.Hour)
+}
+
+// log decodes a delivery's body: the messages' ids and bodies.
+func logOf(t *testing.T, run Run) (ids, bodies []string) {
+	t.Helper()
+	var es []Entry
+	if err := json.Unmarshal(run.Log, &es); err != nil {
+		t.Fatalf("log %s: %v", run.Log, err)
+	}
+	for _, e := range es {
+		b, _ := base64.StdEncoding.DecodeString(e.Body)
+		ids, bodies = append(ids, e.MessageID), append(bodies, string(b))
+		if e.CallType != CallStep {
+			t.Errorf("entry %s: callType %q", e.MessageID, e.CallType)
+		}
+	}
+	return ids, bodies
+}
+
+func TestARunStartsOnceAtOneURL(t *testing.T) {
+	t.Parallel()
+	s, ctx := newStore(t), context.Background()
+	init := Message{Tenant: "", Run: "wfr_1", Init: true, URL: "https://app/wf", ID: "m1", Body: []byte("in")}
+	if p, err := s.Publish(ctx, init, t0); err != nil || p.Duplicate {
+		t.Fatalf("the first init: %+v, %v", p, err)
+	}
+	again := init
+	again.ID = "m2"
+	if p, err := s.Publish(ctx, again, t0); err != nil || !p.Duplicate || p.FirstID != "m1" {
+		t.Errorf("a second init: %+v, %v; want a duplicate of m1", p, err)
+	}
+	other := again
+	other.URL = "https://app/other"
+	var conflict *URLConflictError
+	if _, err := s.Publish(ctx, other, t0); !errors.As(err, &conflict) || conflict.URL != "https://app/wf" {
+		t.Errorf("an init at another URL: %v", err)
+	}
+	step := Message{Run: "wfr_1", URL: "https://app/other", ID: "m3", Body: []byte("s")}
+	if _, err := s.Publish(ctx, step, t0); !errors.As(err, &conflict) {
+		t.Errorf("a step at another URL: %v", err)
+	}
+	// Another tenant's run of the same id is another run.
+	theirs := init
+	theirs.Tenant = "acme"
+	if p, err := s.Publish(ctx, theirs, t0); err != nil || p.Duplicate {
+		t.Errorf("another tenant's run of the same id: %+v, %v", p, err)
+	}
+	missing := Message{Run: "wfr_none", URL: "https://app/wf", ID: "m4", Body: []byte("s")}
+	if _, err := s.Publish(ctx, missing, t0); !errors.Is(err, ErrNoRun) {
+		t.Errorf("a step of a run never started: %v", err)
+	}
+}
+
+// A message joins the log at its first delivery, which carries the log up
+// to it; a retry finds it in its place; a step due later does not show in
+// the deliveries made before it.
+func TestDeliveriesCarryTheLogUpToThemselves(t *testing.T) {
+	t.Parallel()
+	s, ctx := newStore(t), context.Background()
+	url := "https://app/wf"
+	for _, m := range []Message{{Run: "r", Init: true, URL: url, ID: "init", Body: []byte("payload")},
+		{Run: "r", URL: url, ID: "later", Body: []byte("sleep")}, {Run: "r", URL: url, ID: "now", Body: []byte("step")}} {
+		if _, err := s.Publish(ctx, m, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := func(id, body string) []string {
+		t.Helper()
+		run, err := s.Deliver(ctx, "", "r", id, []byte(body))
+		if err != nil || !run.Found || !run.CreatedAt.Equal(t0) {
+			t.Fatalf("deliver %s: %+v, %v", id, run, err)
+		}
+		ids, _ := logOf(t, run)
+		return ids
+	}
+	if got := d("init", "payload"); !equal(got, "init") {
+		t.Errorf("the init's delivery: %v", got)
+	}
+	if got := d("now", "step"); !equal(got, "init", "now") {
+		t.Errorf("a step's: %v", got)
+	}
+	if got := d("later", "sleep"); !equal(got, "init", "now", "later") {
+		t.Errorf("the step due later, delivered last: %v", got)
+	}
+	if got := d("now", "step"); !equal(got, "init", "now") {
+		t.Errorf("a retry of a step: %v", got)
+	}
+	all, err := s.Steps(ctx, "", "r", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, bodies := logOf(t, all); !equal(ids, "init", "now", "later") || bodies[0] != "payload" {
+		t.Errorf("the whole log: %v %v", ids, bodies)
+	}
+	upTo, _ := s.Steps(ctx, "", "r", "now")
+	if ids, _ := logOf(t, upTo); !equal(ids, "init", "now") {
+		t.Errorf("the log up to now: %v", ids)
+	}
+	ids, ok, err := s.End(ctx, "", "r")
+	if err != nil || !ok || !equal(ids, "init", "later", "now") {
+		t.Errorf("End: %v %v %v; want the messages in publish order", ids, ok, err)
+	}
+	if run, err := s.Deliver(ctx, "", "r", "now", []byte("step")); err != nil || run.Found {
+		t.Errorf("a delivery after the end: %+v, %v; want no run", run, err)
+	}
+	if _, ok, _ := s.End(ctx, "", "r"); ok {
+		t.Error("a second End found the run")
+	}
+}
+
+func TestARunsLogIsBounded(t *testing.T) {
+	t.Parallel()
+	s, ctx := newStore(t), context.Background()
+	if _, err := s.Publish(ctx, Message{Run: "r", Init: true, URL: "https://a/wf", ID: "i", Body: []byte("x")}, t0); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 1<<20)
+	var full *LogFullError
+	var err error
+	n := 0
+	for ; n < 20 && err == nil; n++ {
+		_, err = s.Publish(ctx, Message{Run: "r", URL: "https://a/wf", ID: "m", Body: big}, t0)
+	}
+	if !errors.As(err, &full) || full.Bytes <= MaxLogBytes {
+		t.Fatalf("after %d messages of 1 MiB: %v; want the log full", n, err)
+	}
+	// A small step still fits: the refused one was not counted.
+	if _, err := s.Publish(ctx, Message{Run: "r", URL: "https://a/wf", ID: "small", Body: []byte("s")}, t0); err != nil {
+		t.Errorf("a small step after a refused one: %v", err)
+	}
+}
+
+func TestWaitersOfAnEvent(t *testing.T) {
+	t.Parallel()
+	s, ctx := newStore(t), context.Background()
+	for _, w := range []Waiter{{Run: "a", URL: "https://x/a", Deadline: t0.Add(time.Hour).UnixMilli(), TimeoutID: "ta"},
+		{Run: "b", URL: "https://x/b", Deadline: t0.Add(time.Minute).UnixMilli(), TimeoutID: "tb"},
+		{Run: "c", URL: "https://x/c", Deadline: t0.Add(time.Hour).UnixMilli(), TimeoutID: "tc"}} {
+		if err := s.Wait(ctx, "", "ev", w, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := t0.Add(2 * time.Minute) // b's wait has timed out
+	ws, err := s.Waiters(ctx, "", "ev", later)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("Waiters: %+v, %v; want a and c", ws, err)
+	}
+	if ws, _ := s.Waiters(ctx, "acme", "ev", later); len(ws) != 0 {
+		t.Errorf("another tenant's event has waiters: %+v", ws)
+	}
+	one, err := s.Take(ctx, "", "ev", "c", later)
+	if err != nil || len(one) != 1 || one[0].TimeoutID != "tc" {
+		t.Errorf("Take of run c: %+v, %v", one, err)
+	}
+	rest, err := s.Take(ctx, "", "ev", "", later)
+	if err != nil || len(rest) != 1 || rest[0].Run != "a" {
+		t.Errorf("Take of the rest: %+v, %v; want a alone (b timed out)", rest, err)
+	}
+	if again, _ := s.Take(ctx, "", "ev", "", later); len(again) != 0 {
+		t.Errorf("a second notify found waiters: %+v", again)
+	}
+}
+
+func equal(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
