@@ -18,7 +18,8 @@ files=("$@")
 lang=js
 [ -f "$sdk/pyproject.toml" ] && lang=py
 [ ${#files[@]} -gt 0 ] || [ $lang = py ] || files=(src/client/client.test.ts src/client/dlq.test.ts src/client/logs.test.ts src/client/messages.test.ts
-  src/client/schedules.test.ts src/client/queue.test.ts src/client/url-groups.test.ts src/client/flow-control.test.ts src/dev-server/index.test.ts)
+  src/client/schedules.test.ts src/client/queue.test.ts src/client/url-groups.test.ts src/client/flow-control.test.ts
+  src/client/workflow/integration.test.ts src/dev-server/index.test.ts)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 names=example.com,oz.requestcatcher.com,oz1.requestcatcher.com,requestcatcher.com,httpbin.org,mock.httpstatus.io,a.com,b.com,example.org,www.initial.com,www.updated.com,real.example.com,api.openai.com
 
