@@ -35,6 +35,7 @@ func TestWorkflowBadInput(t *testing.T) {
 	want(publish("x", append(run("wfr_a"), "Upstash-Workflow-CallType", "sideways")...), 400, "an unknown call type", "Upstash-Workflow-CallType")
 	want(publish("x", "Upstash-Workflow-RunId", strings.Repeat("r", 200), "Upstash-Workflow-Init", "true"), 400, "a run id of 200 bytes", "128")
 	want(publish("x", append(run("wfr_a"), "Upstash-Workflow-Init", "true", "Upstash-Workflow-Url", "ftp://x")...), 400, "a run URL that is not http(s)", "Upstash-Workflow-Url")
+	want(publish("x", append(run("wfr_child"), "Upstash-Workflow-Init", "true", "Upstash-Workflow-Invoke", "true")...), 400, "an invoke", "context.invoke")
 	want(publish("step", append(run("wfr_never"), "Upstash-Workflow-Init", "false")...), 404, "a step of a run never started", "start it with Upstash-Workflow-Init: true")
 
 	first := publish("payload", append(run("wfr_a"), "Upstash-Workflow-Init", "true", "Upstash-Delay", "1h")...)

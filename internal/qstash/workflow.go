@@ -60,6 +60,11 @@ func workflowOf(h http.Header, dest string) (*wfMessage, error) {
 	if _, err := egress.ValidateURL(m.URL); err != nil {
 		return nil, badRequest("Upstash-Workflow-Url", "Upstash-Workflow-Url "+err.Error())
 	}
+	if strings.EqualFold(h.Get("Upstash-Workflow-Invoke"), "true") {
+		// A child run whose result should return to its parent: retryd
+		// would start the child and never answer the parent.
+		return nil, badRequest("Upstash-Workflow-Invoke", "context.invoke (Upstash-Workflow-Invoke) is not served: call the other workflow with context.call, or trigger it")
+	}
 	if m.Init && m.CallType == workflow.CallToCallback {
 		return nil, badRequest("Upstash-Workflow-Init", "a run starts with a message to the workflow, not a call to a third party")
 	}
