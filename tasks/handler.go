@@ -534,9 +534,10 @@ func responseHeaders(h http.Header) map[string]string {
 	out, size := map[string]string{}, 0
 	for _, k := range names {
 		v := strings.Join(h[k], ", ")
-		if size += len(k) + len(v); size > ResponseHeaderLimit {
-			break
+		if size+len(k)+len(v) > ResponseHeaderLimit {
+			continue // one large header leaves the rest in
 		}
+		size += len(k) + len(v)
 		out[k] = v
 	}
 	return redact.Headers(out)

@@ -6,9 +6,12 @@ package qstash
 // /v2/workflows/runs/{id}, and reads its log with GET.
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -112,7 +115,10 @@ func (q *API) publishWorkflow(c *gin.Context, r *record.Request, m *wfMessage, i
 	if !m.delivers() {
 		url = ""
 	}
-	pub, err := q.Workflows.Publish(c.Request.Context(), workflow.Message{Tenant: handlers.TenantOf(c), Run: m.Run, Init: m.Init, URL: url, ID: r.ID, Body: body}, r.CreatedAt)
+	ctx := c.Request.Context()
+	msg := workflow.Message{Tenant: handlers.TenantOf(c), Run: m.Run, Init: m.Init, URL: url, ID: r.ID, Body: body,
+		Due: r.NextAttemptAt.Sub(r.CreatedAt)}
+	pub, err := q.Workflows.Publish(ctx, msg, r.CreatedAt)
 	if err != nil {
 		return nil, workflowError(err)
 	}
@@ -123,11 +129,35 @@ func (q *API) publishWorkflow(c *gin.Context, r *record.Request, m *wfMessage, i
 		r.QStash.WorkflowRun = m.Run
 	}
 	replay, err := q.API.Accept(c, r, idemKey, raw, r.CreatedAt)
+	if err != nil || replay != nil {
+		// Refused (or the replay of another message): not the run's. A
+		// refused start leaves no run, so starting it again is no
+		// duplicate of nothing.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if ferr := q.Workflows.Forget(fctx, msg); ferr != nil {
+			q.API.Log.Warn("could not take a refused message back from its workflow run", "run", m.Run, "err", ferr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	if replay != nil {
 		return &Published{MessageID: replay.ID, URL: redact.URL(r.URL), Deduplicated: true}, nil
+	}
+	if !m.Init {
+		// A cancel of the run between the count and the record missed
+		// this message: cancel it now (a call to a third party must not
+		// go out for a canceled run).
+		alive, err := q.Workflows.Alive(ctx, msg.Tenant, m.Run)
+		if err == nil && !alive {
+			if scope, serr := handlers.ScopeOf(c); serr == nil {
+				if cerr := q.API.Cancel(context.WithoutCancel(ctx), scope, r.ID, RetryActor); cerr != nil && !errors.Is(cerr, record.ErrConflict) {
+					q.API.Log.Warn("could not cancel a message of a run that ended", "run", m.Run, "requestId", r.ID, "err", cerr)
+				}
+			}
+			return nil, workflowError(fmt.Errorf("workflow run %s: %w", m.Run, workflow.ErrNoRun))
+		}
 	}
 	return &Published{MessageID: r.ID, URL: redact.URL(r.URL)}, nil
 }

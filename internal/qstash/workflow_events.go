@@ -6,6 +6,7 @@ package qstash
 // the step timed out. Both results are ordinary messages of the run.
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/retryd/retryd/handlers"
 	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
 	"github.com/retryd/retryd/internal/workflow"
 )
@@ -155,25 +157,60 @@ func (q *API) waitForEvent(c *gin.Context) {
 		q.fail(c, workflowError(fmt.Errorf("workflow run %s: %w", run, workflow.ErrNoRun)))
 		return
 	}
+	if w.URL != state.URL {
+		// Where the event's data goes: the run's own URL, as its steps'.
+		q.fail(c, workflowError(&workflow.URLConflictError{Run: run, URL: state.URL}))
+		return
+	}
 	h := stepHeaders(c.Request.Header)
 	h.Set("Upstash-Workflow-RunId", run)
-	th := h.Clone()
-	th.Set("Upstash-Delay", fmt.Sprintf("%dms", timeout.Milliseconds()))
-	// The timeout is a message of the run due at the deadline; a notify
-	// before then cancels it.
+	now := q.API.Now()
+	waiter := workflow.Waiter{Run: run, URL: w.URL, Deadline: now.Add(timeout).UnixMilli(), TimeoutURL: w.TimeoutURL,
+		Step: w.Step, Headers: h, TimeoutHeaders: w.TimeoutHeaders}
+	if err := q.armTimeout(c, &waiter, timedOut, now); err != nil {
+		q.fail(c, err)
+		return
+	}
+	if err := q.Workflows.Wait(ctx, t, id, waiter, now); err != nil {
+		q.cancelTimeout(c, waiter)
+		if errors.Is(err, workflow.ErrTooManyWaiters) {
+			err = handlers.Errorf(handlers.CodeConflict, "eventId", err.Error())
+		}
+		q.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"messageId": waiter.TimeoutID})
+}
+
+// armTimeout publishes w's timeout, a message of its run due at its
+// deadline (a notify before then cancels it), with the waiting step
+// timed out as its body.
+func (q *API) armTimeout(c *gin.Context, w *workflow.Waiter, timedOut []byte, now time.Time) error {
+	th := http.Header(w.Headers).Clone()
+	th.Set("Upstash-Delay", fmt.Sprintf("%dms", max(time.UnixMilli(w.Deadline).Sub(now).Milliseconds(), 0)))
 	pub, err := q.publishOne(c, w.TimeoutURL, th, timedOut)
 	if err != nil {
-		q.fail(c, err)
-		return
+		return err
 	}
-	now := q.API.Now()
-	waiter := workflow.Waiter{Run: run, URL: w.URL, Deadline: now.Add(timeout).UnixMilli(), TimeoutID: pub.MessageID,
-		TimeoutURL: w.TimeoutURL, Step: w.Step, Headers: h, TimeoutHeaders: w.TimeoutHeaders}
-	if err := q.Workflows.Wait(ctx, t, id, waiter, now); err != nil {
-		q.fail(c, err)
-		return
+	w.TimeoutID = pub.MessageID
+	return nil
+}
+
+// cancelTimeout cancels w's timeout; it reports false when the timeout
+// was delivered already (the wait timed out).
+func (q *API) cancelTimeout(c *gin.Context, w workflow.Waiter) bool {
+	scope, err := handlers.ScopeOf(c)
+	if err == nil {
+		err = q.API.Cancel(c.Request.Context(), scope, w.TimeoutID, RetryActor)
 	}
-	c.JSON(http.StatusOK, gin.H{"messageId": pub.MessageID})
+	switch {
+	case err == nil, errors.Is(err, record.ErrNotFound):
+		return true
+	case errors.Is(err, record.ErrConflict):
+		return false
+	}
+	q.API.Log.Warn("could not cancel a wait's timeout", "run", w.Run, "timeout", w.TimeoutID, "err", err)
+	return true
 }
 
 // waiterView is a waiter as the SDKs read it.
@@ -185,8 +222,27 @@ type waiterView struct {
 	TimeoutHeaders map[string][]string `json:"timeoutHeaders,omitempty"`
 }
 
+// viewOf is w as a view shows it: secret headers masked, as in every view.
 func viewOf(w workflow.Waiter) waiterView {
-	return waiterView{URL: w.URL, Deadline: w.Deadline / 1000, Headers: w.Headers, TimeoutURL: w.TimeoutURL, TimeoutHeaders: w.TimeoutHeaders}
+	return waiterView{URL: redact.URL(w.URL), Deadline: w.Deadline / 1000, Headers: masked(w.Headers),
+		TimeoutURL: redact.URL(w.TimeoutURL), TimeoutHeaders: masked(w.TimeoutHeaders)}
+}
+
+func masked(h map[string][]string) map[string][]string {
+	if h == nil {
+		return nil
+	}
+	out := make(map[string][]string, len(h))
+	for k, vs := range h {
+		m := make([]string, len(vs))
+		for i, v := range vs {
+			if m[i] = v; redact.HeaderValue(strings.TrimPrefix(http.CanonicalHeaderKey(k), "Upstash-Forward-"), v) {
+				m[i] = redact.Mask
+			}
+		}
+		out[k] = m
+	}
+	return out
 }
 
 // notified is one waiter's part of a notify's answer.
@@ -223,13 +279,17 @@ func (q *API) notify(c *gin.Context) {
 		q.fail(c, handlers.Errorf(handlers.CodeTooLarge, "", "event data is larger than 256 KiB"))
 		return
 	}
-	scope, err := handlers.ScopeOf(c)
-	if err != nil {
+	if _, err := handlers.ScopeOf(c); err != nil {
 		q.fail(c, err)
 		return
 	}
+	// Once taken, the waiters are this call's to answer: a client gone
+	// meanwhile must not leave them half done.
+	c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
 	ctx := c.Request.Context()
-	waiters, err := q.Workflows.Take(ctx, handlers.TenantOf(c), id, run, q.API.Now())
+	t := handlers.TenantOf(c)
+	now := q.API.Now()
+	waiters, err := q.Workflows.Take(ctx, t, id, run, now)
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -237,8 +297,10 @@ func (q *API) notify(c *gin.Context) {
 	out := make([]notified, 0, len(waiters))
 	for _, w := range waiters {
 		n := notified{Waiter: viewOf(w)}
-		if err := q.API.Cancel(ctx, scope, w.TimeoutID, RetryActor); err != nil && !errors.Is(err, record.ErrNotFound) && !errors.Is(err, record.ErrConflict) {
-			q.API.Log.Warn("could not cancel a wait's timeout", "run", w.Run, "event", id, "err", err)
+		if !q.cancelTimeout(c, w) {
+			n.Error = "the wait timed out before the event came"
+			out = append(out, n)
+			continue
 		}
 		body, err := stepResult(w.Step, id, data, false)
 		var pub *Published
@@ -247,6 +309,15 @@ func (q *API) notify(c *gin.Context) {
 		}
 		if err != nil {
 			n.Error = handlers.Resolve(c, q.API.Log, err).Message
+			// The run still waits: its waiter and a timeout go back.
+			if timedOut, terr := stepResult(w.Step, id, nil, true); terr == nil {
+				if terr = q.armTimeout(c, &w, timedOut, now); terr == nil {
+					terr = q.Workflows.Wait(ctx, t, id, w, now)
+				}
+				if terr != nil {
+					q.API.Log.Error("a run waiting for an event lost its wait", "run", w.Run, "event", id, "err", terr)
+				}
+			}
 		} else {
 			n.MessageID = pub.MessageID
 		}

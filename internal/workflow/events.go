@@ -12,13 +12,21 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/retryd/retryd/internal/luascript"
 	"github.com/retryd/retryd/internal/tenant"
 )
 
-var takeWaitersScript = luascript.Load(scripts, "", "take_waiters")
+var (
+	takeWaitersScript = luascript.Load(scripts, "", "take_waiters")
+	waitScript        = luascript.Load(scripts, "", "wait")
+)
+
+// MaxWaiters bounds the runs one event may have waiting: a notify hands
+// the event to each of them in one call.
+const MaxWaiters = 1000
+
+// ErrTooManyWaiters is a wait for an event that has MaxWaiters already.
+var ErrTooManyWaiters = fmt.Errorf("the event has %d waiters already, the most it may have", MaxWaiters)
 
 // Waiter is a run waiting for an event.
 type Waiter struct {
@@ -45,24 +53,20 @@ func eventKey(t, id string) string {
 	return "{retryd-wf-event:" + hex.EncodeToString(sum[:10]) + "}:waiters"
 }
 
-// Wait adds w to the waiters of event id, at now.
+// Wait adds w to the waiters of event id, at now. A run may wait for one
+// event in several steps at once (each has its own timeout message).
 func (s *Store) Wait(ctx context.Context, t, id string, w Waiter, now time.Time) error {
 	b, err := json.Marshal(w)
 	if err != nil {
 		return fmt.Errorf("encode a waiter of event %s: %w", id, err)
 	}
-	k := eventKey(t, id)
 	keep := time.UnixMilli(w.Deadline).Sub(now) + s.Keep
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k, w.Run, b)
-		// The key outlives its longest waiter: a later one may push it
-		// further, never nearer.
-		p.Do(ctx, "PEXPIRE", k, keep.Milliseconds(), "GT")
-		p.Do(ctx, "PEXPIRE", k, keep.Milliseconds(), "NX")
-		return nil
-	})
+	ok, err := waitScript.Run(ctx, s.rdb, []string{eventKey(t, id)}, w.Run+"\n"+w.TimeoutID, b, keep.Milliseconds(), MaxWaiters).Int()
 	if err != nil {
 		return fmt.Errorf("wait for event %s: %w", id, err)
+	}
+	if ok == 0 {
+		return fmt.Errorf("wait for event %s: %w", id, ErrTooManyWaiters)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ var scripts embed.FS
 
 var (
 	publishScript = luascript.Load(scripts, "", "publish")
+	forgetScript  = luascript.Load(scripts, "", "forget")
 	deliverScript = luascript.Load(scripts, "", "deliver")
 )
 
@@ -117,6 +118,9 @@ type Message struct {
 	URL  string
 	ID   string
 	Body []byte
+	// Due is how long until the message is due: the run is kept until
+	// then, and a retention after.
+	Due time.Duration
 }
 
 // Published is what Publish made of a message.
@@ -140,17 +144,16 @@ func entry(id string, body []byte, callType string) ([]byte, error) {
 }
 
 // Publish counts m among its run's messages, starting the run when m is
-// its init. m joins the log when it is first delivered (Deliver).
+// its init. m joins the log when it is first delivered (Deliver). A
+// message retryd then refuses is taken back with Forget.
 func (s *Store) Publish(ctx context.Context, m Message, now time.Time) (Published, error) {
 	kind := "init"
 	if !m.Init {
 		kind = "step"
 	}
-	// Its entry's size: the base64 body and the entry's frame.
-	size := base64.StdEncoding.EncodedLen(len(m.Body)) + len(m.ID) + 64
-	h, msgs, _ := runKeys(m.Tenant, m.Run)
-	res, err := publishScript.Run(ctx, s.rdb, []string{h, msgs}, kind, m.URL, size, m.ID, now.UnixMilli(),
-		s.Keep.Milliseconds(), MaxLogBytes, MaxLogMessages).StringSlice()
+	h, msgs, log := runKeys(m.Tenant, m.Run)
+	res, err := publishScript.Run(ctx, s.rdb, []string{h, msgs, log}, kind, m.URL, Size(m), m.ID, now.UnixMilli(),
+		s.Keep.Milliseconds(), MaxLogBytes, MaxLogMessages, max(m.Due, 0).Milliseconds()).StringSlice()
 	if err != nil {
 		return Published{}, fmt.Errorf("publish %s to workflow run %s: %w", m.ID, m.Run, err)
 	}
@@ -171,11 +174,42 @@ func (s *Store) Publish(ctx context.Context, m Message, now time.Time) (Publishe
 	return Published{}, fmt.Errorf("publish %s to workflow run %s: unexpected reply %q", m.ID, m.Run, res)
 }
 
+// Size is the bytes m adds to its run's log: its entry (the base64 body
+// and the entry's frame), none when it is not to the workflow.
+func Size(m Message) int {
+	if m.URL == "" {
+		return 0
+	}
+	return base64.StdEncoding.EncodedLen(len(m.Body)) + len(m.ID) + 64
+}
+
+// Forget takes back m, which Publish counted and retryd then refused: an
+// init's run goes (it never started), a step leaves the run's count.
+func (s *Store) Forget(ctx context.Context, m Message) error {
+	h, msgs, log := runKeys(m.Tenant, m.Run)
+	if err := forgetScript.Run(ctx, s.rdb, []string{h, msgs, log}, m.ID, Size(m)).Err(); err != nil {
+		return fmt.Errorf("take %s back from workflow run %s: %w", m.ID, m.Run, err)
+	}
+	return nil
+}
+
+// Alive says whether run has started and not ended.
+func (s *Store) Alive(ctx context.Context, t, run string) (bool, error) {
+	h, _, _ := runKeys(t, run)
+	n, err := s.rdb.Exists(ctx, h).Result()
+	if err != nil {
+		return false, fmt.Errorf("look for workflow run %s: %w", run, err)
+	}
+	return n == 1, nil
+}
+
 // Run is what a delivery of a run reads of it.
 type Run struct {
 	// Found is false when the run has ended (or never was).
 	Found     bool
 	CreatedAt time.Time
+	// URL is the workflow's (Steps reads it; Deliver does not).
+	URL string
 	// Log is the run's entries up to and including the message asked for
 	// (all of them when it is not among them), as JSON.
 	Log []byte
@@ -190,7 +224,7 @@ func (s *Store) Deliver(ctx context.Context, t, run, id string, body []byte) (Ru
 		return Run{}, err
 	}
 	h, _, log := runKeys(t, run)
-	res, err := deliverScript.Run(ctx, s.rdb, []string{h, log}, `"messageId":"`+id+`"`, e, s.Keep.Milliseconds()).StringSlice()
+	res, err := deliverScript.Run(ctx, s.rdb, []string{h, log}, `"messageId":"`+id+`"`, e).StringSlice()
 	if err != nil {
 		return Run{}, fmt.Errorf("read workflow run %s for %s: %w", run, id, err)
 	}
@@ -209,17 +243,20 @@ func (s *Store) Deliver(ctx context.Context, t, run, id string, body []byte) (Ru
 // the step was delivered with), all of it otherwise.
 func (s *Store) Steps(ctx context.Context, t, run, id string) (Run, error) {
 	h, _, log := runKeys(t, run)
-	var created *redis.StringCmd
+	var state *redis.SliceCmd
 	var lr *redis.StringSliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		created = p.HGet(ctx, h, "createdAt")
+		state = p.HMGet(ctx, h, "createdAt", "url")
 		lr = p.LRange(ctx, log, 0, -1)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return Run{}, fmt.Errorf("read workflow run %s: %w", run, err)
 	}
-	if errors.Is(created.Err(), redis.Nil) {
+	v := state.Val()
+	created, _ := v[0].(string)
+	url, _ := v[1].(string)
+	if created == "" {
 		return Run{}, nil
 	}
 	entries := lr.Val()
@@ -231,8 +268,8 @@ func (s *Store) Steps(ctx context.Context, t, run, id string) (Run, error) {
 			}
 		}
 	}
-	ms, _ := strconv.ParseInt(created.Val(), 10, 64)
-	return Run{Found: true, CreatedAt: time.UnixMilli(ms), Log: joinJSON(entries)}, nil
+	ms, _ := strconv.ParseInt(created, 10, 64)
+	return Run{Found: true, CreatedAt: time.UnixMilli(ms), URL: url, Log: joinJSON(entries)}, nil
 }
 
 // joinJSON is entries, each a JSON value, as one JSON array.

@@ -166,7 +166,21 @@ func TestWaitersOfAnEvent(t *testing.T) {
 	if ws, _ := s.Waiters(ctx, "acme", "ev", later); len(ws) != 0 {
 		t.Errorf("another tenant's event has waiters: %+v", ws)
 	}
-	one, err := s.Take(ctx, "", "ev", "c", later)
+	// Run c waits for the event in a second step too (its own timeout).
+	if err := s.Wait(ctx, "", "ev", Waiter{Run: "c", URL: "https://x/c", Deadline: t0.Add(time.Hour).UnixMilli(), TimeoutID: "tc2"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if ws, _ := s.Waiters(ctx, "", "ev", later); len(ws) != 3 {
+		t.Errorf("waiters after c's second wait: %+v", ws)
+	}
+	two, err := s.Take(ctx, "", "ev", "c", later)
+	if err != nil || len(two) != 2 {
+		t.Errorf("Take of run c: %+v, %v; want both its waits", two, err)
+	}
+	one := two[:1]
+	if len(two) == 2 && two[1].TimeoutID == "tc" {
+		one = two[1:]
+	}
 	if err != nil || len(one) != 1 || one[0].TimeoutID != "tc" {
 		t.Errorf("Take of run c: %+v, %v", one, err)
 	}
@@ -189,4 +203,90 @@ func equal(got []string, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// A message retryd refused after Publish counted it is taken back: a
+// refused start leaves no run (starting it again is no duplicate), a
+// refused step leaves the run's count as it was.
+func TestARefusedMessageIsTakenBack(t *testing.T) {
+	t.Parallel()
+	s, ctx := newStore(t), context.Background()
+	init := Message{Run: "r", Init: true, URL: "https://a/wf", ID: "i1", Body: []byte("x")}
+	if _, err := s.Publish(ctx, init, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	if alive, _ := s.Alive(ctx, "", "r"); alive {
+		t.Fatal("a refused start left its run")
+	}
+	init.ID = "i2"
+	if p, err := s.Publish(ctx, init, t0); err != nil || p.Duplicate {
+		t.Fatalf("a start after a refused one: %+v, %v", p, err)
+	}
+	big := Message{Run: "r", URL: "https://a/wf", ID: "big", Body: make([]byte, MaxLogBytes/2)}
+	if _, err := s.Publish(ctx, big, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	// Had it stayed counted, this one would pass the log's limit.
+	big.ID = "big2"
+	if _, err := s.Publish(ctx, big, t0); err != nil {
+		t.Errorf("a step after a refused one of its size: %v", err)
+	}
+	ids, _, _ := s.End(ctx, "", "r")
+	if !equal(ids, "i2", "big2") {
+		t.Errorf("the run's messages: %v", ids)
+	}
+	// A call to a third party never joins the log: it is not counted.
+	if _, err := s.Publish(ctx, Message{Run: "r2", Init: true, URL: "https://a/wf", ID: "j", Body: []byte("x")}, t0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 12; i++ {
+		if _, err := s.Publish(ctx, Message{Run: "r2", ID: "call", Body: make([]byte, 1<<20)}, t0); err != nil {
+			t.Fatalf("call %d of 1 MiB: %v", i, err)
+		}
+	}
+}
+
+// A run is kept until its last message is due, and a retention after: a
+// sleep longer than the retention does not end it.
+func TestARunOutlivesItsLongestSleep(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	s, ctx := New(rdb, time.Hour), context.Background()
+	if _, err := s.Publish(ctx, Message{Run: "r", Init: true, URL: "https://a/wf", ID: "i", Body: []byte("x")}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Deliver(ctx, "", "r", "i", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(ctx, Message{Run: "r", URL: "https://a/wf", ID: "nap", Body: []byte("s"), Due: 60 * 24 * time.Hour}, t0); err != nil {
+		t.Fatal(err)
+	}
+	h, msgs, log := runKeys("", "r")
+	for _, k := range []string{h, msgs, log} {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl < 60*24*time.Hour {
+			t.Errorf("%s is kept %v, less than the sleep of 60 days", k, ttl)
+		}
+	}
+}
+
+func TestAnEventHasAtMostMaxWaiters(t *testing.T) {
+	t.Parallel()
+	s, ctx := newStore(t), context.Background()
+	w := Waiter{URL: "https://x/a", Deadline: t0.Add(time.Hour).UnixMilli()}
+	for i := 0; i < MaxWaiters; i++ {
+		w.Run, w.TimeoutID = "r", string(rune('a'+i%26))+time.Duration(i).String()
+		if err := s.Wait(ctx, "", "ev", w, t0); err != nil {
+			t.Fatalf("waiter %d: %v", i, err)
+		}
+	}
+	w.TimeoutID = "one-more"
+	if err := s.Wait(ctx, "", "ev", w, t0); !errors.Is(err, ErrTooManyWaiters) {
+		t.Errorf("waiter %d: %v, want ErrTooManyWaiters", MaxWaiters+1, err)
+	}
 }

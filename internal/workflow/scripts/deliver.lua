@@ -5,7 +5,6 @@
 -- KEYS[2]: the run's log (a list of JSON entries)
 -- ARGV[1]: the message id, as its entry spells it ("messageId":"<id>")
 -- ARGV[2]: the message's entry (JSON)
--- ARGV[3]: how long the run is kept after its last message (ms)
 -- Returns: {"missing"} when the run has ended (or never was); else
 -- {"ok", createdAt, entries up to and including the message's}
 local created = redis.call("HGET", KEYS[1], "createdAt")
@@ -16,7 +15,9 @@ for i = 1, #log do
   out[#out + 1] = log[i]
   if string.find(log[i], ARGV[1], 1, true) then return out end
 end
+-- The log lives as long as the run's hash (publish.lua keeps it).
+local ttl = redis.call("PTTL", KEYS[1])
 redis.call("RPUSH", KEYS[2], ARGV[2])
-redis.call("PEXPIRE", KEYS[2], ARGV[3])
+if ttl > 0 then redis.call("PEXPIRE", KEYS[2], ttl) end
 out[#out + 1] = ARGV[2]
 return out
