@@ -36,8 +36,8 @@ const (
 	// AttemptBodyLimit bounds the response body kept on each attempt.
 	AttemptBodyLimit = 1 << 10
 	// ResponseHeaderLimit bounds the response headers kept on an attempt
-	// of a QStash message (its callbacks report them): past it, the
-	// rest are left out.
+	// of a QStash message with a callback (which reports them): past it,
+	// the rest are left out.
 	ResponseHeaderLimit = 1 << 10
 )
 
@@ -284,8 +284,8 @@ func (h *Handler) attempt(ctx context.Context, b *record.Begin, ticket *flow.Tic
 		}
 		s := string(kept)
 		a.ResponseBody = &s
-		if r.Dialect == record.DialectQStash {
-			a.ResponseHeaders = responseHeaders(resp.Header)
+		if r.Dialect == record.DialectQStash && r.HasCallback() {
+			a.ResponseHeaders = responseHeaders(resp.Header) // its callbacks report them
 		}
 	}
 	switch {

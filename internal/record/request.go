@@ -171,8 +171,8 @@ type Attempt struct {
 	Error        string    `json:"error,omitempty"`
 	ResponseBody *string   `json:"responseBody,omitempty"`
 	// ResponseHeaders are the answer's headers, kept for a QStash
-	// message only: its callbacks report them (up to
-	// ResponseHeaderLimit bytes; secret ones masked).
+	// message with a callback only: its callbacks report them (up to
+	// 1 KiB; secret ones masked).
 	ResponseHeaders map[string]string `json:"responseHeaders,omitempty"`
 	// NotCalled: no call was made (the endpoint stayed open, the
 	// destination rules refused the address before dialling); the entry
