@@ -39,6 +39,7 @@ func TestWorkflowBadInput(t *testing.T) {
 	want(publish("x", append(run("wfr_a"), "Upstash-Workflow-Init", "true", "Upstash-Workflow-CallType", "toCallback")...), 400, "a start that is a call to a third party", "starts with a message to the workflow")
 	want(publish("x", "Upstash-Callback-Workflow-RunId", strings.Repeat("r", 200), "Upstash-Callback", dest), 400, "a callback's run id of 200 bytes", "Upstash-Callback-Workflow-RunId")
 	want(publish("x", "Upstash-Callback", dest, "Upstash-Callback-Forward-Host", "x", "Upstash-Callback-Forward-X-A", strings.Repeat("v", 17<<10)), 400, "callback headers past their limit", "Upstash-Callback-Forward-*")
+	want(call(t, "POST", s.api+"/v2/publish/http://127.0.0.1:9/elsewhere", "x", append(append([]string{}, auth...), run("wfr_a")...)...), 400, "a step sent elsewhere than its run's URL", "published to its Upstash-Workflow-Url")
 	want(publish("step", append(run("wfr_never"), "Upstash-Workflow-Init", "false")...), 404, "a step of a run never started", "start it with Upstash-Workflow-Init: true")
 
 	first := publish("payload", append(run("wfr_a"), "Upstash-Workflow-Init", "true", "Upstash-Delay", "1h")...)

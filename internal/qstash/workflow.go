@@ -71,6 +71,10 @@ func workflowOf(h http.Header, dest string) (*wfMessage, error) {
 	if m.Init && m.CallType == workflow.CallToCallback {
 		return nil, badRequest("Upstash-Workflow-Init", "a run starts with a message to the workflow, not a call to a third party")
 	}
+	if m.delivers() && m.URL != dest {
+		// Its delivery carries the run's log: to the run's URL only.
+		return nil, badRequest("Upstash-Workflow-Url", "a step of a workflow run is published to its Upstash-Workflow-Url ("+names.Quote(redact.URL(m.URL))+"), not to another destination")
+	}
 	return m, nil
 }
 
