@@ -153,8 +153,8 @@ func (q *API) publishWorkflow(c *gin.Context, r *record.Request, m *wfMessage, i
 		// A cancel of the run between the count and the record missed
 		// this message: cancel it now (a call to a third party must not
 		// go out for a canceled run).
-		alive, err := q.Workflows.Alive(ctx, msg.Tenant, m.Run)
-		if err == nil && !alive {
+		run, err := q.Workflows.Info(ctx, msg.Tenant, m.Run)
+		if err == nil && !run.Found {
 			if scope, serr := handlers.ScopeOf(c); serr == nil {
 				if cerr := q.API.Cancel(context.WithoutCancel(ctx), scope, r.ID, RetryActor); cerr != nil && !errors.Is(cerr, record.ErrConflict) {
 					q.API.Log.Warn("could not cancel a message of a run that ended", "run", m.Run, "requestId", r.ID, "err", cerr)

@@ -148,7 +148,7 @@ func (q *API) waitForEvent(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	t := handlers.TenantOf(c)
-	state, err := q.Workflows.Steps(ctx, t, run, "")
+	state, err := q.Workflows.Info(ctx, t, run)
 	if err != nil {
 		q.fail(c, err)
 		return

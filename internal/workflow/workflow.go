@@ -132,11 +132,9 @@ type Published struct {
 }
 
 // entry is m's entry in its run's log.
-func entry(id string, body []byte, callType string) ([]byte, error) {
-	if callType == "" {
-		callType = CallStep
-	}
-	e, err := json.Marshal(Entry{MessageID: id, Body: base64.StdEncoding.EncodeToString(body), CallType: callType})
+// Only steps are delivered to the workflow, so every entry is one.
+func entry(id string, body []byte) ([]byte, error) {
+	e, err := json.Marshal(Entry{MessageID: id, Body: base64.StdEncoding.EncodeToString(body), CallType: CallStep})
 	if err != nil {
 		return nil, fmt.Errorf("encode the log entry of %s: %w", id, err)
 	}
@@ -193,14 +191,31 @@ func (s *Store) Forget(ctx context.Context, m Message) error {
 	return nil
 }
 
-// Alive says whether run has started and not ended.
-func (s *Store) Alive(ctx context.Context, t, run string) (bool, error) {
+// Info reads run's state without its log: whether it runs (started and
+// not ended), since when, and at which URL.
+func (s *Store) Info(ctx context.Context, t, run string) (Run, error) {
 	h, _, _ := runKeys(t, run)
-	n, err := s.rdb.Exists(ctx, h).Result()
+	v, err := s.rdb.HMGet(ctx, h, "createdAt", "url").Result()
 	if err != nil {
-		return false, fmt.Errorf("look for workflow run %s: %w", run, err)
+		return Run{}, fmt.Errorf("read workflow run %s: %w", run, err)
 	}
-	return n == 1, nil
+	return runOf(v[0], v[1], nil), nil
+}
+
+// runOf is a run of the createdAt and url fields its hash holds (nil or
+// "" when it has none), and its log's entries.
+func runOf(created, url any, entries []string) Run {
+	c, _ := created.(string)
+	if c == "" {
+		return Run{}
+	}
+	u, _ := url.(string)
+	ms, _ := strconv.ParseInt(c, 10, 64)
+	r := Run{Found: true, CreatedAt: time.UnixMilli(ms), URL: u}
+	if entries != nil {
+		r.Log = joinJSON(entries)
+	}
+	return r
 }
 
 // Run is what a delivery of a run reads of it.
@@ -208,7 +223,7 @@ type Run struct {
 	// Found is false when the run has ended (or never was).
 	Found     bool
 	CreatedAt time.Time
-	// URL is the workflow's (Steps reads it; Deliver does not).
+	// URL is the workflow's (Steps and Info read it; Deliver does not).
 	URL string
 	// Log is the run's entries up to and including the message asked for
 	// (all of them when it is not among them), as JSON.
@@ -219,7 +234,7 @@ type Run struct {
 // workflow: the message joins the log at its first delivery, and carries
 // the entries up to and including its own.
 func (s *Store) Deliver(ctx context.Context, t, run, id string, body []byte) (Run, error) {
-	e, err := entry(id, body, CallStep)
+	e, err := entry(id, body)
 	if err != nil {
 		return Run{}, err
 	}
@@ -232,8 +247,7 @@ func (s *Store) Deliver(ctx context.Context, t, run, id string, body []byte) (Ru
 	case len(res) == 1 && res[0] == "missing":
 		return Run{}, nil
 	case len(res) >= 2 && res[0] == "ok":
-		ms, _ := strconv.ParseInt(res[1], 10, 64)
-		return Run{Found: true, CreatedAt: time.UnixMilli(ms), Log: joinJSON(res[2:])}, nil
+		return runOf(res[1], nil, res[2:]), nil
 	}
 	return Run{}, fmt.Errorf("read workflow run %s for %s: unexpected reply %q", run, id, res)
 }
@@ -254,11 +268,6 @@ func (s *Store) Steps(ctx context.Context, t, run, id string) (Run, error) {
 		return Run{}, fmt.Errorf("read workflow run %s: %w", run, err)
 	}
 	v := state.Val()
-	created, _ := v[0].(string)
-	url, _ := v[1].(string)
-	if created == "" {
-		return Run{}, nil
-	}
 	entries := lr.Val()
 	if id != "" {
 		for i, e := range entries {
@@ -268,8 +277,10 @@ func (s *Store) Steps(ctx context.Context, t, run, id string) (Run, error) {
 			}
 		}
 	}
-	ms, _ := strconv.ParseInt(created, 10, 64)
-	return Run{Found: true, CreatedAt: time.UnixMilli(ms), URL: url, Log: joinJSON(entries)}, nil
+	if entries == nil {
+		entries = []string{}
+	}
+	return runOf(v[0], v[1], entries), nil
 }
 
 // joinJSON is entries, each a JSON value, as one JSON array.

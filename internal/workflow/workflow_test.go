@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -218,7 +219,7 @@ func TestARefusedMessageIsTakenBack(t *testing.T) {
 	if err := s.Forget(ctx, init); err != nil {
 		t.Fatal(err)
 	}
-	if alive, _ := s.Alive(ctx, "", "r"); alive {
+	if run, _ := s.Info(ctx, "", "r"); run.Found {
 		t.Fatal("a refused start left its run")
 	}
 	init.ID = "i2"
@@ -280,7 +281,7 @@ func TestAnEventHasAtMostMaxWaiters(t *testing.T) {
 	s, ctx := newStore(t), context.Background()
 	w := Waiter{URL: "https://x/a", Deadline: t0.Add(time.Hour).UnixMilli()}
 	for i := 0; i < MaxWaiters; i++ {
-		w.Run, w.TimeoutID = "r", string(rune('a'+i%26))+time.Duration(i).String()
+		w.Run, w.TimeoutID = "r", strconv.Itoa(i)
 		if err := s.Wait(ctx, "", "ev", w, t0); err != nil {
 			t.Fatalf("waiter %d: %v", i, err)
 		}
