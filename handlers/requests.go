@@ -363,6 +363,16 @@ func requireJSON(c *gin.Context) error {
 	return nil
 }
 
+// Check applies to r the checks Accept makes of where and with what it
+// delivers (destinations, credentials) without accepting it: for a
+// message retryd makes later from r, such as a workflow invoke's result.
+func (a *API) Check(c *gin.Context, r *record.Request) error {
+	if err := a.checkDestinations(c, r, ""); err != nil {
+		return err
+	}
+	return a.checkCredentials(c.Request.Context(), r, TenantOf(c), "")
+}
+
 // checkDestinations applies the safety rules to a request's url and
 // callbackUrl: no refused address range, and not this API itself. prefix
 // names where the request sits in the body ("request." in a schedule).

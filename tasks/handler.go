@@ -27,6 +27,7 @@ import (
 	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/internal/workflow"
+	"github.com/retryd/retryd/internal/workflow/invoke"
 )
 
 // Response capture limits.
@@ -48,6 +49,12 @@ type WorkflowLogs interface {
 	Deliver(ctx context.Context, tenant, run, id string, body []byte) (workflow.Run, error)
 	// Steps is the log as it stands, up to message id.
 	Steps(ctx context.Context, tenant, run, id string) (workflow.Run, error)
+}
+
+// Invokes return a workflow run's result to the run that invoked it
+// (invoke.Returner).
+type Invokes interface {
+	Return(ctx context.Context, tenant, run string, o invoke.Outcome) (bool, error)
 }
 
 // Store is the part of the record store the handler needs.
@@ -99,6 +106,9 @@ type Handler struct {
 	// Workflows hold the Upstash Workflow runs whose logs their steps'
 	// deliveries carry; nil delivers every body as submitted.
 	Workflows WorkflowLogs
+	// Invokes hear of a workflow run whose step failed for good: a run
+	// another invoked returns that failure to it. Nil: none is told.
+	Invokes Invokes
 	// Waiting starts a task again at a time, to the millisecond, and
 	// parks it; nil leaves both to asynq's whole seconds.
 	Waiting Waiting
@@ -423,6 +433,9 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 		h.Events.Emit(events.RequestFailed, map[string]any{"requestId": r.ID, "tenant": r.Tenant, "host": r.Host,
 			"attempts": made, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
 	}
+	if o.Status == record.Failed {
+		h.runFailed(wctx, r)
+	}
 	switch fin {
 	case record.RecordedCallback:
 		if err := h.Callbacks.EnqueueCallback(wctx, r.ID); err != nil {
@@ -454,6 +467,17 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 		}
 	}
 	return next
+}
+
+// runFailed tells Invokes of r, a step of a workflow run that failed for
+// good: a run another invoked has failed, and returns that to it.
+func (h *Handler) runFailed(ctx context.Context, r *record.Request) {
+	if h.Invokes == nil || r.QStash == nil || r.QStash.WorkflowRun == "" {
+		return
+	}
+	if _, err := h.Invokes.Return(ctx, r.Tenant, r.QStash.WorkflowRun, invoke.Outcome{Failed: true}); err != nil {
+		h.Log.Error("could not return a failed workflow run to the run that invoked it", "run", r.QStash.WorkflowRun, "requestId", r.ID, "err", err)
+	}
 }
 
 // classify judges an attempt of r made with use. A 401 to a call that

@@ -12,6 +12,7 @@ const assert = require("node:assert/strict");
 const http = require("node:http");
 const fs = require("node:fs");
 const { serve, Client: WorkflowClient } = require("@upstash/workflow");
+const { createWorkflow, serveMany } = require("@upstash/workflow/nextjs");
 const { Client, Receiver } = require("@upstash/qstash");
 const { until } = require("./until.js");
 
@@ -32,6 +33,36 @@ const options = (path, extra = {}) => ({ qstashClient, receiver, env, url: `${ba
 // The workflows, made once the server's address is known (each names its
 // own URL).
 const makeRoutes = () => ({ "/every": everyStep(), "/failing": failing(), "/sleepy": sleepy(), "/durable": durable() });
+
+// context.invoke: a parent invokes a child that returns, one that fails
+// and one that cancels itself, each served at /many/<its name>.
+const invoking = () => {
+  const manyOptions = { qstashClient, receiver, env };
+  const child = createWorkflow(async (context) => {
+    const doubled = await context.run("double", () => context.requestPayload.n * 2);
+    return { doubled, header: context.headers.get("x-invoker") };
+  }, { retries: 0 });
+  const failingChild = createWorkflow(async (context) => {
+    await context.run("doomed", () => {
+      throw new Error("child doomed on purpose");
+    });
+  }, { retries: 0 });
+  const cancelingChild = createWorkflow(async (context) => {
+    await context.run("before cancel", () => "ran");
+    await context.cancel();
+  }, { retries: 0 });
+  const parent = createWorkflow(async (context) => {
+    const r = seen(context.workflowRunId);
+    const ok = await context.invoke("invoke child", { workflow: child, body: { n: 21 }, headers: { "x-invoker": "parent" }, retries: 0 });
+    const failed = await context.invoke("invoke failing", { workflow: failingChild, body: {}, retries: 0 });
+    const canceled = await context.invoke("invoke canceling", { workflow: cancelingChild, body: {}, retries: 0 });
+    await context.run("last", () => {
+      r.steps.push("last");
+      r.result = { ok, failed, canceled };
+    });
+  }, { retries: 0 });
+  return serveMany({ parent, child, failingChild, cancelingChild }, manyOptions);
+};
 
 // Every step kind: run, sleep, sleepUntil, parallel runs, call,
 // waitForEvent (notified, and timed out) and notify.
@@ -63,9 +94,15 @@ const everyStep = () => serve(async (context) => {
   });
 }, options("/every"));
 
-// A step that fails every time: the failure function gets the error.
+// A step that fails every time, after one that succeeds: the failure
+// function gets the error. What the run's start set (its retries, its
+// failure function, the user's headers) holds for every later step.
 const failing = () => serve(async (context) => {
+  const r = seen(context.workflowRunId);
+  await context.run("fine", () => "fine");
   await context.run("doomed", () => {
+    r.doomedHeader = context.headers.get("x-caller");
+    r.doomedCalls = (r.doomedCalls ?? 0) + 1;
     throw new Error("doomed on purpose");
   });
 }, options("/failing", {
@@ -103,6 +140,7 @@ const durable = () => serve(async (context) => {
 }, options("/durable"));
 
 let routes = {};
+let many;
 
 // runLog is a run's log as retryd serves it to the SDK ([] once ended).
 const runLog = async (id) => {
@@ -121,7 +159,7 @@ const server = http.createServer(async (req, res) => {
     res.end(`third party got ${body}`);
     return;
   }
-  const route = routes[path];
+  const route = path.startsWith("/many/") ? { handler: many.POST } : routes[path];
   if (!route) {
     res.writeHead(404);
     res.end();
@@ -138,6 +176,7 @@ before(async () => {
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   base = `http://127.0.0.1:${server.address().port}`;
   routes = makeRoutes();
+  many = invoking();
 });
 
 after(() => server.close());
@@ -185,9 +224,11 @@ test("a run id started twice is one run", async () => {
 });
 
 test("a failing step calls the failure function with its error", async () => {
-  const { workflowRunId } = await client.trigger({ url: `${base}/failing`, body: {}, headers: { "x-caller": "tester" } });
+  const { workflowRunId } = await client.trigger({ url: `${base}/failing`, body: {}, headers: { "x-caller": "tester" }, retries: 1 });
   const r = seen(workflowRunId);
   await until("the failure function", () => r.failures.length > 0, 30000);
+  assert.equal(r.doomedHeader, "tester");
+  assert.equal(r.doomedCalls, 2); // one retry, as the start set
   assert.equal(r.failures[0].failStatus, 500);
   assert.equal(r.failures[0].failResponse, "doomed on purpose");
   assert.equal(r.failures[0].auth, "tester");
@@ -205,6 +246,16 @@ test("a canceled run takes no further step", async () => {
   const res = await fetch(`${RETRYD_URL}/v2/workflows/runs/${workflowRunId}`, { headers: { authorization: `Bearer ${RETRYD_TOKEN}` } });
   assert.equal(res.status, 404);
   assert.deepEqual(r.steps, ["before"]);
+});
+
+test("an invoked run returns its result, its failure or its cancel to the run that invoked it", async () => {
+  const { workflowRunId } = await client.trigger({ url: `${base}/many/parent`, body: {} });
+  const r = seen(workflowRunId);
+  await until("the parent's end", () => r.result, 60000);
+  assert.deepEqual(r.result.ok, { body: { doubled: 42, header: "parent" }, isFailed: false, isCanceled: false });
+  assert.deepEqual(r.result.failed, { body: undefined, isFailed: true, isCanceled: false });
+  assert.deepEqual(r.result.canceled, { body: undefined, isFailed: false, isCanceled: true });
+  assert.deepEqual(r.steps, ["last"]);
 });
 
 test("a run outlives the worker that was delivering its step", { skip: !KILL_FILE }, async () => {

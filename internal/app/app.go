@@ -40,6 +40,7 @@ import (
 	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/internal/workflow"
+	"github.com/retryd/retryd/internal/workflow/invoke"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -348,6 +349,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 			return flow.EndpointStates(ctx, rdb, names)
 		}}
 	schedules := &handlers.Schedules{Store: store, API: api, Limit: cfg.ScheduleLimit}
+	workflows := workflow.New(rdb, cfg.Retention)
 	topics := &handlers.Topics{Store: store, API: api, Faults: faults}
 	// A canceled queue message gives its place to the next; a canceled
 	// request waiting for its open endpoint, its turn to be the probe.
@@ -394,7 +396,7 @@ func APIEngine(cfg config.Config, rdb redis.UniversalClient, connOpt asynq.Redis
 		tenants,
 		topics,
 		&qstash.API{API: api, DLQ: dlq, Schedules: schedules, Topics: topics, Flows: flows, Queues: store, QueueLimit: cfg.QueueLimit, CurrentKey: cfg.QStashCurrentSigningKey, NextKey: cfg.QStashNextSigningKey,
-			Workflows: workflow.New(rdb, cfg.Retention)},
+			Workflows: workflows, Invokes: &invoke.Returner{Store: store, Queue: queue, Runs: workflows, Log: log, Now: time.Now}},
 		admin(dash),
 		admin(RouterFunc(func(r gin.IRouter) { r.GET("/metrics", gin.WrapH(m.Handler())) })),
 		RouterFunc(func(r gin.IRouter) {

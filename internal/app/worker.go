@@ -37,6 +37,7 @@ import (
 	"github.com/retryd/retryd/internal/tracing"
 	"github.com/retryd/retryd/internal/waiting"
 	"github.com/retryd/retryd/internal/workflow"
+	"github.com/retryd/retryd/internal/workflow/invoke"
 	"github.com/retryd/retryd/tasks"
 )
 
@@ -189,6 +190,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Traces:       traces,
 		EarlyWait:    tune.EarlyWait,
 		Workflows:    workflows,
+		Invokes:      &invoke.Returner{Store: store, Queue: queue, Runs: workflows, Log: log, Now: time.Now},
 	}
 	creds := &credentials.Book{Store: &credentials.Store{RDB: rdb, Keys: cfg.SecretsKeys}, Guard: guard, EgressProxy: cfg.EgressProxy, Base: client,
 		Now: time.Now, Log: log.With("component", "credentials"), Failing: func(t, name, lastError string) {

@@ -24,6 +24,7 @@ import (
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
 	"github.com/retryd/retryd/internal/workflow"
+	"github.com/retryd/retryd/internal/workflow/invoke"
 )
 
 // DefaultRetries is QStash's default number of retries.
@@ -45,6 +46,9 @@ type API struct {
 	QueueLimit int
 	// Workflows hold the Upstash Workflow runs (nil: not served).
 	Workflows *workflow.Store
+	// Invokes return invoked runs' results to the runs that invoked them
+	// (nil: an invoked run's end returns nothing).
+	Invokes *invoke.Returner
 	// Keys are the signing keys /v2/keys reports (the workers sign with
 	// them).
 	CurrentKey, NextKey string
@@ -182,10 +186,22 @@ type Published struct {
 // publishOne translates one message into a retryd submission and accepts
 // it.
 func (q *API) publishOne(c *gin.Context, dest string, h http.Header, body []byte) (*Published, error) {
-	r, raw, err := q.translate(c, dest, h, body)
-	var wf *wfMessage
+	wf, err := workflowOf(h, dest)
+	switch {
+	case err != nil || wf == nil:
+	case wf.Init:
+		if wf.Invoke {
+			// The body says what invoked the run; the run's payload is in it.
+			body, wf.Invoker, err = q.invokerOf(c, body)
+		}
+		wf.Config = runConfig(h)
+	case wf.delivers():
+		h, err = q.inheritRun(c, wf.Run, h)
+	}
+	var r *record.Request
+	var raw []byte
 	if err == nil {
-		wf, err = workflowOf(h, dest)
+		r, raw, err = q.translate(c, dest, h, body)
 	}
 	if err != nil {
 		q.API.SubmissionRejected() // Accept counts the rest

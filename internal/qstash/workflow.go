@@ -22,6 +22,7 @@ import (
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
 	"github.com/retryd/retryd/internal/workflow"
+	"github.com/retryd/retryd/internal/workflow/invoke"
 )
 
 // wfMessage is what a publish's Upstash-Workflow-* headers say.
@@ -30,6 +31,11 @@ type wfMessage struct {
 	Init     bool
 	URL      string
 	CallType string
+	// Invoke starts a run whose result returns to another (Invoker).
+	Invoke  bool
+	Invoker []byte
+	// Config, for an init, is what the run's later steps inherit.
+	Config []byte
 }
 
 // workflowOf reads a publish's workflow headers; nil when it has none.
@@ -63,10 +69,16 @@ func workflowOf(h http.Header, dest string) (*wfMessage, error) {
 	if _, err := egress.ValidateURL(m.URL); err != nil {
 		return nil, badRequest("Upstash-Workflow-Url", "Upstash-Workflow-Url "+err.Error())
 	}
-	if strings.EqualFold(h.Get("Upstash-Workflow-Invoke"), "true") {
-		// A child run whose result should return to its parent: retryd
-		// would start the child and never answer the parent.
-		return nil, badRequest("Upstash-Workflow-Invoke", "context.invoke (Upstash-Workflow-Invoke) is not served: call the other workflow with context.call, or trigger it")
+	switch v := strings.ToLower(h.Get("Upstash-Workflow-Invoke")); v {
+	case "true":
+		// A child run whose result returns to the run that invoked it.
+		if !m.Init {
+			return nil, badRequest("Upstash-Workflow-Invoke", "Upstash-Workflow-Invoke starts a run: it needs Upstash-Workflow-Init: true")
+		}
+		m.Invoke = true
+	case "false", "":
+	default:
+		return nil, badRequest("Upstash-Workflow-Invoke", "Upstash-Workflow-Invoke must be true or false, got "+names.Quote(v))
 	}
 	if m.Init && m.CallType == workflow.CallToCallback {
 		return nil, badRequest("Upstash-Workflow-Init", "a run starts with a message to the workflow, not a call to a third party")
@@ -121,7 +133,7 @@ func (q *API) publishWorkflow(c *gin.Context, r *record.Request, m *wfMessage, i
 	}
 	ctx := c.Request.Context()
 	msg := workflow.Message{Tenant: handlers.TenantOf(c), Run: m.Run, Init: m.Init, URL: url, ID: r.ID, Body: body,
-		Due: r.NextAttemptAt.Sub(r.CreatedAt)}
+		Due: r.NextAttemptAt.Sub(r.CreatedAt), Invoker: m.Invoker, Config: m.Config}
 	pub, err := q.Workflows.Publish(ctx, msg, r.CreatedAt)
 	if err != nil {
 		return nil, workflowError(err)
@@ -228,7 +240,18 @@ func (q *API) endRun(c *gin.Context) {
 		q.fail(c, badRequest("cancel", "cancel must be true or false, got "+names.Quote(v)))
 		return
 	}
-	ok, err := q.finishRun(c, id, cancelRun)
+	var result []byte
+	if !cancelRun {
+		// The run's result, for the run that invoked it (if one did).
+		body, ok := q.readBody(c)
+		if !ok {
+			return
+		}
+		if len(body) > 0 {
+			result = body
+		}
+	}
+	ok, err := q.finishRun(c, id, cancelRun, result)
 	if err != nil {
 		q.fail(c, err)
 		return
@@ -263,7 +286,7 @@ func (q *API) cancelRuns(c *gin.Context) {
 		}
 	}
 	for _, id := range ids {
-		ok, err := q.finishRun(c, id, true)
+		ok, err := q.finishRun(c, id, true, nil)
 		if err != nil {
 			q.fail(c, err)
 			return
@@ -276,13 +299,18 @@ func (q *API) cancelRuns(c *gin.Context) {
 }
 
 // finishRun deletes run id and, when canceled, cancels its messages not
-// yet delivered. ok is false when there was no such run.
-func (q *API) finishRun(c *gin.Context, id string, cancelRun bool) (bool, error) {
+// yet delivered; a run another invoked returns its result (or its
+// cancel) to it first, so a failure to return leaves the run to end
+// again. ok is false when there was no such run.
+func (q *API) finishRun(c *gin.Context, id string, cancelRun bool, result []byte) (bool, error) {
 	scope, err := handlers.ScopeOf(c)
 	if err != nil {
 		return false, err
 	}
 	ctx := c.Request.Context()
+	if err := q.returnResult(ctx, handlers.TenantOf(c), id, invoke.Outcome{Body: result, Canceled: cancelRun}); err != nil {
+		return false, err
+	}
 	msgs, ok, err := q.Workflows.End(ctx, handlers.TenantOf(c), id)
 	if err != nil || !ok || !cancelRun {
 		return ok, err

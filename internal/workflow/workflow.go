@@ -121,6 +121,13 @@ type Message struct {
 	// Due is how long until the message is due: the run is kept until
 	// then, and a retention after.
 	Due time.Duration
+	// Invoker, for an init, is the step of another run that invoked
+	// this one (opaque here: package invoke reads it), kept with the run
+	// so its end can return its result there.
+	Invoker []byte
+	// Config, for an init, is what the run's later steps inherit of it
+	// (opaque here), as the SDKs expect the server to keep.
+	Config []byte
 }
 
 // Published is what Publish made of a message.
@@ -151,7 +158,7 @@ func (s *Store) Publish(ctx context.Context, m Message, now time.Time) (Publishe
 	}
 	h, msgs, log := runKeys(m.Tenant, m.Run)
 	res, err := publishScript.Run(ctx, s.rdb, []string{h, msgs, log}, kind, m.URL, Size(m), m.ID, now.UnixMilli(),
-		s.Keep.Milliseconds(), MaxLogBytes, MaxLogMessages, max(m.Due, 0).Milliseconds()).StringSlice()
+		s.Keep.Milliseconds(), MaxLogBytes, MaxLogMessages, max(m.Due, 0).Milliseconds(), m.Invoker, m.Config).StringSlice()
 	if err != nil {
 		return Published{}, fmt.Errorf("publish %s to workflow run %s: %w", m.ID, m.Run, err)
 	}
@@ -192,14 +199,25 @@ func (s *Store) Forget(ctx context.Context, m Message) error {
 }
 
 // Info reads run's state without its log: whether it runs (started and
-// not ended), since when, and at which URL.
+// not ended), since when, at which URL, what invoked it and what its
+// steps inherit.
 func (s *Store) Info(ctx context.Context, t, run string) (Run, error) {
 	h, _, _ := runKeys(t, run)
-	v, err := s.rdb.HMGet(ctx, h, "createdAt", "url").Result()
+	v, err := s.rdb.HMGet(ctx, h, "createdAt", "url", "invoker", "config").Result()
 	if err != nil {
 		return Run{}, fmt.Errorf("read workflow run %s: %w", run, err)
 	}
-	return runOf(v[0], v[1], nil), nil
+	r := runOf(v[0], v[1], nil)
+	if !r.Found {
+		return r, nil
+	}
+	if inv, _ := v[2].(string); inv != "" {
+		r.Invoker = []byte(inv)
+	}
+	if cfg, _ := v[3].(string); cfg != "" {
+		r.Config = []byte(cfg)
+	}
+	return r, nil
 }
 
 // runOf is a run of the createdAt and url fields its hash holds (nil or
@@ -225,6 +243,12 @@ type Run struct {
 	CreatedAt time.Time
 	// URL is the workflow's (Steps and Info read it; Deliver does not).
 	URL string
+	// Invoker is the step of another run that invoked this one (Info
+	// reads it); nil when none did.
+	Invoker []byte
+	// Config is what the run's steps inherit of its start (Info reads
+	// it).
+	Config []byte
 	// Log is the run's entries up to and including the message asked for
 	// (all of them when it is not among them), as JSON.
 	Log []byte

@@ -16,6 +16,9 @@
 -- ARGV[7]: the most bytes the log may hold
 -- ARGV[8]: the most messages a run may have
 -- ARGV[9]: how long until the message is due (ms, 0 for now)
+-- ARGV[10]: for an init, the step of another run that invoked this one
+--   (kept to return this run's result to it), or ""
+-- ARGV[11]: for an init, the run's settings its steps inherit, or ""
 -- Returns: {"ok"}; {"dup", first message id} when an init finds the run
 -- started with the same URL; {"url", its URL} when it has another;
 -- {"missing"} when a step's run does not exist (never started, or
@@ -36,6 +39,8 @@ if ARGV[1] == "init" then
   end
   redis.call("DEL", KEYS[2], KEYS[3])
   redis.call("HSET", KEYS[1], "url", ARGV[2], "first", ARGV[4], "bytes", ARGV[3], "createdAt", ARGV[5])
+  if ARGV[10] ~= "" then redis.call("HSET", KEYS[1], "invoker", ARGV[10]) end
+  if ARGV[11] ~= "" then redis.call("HSET", KEYS[1], "config", ARGV[11]) end
   redis.call("RPUSH", KEYS[2], ARGV[4])
   expire()
   return {"ok"}
