@@ -35,7 +35,6 @@ func TestWorkflowBadInput(t *testing.T) {
 	want(publish("x", append(run("wfr_a"), "Upstash-Workflow-CallType", "sideways")...), 400, "an unknown call type", "Upstash-Workflow-CallType")
 	want(publish("x", "Upstash-Workflow-RunId", strings.Repeat("r", 200), "Upstash-Workflow-Init", "true"), 400, "a run id of 200 bytes", "128")
 	want(publish("x", append(run("wfr_a"), "Upstash-Workflow-Init", "true", "Upstash-Workflow-Url", "ftp://x")...), 400, "a run URL that is not http(s)", "Upstash-Workflow-Url")
-	want(publish("x", append(run("wfr_child"), "Upstash-Workflow-Init", "true", "Upstash-Workflow-Invoke", "true")...), 400, "an invoke", "context.invoke")
 	want(publish("x", append(run("wfr_a"), "Upstash-Workflow-Init", "true", "Upstash-Workflow-CallType", "toCallback")...), 400, "a start that is a call to a third party", "starts with a message to the workflow")
 	want(publish("x", "Upstash-Callback-Workflow-RunId", strings.Repeat("r", 200), "Upstash-Callback", dest), 400, "a callback's run id of 200 bytes", "Upstash-Callback-Workflow-RunId")
 	want(publish("x", "Upstash-Callback", dest, "Upstash-Callback-Forward-Host", "x", "Upstash-Callback-Forward-X-A", strings.Repeat("v", 17<<10)), 400, "callback headers past their limit", "Upstash-Callback-Forward-*")

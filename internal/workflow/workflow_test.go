@@ -291,3 +291,37 @@ func TestAnEventHasAtMostMaxWaiters(t *testing.T) {
 		t.Errorf("waiter %d: %v, want ErrTooManyWaiters", MaxWaiters+1, err)
 	}
 }
+
+// A run keeps what invoked it and what its steps inherit, from its start
+// on; a duplicate start changes neither, and an ended run has none.
+func TestARunKeepsItsInvokerAndConfig(t *testing.T) {
+	t.Parallel()
+	s, ctx := newStore(t), context.Background()
+	init := Message{Run: "wfr_child", Init: true, URL: "https://app/child", ID: "m1", Body: []byte("in"),
+		Invoker: []byte(`{"run":"wfr_parent"}`), Config: []byte(`{"Upstash-Retries":["0"]}`)}
+	if _, err := s.Publish(ctx, init, t0); err != nil {
+		t.Fatal(err)
+	}
+	again := init
+	again.ID, again.Invoker, again.Config = "m2", []byte(`{"run":"wfr_other"}`), nil
+	if _, err := s.Publish(ctx, again, t0); err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.Info(ctx, "", "wfr_child")
+	if err != nil || string(run.Invoker) != `{"run":"wfr_parent"}` || string(run.Config) != `{"Upstash-Retries":["0"]}` {
+		t.Errorf("the run's invoker and config: %q %q, %v", run.Invoker, run.Config, err)
+	}
+	plain := Message{Run: "wfr_plain", Init: true, URL: "https://app/wf", ID: "m3"}
+	if _, err := s.Publish(ctx, plain, t0); err != nil {
+		t.Fatal(err)
+	}
+	if run, err := s.Info(ctx, "", "wfr_plain"); err != nil || !run.Found || run.Invoker != nil || run.Config != nil {
+		t.Errorf("a run nothing invoked: %+v, %v", run, err)
+	}
+	if _, _, err := s.End(ctx, "", "wfr_child"); err != nil {
+		t.Fatal(err)
+	}
+	if run, err := s.Info(ctx, "", "wfr_child"); err != nil || run.Found || run.Invoker != nil {
+		t.Errorf("an ended run: %+v, %v", run, err)
+	}
+}

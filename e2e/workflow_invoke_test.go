@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+)
+
+// Bad invokes (a publish with Upstash-Workflow-Invoke: true) get a clear
+// error and start no run; a run's later steps inherit what its start set.
+func TestWorkflowInvokeInput(t *testing.T) {
+	t.Parallel()
+	const token, other = "workflow-invoke-token", "workflow-invoke-other"
+	s := startStack(t, 1, "API_KEYS=team-a:"+token+",team-b:"+other)
+	auth := []string{"Authorization", "Bearer " + token}
+	parentURL, childURL := "http://127.0.0.1:9/wf/parent", "http://127.0.0.1:9/wf/child"
+	publish := func(dest, body string, headers ...string) answer {
+		t.Helper()
+		return call(t, "POST", s.api+"/v2/publish/"+dest, body, append(append([]string{}, auth...), headers...)...)
+	}
+	want := func(a answer, status int, what, says string) {
+		t.Helper()
+		if a.status != status || !strings.Contains(a.raw, says) {
+			t.Errorf("%s: %d %s; want %d saying %q", what, a.status, a.raw, status, says)
+		}
+	}
+	start := func(run string) []string {
+		return []string{"Upstash-Workflow-RunId", run, "Upstash-Workflow-Url", childURL, "Upstash-Workflow-Init", "true", "Upstash-Workflow-Invoke", "true"}
+	}
+	// invokeBody is what the SDK sends: the child's payload, and the
+	// headers of a step of the parent, to return the result with.
+	invokeBody := func(parent, url, stepRun string, extra ...string) string {
+		h := `"Upstash-Workflow-RunId":["` + stepRun + `"],"Upstash-Workflow-Init":["false"],"Upstash-Workflow-Url":["` + url + `"]`
+		for i := 0; i+1 < len(extra); i += 2 {
+			h += `,"` + extra[i] + `":["` + extra[i+1] + `"]`
+		}
+		return `{"body":"{\"n\":1}","headers":{` + h + `},"workflowRunId":"` + parent + `","workflowRunCreatedAt":1,"workflowUrl":"` + url +
+			`","step":{"stepId":1,"stepName":"invoke","stepType":"Invoke","concurrent":1}}`
+	}
+
+	// The parent runs (its deliveries fail: nothing listens; it is
+	// canceled below).
+	want(publish(parentURL, "p", "Upstash-Workflow-RunId", "wfr_parent", "Upstash-Workflow-Url", parentURL, "Upstash-Workflow-Init", "true", "Upstash-Delay", "1h"),
+		201, "the parent's start", "messageId")
+
+	good := invokeBody("wfr_parent", parentURL, "wfr_parent")
+	want(publish(childURL, good, "Upstash-Workflow-RunId", "wfr_c0", "Upstash-Workflow-Url", childURL, "Upstash-Workflow-Invoke", "true"),
+		400, "an invoke that does not start a run", "needs Upstash-Workflow-Init: true")
+	want(publish(childURL, good, append(start("wfr_c0"), "Upstash-Workflow-Invoke", "maybe")...), 400, "Invoke neither true nor false", "Upstash-Workflow-Invoke must be true or false")
+	want(publish(childURL, "not json", start("wfr_c0")...), 400, "an invoke whose body is not the SDK's", "{workflowUrl, workflowRunId, headers, step, body}")
+	want(publish(childURL, strings.Replace(good, `"step":{`, `"step":"x","s":{`, 1), start("wfr_c0")...), 400, "an invoke without its step", "step must be the invoking step")
+	want(publish(childURL, strings.Replace(good, `"workflowRunId":"wfr_parent"`, `"workflowRunId":""`, 1), start("wfr_c0")...), 400, "an invoke naming no parent", "name the invoking run")
+	want(publish(childURL, invokeBody("wfr_never", parentURL, "wfr_never"), start("wfr_c0")...), 404, "an invoke by a run never started", "only a running workflow can invoke")
+	want(publish(childURL, invokeBody("wfr_parent", childURL, "wfr_parent"), start("wfr_c0")...), 400, "an invoke by a run at another URL", "runs at another URL than workflowUrl")
+	want(publish(childURL, invokeBody("wfr_parent", parentURL, "wfr_someone"), start("wfr_c0")...), 400, "an invoke whose headers are another run's", "headers are those of a step of the invoking run")
+	want(publish(childURL, invokeBody("wfr_parent", parentURL, "wfr_parent", "Upstash-Retries", "many"), start("wfr_c0")...), 400, "an invoke whose result would be refused", "the invoke's headers: Upstash-Retries")
+	want(call(t, "POST", s.api+"/v2/publish/"+childURL, good, append([]string{"Authorization", "Bearer " + other}, start("wfr_c0")...)...),
+		404, "another tenant's invoke of the run", "only a running workflow can invoke")
+	want(call(t, "GET", s.api+"/v2/workflows/runs/wfr_c0", "", auth...), 404, "the child after the refused invokes", "not found")
+
+	// A good invoke starts the child on the body's payload.
+	want(publish(childURL, good, append(start("wfr_c1"), "Upstash-Delay", "1h")...), 201, "an invoke", "messageId")
+	if a := call(t, "GET", s.api+"/v2/workflows/runs/wfr_c1", "", auth...); a.status != 200 {
+		t.Errorf("the invoked run: %d %s", a.status, a.raw)
+	}
+	// A result past the limit is refused and leaves the child running.
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs/wfr_c1?cancel=false", strings.Repeat("r", 300<<10), auth...), 413, "a run's result of 300 KiB", "256 KiB")
+	want(call(t, "GET", s.api+"/v2/workflows/runs/wfr_c1", "", auth...), 200, "the child after its refused end", "")
+
+	// A later step inherits its run's retries and headers; its own win.
+	want(publish(parentURL, "p", "Upstash-Workflow-RunId", "wfr_inherit", "Upstash-Workflow-Url", parentURL, "Upstash-Workflow-Init", "true",
+		"Upstash-Delay", "1h", "Upstash-Retries", "0", "Upstash-Forward-X-Kept", "kept", "Upstash-Forward-X-Own", "start's"), 201, "a run's start with settings", "messageId")
+	step := publish(parentURL, "s", "Upstash-Workflow-RunId", "wfr_inherit", "Upstash-Workflow-Url", parentURL, "Upstash-Workflow-Init", "false",
+		"Upstash-Delay", "1h", "Upstash-Forward-X-Own", "step's")
+	want(step, 201, "a later step", "messageId")
+	id, _ := step.body["messageId"].(string)
+	r := call(t, "GET", s.api+"/requests/"+id, "", auth...)
+	if r.status != 200 || r.body["maxRetries"] != float64(0) || !strings.Contains(r.raw, `"X-Kept":"kept"`) || !strings.Contains(r.raw, `"X-Own":"step's"`) {
+		t.Errorf("the later step's request: %d %s; want maxRetries 0, X-Kept from the start and its own X-Own", r.status, r.raw)
+	}
+
+	// The parent ends first: the child's cancel returns to nobody, and
+	// is done.
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs/wfr_parent?cancel=true", "", auth...), 200, "the parent's cancel", "wfr_parent")
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs/wfr_c1?cancel=true", "", auth...), 200, "the child's cancel after its parent's", "wfr_c1")
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs/wfr_inherit?cancel=true", "", auth...), 200, "the last run's cancel", "wfr_inherit")
+	s.noneLeftToDeliver(t, token)
+}
