@@ -311,7 +311,11 @@ func (q *API) finishRun(c *gin.Context, id string, cancelRun bool, result []byte
 	if err := q.returnResult(ctx, handlers.TenantOf(c), id, invoke.Outcome{Body: result, Canceled: cancelRun}); err != nil {
 		return false, err
 	}
-	msgs, ok, err := q.Workflows.End(ctx, handlers.TenantOf(c), id)
+	end := workflow.Ending{State: workflow.EndedSuccess, Result: result, At: q.API.Now()}
+	if cancelRun {
+		end.State = workflow.EndedCanceled
+	}
+	msgs, ok, err := q.Workflows.End(ctx, handlers.TenantOf(c), id, end)
 	if err != nil || !ok || !cancelRun {
 		return ok, err
 	}

@@ -103,9 +103,14 @@ func New(rdb redis.UniversalClient, keep time.Duration) *Store {
 // messages (ids, in publish order) and its log (entries, in the order of
 // their first delivery).
 func runKeys(t, run string) (hash, msgs, log string) {
-	sum := sha1.Sum([]byte(tenant.Of(t) + "\x00" + run))
-	tag := "{retryd-wf:" + hex.EncodeToString(sum[:10]) + "}:"
+	tag := runTag(t, run)
 	return tag + "run", tag + "msgs", tag + "log"
+}
+
+// runTag is the prefix, with its hash tag, of run's keys of tenant t.
+func runTag(t, run string) string {
+	sum := sha1.Sum([]byte(tenant.Of(t) + "\x00" + run))
+	return "{retryd-wf:" + hex.EncodeToString(sum[:10]) + "}:"
 }
 
 // Message is one message published to a run.
@@ -157,7 +162,12 @@ func (s *Store) Publish(ctx context.Context, m Message, now time.Time) (Publishe
 		kind = "step"
 	}
 	h, msgs, log := runKeys(m.Tenant, m.Run)
-	res, err := publishScript.Run(ctx, s.rdb, []string{h, msgs, log}, kind, m.URL, Size(m), m.ID, now.UnixMilli(),
+	if m.Init {
+		if err := s.index(ctx, m.Tenant, m.Run, now); err != nil {
+			return Published{}, err
+		}
+	}
+	res, err := publishScript.Run(ctx, s.rdb, []string{h, msgs, log, endedKey(m.Tenant, m.Run)}, kind, m.URL, Size(m), m.ID, now.UnixMilli(),
 		s.Keep.Milliseconds(), MaxLogBytes, MaxLogMessages, max(m.Due, 0).Milliseconds(), m.Invoker, m.Config).StringSlice()
 	if err != nil {
 		return Published{}, fmt.Errorf("publish %s to workflow run %s: %w", m.ID, m.Run, err)
@@ -322,22 +332,4 @@ func joinJSON(entries []string) []byte {
 		b = append(b, e...)
 	}
 	return append(b, ']')
-}
-
-// End deletes run and returns the ids of the messages published to it,
-// whose pending ones the caller cancels when the run is canceled. ok is
-// false when there was no such run.
-func (s *Store) End(ctx context.Context, t, run string) (ids []string, ok bool, err error) {
-	h, msgs, log := runKeys(t, run)
-	var lr *redis.StringSliceCmd
-	var del *redis.IntCmd
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		lr = p.LRange(ctx, msgs, 0, -1)
-		del = p.Del(ctx, h, msgs, log)
-		return nil
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("end workflow run %s: %w", run, err)
-	}
-	return lr.Val(), del.Val() > 0, nil
 }

@@ -115,14 +115,14 @@ func TestDeliveriesCarryTheLogUpToThemselves(t *testing.T) {
 	if ids, _ := logOf(t, upTo); !equal(ids, "init", "now") {
 		t.Errorf("the log up to now: %v", ids)
 	}
-	ids, ok, err := s.End(ctx, "", "r")
+	ids, ok, err := s.End(ctx, "", "r", Ending{State: EndedSuccess, At: t0})
 	if err != nil || !ok || !equal(ids, "init", "later", "now") {
 		t.Errorf("End: %v %v %v; want the messages in publish order", ids, ok, err)
 	}
 	if run, err := s.Deliver(ctx, "", "r", "now", []byte("step")); err != nil || run.Found {
 		t.Errorf("a delivery after the end: %+v, %v; want no run", run, err)
 	}
-	if _, ok, _ := s.End(ctx, "", "r"); ok {
+	if _, ok, _ := s.End(ctx, "", "r", Ending{State: EndedSuccess, At: t0}); ok {
 		t.Error("a second End found the run")
 	}
 }
@@ -238,7 +238,7 @@ func TestARefusedMessageIsTakenBack(t *testing.T) {
 	if _, err := s.Publish(ctx, big, t0); err != nil {
 		t.Errorf("a step after a refused one of its size: %v", err)
 	}
-	ids, _, _ := s.End(ctx, "", "r")
+	ids, _, _ := s.End(ctx, "", "r", Ending{State: EndedSuccess, At: t0})
 	if !equal(ids, "i2", "big2") {
 		t.Errorf("the run's messages: %v", ids)
 	}
@@ -318,7 +318,7 @@ func TestARunKeepsItsInvokerAndConfig(t *testing.T) {
 	if run, err := s.Info(ctx, "", "wfr_plain"); err != nil || !run.Found || run.Invoker != nil || run.Config != nil {
 		t.Errorf("a run nothing invoked: %+v, %v", run, err)
 	}
-	if _, _, err := s.End(ctx, "", "wfr_child"); err != nil {
+	if _, _, err := s.End(ctx, "", "wfr_child", Ending{State: EndedSuccess, At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if run, err := s.Info(ctx, "", "wfr_child"); err != nil || run.Found || run.Invoker != nil {

@@ -6,6 +6,7 @@
 -- KEYS[1]: the run's hash (url, first, bytes, createdAt)
 -- KEYS[2]: the run's messages (a list of ids, for a cancel)
 -- KEYS[3]: the run's log
+-- KEYS[4]: what is kept of the run once ended (a new start replaces it)
 -- ARGV[1]: "init" when the message starts the run, else "step"
 -- ARGV[2]: the workflow's URL ("" when the message is not to it: it
 --   does not join the log, and is not counted in its bytes)
@@ -37,7 +38,7 @@ if ARGV[1] == "init" then
     if run[1] ~= ARGV[2] then return {"url", run[1]} end
     return {"dup", run[2]}
   end
-  redis.call("DEL", KEYS[2], KEYS[3])
+  redis.call("DEL", KEYS[2], KEYS[3], KEYS[4])
   redis.call("HSET", KEYS[1], "url", ARGV[2], "first", ARGV[4], "bytes", ARGV[3], "createdAt", ARGV[5])
   if ARGV[10] ~= "" then redis.call("HSET", KEYS[1], "invoker", ARGV[10]) end
   if ARGV[11] ~= "" then redis.call("HSET", KEYS[1], "config", ARGV[11]) end
