@@ -84,4 +84,25 @@ func TestWorkflowInvokeInput(t *testing.T) {
 	want(call(t, "DELETE", s.api+"/v2/workflows/runs/wfr_c1?cancel=true", "", auth...), 200, "the child's cancel after its parent's", "wfr_c1")
 	want(call(t, "DELETE", s.api+"/v2/workflows/runs/wfr_inherit?cancel=true", "", auth...), 200, "the last run's cancel", "wfr_inherit")
 	s.noneLeftToDeliver(t, token)
+
+	// The logs: each tenant sees its own runs; a bad query is refused.
+	logs := call(t, "GET", s.api+"/v2/workflows/events?groupBy=workflowRunId&count=2", "", auth...)
+	if runs, _ := logs.body["runs"].([]any); logs.status != 200 || len(runs) != 2 || logs.body["cursor"] == nil {
+		t.Errorf("a page of the logs: %d %.500s", logs.status, logs.raw)
+	}
+	if a := call(t, "GET", s.api+"/v2/workflows/events?state=RUN_CANCELED", "", auth...); !strings.Contains(a.raw, `"wfr_parent"`) || strings.Contains(a.raw, "RUN_STARTED") {
+		t.Errorf("the canceled runs: %d %.500s", a.status, a.raw)
+	}
+	if a := call(t, "GET", s.api+"/v2/workflows/events?workflowRunId=wfr_c1", "", auth...); !strings.Contains(a.raw, `"invoker":{"workflowRunId":"wfr_parent"`) {
+		t.Errorf("the invoked run's log: %d %.500s", a.status, a.raw)
+	}
+	if a := call(t, "GET", s.api+"/v2/workflows/events", "", "Authorization", "Bearer "+other); a.status != 200 || !strings.Contains(a.raw, `"runs":[]`) {
+		t.Errorf("another tenant's logs: %d %.300s", a.status, a.raw)
+	}
+	want(call(t, "GET", s.api+"/v2/workflows/events?label=x", "", auth...), 400, "a logs filter not served", `the workflow logs take groupBy`)
+	want(call(t, "GET", s.api+"/v2/workflows/events?state=DONE", "", auth...), 400, "an unknown state", "RUN_STARTED")
+	want(call(t, "GET", s.api+"/v2/workflows/events?count=1000", "", auth...), 400, "a count past the limit", "count is 1 to 100")
+	want(call(t, "GET", s.api+"/v2/workflows/events?cursor=abc", "", auth...), 400, "a cursor never given", "cursor")
+	want(call(t, "GET", s.api+"/v2/workflows/events?groupBy=messageId", "", auth...), 400, "another grouping", "grouped by workflowRunId")
+	want(call(t, "GET", s.api+"/v2/workflows/events?fromDate=yesterday", "", auth...), 400, "a date that is none", "fromDate is a Unix time")
 }

@@ -207,6 +207,16 @@ test("a workflow of every step kind runs to its end", async () => {
     const res = await fetch(`${RETRYD_URL}/v2/workflows/runs/${workflowRunId}`, { headers: { authorization: `Bearer ${RETRYD_TOKEN}` } });
     return res.status === 404;
   });
+  // The logs keep it: its state and its steps, in order.
+  const { runs } = await client.logs({ workflowRunId });
+  assert.equal(runs.length, 1);
+  assert.equal(runs[0].workflowState, "RUN_SUCCESS");
+  assert.equal(runs[0].workflowUrl, `${base}/every`);
+  assert.ok(runs[0].workflowRunCompletedAt >= runs[0].workflowRunCreatedAt);
+  const names = runs[0].steps.map((g) => `${g.type}:${g.steps.map((st) => st.stepName).join("+")}`);
+  assert.deepEqual(names.slice(0, 5), ["sequential:init", "sequential:first", "sequential:nap", "sequential:until", "parallel:left+right"]);
+  assert.ok(names.includes("sequential:last"), names.join(" "));
+  assert.equal(runs[0].steps[1].steps[0].out, JSON.stringify("order 7"));
 });
 
 test("a run id started twice is one run", async () => {
@@ -229,6 +239,13 @@ test("a failing step calls the failure function with its error", async () => {
   await until("the failure function", () => r.failures.length > 0, 30000);
   assert.equal(r.doomedHeader, "tester");
   assert.equal(r.doomedCalls, 2); // one retry, as the start set
+  // The logs show the run failed, its failed step in the DLQ.
+  const { runs } = await client.logs({ workflowRunId });
+  assert.equal(runs[0].workflowState, "RUN_FAILED");
+  assert.ok(runs[0].dlqId);
+  const next = runs[0].steps.find((g) => g.type === "next");
+  assert.equal(next.steps[0].state, "STEP_FAILED");
+  assert.equal(next.steps[0].messageId, runs[0].dlqId);
   assert.equal(r.failures[0].failStatus, 500);
   assert.equal(r.failures[0].failResponse, "doomed on purpose");
   assert.equal(r.failures[0].auth, "tester");
@@ -241,8 +258,12 @@ test("a canceled run takes no further step", async () => {
   // The sleep's message is published once the first step's result is
   // delivered.
   await until("the first step's result in the log", async () => (await runLog(workflowRunId)).length >= 2);
+  const started = await client.logs({ workflowRunId, state: "RUN_STARTED" });
+  assert.equal(started.runs.length, 1);
+  assert.equal(started.runs[0].steps.find((g) => g.type === "next").steps[0].state, "STEP_PROGRESS"); // the sleep
   const { cancelled } = await client.cancel(workflowRunId);
   assert.equal(cancelled, 1);
+  assert.equal((await client.logs({ workflowRunId })).runs[0].workflowState, "RUN_CANCELED");
   const res = await fetch(`${RETRYD_URL}/v2/workflows/runs/${workflowRunId}`, { headers: { authorization: `Bearer ${RETRYD_TOKEN}` } });
   assert.equal(res.status, 404);
   assert.deepEqual(r.steps, ["before"]);
@@ -256,6 +277,11 @@ test("an invoked run returns its result, its failure or its cancel to the run th
   assert.deepEqual(r.result.failed, { body: undefined, isFailed: true, isCanceled: false });
   assert.deepEqual(r.result.canceled, { body: undefined, isFailed: false, isCanceled: true });
   assert.deepEqual(r.steps, ["last"]);
+  // The logs name each child's invoker.
+  const { runs } = await client.logs({ workflowUrl: `${base}/many/child` });
+  assert.equal(runs.length, 1);
+  assert.equal(runs[0].invoker.workflowRunId, workflowRunId);
+  assert.equal(runs[0].workflowRunResponse, JSON.stringify({ doubled: 42, header: "parent" }));
 });
 
 test("a run outlives the worker that was delivering its step", { skip: !KILL_FILE }, async () => {

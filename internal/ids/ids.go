@@ -81,6 +81,19 @@ func Prefix(t time.Time) string {
 	return string(b[:])
 }
 
+// Time is when id was made (to the millisecond); false when id is not
+// one.
+func Time(id string) (time.Time, bool) {
+	if !Valid(id) {
+		return time.Time{}, false
+	}
+	var ms int64
+	for i := 0; i < 10; i++ {
+		ms = ms<<5 | int64(Index(id[i]))
+	}
+	return time.UnixMilli(ms), true
+}
+
 // Valid reports whether s has the shape of an id. It keeps arbitrary strings
 // out of Redis key names.
 func Valid(s string) bool {

@@ -54,3 +54,13 @@ func TestPrefixBoundsTheIdsOfATime(t *testing.T) {
 		t.Errorf("Prefix %q, an id of a millisecond before %q, of the time %q", p, before, made)
 	}
 }
+
+func TestTimeIsWhenTheIdWasMade(t *testing.T) {
+	at := time.UnixMilli(1_765_000_123_456)
+	if got, ok := Time(New(at)); !ok || !got.Equal(at) {
+		t.Errorf("Time of an id made at %v: %v %v", at, got, ok)
+	}
+	if _, ok := Time("not-an-id"); ok {
+		t.Error("Time of a string that is no id")
+	}
+}

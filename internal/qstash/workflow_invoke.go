@@ -81,7 +81,7 @@ func (q *API) invokerOf(c *gin.Context, body []byte) ([]byte, []byte, error) {
 	if extra.Queue != "" {
 		return nil, nil, badRequest("headers", "the invoke's headers: the result of an invoke is not published to a queue (Upstash-Queue-Name)")
 	}
-	inv := invoke.Invoker{Run: req.WorkflowRunID, URL: req.WorkflowURL, Spec: sub, QStash: extra, Step: req.Step}
+	inv := invoke.Invoker{Run: req.WorkflowRunID, URL: req.WorkflowURL, CreatedAt: parent.CreatedAt.UnixMilli(), Spec: sub, QStash: extra, Step: req.Step}
 	// The result message it would make, checked as a publish is.
 	r, _, err := inv.Request(nil, q.API.Now())
 	if err != nil {

@@ -26,9 +26,10 @@ import (
 // message that returns the child's result to the parent run, all but its
 // body, which is the step with the result as its "out".
 type Invoker struct {
-	// Run and URL are the parent run's.
-	Run string `json:"run"`
-	URL string `json:"url"`
+	// Run, URL and CreatedAt (ms) are the parent run's.
+	Run       string `json:"run"`
+	URL       string `json:"url"`
+	CreatedAt int64  `json:"createdAt"`
 	// Spec is the result message as a submission, without its body.
 	Spec map[string]any `json:"spec"`
 	// QStash is what the message carries as a QStash message.
