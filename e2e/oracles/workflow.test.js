@@ -99,11 +99,18 @@ const everyStep = () => serve(async (context) => {
 // failure function, the user's headers) holds for every later step.
 const failing = () => serve(async (context) => {
   const r = seen(context.workflowRunId);
-  await context.run("fine", () => "fine");
+  await context.run("fine", () => {
+    r.fine = (r.fine ?? 0) + 1;
+    return "fine";
+  });
   await context.run("doomed", () => {
     r.doomedHeader = context.headers.get("x-caller");
     r.doomedCalls = (r.doomedCalls ?? 0) + 1;
-    throw new Error("doomed on purpose");
+    if (!r.healed) throw new Error("doomed on purpose");
+    return "healed";
+  });
+  await context.run("after", () => {
+    r.after = true;
   });
 }, options("/failing", {
   retries: 0,
@@ -249,6 +256,42 @@ test("a failing step calls the failure function with its error", async () => {
   assert.equal(r.failures[0].failStatus, 500);
   assert.equal(r.failures[0].failResponse, "doomed on purpose");
   assert.equal(r.failures[0].auth, "tester");
+  // Resumed from the DLQ once the cause is fixed, the run goes on from
+  // its failed step.
+  const { messages } = await client.dlq.list({ filter: { workflowRunId } });
+  assert.equal(messages.length, 1);
+  assert.equal(messages[0].dlqId, runs[0].dlqId);
+  assert.equal(messages[0].workflowUrl, `${base}/failing`);
+  r.healed = true;
+  const resumed = await client.dlq.resume({ dlqId: messages[0].dlqId });
+  assert.equal(resumed.workflowRunId, workflowRunId);
+  await until("the resumed run's end", () => r.after, 30000);
+  assert.equal(r.fine, 1);
+  await until("the resumed run's success in the logs", async () => (await client.logs({ workflowRunId })).runs[0].workflowState === "RUN_SUCCESS");
+});
+
+test("a failed run restarted from the DLQ runs again from its start", async () => {
+  const { workflowRunId } = await client.trigger({ url: `${base}/failing`, body: {}, retries: 0 });
+  const r = seen(workflowRunId);
+  await until("the failure function", () => r.failures.length > 0, 30000);
+  const { messages } = await client.dlq.list({ filter: { workflowRunId } });
+  r.healed = true;
+  const restarted = await client.dlq.restart({ dlqId: messages[0].dlqId });
+  assert.equal(restarted.workflowRunId, workflowRunId);
+  await until("the restarted run's end", () => r.after, 30000);
+  assert.equal(r.fine, 2);
+  assert.equal((await client.dlq.list({ filter: { workflowRunId } })).messages.length, 0);
+});
+
+test("a failed run's message deleted from the DLQ is gone", async () => {
+  const { workflowRunId } = await client.trigger({ url: `${base}/failing`, body: {}, retries: 0 });
+  const r = seen(workflowRunId);
+  await until("the failure function", () => r.failures.length > 0, 30000);
+  const { messages } = await client.dlq.list({ filter: { workflowRunId } });
+  const { deleted } = await client.dlq.delete(messages[0].dlqId);
+  assert.equal(deleted, 1);
+  assert.equal((await client.dlq.list({ filter: { workflowRunId } })).messages.length, 0);
+  await client.cancel({ ids: workflowRunId });
 });
 
 test("a canceled run takes no further step", async () => {

@@ -24,6 +24,10 @@ type DLQMessage struct {
 	// since the official Python SDK reads it unconditionally.
 	ResponseStatus int    `json:"responseStatus"`
 	ResponseBody   string `json:"responseBody,omitempty"`
+	// The run of a workflow step (listed with source=workflow).
+	WorkflowRunID     string `json:"workflowRunId,omitempty"`
+	WorkflowURL       string `json:"workflowUrl,omitempty"`
+	WorkflowCreatedAt int64  `json:"workflowCreatedAt,omitempty"`
 }
 
 func dlqMessage(r *record.Request) DLQMessage {
@@ -40,12 +44,30 @@ func (q *API) listDLQ(c *gin.Context) {
 		q.fail(c, err)
 		return
 	}
+	// source=workflow (the workflow SDKs' dlq.list) lists the steps of
+	// workflow runs only, of one run with workflowRunId.
+	workflows, run := s.Params["source"], s.Params["workflowRunId"]
+	switch {
+	case workflows != "" && workflows != "workflow":
+		q.fail(c, badRequest("source", "source is workflow (the steps of workflow runs only), or absent"))
+		return
+	case run != "" && workflows == "":
+		q.fail(c, badRequest("workflowRunId", "workflowRunId selects among workflow runs: add source=workflow"))
+		return
+	}
 	msgs := []DLQMessage{}
 	kept := 0
 	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
+		if workflows != "" && (r.QStash == nil || r.QStash.WorkflowRun == "" || (run != "" && r.QStash.WorkflowRun != run)) {
+			return nil
+		}
 		full, err := q.API.Store.Get(c.Request.Context(), r.ID) // with its attempts, for the response
 		if err == nil {
-			msgs = append(msgs, dlqMessage(full))
+			m := dlqMessage(full)
+			if workflows != "" {
+				q.addWorkflowRun(c, &m, full)
+			}
+			msgs = append(msgs, m)
 			kept += record.Footprint(full)
 		}
 		if kept >= record.ListBudget {

@@ -25,7 +25,8 @@ var (
 	messageFilters = []string{sel.URL, sel.Host, sel.Path, sel.Label, sel.FlowControlKey, sel.ScheduleID,
 		sel.FromDate, sel.ToDate, sel.TopicName, sel.URLGroup, sel.QueueName, sel.CallerIP}
 
-	dlqList    = sel.Route{IDs: "dlqIds", Filters: dlqFilters, CountParam: "count", DefaultCount: 100, MaxCount: 500, Cursor: true, NothingIsAll: true}
+	dlqList = sel.Route{IDs: "dlqIds", Filters: dlqFilters, Params: []string{"source", "workflowRunId"}, CountParam: "count", DefaultCount: 100, MaxCount: 500,
+		Cursor: true, NothingIsAll: true}
 	dlqBulk    = sel.Route{IDs: "dlqIds", Filters: dlqFilters, CountParam: "count", DefaultCount: 100, MaxCount: handlers.MaxBulkLimit, Cursor: true, NothingIsAll: true}
 	cancelBulk = sel.Route{IDs: "messageIds", Filters: messageFilters, CountParam: "count", DefaultCount: 100, MaxCount: handlers.MaxBulkLimit, Cursor: true, NothingIsAll: true}
 	eventsList = sel.Route{IDs: "messageIds", Filters: append([]string{sel.MessageID}, messageFilters...), Params: []string{"state"},

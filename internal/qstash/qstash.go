@@ -70,6 +70,10 @@ func (q *API) Routes(r gin.IRouter) {
 		r.DELETE("/v2/workflows/runs/:id", q.endRun)
 		r.DELETE("/v2/workflows/runs", q.cancelRuns)
 		r.GET("/v2/workflows/events", q.workflowLogs)
+		r.POST("/v2/workflows/dlq/resume", q.resumeWorkflows)
+		r.POST("/v2/workflows/dlq/restart", q.restartWorkflows)
+		r.POST("/v2/workflows/dlq/callback/:dlqId", q.retryFailureFunction)
+		r.DELETE("/v2/workflows/dlq", q.deleteWorkflowDLQ)
 		r.POST("/v2/wait/:eventId", q.waitForEvent)
 		// /v2/notify/{eventId}, and /v2/notify/{runId}/{eventId} for one
 		// run's wait (gin names the first segment alike in both).

@@ -21,6 +21,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
+	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/workflow"
 	"github.com/retryd/retryd/internal/workflow/invoke"
 )
@@ -298,24 +299,30 @@ func (q *API) cancelRuns(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"cancelled": n})
 }
 
-// finishRun deletes run id and, when canceled, cancels its messages not
-// yet delivered; a run another invoked returns its result (or its
-// cancel) to it first, so a failure to return leaves the run to end
-// again. ok is false when there was no such run.
+// finishRun ends the caller's run id (closeRun).
 func (q *API) finishRun(c *gin.Context, id string, cancelRun bool, result []byte) (bool, error) {
 	scope, err := handlers.ScopeOf(c)
 	if err != nil {
 		return false, err
 	}
-	ctx := c.Request.Context()
-	if err := q.returnResult(ctx, handlers.TenantOf(c), id, invoke.Outcome{Body: result, Canceled: cancelRun}); err != nil {
-		return false, err
+	return q.closeRun(c.Request.Context(), scope, handlers.TenantOf(c), id, cancelRun, result, true)
+}
+
+// closeRun ends run id of tenant t and, when canceled, cancels its
+// messages not yet delivered (in scope). With tell, a run another invoked
+// returns its result (or its cancel) to it first, so a failure to return
+// leaves the run to end again. ok is false when there was no such run.
+func (q *API) closeRun(ctx context.Context, scope tenant.Scope, t, id string, cancelRun bool, result []byte, tell bool) (bool, error) {
+	if tell {
+		if err := q.returnResult(ctx, t, id, invoke.Outcome{Body: result, Canceled: cancelRun}); err != nil {
+			return false, err
+		}
 	}
 	end := workflow.Ending{State: workflow.EndedSuccess, Result: result, At: q.API.Now()}
 	if cancelRun {
 		end.State = workflow.EndedCanceled
 	}
-	msgs, ok, err := q.Workflows.End(ctx, handlers.TenantOf(c), id, end)
+	msgs, ok, err := q.Workflows.End(ctx, t, id, end)
 	if err != nil || !ok || !cancelRun {
 		return ok, err
 	}

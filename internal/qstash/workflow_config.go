@@ -22,7 +22,7 @@ func inherited(name string) bool {
 	lower := strings.ToLower(name)
 	switch lower {
 	case "upstash-retries", "upstash-retry-delay", "upstash-flow-control-key", "upstash-flow-control-value",
-		"upstash-failure-callback", "upstash-label":
+		"upstash-failure-callback", "upstash-label", "content-type":
 		return true
 	}
 	return strings.HasPrefix(lower, "upstash-forward-") || strings.HasPrefix(lower, "upstash-failure-callback-")

@@ -3,11 +3,14 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // Bad invokes (a publish with Upstash-Workflow-Invoke: true) get a clear
-// error and start no run; a run's later steps inherit what its start set.
-func TestWorkflowInvokeInput(t *testing.T) {
+// error and start no run; a run's later steps inherit what its start set;
+// bad queries of the workflow logs and DLQ are refused, and a workflow DLQ
+// action leaves other messages alone.
+func TestWorkflowRoutesInput(t *testing.T) {
 	t.Parallel()
 	const token, other = "workflow-invoke-token", "workflow-invoke-other"
 	s := startStack(t, 1, "API_KEYS=team-a:"+token+",team-b:"+other)
@@ -105,4 +108,28 @@ func TestWorkflowInvokeInput(t *testing.T) {
 	want(call(t, "GET", s.api+"/v2/workflows/events?cursor=abc", "", auth...), 400, "a cursor never given", "cursor")
 	want(call(t, "GET", s.api+"/v2/workflows/events?groupBy=messageId", "", auth...), 400, "another grouping", "grouped by workflowRunId")
 	want(call(t, "GET", s.api+"/v2/workflows/events?fromDate=yesterday", "", auth...), 400, "a date that is none", "fromDate is a Unix time")
+
+	// The workflow DLQ.
+	plain := publish("http://127.0.0.1:9/plain", "x", "Upstash-Retries", "0")
+	want(plain, 201, "a message that is no workflow's", "messageId")
+	plainID, _ := plain.body["messageId"].(string)
+	waitFor(t, time.Minute, "the plain message in the DLQ", func() bool {
+		return call(t, "GET", s.api+"/v2/dlq/"+plainID, "", auth...).status == 200
+	})
+	if a := call(t, "GET", s.api+"/v2/dlq?source=workflow", "", auth...); a.status != 200 || strings.Contains(a.raw, plainID) {
+		t.Errorf("the workflow DLQ lists a plain message: %d %.300s", a.status, a.raw)
+	}
+	resumed := call(t, "POST", s.api+"/v2/workflows/dlq/resume?dlqIds="+plainID, "", auth...)
+	if resumed.status != 200 || !strings.Contains(resumed.raw, `"workflowRuns":[]`) || !strings.Contains(resumed.raw, "not a workflow run's step") {
+		t.Errorf("a workflow resume of a plain message: %d %s", resumed.status, resumed.raw)
+	}
+	if a := call(t, "GET", s.api+"/v2/dlq/"+plainID, "", auth...); a.status != 200 {
+		t.Errorf("the plain message after a workflow resume: %d %s", a.status, a.raw)
+	}
+	want(call(t, "GET", s.api+"/v2/dlq?source=queue", "", auth...), 400, "a DLQ source not served", "source is workflow")
+	want(call(t, "GET", s.api+"/v2/dlq?workflowRunId=wfr_a", "", auth...), 400, "a run's DLQ without source=workflow", "add source=workflow")
+	want(call(t, "POST", s.api+"/v2/workflows/dlq/resume?dlqIds="+plainID, "", append([]string{"Upstash-Retries", "5"}, auth...)...), 400,
+		"a resume with other retries", "not served")
+	want(call(t, "POST", s.api+"/v2/workflows/dlq/callback/"+plainID, "", auth...), 400, "a failure function's retry", "not served")
+	want(call(t, "DELETE", s.api+"/v2/workflows/dlq?dlqIds="+plainID, "", auth...), 200, "a workflow delete of a plain message", `"deleted":0`)
 }
