@@ -109,6 +109,11 @@ func TestWorkflowRoutesInput(t *testing.T) {
 	want(call(t, "GET", s.api+"/v2/workflows/events?groupBy=messageId", "", auth...), 400, "another grouping", "grouped by workflowRunId")
 	want(call(t, "GET", s.api+"/v2/workflows/events?fromDate=yesterday", "", auth...), 400, "a date that is none", "fromDate is a Unix time")
 
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs?label=x", "", auth...), 400, "a cancel by a filter not served", "a cancel of workflow runs takes workflowRunIds")
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs?workflowUrl=x&workflowUrlExactMatch=maybe", "", auth...), 400, "exact match neither true nor false", "workflowUrlExactMatch must be true or false")
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs?count=0", "", auth...), 400, "a cancel of no run", "count is 1 to")
+	want(call(t, "DELETE", s.api+"/v2/workflows/runs?count=5&workflowUrl=http://127.0.0.1:9/none", "", auth...), 200, "a cancel selecting nothing", `"cancelled":0`)
+
 	// The workflow DLQ.
 	plain := publish("http://127.0.0.1:9/plain", "x", "Upstash-Retries", "0")
 	want(plain, 201, "a message that is no workflow's", "messageId")

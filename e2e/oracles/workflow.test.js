@@ -327,6 +327,17 @@ test("an invoked run returns its result, its failure or its cancel to the run th
   assert.equal(runs[0].workflowRunResponse, JSON.stringify({ doubled: 42, header: "parent" }));
 });
 
+test("the runs a filter selects are canceled", async () => {
+  const a = await client.trigger({ url: `${base}/sleepy`, body: {} });
+  const b = await client.trigger({ url: `${base}/sleepy`, body: {} });
+  for (const { workflowRunId } of [a, b]) await until("its first step", () => seen(workflowRunId).steps.includes("before"));
+  const { cancelled } = await client.cancel({ urlStartingWith: `${base}/sleepy` });
+  assert.equal(cancelled, 2);
+  for (const { workflowRunId } of [a, b]) {
+    assert.equal((await client.logs({ workflowRunId })).runs[0].workflowState, "RUN_CANCELED");
+  }
+});
+
 test("a run outlives the worker that was delivering its step", { skip: !KILL_FILE }, async () => {
   const { workflowRunId } = await client.trigger({ url: `${base}/durable`, body: {} });
   const r = seen(workflowRunId);

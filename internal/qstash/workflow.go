@@ -21,9 +21,7 @@ import (
 	"github.com/retryd/retryd/internal/record"
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/submit"
-	"github.com/retryd/retryd/internal/tenant"
 	"github.com/retryd/retryd/internal/workflow"
-	"github.com/retryd/retryd/internal/workflow/invoke"
 )
 
 // wfMessage is what a publish's Upstash-Workflow-* headers say.
@@ -262,75 +260,4 @@ func (q *API) endRun(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"workflowRunId": id})
-}
-
-// cancelRuns cancels the runs ?workflowRunIds names (repeated or
-// comma-separated), answering how many there were.
-func (q *API) cancelRuns(c *gin.Context) {
-	var ids []string
-	for _, v := range c.QueryArray("workflowRunIds") {
-		for _, id := range strings.Split(v, ",") {
-			if id = strings.TrimSpace(id); id != "" {
-				ids = append(ids, id)
-			}
-		}
-	}
-	if len(ids) == 0 || len(ids) > MaxBatch {
-		q.fail(c, badRequest("workflowRunIds", "name 1 to 100 runs to cancel in workflowRunIds (filters and all are not served)"))
-		return
-	}
-	n := 0
-	for _, id := range ids {
-		if err := names.WorkflowRun.Check("workflowRunIds", id); err != nil {
-			q.fail(c, err)
-			return
-		}
-	}
-	for _, id := range ids {
-		ok, err := q.finishRun(c, id, true, nil)
-		if err != nil {
-			q.fail(c, err)
-			return
-		}
-		if ok {
-			n++
-		}
-	}
-	c.JSON(http.StatusOK, gin.H{"cancelled": n})
-}
-
-// finishRun ends the caller's run id (closeRun).
-func (q *API) finishRun(c *gin.Context, id string, cancelRun bool, result []byte) (bool, error) {
-	scope, err := handlers.ScopeOf(c)
-	if err != nil {
-		return false, err
-	}
-	return q.closeRun(c.Request.Context(), scope, handlers.TenantOf(c), id, cancelRun, result, true)
-}
-
-// closeRun ends run id of tenant t and, when canceled, cancels its
-// messages not yet delivered (in scope). With tell, a run another invoked
-// returns its result (or its cancel) to it first, so a failure to return
-// leaves the run to end again. ok is false when there was no such run.
-func (q *API) closeRun(ctx context.Context, scope tenant.Scope, t, id string, cancelRun bool, result []byte, tell bool) (bool, error) {
-	if tell {
-		if err := q.returnResult(ctx, t, id, invoke.Outcome{Body: result, Canceled: cancelRun}); err != nil {
-			return false, err
-		}
-	}
-	end := workflow.Ending{State: workflow.EndedSuccess, Result: result, At: q.API.Now()}
-	if cancelRun {
-		end.State = workflow.EndedCanceled
-	}
-	msgs, ok, err := q.Workflows.End(ctx, t, id, end)
-	if err != nil || !ok || !cancelRun {
-		return ok, err
-	}
-	for _, m := range msgs {
-		err := q.API.Cancel(ctx, scope, m, RetryActor)
-		if err != nil && !errors.Is(err, record.ErrNotFound) && !errors.Is(err, record.ErrConflict) {
-			return true, err
-		}
-	}
-	return true, nil
 }

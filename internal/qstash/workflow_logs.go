@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -77,10 +78,9 @@ type logFilter struct {
 	cursor          string
 }
 
-// logFilterOf reads the logs' query.
-func logFilterOf(c *gin.Context) (logFilter, error) {
+// logFilterOf reads the logs' query q.
+func logFilterOf(q url.Values) (logFilter, error) {
 	f := logFilter{count: defaultRunLogs}
-	q := c.Request.URL.Query()
 	for k := range q {
 		if !containsString(logParams, k) {
 			return f, badRequest(k, "the workflow logs take "+strings.Join(logParams, ", ")+"; not "+names.Quote(k))
@@ -133,7 +133,7 @@ func containsString(list []string, s string) bool {
 
 // workflowLogs serves GET /v2/workflows/events.
 func (q *API) workflowLogs(c *gin.Context) {
-	f, err := logFilterOf(c)
+	f, err := logFilterOf(c.Request.URL.Query())
 	if err != nil {
 		q.fail(c, err)
 		return
