@@ -393,6 +393,26 @@ func (r *Request) HasCallback() bool {
 	return r.CallbackURL != "" || (r.QStash != nil && r.QStash.FailureCallback != "")
 }
 
+// callbackMark says which ends of r have a callback due (finish.lua):
+// "1" every end; for a QStash message, "c" a success (its callback) and
+// "f" a failure (its failure callback), none a cancel.
+func (r *Request) callbackMark() string {
+	if !r.HasCallback() {
+		return ""
+	}
+	if r.Dialect != DialectQStash {
+		return "1"
+	}
+	mark := ""
+	if r.CallbackURL != "" {
+		mark += "c"
+	}
+	if r.QStash != nil && r.QStash.FailureCallback != "" {
+		mark += "f"
+	}
+	return mark
+}
+
 func (r *Request) spec() string {
 	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
 		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
@@ -408,8 +428,8 @@ func (r *Request) fields() []any {
 		fStatus, string(r.Status), fAttemptCount, 0, fBudgetUsed, 0, fRedriveCount, 0,
 		fNextAttemptAt, ms(r.NextAttemptAt), fCreatedAt, ms(r.CreatedAt), fUpdatedAt, ms(r.CreatedAt),
 	}
-	if r.HasCallback() {
-		f = append(f, fHasCallback, "1")
+	if cb := r.callbackMark(); cb != "" {
+		f = append(f, fHasCallback, cb)
 	}
 	if t := tenant.Of(r.Tenant); t != tenant.Default {
 		f = append(f, fTenant, t)

@@ -451,6 +451,32 @@ func TestFinishScript(t *testing.T) {
 			},
 		},
 		{
+			name:    "a QStash message with only a failure callback has no callback due on success",
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "f"), d0.index(Pending): zset{tid}},
+			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed}, wantResult: Recorded,
+			check: func(t *testing.T, got state) {
+				if h := got[k0.req(tid)].(map[string]string); h[fCbStatus] != "" || got[k0.callbackDue()] != nil {
+					t.Errorf("cbStatus %q, callbacks due %v; want none", h[fCbStatus], got[k0.callbackDue()])
+				}
+			},
+		},
+		{
+			name:    "a QStash message with only a failure callback has it due on failure",
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "f"), d0.index(Pending): zset{tid}},
+			outcome: Outcome{Attempt: attempt("permanent", "client_error"), Status: Failed}, wantResult: RecordedCallback,
+			check: func(t *testing.T, got state) {
+				if h := got[k0.req(tid)].(map[string]string); h[fCbStatus] != "pending" {
+					t.Errorf("cbStatus %q; want pending", h[fCbStatus])
+				}
+			},
+		},
+		{
+			name:    "a QStash message with only a callback has none due on failure",
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "c"), d0.index(Pending): zset{tid}},
+			outcome: Outcome{Attempt: attempt("permanent", "client_error"), Status: Failed}, wantResult: Recorded,
+			check:   func(t *testing.T, got state) {},
+		},
+		{
 			name:    "a request canceled meanwhile keeps its status and gains the attempt",
 			initial: state{k0.req(tid): reqHash(Canceled, fAttemptCount, "1", "inflightN", "1"), d0.index(Canceled): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: CanceledMeanwhile,

@@ -88,12 +88,18 @@ if ARGV[7] == "1" then
   redis.call("SET", KEYS[10], ARGV[8])
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
+-- A callback is due for every end ("1"), or, for a QStash message, on
+-- success when it has a callback ("c") and on failure when it has a
+-- failure callback ("f"): no task runs for a callback that sends nothing.
+local cb = cur[5] or ""
+local due = terminal and (cb == "1" or (ARGV[4] == "completed" and string.find(cb, "c", 1, true) ~= nil) or
+  (ARGV[4] == "failed" and string.find(cb, "f", 1, true) ~= nil))
 local del = {"inflightN", "inflightAt"}
 if terminal then
   set[#set + 1] = "completedAt"; set[#set + 1] = ARGV[5]
   del[#del + 1] = "nextAttemptAt"
   if cur[4] then del[#del + 1] = "redriveOpen" end
-  if cur[5] == "1" then set[#set + 1] = "cbStatus"; set[#set + 1] = "pending" end
+  if due then set[#set + 1] = "cbStatus"; set[#set + 1] = "pending" end
 end
 redis.call("HSET", KEYS[1], unpack(set))
 redis.call("HDEL", KEYS[1], unpack(del))
@@ -110,7 +116,7 @@ if cur[4] then
   e.outcome = ARGV[4]
   redis.call("LSET", KEYS[3], -1, cjson.encode(e))
 end
-if cur[5] == "1" then
+if due then
   redis.call("ZADD", KEYS[9], "0", ARGV[1])
   return "callback"
 end
