@@ -124,9 +124,10 @@ func TestWorkflowRoutesInput(t *testing.T) {
 	if a := call(t, "GET", s.api+"/v2/dlq?source=workflow", "", auth...); a.status != 200 || strings.Contains(a.raw, plainID) {
 		t.Errorf("the workflow DLQ lists a plain message: %d %.300s", a.status, a.raw)
 	}
-	resumed := call(t, "POST", s.api+"/v2/workflows/dlq/resume?dlqIds="+plainID, "", auth...)
+	want(call(t, "POST", s.api+"/v2/workflows/dlq/resume?dlqIds="+plainID, "", auth...), 409, "a workflow resume of a plain message", "not a workflow run's step")
+	resumed := call(t, "POST", s.api+"/v2/workflows/dlq/resume?dlqIds="+plainID+"&dlqIds=01m95vxysye26cs5bm8q", "", auth...)
 	if resumed.status != 200 || !strings.Contains(resumed.raw, `"workflowRuns":[]`) || !strings.Contains(resumed.raw, "not a workflow run's step") {
-		t.Errorf("a workflow resume of a plain message: %d %s", resumed.status, resumed.raw)
+		t.Errorf("a workflow resume of a plain message and another: %d %s", resumed.status, resumed.raw)
 	}
 	if a := call(t, "GET", s.api+"/v2/dlq/"+plainID, "", auth...); a.status != 200 {
 		t.Errorf("the plain message after a workflow resume: %d %s", a.status, a.raw)
@@ -136,5 +137,6 @@ func TestWorkflowRoutesInput(t *testing.T) {
 	want(call(t, "POST", s.api+"/v2/workflows/dlq/resume?dlqIds="+plainID, "", append([]string{"Upstash-Retries", "5"}, auth...)...), 400,
 		"a resume with other retries", "not served")
 	want(call(t, "POST", s.api+"/v2/workflows/dlq/callback/"+plainID, "", auth...), 400, "a failure function's retry", "not served")
-	want(call(t, "DELETE", s.api+"/v2/workflows/dlq?dlqIds="+plainID, "", auth...), 200, "a workflow delete of a plain message", `"deleted":0`)
+	want(call(t, "DELETE", s.api+"/v2/workflows/dlq?dlqIds="+plainID, "", auth...), 409, "a workflow delete of a plain message", "not a workflow run's step")
+	want(call(t, "POST", s.api+"/v2/workflows/dlq/restart?dlqIds="+plainID, "", auth...), 409, "a workflow restart of a plain message", "not a workflow run's step")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/retryd/retryd/internal/redact"
 	"github.com/retryd/retryd/internal/retry"
 	"github.com/retryd/retryd/internal/sign"
+	"github.com/retryd/retryd/internal/workflow/invoke"
 )
 
 // TypeCallback is the asynq task type of an outcome callback; its payload
@@ -174,8 +175,11 @@ type CallbackHandler struct {
 	// Workflows hold the Upstash Workflow runs; nil: a step's callback
 	// carries its own body.
 	Workflows WorkflowLogs
-	Log       *slog.Logger
-	Now       func() time.Time
+	// Invokes return a failed step's run's failure to the run that
+	// invoked it; nil: none is told.
+	Invokes Invokes
+	Log     *slog.Logger
+	Now     func() time.Time
 }
 
 // ProcessTask implements asynq.Handler.
@@ -199,6 +203,14 @@ func (h *CallbackHandler) ProcessTask(ctx context.Context, t *asynq.Task) error 
 			return fmt.Errorf("%w: drop callback of %s: %w", retry.ErrInfrastructure, id, err)
 		}
 		return nil
+	}
+	if r.Status == record.Failed && h.Invokes != nil && r.QStash != nil && r.QStash.WorkflowRun != "" {
+		// A step of an invoked run failed: its failure returns to the
+		// run that invoked it, here too, where a failure to return is
+		// retried with the callback (the attempt's handler tried once).
+		if _, err := h.Invokes.Return(ctx, r.Tenant, r.QStash.WorkflowRun, invoke.Outcome{Failed: true}); err != nil && !errors.Is(err, invoke.ErrParentEnded) {
+			return fmt.Errorf("%w: return the failure of workflow run %s: %w", retry.ErrInfrastructure, r.QStash.WorkflowRun, err)
+		}
 	}
 	var doc any = apidoc.NewDocument(r, false, h.Now())
 	if r.Dialect == record.DialectQStash {

@@ -433,9 +433,6 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 		h.Events.Emit(events.RequestFailed, map[string]any{"requestId": r.ID, "tenant": r.Tenant, "host": r.Host,
 			"attempts": made, "failureClass": a.FailureClass, "statusCode": a.StatusCode, "lastError": a.Error})
 	}
-	if o.Status == record.Failed {
-		h.runFailed(wctx, r)
-	}
 	switch fin {
 	case record.RecordedCallback:
 		if err := h.Callbacks.EnqueueCallback(wctx, r.ID); err != nil {
@@ -447,6 +444,9 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 	if o.Status.Terminal() && h.Flow != nil {
 		// Finished: its place in its queue goes to the next.
 		h.Flow.QueueDone(wctx, FlowRequest(r))
+	}
+	if o.Status == record.Failed {
+		h.runFailed(ctx, r)
 	}
 	if o.Status == record.Retrying {
 		if h.Flow != nil {
@@ -471,11 +471,16 @@ func (h *Handler) record(ctx context.Context, r *record.Request, o record.Outcom
 
 // runFailed tells Invokes of r, a step of a workflow run that failed for
 // good: a run another invoked has failed, and returns that to it.
+// A step with a failure callback (the SDKs give an invoked run's steps
+// one) returns it again with that callback, which is retried until done.
 func (h *Handler) runFailed(ctx context.Context, r *record.Request) {
 	if h.Invokes == nil || r.QStash == nil || r.QStash.WorkflowRun == "" {
 		return
 	}
-	if _, err := h.Invokes.Return(ctx, r.Tenant, r.QStash.WorkflowRun, invoke.Outcome{Failed: true}); err != nil {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := h.Invokes.Return(rctx, r.Tenant, r.QStash.WorkflowRun, invoke.Outcome{Failed: true})
+	if err != nil && !errors.Is(err, invoke.ErrParentEnded) {
 		h.Log.Error("could not return a failed workflow run to the run that invoked it", "run", r.QStash.WorkflowRun, "requestId", r.ID, "err", err)
 	}
 }

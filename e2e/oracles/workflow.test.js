@@ -270,16 +270,20 @@ test("a failing step calls the failure function with its error", async () => {
   await until("the resumed run's success in the logs", async () => (await client.logs({ workflowRunId })).runs[0].workflowState === "RUN_SUCCESS");
 });
 
-test("a failed run restarted from the DLQ runs again from its start", async () => {
-  const { workflowRunId } = await client.trigger({ url: `${base}/failing`, body: {}, retries: 0 });
+test("a failed run restarted from the DLQ runs again from its start, with its start's settings", async () => {
+  const { workflowRunId } = await client.trigger({ url: `${base}/failing`, body: {}, retries: 0, headers: { "x-caller": "restarter" } });
   const r = seen(workflowRunId);
   await until("the failure function", () => r.failures.length > 0, 30000);
   const { messages } = await client.dlq.list({ filter: { workflowRunId } });
+  // Canceled meanwhile: the run has ended, and is restarted all the same.
+  await client.cancel({ ids: workflowRunId });
   r.healed = true;
+  r.doomedHeader = undefined;
   const restarted = await client.dlq.restart({ dlqId: messages[0].dlqId });
   assert.equal(restarted.workflowRunId, workflowRunId);
   await until("the restarted run's end", () => r.after, 30000);
   assert.equal(r.fine, 2);
+  assert.equal(r.doomedHeader, "restarter");
   assert.equal((await client.dlq.list({ filter: { workflowRunId } })).messages.length, 0);
 });
 

@@ -172,6 +172,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 	stopping, stop := context.WithCancel(context.Background())
 	defer stop()
 	workflows := workflow.New(rdb, cfg.Retention)
+	invokes := &invoke.Returner{Store: store, Queue: queue, Runs: workflows, Log: log, Now: time.Now}
 	h := &tasks.Handler{
 		Store:        store,
 		Callbacks:    queue,
@@ -190,7 +191,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		Traces:       traces,
 		EarlyWait:    tune.EarlyWait,
 		Workflows:    workflows,
-		Invokes:      &invoke.Returner{Store: store, Queue: queue, Runs: workflows, Log: log, Now: time.Now},
+		Invokes:      invokes,
 	}
 	creds := &credentials.Book{Store: &credentials.Store{RDB: rdb, Keys: cfg.SecretsKeys}, Guard: guard, EgressProxy: cfg.EgressProxy, Base: client,
 		Now: time.Now, Log: log.With("component", "credentials"), Failing: func(t, name, lastError string) {
@@ -224,7 +225,7 @@ func RunWorker(ctx context.Context, cfg config.Config, opts WorkerOptions, log *
 		},
 		Tuning: opts.Flow}, rdb, wait, log.With("component", "flow"), clock.Real)
 	defer h.Flow.Close()
-	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Credentials: creds, QStash: qsigner, Workflows: workflows, Log: log, Now: time.Now}
+	cb := &tasks.CallbackHandler{Store: store, Client: client, Secret: cfg.CallbackSigningSecret, Signer: signer, Credentials: creds, QStash: qsigner, Workflows: workflows, Invokes: invokes, Log: log, Now: time.Now}
 	// One asynq server per process: a second one would fetch more tasks
 	// per second (each server fetches with one loop) but doubles the idle
 	// calls and the context switches; at the throughput one process reaches

@@ -73,15 +73,23 @@ var cancelParams = []string{"workflowUrl", "workflowUrlExactMatch", "fromDate", 
 // from.
 func (q *API) cancelRunsWhere(c *gin.Context) {
 	query := c.Request.URL.Query()
-	for k := range query {
+	for k, v := range query {
 		if !containsString(cancelParams, k) {
 			q.fail(c, badRequest(k, "a cancel of workflow runs takes workflowRunIds, or "+strings.Join(cancelParams, ", ")+"; not "+names.Quote(k)))
+			return
+		}
+		if len(v) > 1 {
+			q.fail(c, badRequest(k, k+" is given once: cancel the runs of each URL in a call of its own"))
 			return
 		}
 	}
 	exact := false
 	switch v := query.Get("workflowUrlExactMatch"); v {
 	case "true":
+		if query.Get("workflowUrl") == "" {
+			q.fail(c, badRequest("workflowUrlExactMatch", "workflowUrlExactMatch=true needs the workflowUrl to match"))
+			return
+		}
 		exact = true
 	case "false", "":
 	default:
@@ -105,7 +113,7 @@ func (q *API) cancelRunsWhere(c *gin.Context) {
 	ctx, t := c.Request.Context(), handlers.TenantOf(c)
 	cancelled, cursor := 0, f.cursor
 	for scanned := 0; cancelled < count && scanned < maxRunsScanned; {
-		page, err := q.Workflows.List(ctx, t, cursor, min(count-cancelled, maxRunLogs), f.from, f.to)
+		page, err := q.Workflows.List(ctx, t, cursor, min(count-cancelled, maxRunLogs), f.from, f.to, false)
 		if errors.Is(err, workflow.ErrBadCursor) {
 			err = badRequest("cursor", err.Error())
 		}
@@ -127,6 +135,11 @@ func (q *API) cancelRunsWhere(c *gin.Context) {
 			return
 		}
 		if err != nil {
+			// Stopped with some canceled: the cursor goes on from this
+			// page (the runs canceled are no longer selected).
+			if cursor == "" {
+				cursor = strconv.FormatInt(q.API.Now().UnixMilli()+1, 10)
+			}
 			break
 		}
 		scanned += len(page.Runs)

@@ -6,14 +6,15 @@ package qstash
 // its payload; delete removes the message.
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/retryd/retryd/handlers"
+	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 	sel "github.com/retryd/retryd/internal/selection"
 	"github.com/retryd/retryd/internal/tenant"
@@ -45,9 +46,11 @@ func (q *API) workflowDLQ(c *gin.Context, name string, act func(r *record.Reques
 	}
 	done := []any{}
 	var skipped handlers.SkipList
+	var why error // the last reason a message was skipped
+	skip := func(id string, err error) { skipped.Add(id, err); why = err }
 	next, err := q.walk(c, s, []record.Status{record.Failed}, func(r *record.Request) error {
 		if r.QStash == nil || r.QStash.WorkflowRun == "" {
-			skipped.Add(r.ID, errNotWorkflowStep)
+			skip(r.ID, errNotWorkflowStep)
 			return nil
 		}
 		out, err := act(r)
@@ -57,11 +60,17 @@ func (q *API) workflowDLQ(c *gin.Context, name string, act func(r *record.Reques
 		case handlers.StopsBulk(err):
 			return err
 		default:
-			skipped.Add(r.ID, err)
+			skip(r.ID, err)
 		}
 		return nil
-	}, skipped.Add)
+	}, skip)
 	if q.stoppedEmpty(c, err, len(done)) {
+		return
+	}
+	if len(done) == 0 && len(s.IDs) == 1 && why != nil {
+		// One message named (the SDKs' single dlqId), not acted on: the
+		// answer says why, not an empty list.
+		q.fail(c, why)
 		return
 	}
 	var res gin.H
@@ -96,7 +105,10 @@ func (q *API) resumeWorkflows(c *gin.Context) {
 			return nil, err
 		}
 		if !run.Found {
-			return nil, handlers.Errorf(handlers.CodeConflict, "dlqIds", "workflow run "+r.QStash.WorkflowRun+" has ended: restart it instead")
+			return nil, handlers.Errorf(handlers.CodeConflict, "dlqIds", "workflow run "+names.Quote(r.QStash.WorkflowRun)+" has ended: restart it instead")
+		}
+		if r.CreatedAt.Before(run.CreatedAt) {
+			return nil, earlierRun(r)
 		}
 		if err := q.DLQ.Redrive(ctx, tenant.Only(r.Tenant), r.ID, RetryActor, "workflow dlq.resume through the QStash API"); err != nil {
 			return nil, err
@@ -105,20 +117,36 @@ func (q *API) resumeWorkflows(c *gin.Context) {
 	})
 }
 
+// earlierRun is a DLQ message of a run whose id has started again since.
+func earlierRun(r *record.Request) error {
+	return handlers.Errorf(handlers.CodeConflict, "dlqIds", "this message is a step of an earlier run of "+names.Quote(r.QStash.WorkflowRun)+
+		", started again since: delete it")
+}
+
 func (q *API) restartWorkflows(c *gin.Context) {
 	if err := noOverrides(c); err != nil {
 		q.fail(c, err)
 		return
 	}
+	restarted := map[string]bool{}
 	q.workflowDLQ(c, "workflowRuns", func(r *record.Request) (any, error) {
-		return q.restartRun(c, r)
+		if restarted[r.Tenant+"\x00"+r.QStash.WorkflowRun] {
+			return nil, handlers.Errorf(handlers.CodeConflict, "dlqIds", "workflow run "+names.Quote(r.QStash.WorkflowRun)+
+				" was restarted by another of the messages selected: this one is a step of its earlier run; delete it")
+		}
+		ref, err := q.restartRun(c, r)
+		if err == nil {
+			restarted[r.Tenant+"\x00"+r.QStash.WorkflowRun] = true
+		}
+		return ref, err
 	})
 }
 
 // restartRun starts the run of r, a failed step, over: the run ends (its
-// pending messages canceled, the one that invoked it not told), r leaves
-// the DLQ, and the run starts again under its id with its first payload,
-// its settings and its invoker.
+// pending messages canceled, the one that invoked it not told) and starts
+// again under its id with its first payload, its start's settings and
+// its invoker; then r leaves the DLQ. The new start is checked before the
+// run ends, and a start then refused puts the ended run back.
 func (q *API) restartRun(c *gin.Context, r *record.Request) (any, error) {
 	ctx, id := c.Request.Context(), r.QStash.WorkflowRun
 	if r.Tenant != handlers.TenantOf(c) {
@@ -128,39 +156,36 @@ func (q *API) restartRun(c *gin.Context, r *record.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	run, err := q.Workflows.Info(ctx, r.Tenant, id)
-	if err != nil {
-		return nil, err
-	}
 	if h.ID == "" || len(h.Entries) == 0 {
-		return nil, handlers.Errorf(handlers.CodeConflict, "dlqIds", "workflow run "+id+" is no longer kept: its payload is gone")
+		return nil, handlers.Errorf(handlers.CodeConflict, "dlqIds", "workflow run "+names.Quote(id)+" is no longer kept (past its retention): its payload is gone; trigger it again")
+	}
+	if r.CreatedAt.Before(h.CreatedAt) {
+		return nil, earlierRun(r)
 	}
 	payload, err := base64.StdEncoding.DecodeString(h.Entries[0].Body)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the payload of workflow run %s: %w", id, err)
 	}
-	if run.Found {
+	wr, raw, err := q.translate(c, h.URL, inherit(http.Header{}, h.Config), payload)
+	if err == nil {
+		err = q.API.Check(c, wr)
+	}
+	if err != nil {
+		return nil, prefixed("the run's start is no longer accepted: ", err)
+	}
+	if h.State == "" {
 		if _, err := q.closeRun(ctx, tenant.Only(r.Tenant), r.Tenant, id, true, nil, false); err != nil {
 			return nil, err
 		}
 	}
-	if err := q.removeFailed(c, tenant.Only(r.Tenant), r.ID); err != nil && !errors.Is(err, record.ErrNotFound) {
-		return nil, err
-	}
-	hd := inherit(http.Header{}, run.Config)
-	wr, raw, err := q.translate(c, h.URL, hd, payload)
-	if err != nil {
-		return nil, err
-	}
-	m := &wfMessage{Run: id, Init: true, URL: h.URL, Invoker: run.Invoker, Config: run.Config}
+	m := &wfMessage{Run: id, Init: true, URL: h.URL, Invoker: h.Invoker, Config: h.Config}
 	if _, err := q.publishWorkflow(c, wr, m, "", raw, payload); err != nil {
 		return nil, err
 	}
-	again, err := q.Workflows.Info(context.WithoutCancel(ctx), r.Tenant, id)
-	if err != nil {
-		return nil, err
+	if err := q.removeFailed(c, tenant.Only(r.Tenant), r.ID); err != nil && !errors.Is(err, record.ErrNotFound) {
+		q.API.Log.Warn("a restarted run's failed message stays in the DLQ", "run", id, "dlqId", r.ID, "err", err)
 	}
-	return runRef{WorkflowRunID: id, WorkflowCreatedAt: again.CreatedAt.UnixMilli()}, nil
+	return runRef{WorkflowRunID: id, WorkflowCreatedAt: wr.CreatedAt.UnixMilli()}, nil
 }
 
 func (q *API) deleteWorkflowDLQ(c *gin.Context) {

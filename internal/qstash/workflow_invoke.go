@@ -37,6 +37,9 @@ const invokeHint = "a publish with Upstash-Workflow-Invoke: true carries the wor
 // returns its result to the parent run (invoke.Invoker, as JSON),
 // checked now so that a bad one is refused, not found at the child's end.
 func (q *API) invokerOf(c *gin.Context, body []byte) ([]byte, []byte, error) {
+	if q.Workflows == nil {
+		return nil, nil, handlers.Errorf(handlers.CodeInvalid, "Upstash-Workflow-RunId", "workflows are not served by this API")
+	}
 	var req invokeRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, nil, badRequest("", invokeHint+": "+err.Error())
@@ -74,7 +77,9 @@ func (q *API) invokerOf(c *gin.Context, body []byte) ([]byte, []byte, error) {
 	if parent.URL != req.WorkflowURL {
 		return nil, nil, badRequest("workflowUrl", "the invoking workflow run "+names.Quote(req.WorkflowRunID)+" runs at another URL than workflowUrl")
 	}
-	sub, extra, err := submission(h, req.WorkflowURL, nil)
+	// The result is a step of the parent: it inherits its start's
+	// settings, as the parent's own steps do.
+	sub, extra, err := submission(inherit(h, parent.Config), req.WorkflowURL, nil)
 	if err != nil {
 		return nil, nil, prefixed("the invoke's headers: ", err)
 	}

@@ -39,7 +39,27 @@ const (
 	// maxRunsScanned bounds the runs one call reads to fill a page when
 	// a filter keeps few of them; the cursor continues after them.
 	maxRunsScanned = 1000
+	// runLogsPage is how many runs (and logs) one read takes.
+	runLogsPage = 10
 )
+
+// logBytes is about how large runs are as JSON: their steps' outputs.
+func logBytes(runs []runLog) int {
+	n := 0
+	for _, r := range runs {
+		for _, g := range r.Steps {
+			for _, st := range g.Steps {
+				if out, ok := st["out"].(string); ok {
+					n += len(out)
+				}
+			}
+		}
+		if r.WorkflowRunResponse != nil {
+			n += len(*r.WorkflowRunResponse)
+		}
+	}
+	return n
+}
 
 // runLog is one run in the logs, as the SDKs' WorkflowRunLog.
 type runLog struct {
@@ -145,7 +165,7 @@ func (q *API) workflowLogs(c *gin.Context) {
 		if err != nil {
 			return err
 		}
-		if (f.url == "" || l.WorkflowURL == f.url) && (f.state == "" || l.WorkflowState == f.state) {
+		if (f.url == "" || h.URL == f.url) && (f.state == "" || l.WorkflowState == f.state) {
 			runs = append(runs, l)
 		}
 		return nil
@@ -163,8 +183,10 @@ func (q *API) workflowLogs(c *gin.Context) {
 		}
 	} else {
 		cursor = f.cursor
-		for scanned := 0; len(runs) < f.count && scanned < maxRunsScanned; {
-			page, err := q.Workflows.List(ctx, t, cursor, f.count-len(runs), f.from, f.to)
+		for scanned := 0; len(runs) < f.count && scanned < maxRunsScanned && logBytes(runs) < record.ListBudget; {
+			// Pages of a few runs: a run's log may be megabytes, and the
+			// answer stops past the budget.
+			page, err := q.Workflows.List(ctx, t, cursor, min(f.count-len(runs), runLogsPage), f.from, f.to, true)
 			if errors.Is(err, workflow.ErrBadCursor) {
 				q.fail(c, badRequest("cursor", err.Error()))
 				return
@@ -273,6 +295,7 @@ func stepErrors(r *record.Request) []map[string]any {
 func stepsOf(h workflow.History) []stepGroup {
 	groups := []stepGroup{}
 	parallel := -1 // the group of the parallel steps being collected
+	seen := map[float64]bool{}
 	for i, e := range h.Entries {
 		body, _ := base64.StdEncoding.DecodeString(e.Body)
 		created := h.CreatedAt.UnixMilli()
@@ -284,6 +307,13 @@ func stepsOf(h workflow.History) []stepGroup {
 			step = map[string]any{"stepId": 0, "stepName": "init", "stepType": "Initial", "out": string(body), "concurrent": 1}
 		} else if json.Unmarshal(body, &step) != nil || step["stepId"] == nil || step["stepId"] == float64(0) {
 			continue
+		}
+		if id, _ := step["stepId"].(float64); i > 0 {
+			// A step delivered twice (at least once) shows once.
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
 		}
 		step["messageId"], step["callType"], step["state"], step["createdAt"] = e.MessageID, workflow.CallStep, "STEP_SUCCESS", created
 		step["headers"] = map[string][]string{}

@@ -204,6 +204,7 @@ const (
 	fMaxBackoff     = "maxBackoffMs"
 	fTimeout        = "timeoutMs"
 	fHasCallback    = "cb"
+	fCallbackOn     = "cbOn"
 	fWaitingFor     = "waitingFor"
 	fWaitUntil      = "waitUntil"
 	fStatus         = "status"
@@ -393,24 +394,24 @@ func (r *Request) HasCallback() bool {
 	return r.CallbackURL != "" || (r.QStash != nil && r.QStash.FailureCallback != "")
 }
 
-// callbackMark says which ends of r have a callback due (finish.lua):
-// "1" every end; for a QStash message, "c" a success (its callback) and
-// "f" a failure (its failure callback), none a cancel.
-func (r *Request) callbackMark() string {
-	if !r.HasCallback() {
+// callbackOn says, for a QStash message, which of its ends has a
+// callback to send (finish.lua): "c" a success (its callback), "f" a
+// failure (its failure callback), none a cancel. "" for retryd's own
+// callbackUrl, sent on every end. A record without it (written before it
+// was) has a callback due on every end; the callback task then sends
+// what there is.
+func (r *Request) callbackOn() string {
+	if r.Dialect != DialectQStash {
 		return ""
 	}
-	if r.Dialect != DialectQStash {
-		return "1"
-	}
-	mark := ""
+	on := ""
 	if r.CallbackURL != "" {
-		mark += "c"
+		on += "c"
 	}
 	if r.QStash != nil && r.QStash.FailureCallback != "" {
-		mark += "f"
+		on += "f"
 	}
-	return mark
+	return on
 }
 
 func (r *Request) spec() string {
@@ -428,8 +429,11 @@ func (r *Request) fields() []any {
 		fStatus, string(r.Status), fAttemptCount, 0, fBudgetUsed, 0, fRedriveCount, 0,
 		fNextAttemptAt, ms(r.NextAttemptAt), fCreatedAt, ms(r.CreatedAt), fUpdatedAt, ms(r.CreatedAt),
 	}
-	if cb := r.callbackMark(); cb != "" {
-		f = append(f, fHasCallback, cb)
+	if r.HasCallback() {
+		f = append(f, fHasCallback, "1")
+		if on := r.callbackOn(); on != "" {
+			f = append(f, fCallbackOn, on)
+		}
 	}
 	if t := tenant.Of(r.Tenant); t != tenant.Default {
 		f = append(f, fTenant, t)

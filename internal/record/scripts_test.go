@@ -452,7 +452,7 @@ func TestFinishScript(t *testing.T) {
 		},
 		{
 			name:    "a QStash message with only a failure callback has no callback due on success",
-			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "f"), d0.index(Pending): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1", fCallbackOn, "f"), d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed}, wantResult: Recorded,
 			check: func(t *testing.T, got state) {
 				if h := got[k0.req(tid)].(map[string]string); h[fCbStatus] != "" || got[k0.callbackDue()] != nil {
@@ -462,7 +462,7 @@ func TestFinishScript(t *testing.T) {
 		},
 		{
 			name:    "a QStash message with only a failure callback has it due on failure",
-			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "f"), d0.index(Pending): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1", fCallbackOn, "f"), d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("permanent", "client_error"), Status: Failed}, wantResult: RecordedCallback,
 			check: func(t *testing.T, got state) {
 				if h := got[k0.req(tid)].(map[string]string); h[fCbStatus] != "pending" {
@@ -472,7 +472,7 @@ func TestFinishScript(t *testing.T) {
 		},
 		{
 			name:    "a QStash message with only a callback has none due on failure",
-			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "c"), d0.index(Pending): zset{tid}},
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1", fCallbackOn, "c"), d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("permanent", "client_error"), Status: Failed}, wantResult: Recorded,
 			check:   func(t *testing.T, got state) {},
 		},
@@ -604,6 +604,7 @@ func TestCancelScript(t *testing.T) {
 	}{
 		{"pending", state{k0.req(tid): reqHash(Pending), d0.index(Pending): zset{tid}}, false, nil, Canceled},
 		{"retrying with a callback", state{k0.req(tid): reqHash(Retrying, fHasCallback, "1"), d0.index(Retrying): zset{tid}}, true, nil, Canceled},
+		{"a QStash message with callbacks (none on a cancel)", state{k0.req(tid): reqHash(Retrying, fHasCallback, "1", fCallbackOn, "cf"), d0.index(Retrying): zset{tid}}, false, nil, Canceled},
 		{"completed", state{k0.req(tid): reqHash(Completed), d0.index(Completed): zset{tid}}, false, ErrConflict, Completed},
 		{"missing", state{}, false, ErrNotFound, ""},
 	}

@@ -36,12 +36,18 @@ func indexKey(t string) string {
 	return "{retryd-wfidx:" + hex.EncodeToString(sum[:10]) + "}:runs"
 }
 
-// index lists run among t's runs, and drops those started more than a
+// index lists run, started at now, among t's runs (only when it is not
+// listed yet, with onlyNew), and drops those started more than a
 // retention ago (their keys have expired).
-func (s *Store) index(ctx context.Context, t, run string, now time.Time) error {
+func (s *Store) index(ctx context.Context, t, run string, now time.Time, onlyNew bool) error {
 	k := indexKey(t)
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAddGT(ctx, k, redis.Z{Score: float64(now.UnixMilli()), Member: run})
+		z := redis.Z{Score: float64(now.UnixMilli()), Member: run}
+		if onlyNew {
+			p.ZAddNX(ctx, k, z)
+		} else {
+			p.ZAdd(ctx, k, z)
+		}
 		p.ZRemRangeByScore(ctx, k, "-inf", "("+strconv.FormatInt(now.Add(-s.Keep).UnixMilli(), 10))
 		return nil
 	})
@@ -89,6 +95,9 @@ type History struct {
 	CompletedAt time.Time
 	Result      []byte
 	Invoker     []byte
+	// Config is what its steps inherit of its start (a restart starts it
+	// so again).
+	Config []byte
 	// Entries are its log: the messages delivered to it, in order.
 	Entries []Entry
 	// Messages are the ids of its messages (while it runs; the last
@@ -107,10 +116,11 @@ type Page struct {
 	Cursor string
 }
 
-// List reads up to n of t's runs started at or before cursor (a
-// previous page's Cursor; "" for the newest), newest first; from and to
-// (ms, 0 for open) bound their starts.
-func (s *Store) List(ctx context.Context, t, cursor string, n int, from, to int64) (Page, error) {
+// List reads up to n of t's runs started before cursor (a previous
+// page's Cursor; "" for the newest), newest first; from and to (ms, 0 for
+// open) bound their starts. Without full, it reads each run's state only,
+// not its log and messages.
+func (s *Store) List(ctx context.Context, t, cursor string, n int, from, to int64, full bool) (Page, error) {
 	max := "+inf"
 	if to > 0 {
 		max = strconv.FormatInt(to, 10)
@@ -120,7 +130,7 @@ func (s *Store) List(ctx context.Context, t, cursor string, n int, from, to int6
 		if err != nil || c < 0 {
 			return Page{}, fmt.Errorf("%w: cursor %q is not one this API gave", ErrBadCursor, cursor)
 		}
-		if to == 0 || c < to {
+		if to == 0 || c <= to {
 			max = "(" + strconv.FormatInt(c, 10)
 		}
 	}
@@ -155,7 +165,7 @@ func (s *Store) List(ctx context.Context, t, cursor string, n int, from, to int6
 	}
 	for _, z := range zs {
 		id, _ := z.Member.(string)
-		h, err := s.Get(ctx, t, id)
+		h, err := s.get(ctx, t, id, full)
 		if err != nil {
 			return Page{}, err
 		}
@@ -171,15 +181,20 @@ var ErrBadCursor = fmt.Errorf("bad cursor")
 
 // Get reads run's history; its ID is "" when there is none (never
 // started, or kept past its retention).
-func (s *Store) Get(ctx context.Context, t, id string) (History, error) {
+func (s *Store) Get(ctx context.Context, t, id string) (History, error) { return s.get(ctx, t, id, true) }
+
+// get reads run id's history, with its log and messages when full.
+func (s *Store) get(ctx context.Context, t, id string, full bool) (History, error) {
 	h, msgs, log := runKeys(t, id)
 	var running, ended *redis.MapStringStringCmd
-	var ms, entries *redis.StringSliceCmd
+	ms, entries := &redis.StringSliceCmd{}, &redis.StringSliceCmd{}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		running = p.HGetAll(ctx, h)
 		ended = p.HGetAll(ctx, endedKey(t, id))
-		ms = p.LRange(ctx, msgs, -MaxListedMessages, -1)
-		entries = p.LRange(ctx, log, 0, -1)
+		if full {
+			ms = p.LRange(ctx, msgs, -MaxListedMessages, -1)
+			entries = p.LRange(ctx, log, 0, -1)
+		}
 		return nil
 	})
 	if err != nil {
@@ -203,6 +218,9 @@ func (s *Store) Get(ctx context.Context, t, id string) (History, error) {
 	}
 	if v := f["invoker"]; v != "" {
 		out.Invoker = []byte(v)
+	}
+	if v := f["config"]; v != "" {
+		out.Config = []byte(v)
 	}
 	for _, e := range entries.Val() {
 		var en Entry

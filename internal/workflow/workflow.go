@@ -33,6 +33,7 @@ var (
 	publishScript = luascript.Load(scripts, "", "publish")
 	forgetScript  = luascript.Load(scripts, "", "forget")
 	deliverScript = luascript.Load(scripts, "", "deliver")
+	returnedScript = luascript.Load(scripts, "", "returned")
 )
 
 // Limits of one run: every delivery of the run carries its log whole.
@@ -107,6 +108,15 @@ func runKeys(t, run string) (hash, msgs, log string) {
 	return tag + "run", tag + "msgs", tag + "log"
 }
 
+// runScriptKeys are the keys publish.lua and forget.lua take: the run's
+// hash, messages and log, what is kept of it once ended, and where a
+// start sets the log and that aside.
+func runScriptKeys(t, run string) []string {
+	h, msgs, log := runKeys(t, run)
+	tag := runTag(t, run)
+	return []string{h, msgs, log, tag + "ended", tag + "prevlog", tag + "prevended"}
+}
+
 // runTag is the prefix, with its hash tag, of run's keys of tenant t.
 func runTag(t, run string) string {
 	sum := sha1.Sum([]byte(tenant.Of(t) + "\x00" + run))
@@ -161,22 +171,28 @@ func (s *Store) Publish(ctx context.Context, m Message, now time.Time) (Publishe
 	if !m.Init {
 		kind = "step"
 	}
-	h, msgs, log := runKeys(m.Tenant, m.Run)
-	if m.Init {
-		if err := s.index(ctx, m.Tenant, m.Run, now); err != nil {
-			return Published{}, err
-		}
-	}
-	res, err := publishScript.Run(ctx, s.rdb, []string{h, msgs, log, endedKey(m.Tenant, m.Run)}, kind, m.URL, Size(m), m.ID, now.UnixMilli(),
+	res, err := publishScript.Run(ctx, s.rdb, runScriptKeys(m.Tenant, m.Run), kind, m.URL, Size(m), m.ID, now.UnixMilli(),
 		s.Keep.Milliseconds(), MaxLogBytes, MaxLogMessages, max(m.Due, 0).Milliseconds(), m.Invoker, m.Config).StringSlice()
 	if err != nil {
 		return Published{}, fmt.Errorf("publish %s to workflow run %s: %w", m.ID, m.Run, err)
 	}
 	switch {
 	case len(res) == 1 && res[0] == "ok":
+		if m.Init {
+			// Listed once started: a start not listed is taken back, as
+			// one retryd refuses.
+			if err := s.index(ctx, m.Tenant, m.Run, now, false); err != nil {
+				if ferr := s.Forget(ctx, m); ferr != nil {
+					return Published{}, fmt.Errorf("%w (and taking the start back: %w)", err, ferr)
+				}
+				return Published{}, err
+			}
+		}
 		return Published{}, nil
 	case len(res) == 2 && res[0] == "dup":
-		return Published{Duplicate: true, FirstID: res[1]}, nil
+		// A start repeated after its listing failed lists it; one listed
+		// keeps its place.
+		return Published{Duplicate: true, FirstID: res[1]}, s.index(ctx, m.Tenant, m.Run, now, true)
 	case len(res) == 2 && res[0] == "url":
 		return Published{}, &URLConflictError{Run: m.Run, URL: res[1]}
 	case len(res) == 1 && res[0] == "missing":
@@ -201,8 +217,7 @@ func Size(m Message) int {
 // Forget takes back m, which Publish counted and retryd then refused: an
 // init's run goes (it never started), a step leaves the run's count.
 func (s *Store) Forget(ctx context.Context, m Message) error {
-	h, msgs, log := runKeys(m.Tenant, m.Run)
-	if err := forgetScript.Run(ctx, s.rdb, []string{h, msgs, log}, m.ID, Size(m)).Err(); err != nil {
+	if err := forgetScript.Run(ctx, s.rdb, runScriptKeys(m.Tenant, m.Run), m.ID, Size(m), s.Keep.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("take %s back from workflow run %s: %w", m.ID, m.Run, err)
 	}
 	return nil
@@ -213,7 +228,7 @@ func (s *Store) Forget(ctx context.Context, m Message) error {
 // steps inherit.
 func (s *Store) Info(ctx context.Context, t, run string) (Run, error) {
 	h, _, _ := runKeys(t, run)
-	v, err := s.rdb.HMGet(ctx, h, "createdAt", "url", "invoker", "config").Result()
+	v, err := s.rdb.HMGet(ctx, h, "createdAt", "url", "invoker", "config", "returned").Result()
 	if err != nil {
 		return Run{}, fmt.Errorf("read workflow run %s: %w", run, err)
 	}
@@ -227,7 +242,17 @@ func (s *Store) Info(ctx context.Context, t, run string) (Run, error) {
 	if cfg, _ := v[3].(string); cfg != "" {
 		r.Config = []byte(cfg)
 	}
+	r.Returned = v[4] != nil
 	return r, nil
+}
+
+// MarkReturned marks run's result returned to the run that invoked it.
+func (s *Store) MarkReturned(ctx context.Context, t, run string) error {
+	h, _, _ := runKeys(t, run)
+	if err := returnedScript.Run(ctx, s.rdb, []string{h}).Err(); err != nil {
+		return fmt.Errorf("mark workflow run %s returned: %w", run, err)
+	}
+	return nil
 }
 
 // runOf is a run of the createdAt and url fields its hash holds (nil or
@@ -259,6 +284,9 @@ type Run struct {
 	// Config is what the run's steps inherit of its start (Info reads
 	// it).
 	Config []byte
+	// Returned says its result went back to the run that invoked it
+	// (Info reads it).
+	Returned bool
 	// Log is the run's entries up to and including the message asked for
 	// (all of them when it is not among them), as JSON.
 	Log []byte

@@ -42,7 +42,9 @@ if redis.call("HGET", KEYS[1], "redriveOpen") then
   redis.call("HDEL", KEYS[1], "redriveOpen")
 end
 if KEYS[11] then redis.call("ZADD", KEYS[11], ARGV[2], ARGV[1]) end
-if redis.call("HGET", KEYS[1], "cb") == "1" then
+-- A QStash message ("cbOn" set) has no callback on a cancel.
+local cb = redis.call("HMGET", KEYS[1], "cb", "cbOn")
+if cb[1] == "1" and not cb[2] then
   redis.call("HSET", KEYS[1], "cbStatus", "pending")
   redis.call("ZADD", KEYS[9], 0, ARGV[1])
   return "callback"

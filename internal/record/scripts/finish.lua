@@ -46,7 +46,7 @@
 -- fields: fewer commands than field by field. Numbers go to redis.call as
 -- strings: Redis formats a Lua number with snprintf on every call.
 local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "failureClass",
-  "lastStatusCode")
+  "lastStatusCode", "cbOn")
 if cur[1] ~= ARGV[2] then return "stale" end
 redis.call("RPUSH", KEYS[2], ARGV[3])
 local called = ARGV[14] == "0"
@@ -88,12 +88,12 @@ if ARGV[7] == "1" then
   redis.call("SET", KEYS[10], ARGV[8])
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
 end
--- A callback is due for every end ("1"), or, for a QStash message, on
--- success when it has a callback ("c") and on failure when it has a
--- failure callback ("f"): no task runs for a callback that sends nothing.
-local cb = cur[5] or ""
-local due = terminal and (cb == "1" or (ARGV[4] == "completed" and string.find(cb, "c", 1, true) ~= nil) or
-  (ARGV[4] == "failed" and string.find(cb, "f", 1, true) ~= nil))
+-- A callback is due at the end of a request that has one ("cb"); for a
+-- QStash message only on the ends it has one for ("cbOn": "c" success,
+-- "f" failure), so no task runs for a callback that sends nothing.
+local on = cur[8]
+local due = terminal and cur[5] == "1" and (not on or (ARGV[4] == "completed" and string.find(on, "c", 1, true) ~= nil) or
+  (ARGV[4] == "failed" and string.find(on, "f", 1, true) ~= nil))
 local del = {"inflightN", "inflightAt"}
 if terminal then
   set[#set + 1] = "completedAt"; set[#set + 1] = ARGV[5]

@@ -66,8 +66,11 @@ func (inv *Invoker) Body(o Outcome) ([]byte, error) {
 		return nil, fmt.Errorf("encode an invoke's result: %w", err)
 	}
 	var step map[string]json.RawMessage
-	if err := json.Unmarshal(inv.Step, &step); err != nil || step == nil {
-		return nil, fmt.Errorf("the invoking step is not a JSON object")
+	if err := json.Unmarshal(inv.Step, &step); err != nil {
+		return nil, fmt.Errorf("the invoking step is not a JSON object: %w", err)
+	}
+	if step == nil {
+		return nil, errors.New("the invoking step is not a JSON object: null")
 	}
 	if step["out"], err = json.Marshal(string(out)); err != nil {
 		return nil, fmt.Errorf("encode an invoke's result: %w", err)
@@ -116,6 +119,7 @@ type Runs interface {
 	Info(ctx context.Context, t, run string) (workflow.Run, error)
 	Publish(ctx context.Context, m workflow.Message, now time.Time) (workflow.Published, error)
 	Forget(ctx context.Context, m workflow.Message) error
+	MarkReturned(ctx context.Context, t, run string) error
 }
 
 // ErrParentEnded is a result whose parent run has ended: nobody waits
@@ -132,7 +136,8 @@ type Returner struct {
 }
 
 // Key is the idempotency key of child's result message: one per run of
-// that id (a run id may be started again once its run has ended).
+// that id (a run id may be started again once its run has ended). With
+// the run's returned mark, it makes one result per child run.
 func Key(child workflow.Run, id string) string {
 	return "workflow-invoke:" + strconv.FormatInt(child.CreatedAt.UnixMilli(), 10) + ":" + id
 }
@@ -144,6 +149,11 @@ func (rt *Returner) Return(ctx context.Context, t, id string, o Outcome) (bool, 
 	child, err := rt.Runs.Info(ctx, t, id)
 	if err != nil || child.Invoker == nil {
 		return false, err
+	}
+	if child.Returned {
+		// Returned before (a child resumed after it failed, say): the
+		// parent has its result.
+		return true, nil
 	}
 	var inv Invoker
 	if err := json.Unmarshal(child.Invoker, &inv); err != nil {
@@ -175,13 +185,23 @@ func (rt *Returner) Return(ctx context.Context, t, id string, o Outcome) (bool, 
 	replay, err := rt.Store.Create(ctx, r, key, raw, record.CreateOptions{})
 	if err != nil || replay != nil {
 		// Refused, or returned before: not the parent's message.
-		if ferr := rt.Runs.Forget(context.WithoutCancel(ctx), msg); ferr != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if ferr := rt.Runs.Forget(fctx, msg); ferr != nil {
 			rt.Log.Warn("could not take an invoke's result back from its run", "run", inv.Run, "err", ferr)
 		}
 		if err != nil {
 			return true, fmt.Errorf("return workflow run %s's result to %s: %w", id, inv.Run, err)
 		}
+		if err := rt.Runs.MarkReturned(ctx, t, id); err != nil {
+			rt.Log.Warn("could not mark an invoked run returned", "run", id, "err", err)
+		}
 		return true, nil
+	}
+	// Marked within the idempotency claim's window, which a second
+	// return meets until then.
+	if err := rt.Runs.MarkReturned(ctx, t, id); err != nil {
+		rt.Log.Warn("could not mark an invoked run returned; a later end within a day is still returned once", "run", id, "err", err)
 	}
 	// A failed enqueue leaves a record without a task: the sweeper
 	// enqueues it.

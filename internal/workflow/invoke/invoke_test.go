@@ -1,11 +1,17 @@
 package invoke
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/retryd/retryd/internal/record"
+	"github.com/retryd/retryd/internal/redistest"
+	"github.com/retryd/retryd/internal/workflow"
 )
 
 // The parent's message is the invoking step with the outcome as its
@@ -59,5 +65,58 @@ func TestRequestIsAStepOfTheParent(t *testing.T) {
 	}
 	if _, _, err := (&Invoker{Spec: map[string]any{"url": "ftp://x"}}).Request(nil, time.Now()); err == nil {
 		t.Error("a spec retryd refuses made a request")
+	}
+}
+
+// queued is a Queue that remembers what it was handed.
+type queued struct{ ids []string }
+
+func (q *queued) Enqueue(_ context.Context, id string, _ time.Time, _ time.Duration, _ int) error {
+	q.ids = append(q.ids, id)
+	return nil
+}
+
+// A child's result is one message of its parent run, made once: a second
+// return (the API's end after the worker's failure, a retry) makes
+// nothing; a parent that ended gets nothing; a run nothing invoked
+// returns nothing.
+func TestReturnMakesOneResultPerChild(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx, now := context.Background(), time.UnixMilli(1_765_000_000_000)
+	runs, q := workflow.New(rdb, time.Hour), &queued{}
+	rt := &Returner{Store: record.NewStore(rdb, time.Hour), Queue: q, Runs: runs, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }}
+	start := func(run, url string, invoker []byte) {
+		t.Helper()
+		if _, err := runs.Publish(ctx, workflow.Message{Run: run, Init: true, URL: url, ID: run + "-init", Invoker: invoker}, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv, _ := json.Marshal(Invoker{Run: "parent", URL: "https://app/parent", Spec: map[string]any{"url": "https://app/parent", "method": "POST"},
+		Step: json.RawMessage(`{"stepId":1,"stepName":"invoke","stepType":"Invoke","concurrent":1}`)})
+	start("parent", "https://app/parent", nil)
+	start("child", "https://app/child", inv)
+	start("plain", "https://app/plain", nil)
+
+	if ok, err := rt.Return(ctx, "", "plain", Outcome{}); ok || err != nil {
+		t.Errorf("a run nothing invoked: %v, %v", ok, err)
+	}
+	if ok, err := rt.Return(ctx, "", "child", Outcome{Failed: true}); !ok || err != nil || len(q.ids) != 1 {
+		t.Fatalf("the child's failure: %v, %v, %d enqueued", ok, err, len(q.ids))
+	}
+	if ok, err := rt.Return(ctx, "", "child", Outcome{Body: []byte(`"late"`)}); !ok || err != nil || len(q.ids) != 1 {
+		t.Errorf("a second return: %v, %v, %d enqueued; want nothing more", ok, err, len(q.ids))
+	}
+	r, err := rt.Store.(*record.Store).Get(ctx, q.ids[0])
+	if err != nil || r.QStash == nil || r.QStash.WorkflowRun != "parent" || !strings.Contains(r.Body, `isFailed\":true`) {
+		t.Errorf("the parent's message: %+v, %v", r, err)
+	}
+
+	start("orphan", "https://app/child", inv)
+	if _, _, err := runs.End(ctx, "", "parent", workflow.Ending{State: workflow.EndedCanceled, At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Return(ctx, "", "orphan", Outcome{Body: []byte(`1`)}); !errors.Is(err, ErrParentEnded) || len(q.ids) != 1 {
+		t.Errorf("a child whose parent ended: %v, %d enqueued", err, len(q.ids))
 	}
 }

@@ -7,6 +7,9 @@
 -- KEYS[2]: the run's messages (a list of ids, for a cancel)
 -- KEYS[3]: the run's log
 -- KEYS[4]: what is kept of the run once ended (a new start replaces it)
+-- KEYS[5], KEYS[6]: where a new start sets the log and what was kept of
+--   an earlier run of its id aside, for a minute: a start retryd then
+--   refuses puts them back (forget.lua)
 -- ARGV[1]: "init" when the message starts the run, else "step"
 -- ARGV[2]: the workflow's URL ("" when the message is not to it: it
 --   does not join the log, and is not counted in its bytes)
@@ -38,7 +41,13 @@ if ARGV[1] == "init" then
     if run[1] ~= ARGV[2] then return {"url", run[1]} end
     return {"dup", run[2]}
   end
-  redis.call("DEL", KEYS[2], KEYS[3], KEYS[4])
+  redis.call("DEL", KEYS[2], KEYS[5], KEYS[6])
+  for i = 3, 4 do
+    if redis.call("EXISTS", KEYS[i]) == 1 then
+      redis.call("RENAME", KEYS[i], KEYS[i + 2])
+      redis.call("PEXPIRE", KEYS[i + 2], 60000)
+    end
+  end
   redis.call("HSET", KEYS[1], "url", ARGV[2], "first", ARGV[4], "bytes", ARGV[3], "createdAt", ARGV[5])
   if ARGV[10] ~= "" then redis.call("HSET", KEYS[1], "invoker", ARGV[10]) end
   if ARGV[11] ~= "" then redis.call("HSET", KEYS[1], "config", ARGV[11]) end
