@@ -474,7 +474,7 @@ func TestFinishScript(t *testing.T) {
 			name:    "a QStash message with only a callback has none due on failure",
 			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1", fCallbackOn, "c"), d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("permanent", "client_error"), Status: Failed}, wantResult: Recorded,
-			check:   func(t *testing.T, got state) {},
+			check: func(t *testing.T, got state) {},
 		},
 		{
 			name:    "a request canceled meanwhile keeps its status and gains the attempt",

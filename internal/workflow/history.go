@@ -181,7 +181,9 @@ var ErrBadCursor = fmt.Errorf("bad cursor")
 
 // Get reads run's history; its ID is "" when there is none (never
 // started, or kept past its retention).
-func (s *Store) Get(ctx context.Context, t, id string) (History, error) { return s.get(ctx, t, id, true) }
+func (s *Store) Get(ctx context.Context, t, id string) (History, error) {
+	return s.get(ctx, t, id, true)
+}
 
 // get reads run id's history, with its log and messages when full.
 func (s *Store) get(ctx context.Context, t, id string, full bool) (History, error) {

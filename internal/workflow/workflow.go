@@ -30,9 +30,9 @@ import (
 var scripts embed.FS
 
 var (
-	publishScript = luascript.Load(scripts, "", "publish")
-	forgetScript  = luascript.Load(scripts, "", "forget")
-	deliverScript = luascript.Load(scripts, "", "deliver")
+	publishScript  = luascript.Load(scripts, "", "publish")
+	forgetScript   = luascript.Load(scripts, "", "forget")
+	deliverScript  = luascript.Load(scripts, "", "deliver")
 	returnedScript = luascript.Load(scripts, "", "returned")
 )
 
