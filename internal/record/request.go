@@ -194,10 +194,9 @@ type Attempt struct {
 // key. lastError is kept up to ErrorLimit: a long one costs the compact
 // encoding of that one hash, which is the price of a readable error.
 // The fields a request loses as it moves on (waitingFor, waitUntil,
-// nextAttemptAt, inflightN, inflightAt) are deleted; an empty one reads
-// as absent, here and in the scripts, so that a later release may empty
-// them in the write that moves the request instead (one command fewer)
-// once no worker of a release that reads "" as a mark can still run.
+// nextAttemptAt, inflightN, inflightAt) read as absent when empty, here
+// and in the scripts: an attempt's finish empties them in the write that
+// moves the request (one command fewer than deleting them).
 const (
 	fMaxRetries     = "maxRetries"
 	fBackoff        = "backoffMs"

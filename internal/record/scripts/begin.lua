@@ -19,9 +19,8 @@
 -- waitUntil, spec, fields...}: what the request waited for since its last
 -- attempt and until when it was to wait (ms), each "" for none; fields are
 -- the values of ARGV[4..] in order, "" for an absent one
--- An empty field reads as absent (request.go's hash fields); the scripts
--- delete the marks a request loses, so that a worker of an earlier release,
--- which reads any value as a mark, never meets an empty one.
+-- An empty field reads as absent (request.go's hash fields): a finish
+-- empties the marks a request loses.
 local kReq, kAtt, kStats = KEYS[1], KEYS[2], KEYS[3]
 local now = ARGV[1]
 local cur = redis.call("HMGET", kReq, "status", "failedRun", "nextAttemptAt", "attemptCount", "inflightN", "inflightAt", "waitingFor", "interrupted",

@@ -42,8 +42,8 @@
 --   one that made no call and spends budget
 -- ARGV[15..]: HSET field/value pairs for the next state
 -- Returns: "stale", "canceled", "callback" or "ok"
--- One read of what decides, one write of the hash and one delete of its
--- fields: fewer commands than field by field. Numbers go to redis.call as
+-- One read of what decides and one write of the hash: fewer commands than
+-- field by field. Numbers go to redis.call as
 -- strings: Redis formats a Lua number with snprintf on every call.
 local cur = redis.call("HMGET", KEYS[1], "inflightN", "status", "budgetUsed", "redriveOpen", "cb", "failureClass",
   "lastStatusCode", "cbOn")
@@ -94,15 +94,18 @@ end
 local on = cur[8]
 local due = terminal and cur[5] == "1" and (not on or (ARGV[4] == "completed" and string.find(on, "c", 1, true) ~= nil) or
   (ARGV[4] == "failed" and string.find(on, "f", 1, true) ~= nil))
-local del = {"inflightN", "inflightAt"}
+-- The marks the request loses are emptied in the same write (an empty
+-- field reads as absent): no HDEL, but for a redrive's open mark, which
+-- only a redriven request has.
+set[#set + 1] = "inflightN"; set[#set + 1] = ""
+set[#set + 1] = "inflightAt"; set[#set + 1] = ""
 if terminal then
   set[#set + 1] = "completedAt"; set[#set + 1] = ARGV[5]
-  del[#del + 1] = "nextAttemptAt"
-  if cur[4] then del[#del + 1] = "redriveOpen" end
+  set[#set + 1] = "nextAttemptAt"; set[#set + 1] = ""
   if due then set[#set + 1] = "cbStatus"; set[#set + 1] = "pending" end
 end
 redis.call("HSET", KEYS[1], unpack(set))
-redis.call("HDEL", KEYS[1], unpack(del))
+if terminal and cur[4] then redis.call("HDEL", KEYS[1], "redriveOpen") end
 if not terminal then return "ok" end
 redis.call("ZADD", KEYS[12], ARGV[5], ARGV[11])
 if KEYS[15] then redis.call("ZADD", KEYS[15], ARGV[5], ARGV[1]) end
