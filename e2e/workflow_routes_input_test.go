@@ -114,6 +114,13 @@ func TestWorkflowRoutesInput(t *testing.T) {
 	want(call(t, "DELETE", s.api+"/v2/workflows/runs?count=0", "", auth...), 400, "a cancel of no run", "count is 1 to")
 	want(call(t, "DELETE", s.api+"/v2/workflows/runs?count=5&workflowUrl=http://127.0.0.1:9/none", "", auth...), 200, "a cancel selecting nothing", `"cancelled":0`)
 
+	// A webhook takes no key; one nobody waits for, or of a name that is
+	// no tenant's, is not found; a call past the limit is refused.
+	want(call(t, "POST", s.api+"/v2/workflows/hooks/team-a/wfr_parent/evt_x", "x"), 404, "a webhook nobody waits for", "no workflow run waits for this webhook")
+	want(call(t, "GET", s.api+"/v2/workflows/hooks/Not%20A%20Tenant/wfr_parent/evt_x", ""), 404, "a webhook of no tenant", "no such webhook")
+	want(call(t, "PUT", s.api+"/v2/workflows/hooks/team-a/wfr_parent/evt_x", strings.Repeat("w", 300<<10)), 413, "a webhook's call of 300 KiB", "256 KiB")
+	want(call(t, "POST", s.api+"/v2/workflows/hooks/team-a/"+strings.Repeat("r", 200)+"/evt_x", ""), 400, "a webhook of a run id of 200 bytes", "128")
+
 	// The workflow DLQ.
 	plain := publish("http://127.0.0.1:9/plain", "x", "Upstash-Retries", "0")
 	want(plain, 201, "a message that is no workflow's", "messageId")

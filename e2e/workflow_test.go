@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,14 +13,18 @@ import (
 // Workflows written with the official @upstash/workflow SDK run on retryd
 // (e2e/oracles/workflow.test.js): a workflow of every step kind (run,
 // sleep, sleepUntil, parallel runs, call, waitForEvent notified and timed
-// out, notify), a run id started twice, a failure function, a cancel,
-// and a run whose step outlives the worker delivering it: the suite
-// signals when it is inside that step, and this test kills every worker
-// then and starts a new one.
+// out, notify, invoke, createWebhook and waitForWebhook), a run id started
+// twice, a failure function, resume, restart and delete from the DLQ, the
+// logs, cancels, and a run whose step outlives the worker delivering it:
+// the suite signals when it is inside that step, and this test kills
+// every worker then and starts a new one.
 func TestUpstashWorkflowSDK(t *testing.T) {
 	t.Parallel()
-	const token, current, next = "workflow-token", "sig_current_workflow_1", "sig_next_workflow_2"
-	s := startStack(t, 1, "API_KEYS="+token, "QSTASH_CURRENT_SIGNING_KEY="+current, "QSTASH_NEXT_SIGNING_KEY="+next)
+	const current, next = "sig_current_workflow_1", "sig_next_workflow_2"
+	// The SDK makes a webhook's URL with the user id its token carries,
+	// as QStash's tokens do (base64 JSON): here the tenant's name.
+	token := base64.StdEncoding.EncodeToString([]byte(`{"UserID":"wf-team","Password":"workflow-token"}`))
+	s := startStack(t, 1, "API_KEYS=wf-team:"+token, "QSTASH_CURRENT_SIGNING_KEY="+current, "QSTASH_NEXT_SIGNING_KEY="+next)
 	oracle(t, nil, "--version") // installs the oracles when missing
 	killFile := filepath.Join(t.TempDir(), "kill")
 	dir, _ := filepath.Abs("oracles")

@@ -45,6 +45,10 @@ func caller(c *gin.Context) Key {
 	return Key{Tenant: tenant.Default, Admin: true}
 }
 
+// ActAs makes the caller of a route that takes no key (a workflow's
+// webhook, whose URL is its credential) tenant t, with no more reach.
+func ActAs(c *gin.Context, t string) { c.Set(callerCtx, Key{Tenant: t}) }
+
 // TenantOf is the tenant what the caller creates belongs to.
 func TenantOf(c *gin.Context) string { return tenant.Of(caller(c).Tenant) }
 

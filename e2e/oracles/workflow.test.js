@@ -32,7 +32,20 @@ const options = (path, extra = {}) => ({ qstashClient, receiver, env, url: `${ba
 
 // The workflows, made once the server's address is known (each names its
 // own URL).
-const makeRoutes = () => ({ "/every": everyStep(), "/failing": failing(), "/sleepy": sleepy(), "/durable": durable() });
+const makeRoutes = () => ({ "/every": everyStep(), "/failing": failing(), "/sleepy": sleepy(), "/durable": durable(), "/hooked": hooked() });
+
+// A webhook: the run makes one, says where it is, and waits for a call.
+const hooked = () => serve(async (context) => {
+  const r = seen(context.workflowRunId);
+  const webhook = await context.createWebhook("make hook");
+  await context.run("tell", () => {
+    r.hook = webhook.webhookUrl;
+  });
+  const { request, timeout } = await context.waitForWebhook("await hook", webhook, "60s");
+  await context.run("heard", async () => {
+    r.result = { timeout, method: request.method, body: await request.text(), header: request.headers.get("x-hook") };
+  });
+}, options("/hooked"));
 
 // context.invoke: a parent invokes a child that returns, one that fails
 // and one that cancels itself, each served at /many/<its name>.
@@ -340,6 +353,22 @@ test("the runs a filter selects are canceled", async () => {
   for (const { workflowRunId } of [a, b]) {
     assert.equal((await client.logs({ workflowRunId })).runs[0].workflowState, "RUN_CANCELED");
   }
+});
+
+test("a run waits for its webhook, and hears the call", async () => {
+  const { workflowRunId } = await client.trigger({ url: `${base}/hooked`, body: {} });
+  const r = seen(workflowRunId);
+  await until("the webhook's URL", () => r.hook, 30000);
+  assert.ok(r.hook.startsWith(`${RETRYD_URL}/v2/workflows/hooks/`), r.hook);
+  // Called before the run waits, the webhook says so; then it is heard.
+  await until("the webhook to be heard", async () => {
+    const res = await fetch(r.hook, { method: "POST", body: "hello hook", headers: { "x-hook": "yes" } });
+    return res.status === 200;
+  }, 30000);
+  await until("the run's end", () => r.result, 30000);
+  assert.deepEqual(r.result, { timeout: false, method: "POST", body: "hello hook", header: "yes" });
+  const again = await fetch(r.hook, { method: "POST", body: "again" });
+  assert.equal(again.status, 404);
 });
 
 test("a run outlives the worker that was delivering its step", { skip: !KILL_FILE }, async () => {

@@ -465,6 +465,11 @@ func (a dashboardActions) Cancel(ctx context.Context, id string) error {
 	return a.api.Cancel(ctx, tenant.All, id, dashboard.Actor)
 }
 
+// PublicRouter is a Router with routes that take no key.
+type PublicRouter interface {
+	PublicRoutes(r gin.IRouter)
+}
+
 // NewEngine builds the gin engine of the API: the probes, then everything
 // else behind the API keys and the rate limit.
 func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Router) *gin.Engine {
@@ -488,6 +493,17 @@ func NewEngine(api *handlers.API, access Access, log *slog.Logger, more ...Route
 	}
 	api.Health(e)
 	e.Use(handlers.SameOrigin(log), handlers.NoLoops(log))
+	// Routes whose URL is their credential (a workflow's webhook): no
+	// key, the same rate limit (by client address).
+	public := e.Group("/")
+	if access.RateLimitRPS > 0 {
+		public.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))
+	}
+	for _, r := range more {
+		if p, ok := r.(PublicRouter); ok {
+			p.PublicRoutes(public)
+		}
+	}
 	guarded := e.Group("/", handlers.Auth(access.Keys, access.DevListenerKeys, access.Failures, log))
 	if access.RateLimitRPS > 0 {
 		guarded.Use(handlers.RateLimit(access.Limiter, access.RateLimitRPS, log))

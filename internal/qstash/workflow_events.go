@@ -283,6 +283,17 @@ func (q *API) notify(c *gin.Context) {
 		q.fail(c, err)
 		return
 	}
+	out, err := q.notifyWaiters(c, id, run, data)
+	if err != nil {
+		q.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// notifyWaiters hands data to the caller's runs waiting for event id (or
+// to run's wait, when run is not ""), and answers what came of each.
+func (q *API) notifyWaiters(c *gin.Context, id, run string, data []byte) ([]notified, error) {
 	// Once taken, the waiters are this call's to answer: a client gone
 	// meanwhile must not leave them half done.
 	c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
@@ -291,8 +302,7 @@ func (q *API) notify(c *gin.Context) {
 	now := q.API.Now()
 	waiters, err := q.Workflows.Take(ctx, t, id, run, now)
 	if err != nil {
-		q.fail(c, err)
-		return
+		return nil, err
 	}
 	out := make([]notified, 0, len(waiters))
 	for _, w := range waiters {
@@ -323,7 +333,7 @@ func (q *API) notify(c *gin.Context) {
 		}
 		out = append(out, n)
 	}
-	c.JSON(http.StatusOK, out)
+	return out, nil
 }
 
 func (q *API) waiters(c *gin.Context) {
