@@ -22,12 +22,7 @@ func TestWorkflowBadInput(t *testing.T) {
 		t.Helper()
 		return call(t, "POST", s.api+"/v2/publish/"+dest, body, append(append([]string{}, auth...), headers...)...)
 	}
-	want := func(a answer, status int, what, says string) {
-		t.Helper()
-		if a.status != status || !strings.Contains(a.raw, says) {
-			t.Errorf("%s: %d %s; want %d saying %q", what, a.status, a.raw, status, says)
-		}
-	}
+	want := func(a answer, status int, what, says string) { t.Helper(); wantSays(t, a, status, what, says) }
 	run := func(id string) []string { return []string{"Upstash-Workflow-RunId", id, "Upstash-Workflow-Url", dest} }
 
 	want(publish("x", "Upstash-Workflow-Init", "true"), 400, "an init without a run id", "Upstash-Workflow-RunId")
@@ -140,5 +135,13 @@ func TestWorkflowBadInput(t *testing.T) {
 	s.noneLeftToDeliver(t, token)
 	if a := call(t, "GET", s.api+"/v2/workflows/runs/wfr_a", "", "Authorization", "Bearer nope"); a.status != http.StatusUnauthorized {
 		t.Errorf("a run's log without the token: %d", a.status)
+	}
+}
+
+// wantSays checks that a is status, saying says.
+func wantSays(t *testing.T, a answer, status int, what, says string) {
+	t.Helper()
+	if a.status != status || !strings.Contains(a.raw, says) {
+		t.Errorf("%s: %d %s; want %d saying %q", what, a.status, a.raw, status, says)
 	}
 }

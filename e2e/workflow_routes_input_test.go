@@ -20,12 +20,7 @@ func TestWorkflowRoutesInput(t *testing.T) {
 		t.Helper()
 		return call(t, "POST", s.api+"/v2/publish/"+dest, body, append(append([]string{}, auth...), headers...)...)
 	}
-	want := func(a answer, status int, what, says string) {
-		t.Helper()
-		if a.status != status || !strings.Contains(a.raw, says) {
-			t.Errorf("%s: %d %s; want %d saying %q", what, a.status, a.raw, status, says)
-		}
-	}
+	want := func(a answer, status int, what, says string) { t.Helper(); wantSays(t, a, status, what, says) }
 	start := func(run string) []string {
 		return []string{"Upstash-Workflow-RunId", run, "Upstash-Workflow-Url", childURL, "Upstash-Workflow-Init", "true", "Upstash-Workflow-Invoke", "true"}
 	}
