@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,7 +75,7 @@ var cancelParams = []string{"workflowUrl", "workflowUrlExactMatch", "fromDate", 
 func (q *API) cancelRunsWhere(c *gin.Context) {
 	query := c.Request.URL.Query()
 	for k, v := range query {
-		if !containsString(cancelParams, k) {
+		if !slices.Contains(cancelParams, k) {
 			q.fail(c, badRequest(k, "a cancel of workflow runs takes workflowRunIds, or "+strings.Join(cancelParams, ", ")+"; not "+names.Quote(k)))
 			return
 		}

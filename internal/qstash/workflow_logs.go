@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,24 +43,6 @@ const (
 	// runLogsPage is how many runs (and logs) one read takes.
 	runLogsPage = 10
 )
-
-// logBytes is about how large runs are as JSON: their steps' outputs.
-func logBytes(runs []runLog) int {
-	n := 0
-	for _, r := range runs {
-		for _, g := range r.Steps {
-			for _, st := range g.Steps {
-				if out, ok := st["out"].(string); ok {
-					n += len(out)
-				}
-			}
-		}
-		if r.WorkflowRunResponse != nil {
-			n += len(*r.WorkflowRunResponse)
-		}
-	}
-	return n
-}
 
 // runLog is one run in the logs, as the SDKs' WorkflowRunLog.
 type runLog struct {
@@ -102,7 +85,7 @@ type logFilter struct {
 func logFilterOf(q url.Values) (logFilter, error) {
 	f := logFilter{count: defaultRunLogs}
 	for k := range q {
-		if !containsString(logParams, k) {
+		if !slices.Contains(logParams, k) {
 			return f, badRequest(k, "the workflow logs take "+strings.Join(logParams, ", ")+"; not "+names.Quote(k))
 		}
 	}
@@ -142,15 +125,6 @@ func logFilterOf(q url.Values) (logFilter, error) {
 	return f, nil
 }
 
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // workflowLogs serves GET /v2/workflows/events.
 func (q *API) workflowLogs(c *gin.Context) {
 	f, err := logFilterOf(c.Request.URL.Query())
@@ -160,13 +134,19 @@ func (q *API) workflowLogs(c *gin.Context) {
 	}
 	ctx, t := c.Request.Context(), handlers.TenantOf(c)
 	runs := []runLog{}
+	kept := 0 // about how many bytes runs holds: its logs and results
 	keep := func(h workflow.History) error {
+		if f.url != "" && h.URL != f.url {
+			return nil
+		}
 		l, err := q.runLogOf(c, h)
-		if err != nil {
+		if err != nil || (f.state != "" && l.WorkflowState != f.state) {
 			return err
 		}
-		if (f.url == "" || h.URL == f.url) && (f.state == "" || l.WorkflowState == f.state) {
-			runs = append(runs, l)
+		runs = append(runs, l)
+		kept += len(h.Result)
+		for _, e := range h.Entries {
+			kept += len(e.Body)
 		}
 		return nil
 	}
@@ -183,7 +163,7 @@ func (q *API) workflowLogs(c *gin.Context) {
 		}
 	} else {
 		cursor = f.cursor
-		for scanned := 0; len(runs) < f.count && scanned < maxRunsScanned && logBytes(runs) < record.ListBudget; {
+		for scanned := 0; len(runs) < f.count && scanned < maxRunsScanned && kept < record.ListBudget; {
 			// Pages of a few runs: a run's log may be megabytes, and the
 			// answer stops past the budget.
 			page, err := q.Workflows.List(ctx, t, cursor, min(f.count-len(runs), runLogsPage), f.from, f.to, true)

@@ -263,8 +263,7 @@ func runOf(created, url any, entries []string) Run {
 		return Run{}
 	}
 	u, _ := url.(string)
-	ms, _ := strconv.ParseInt(c, 10, 64)
-	r := Run{Found: true, CreatedAt: time.UnixMilli(ms), URL: u}
+	r := Run{Found: true, CreatedAt: msTime(c), URL: u}
 	if entries != nil {
 		r.Log = joinJSON(entries)
 	}
