@@ -217,6 +217,20 @@ type Outcome struct {
 	Labels []string
 }
 
+// Where a request's result is kept (its fHasResult).
+const (
+	resultInKey  = "1"
+	resultInline = "2"
+)
+
+// inlineResultMax is the longest result kept in the request's hash rather
+// than a key of its own. Most destinations answer a short body or none;
+// kept inline it costs no key and no command. A longer value would turn
+// the hash from Redis's compact listpack (values up to 64 bytes,
+// hash-max-listpack-value's default) into a hashtable three times its
+// size.
+const inlineResultMax = 64
+
 // FinishResult says what Finish did.
 type FinishResult int
 
@@ -258,7 +272,10 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome, now time.Time)
 		if o.ResultTruncated {
 			trunc = "1"
 		}
-		hasResult, result = "1", *o.Result
+		hasResult, result = resultInKey, *o.Result
+		if len(result) <= inlineResultMax {
+			hasResult = resultInline
+		}
 		fields = append(fields, fResultTrunc, trunc)
 	}
 	if o.Status == Failed {

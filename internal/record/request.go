@@ -213,10 +213,13 @@ const (
 	fLastError      = "lastError"
 	fLastStatusCode = "lastStatusCode"
 	fFailureClass   = "failureClass"
-	fHasResult      = "hasResult"
-	fResultTrunc    = "resultTruncated"
-	fRedriveCount   = "redriveCount"
-	fCanceledBy     = "canceledBy"
+	// fHasResult says where the result is: "1" its own key, "2" the
+	// hash's fResult field (see inlineResultMax).
+	fHasResult    = "hasResult"
+	fResult       = "result"
+	fResultTrunc  = "resultTruncated"
+	fRedriveCount = "redriveCount"
+	fCanceledBy   = "canceledBy"
 	// fTenant is stored only for a tenant other than the default one, so
 	// the records of before tenants read as the default's.
 	fTenant      = "tenant"
@@ -533,7 +536,7 @@ func decode(id string, h map[string]string, specJSON string) *Request {
 		ExpungedAt:      fromMs(h[fExpungedAt]),
 		ExpungedBy:      h[fExpungedBy],
 	}
-	r.HasResult = h[fHasResult] == "1"
+	r.HasResult = h[fHasResult] == resultInKey || h[fHasResult] == resultInline
 	r.FailedRun = -1
 	if v, ok := h[fFailedRun]; ok {
 		r.FailedRun = atoi(v)

@@ -347,7 +347,7 @@ func TestFinishScript(t *testing.T) {
 	attempt := func(outcome, class string) Attempt {
 		return Attempt{N: 1, StartedAt: t0, DurationMs: &dur, Outcome: outcome, FailureClass: class, StatusCode: 503, Error: "boom"}
 	}
-	body := "ok"
+	body, long := "ok", strings.Repeat("r", inlineResultMax+1)
 	cases := []struct {
 		name       string
 		initial    state
@@ -385,19 +385,34 @@ func TestFinishScript(t *testing.T) {
 			},
 		},
 		{
-			name:    "a success completes, keeps the result and makes the callback due",
+			name:    "a success completes, keeps its short result in the hash and makes the callback due",
 			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms, fHasCallback, "1"), d0.index(Pending): zset{tid}},
 			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &body}, wantResult: RecordedCallback,
 			check: func(t *testing.T, got state) {
 				h := got[k0.req(tid)].(map[string]string)
-				if h[fStatus] != "completed" || h["completedAt"] != t0ms || h["cbStatus"] != "pending" || h[fHasResult] != "1" || h[fResultTrunc] != "0" {
-					t.Errorf("request hash %v", h)
+				if h[fStatus] != "completed" || h["completedAt"] != t0ms || h["cbStatus"] != "pending" || h[fHasResult] != resultInline ||
+					h[fResult] != "ok" || h[fResultTrunc] != "0" {
+					t.Errorf("request hash %v; want completed, the callback pending, the result %q inline", h, body)
 				}
-				if got[k0.result(tid)] != "ok" {
-					t.Errorf("result %v", got[k0.result(tid)])
+				if got[k0.result(tid)] != nil {
+					t.Errorf("result key %v; a short result has none", got[k0.result(tid)])
 				}
 				if diff := cmp.Diff(zset{tid}, got[k0.callbackDue()]); diff != "" {
 					t.Errorf("callback-due (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:    "a success keeps a result longer than a compact hash's value in its own key",
+			initial: state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms), d0.index(Pending): zset{tid}},
+			outcome: Outcome{Attempt: attempt("success", ""), Status: Completed, Result: &long}, wantResult: Recorded,
+			check: func(t *testing.T, got state) {
+				h := got[k0.req(tid)].(map[string]string)
+				if h[fHasResult] != resultInKey || h[fResult] != "" {
+					t.Errorf("request hash %v; want hasResult %q and no inline result", h, resultInKey)
+				}
+				if got[k0.result(tid)] != long {
+					t.Errorf("result key %v, want the %d bytes", got[k0.result(tid)], len(long))
 				}
 			},
 		},
@@ -520,7 +535,7 @@ func TestFinishScript(t *testing.T) {
 func TestFinishGivesNoKeyATTL(t *testing.T) {
 	t.Parallel()
 	dur := int64(7)
-	body := "ok"
+	body := strings.Repeat("r", inlineResultMax+1) // kept in its own key
 	redriven := state{
 		k0.req(tid):      reqHash(Pending, fAttemptCount, "2", "inflightN", "2", "inflightAt", t0ms, fRedriveCount, "1", fHasResult, "1"),
 		k0.spec(tid):     specJSON,
@@ -580,7 +595,7 @@ func TestFinishKeepsAnUnfinishedRequestsResultWithoutTTL(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStoreOn(t)
 	seed(t, rdb, state{k0.req(tid): reqHash(Pending, fAttemptCount, "1", "inflightN", "1", "inflightAt", t0ms), k0.spec(tid): specJSON})
-	dur, body := int64(7), "partial"
+	dur, body := int64(7), strings.Repeat("p", inlineResultMax+1) // kept in its own key
 	res, err := s.Finish(context.Background(), tid, Outcome{Attempt: Attempt{N: 1, StartedAt: t0, DurationMs: &dur, Outcome: "failure"},
 		Status: Retrying, Result: &body}, t0)
 	if err != nil || res != Recorded {

@@ -410,6 +410,9 @@ func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
 	}
 	r := decode(id, h.Val(), sp.Val())
 	r.Result = res.Val()
+	if h.Val()[fHasResult] == resultInline {
+		r.Result = h.Val()[fResult]
+	}
 	r.Attempts = decodeAttempts(att.Val())
 	r.Redrives = decodeRedrives(rdr.Val())
 	return r, nil

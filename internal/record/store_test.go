@@ -152,10 +152,9 @@ func TestTrimIndexesEndsRequestsPastTheirRetention(t *testing.T) {
 		}
 	}
 	for _, id := range []string{young, again, redriven} {
-		if _, err := s.Get(ctx, id); err != nil {
+		if r, err := s.Get(ctx, id); err != nil {
 			t.Errorf("%s, within its retention or running again, is gone: %v", id, err)
-		}
-		if n := rdb.Exists(ctx, k0.result(id)).Val(); n != 1 {
+		} else if !r.HasResult {
 			t.Errorf("%s lost its result", id)
 		}
 	}

@@ -44,6 +44,6 @@ for i = 0, n - 1 do
     redis.call("LSET", KEYS[2], i, cjson.encode(a))
   end
 end
-redis.call("HDEL", KEYS[1], "hasResult", "resultTruncated")
+redis.call("HDEL", KEYS[1], "hasResult", "resultTruncated", "result")
 redis.call("HSET", KEYS[1], "expunged", "1", "expungedAt", ARGV[1], "expungedBy", ARGV[2])
 return {"ok"}

@@ -30,7 +30,9 @@
 -- ARGV[4]: the next status
 -- ARGV[5]: now (ms)
 -- ARGV[6]: the tenant's retention (ms), the failed-by-host index's TTL
--- ARGV[7]: "1" when ARGV[8] is a response body to keep
+-- ARGV[7]: what to do with ARGV[8], a response body: "0" nothing; "1" keep
+--   it in the result key; "2" keep it in the hash's "result" field (short
+--   enough to keep the hash compact: no key and no command of its own)
 -- ARGV[8]: the response body
 -- ARGV[9]: this attempt's failure class ("" when it succeeded)
 -- ARGV[10]: its status code when it failed with one, else ""
@@ -87,6 +89,12 @@ end
 if ARGV[7] == "1" then
   redis.call("SET", KEYS[10], ARGV[8])
   set[#set + 1] = "hasResult"; set[#set + 1] = "1"
+  set[#set + 1] = "result"; set[#set + 1] = ""
+elseif ARGV[7] == "2" then
+  -- A result key of an earlier run (redriven since) is left to the trim:
+  -- "hasResult" says which of the two is read.
+  set[#set + 1] = "hasResult"; set[#set + 1] = "2"
+  set[#set + 1] = "result"; set[#set + 1] = ARGV[8]
 end
 -- A callback is due at the end of a request that has one ("cb"); for a
 -- QStash message only on the ends it has one for ("cbOn": "c" success,
