@@ -219,7 +219,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 		}
 		taskKey, taskList, taskFields = t.Key, t.List, t.Fields
 	}
-	keys := append([]string{k.req(r.ID), tk.all(), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell,
+	keys := append([]string{k.req(r.ID), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell,
 		taskKey, taskList}, staticIndexes(tk, hostOf(r.URL), r.Labels())...)
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
 		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring, len(taskFields)},

@@ -94,7 +94,7 @@ func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, c *trimCurso
 	if err != nil || len(read) == 0 {
 		return 0, false, wrap(err)
 	}
-	keys := []string{key, tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled), tk.payloadDue()}
+	keys := []string{key, tk.legacyAll(), tk.index(Completed), tk.index(Failed), tk.index(Canceled), tk.payloadDue()}
 	args := make([]any, 0, 4*len(read))
 	for _, m := range read {
 		member, _ := m.Member.(string)
@@ -117,7 +117,7 @@ func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, c *trimCurso
 // trimListed removes the list's and the terminal statuses' entries, made
 // before the id before, whose record is gone.
 func (s *Store) trimListed(ctx context.Context, k keys, tk tkeys, c *trimCursors, now time.Time, before string, n int) (removed int, more bool, err error) {
-	for _, key := range []string{tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled)} {
+	for _, key := range []string{tk.legacyAll(), tk.index(Completed), tk.index(Failed), tk.index(Canceled)} {
 		start := "-"
 		if cur, ok := c.at(key); ok {
 			if cur.ended {
@@ -172,7 +172,7 @@ func (s *Store) trimListed(ctx context.Context, k keys, tk tkeys, c *trimCursors
 // dropListed queues the removal of id from the list's index of tenant tk
 // and from its indexes of statuses (those id may be in).
 func dropListed(ctx context.Context, pipe redis.Pipeliner, tk tkeys, id string, statuses []Status) {
-	pipe.ZRem(ctx, tk.all(), id)
+	pipe.ZRem(ctx, tk.legacyAll(), id)
 	for _, st := range statuses {
 		pipe.ZRem(ctx, tk.index(st), id)
 	}
