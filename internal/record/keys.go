@@ -47,7 +47,8 @@ func (k tkeys) redriveIdem(key string) string { return string(k) + "idem-redrive
 func (k tkeys) resendIdem(key string) string  { return string(k) + "idem-resend:" + hashHex(key) }
 
 // legacyAll is the all-requests index of earlier versions: no longer
-// written or read, kept drained by the trim (see trimFinished).
+// written or listed, kept drained by the trim (trimFinished, trimListed)
+// as the requests in it end. Not for new work.
 func (k tkeys) legacyAll() string { return string(k) + "idx:all" }
 
 // payloadDue indexes the tenant's finished requests by finish time (ms)

@@ -308,6 +308,38 @@ func TestTrimDropsEntriesOfRequestsWithNoFinishedEntry(t *testing.T) {
 	}
 }
 
+// A deployment upgraded from a version that entered every request in an
+// all-requests index keeps that index, which nothing writes or lists any
+// more: the trim that ends its requests drains it, while the walk through
+// it waits for its next start.
+func TestTrimDrainsTheAllIndexOfEarlierVersions(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t) // retention: an hour
+	ctx := context.Background()
+	now := time.Now()
+	var old []string
+	for range 5 {
+		old = append(old, finished(t, s, "", Completed, now.Add(-30*time.Minute)))
+	}
+	waiting := newRequest(retryids.New(now.Add(-time.Hour)), now.Add(-time.Hour))
+	if _, err := s.Create(ctx, waiting, "", nil, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(old, waiting.ID) {
+		rdb.ZAdd(ctx, d0.legacyAll(), redis.Z{Member: id})
+	}
+	if n := trimAll(t, s, now, 2); n != 0 {
+		t.Fatalf("within the retention the trim removed %d entries", n)
+	}
+	// Each request's legacy, status, host and finished entries.
+	if n := trimAll(t, s, now.Add(40*time.Minute), 2); n != 4*len(old) {
+		t.Errorf("the trim removed %d entries, want the 4 of each of %d requests", n, len(old))
+	}
+	if got := rdb.ZRange(ctx, d0.legacyAll(), 0, -1).Val(); !slices.Equal(got, []string{waiting.ID}) {
+		t.Errorf("the legacy all-requests index holds %v, want only the unfinished %s", got, waiting.ID)
+	}
+}
+
 // With one partition the script that stores a request rings the workers'
 // doorbell (in the record's slot) when asked to; with several it cannot,
 // and says so, so the enqueue rings instead.
