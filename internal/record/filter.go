@@ -166,7 +166,12 @@ func (f Filter) candidates() []candidate {
 		out = append(out, c)
 	}
 	if len(out) == 0 {
-		out = append(out, candidate{tkeys.all})
+		// Every request is in one status index: their union.
+		var c candidate
+		for _, st := range Statuses {
+			c = append(c, func(k tkeys) string { return k.index(st) })
+		}
+		out = append(out, c)
 	}
 	return out
 }
@@ -249,7 +254,7 @@ func parseCursor(c string, byFinish bool) (position, error) {
 // source reads the entries of a page's index after a position, newest
 // first, merged over tenants and partitions.
 type source struct {
-	keys     []string
+	keys     [][]string // by partition
 	byFinish bool
 	// lo and hi bound the entries (ids in id order, ms in finish order).
 	lo, hi string
@@ -266,12 +271,13 @@ func (s *Store) byID(ctx context.Context, tenants []string, f Filter) (source, e
 		src.hi = "(" + ids.Prefix(f.CreatedTo.Add(time.Millisecond))
 	}
 	cands := f.candidates()
-	keysOf := func(c candidate) []string {
-		var out []string
-		for _, k := range s.each() {
+	keysOf := func(c candidate) [][]string {
+		parts := s.each()
+		out := make([][]string, len(parts))
+		for i, k := range parts {
 			for _, t := range tenants {
 				for _, ix := range c {
-					out = append(out, ix(k.of(t)))
+					out[i] = append(out[i], ix(k.of(t)))
 				}
 			}
 		}
@@ -284,7 +290,7 @@ func (s *Store) byID(ctx context.Context, tenants []string, f Filter) (source, e
 	pipe := s.rdb.Pipeline()
 	counts := make([][]*redis.IntCmd, len(cands))
 	for i, ix := range cands {
-		for _, key := range keysOf(ix) {
+		for _, key := range slices.Concat(keysOf(ix)...) {
 			counts[i] = append(counts[i], pipe.ZLexCount(ctx, key, src.lo, src.hi))
 		}
 	}
@@ -315,9 +321,11 @@ func (s *Store) byFinish(tenants []string, f Filter) source {
 		src.hi = strconv.FormatInt(f.FinishedTo.UnixMilli(), 10)
 	}
 	for _, k := range s.each() {
+		var ks []string
 		for _, t := range tenants {
-			src.keys = append(src.keys, k.of(t).finished())
+			ks = append(ks, k.of(t).finished())
 		}
+		src.keys = append(src.keys, ks)
 	}
 	return src
 }
@@ -329,28 +337,18 @@ func (s *Store) next(ctx context.Context, src source, p position, n int) ([]posi
 		if p.id != "" && (hi == "+" || "("+p.id < hi) {
 			hi = "(" + p.id
 		}
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.StringSliceCmd, len(src.keys))
-		for i, key := range src.keys {
-			cmds[i] = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: key, Start: hi, Stop: src.lo, ByLex: true, Rev: true, Count: int64(n)})
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		ids, err := s.lexNewest(ctx, src.keys, hi, src.lo, int64(n))
+		if err != nil {
 			return nil, wrap(err)
 		}
-		var all []string
-		for _, c := range cmds {
-			all = append(all, c.Val()...)
-		}
-		slices.Sort(all)
-		all = slices.Compact(all)
-		slices.Reverse(all)
-		out := make([]position, 0, min(len(all), n))
-		for _, id := range all[:min(len(all), n)] {
+		out := make([]position, 0, len(ids))
+		for _, id := range ids {
 			out = append(out, position{id: id})
 		}
 		return out, nil
 	}
 	hi := src.hi
+	keys := slices.Concat(src.keys...)
 	pipe := s.rdb.Pipeline()
 	var same []*redis.ZSliceCmd
 	if p.id != "" {
@@ -359,13 +357,13 @@ func (s *Store) next(ctx context.Context, src source, p position, n int) ([]posi
 		if src.hi == "+inf" || p.score <= atoi64(src.hi) {
 			at := strconv.FormatInt(p.score, 10)
 			hi = "(" + at
-			for _, key := range src.keys {
+			for _, key := range keys {
 				same = append(same, pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: at, Stop: at, ByScore: true}))
 			}
 		}
 	}
-	cmds := make([]*redis.ZSliceCmd, len(src.keys))
-	for i, key := range src.keys {
+	cmds := make([]*redis.ZSliceCmd, len(keys))
+	for i, key := range keys {
 		cmds[i] = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: key, Start: hi, Stop: src.lo, ByScore: true, Rev: true, Count: int64(n)})
 	}
 	if _, err := pipe.Exec(ctx); err != nil {

@@ -270,7 +270,6 @@ func (x benchRequest) writeRecord(ctx context.Context, pipe redis.Pipeliner) {
 	}
 	pipe.HSet(ctx, k.req(r.ID), fields...)
 	pipe.Set(ctx, k.spec(r.ID), r.spec(), 0)
-	pipe.ZAdd(ctx, x.tk().all(), redis.Z{Member: r.ID})
 	pipe.ZAdd(ctx, x.tk().index(r.Status), redis.Z{Member: r.ID})
 	if r.Status == Failed {
 		pipe.ZAdd(ctx, x.tk().failedHost(r.Host), redis.Z{Member: r.ID})

@@ -66,22 +66,27 @@ func (x *findFixture) add(at int, tenantName, method, url string, labels []strin
 		x.t.Fatal(err)
 	}
 	for i, tr := range tries {
-		when := now.Add(time.Duration(i+1) * time.Second)
-		b, err := x.s.Begin(x.ctx, r.ID, when)
-		if err != nil || b.State != Started {
-			x.t.Fatalf("begin %s: %+v %v", r.ID, b, err)
-		}
-		outcome := "success"
-		if tr.class != "" {
-			outcome = "retryable"
-		}
-		o := Outcome{Attempt: Attempt{N: b.N, StartedAt: when, Outcome: outcome, StatusCode: tr.code, FailureClass: tr.class},
-			Status: tr.next, NextAttemptAt: when, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels()}
-		if res, err := x.s.Finish(x.ctx, r.ID, o, when); err != nil || res != Recorded {
-			x.t.Fatalf("finish %s: %v %v", r.ID, res, err)
-		}
+		x.try(r, now.Add(time.Duration(i+1)*time.Second), tr)
 	}
 	return r.ID
+}
+
+// try puts request r through one attempt, at when.
+func (x *findFixture) try(r *Request, when time.Time, tr try) {
+	x.t.Helper()
+	b, err := x.s.Begin(x.ctx, r.ID, when)
+	if err != nil || b.State != Started {
+		x.t.Fatalf("begin %s: %+v %v", r.ID, b, err)
+	}
+	outcome := "success"
+	if tr.class != "" {
+		outcome = "retryable"
+	}
+	o := Outcome{Attempt: Attempt{N: b.N, StartedAt: when, Outcome: outcome, StatusCode: tr.code, FailureClass: tr.class},
+		Status: tr.next, NextAttemptAt: when, Host: r.Host, Tenant: r.Tenant, Labels: r.Labels()}
+	if res, err := x.s.Finish(x.ctx, r.ID, o, when); err != nil || res != Recorded {
+		x.t.Fatalf("finish %s: %v %v", r.ID, res, err)
+	}
 }
 
 // find lists every page of f for scope with pages of limit, checking

@@ -42,10 +42,14 @@ func (k keys) of(t string) tkeys {
 }
 
 func (k tkeys) index(s Status) string         { return string(k) + "idx:" + string(s) }
-func (k tkeys) all() string                   { return string(k) + "idx:all" }
 func (k tkeys) idem(key string) string        { return string(k) + "idem:" + hashHex(key) }
 func (k tkeys) redriveIdem(key string) string { return string(k) + "idem-redrive:" + hashHex(key) }
 func (k tkeys) resendIdem(key string) string  { return string(k) + "idem-resend:" + hashHex(key) }
+
+// legacyAll is the all-requests index of earlier versions: no longer
+// written or listed, kept drained by the trim (trimFinished, trimListed)
+// as the requests in it end. Not for new work.
+func (k tkeys) legacyAll() string { return string(k) + "idx:all" }
 
 // payloadDue indexes the tenant's finished requests by finish time (ms)
 // while the tenant has a payload retention: the sweeper erases their

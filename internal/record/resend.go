@@ -99,7 +99,7 @@ func (s *Store) Resend(ctx context.Context, orig *Request, in ResendInput) (*Res
 	if in.IdemKey != "" {
 		idemVal = orig.ID + " " + n.ID
 	}
-	keys := append([]string{k.req(orig.ID), tk.resendIdem(in.IdemKey), k.req(n.ID), tk.all(), tk.index(Pending), k.spec(n.ID), ownerKey, bell},
+	keys := append([]string{k.req(orig.ID), tk.resendIdem(in.IdemKey), k.req(n.ID), tk.index(Pending), k.spec(n.ID), ownerKey, bell},
 		staticIndexes(tk, hostOf(n.URL), n.Labels())...)
 	args := append([]any{orig.ID, n.ID, idemVal, IdempotencyWindow.Milliseconds(), n.spec(),
 		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), in.Now.UnixMilli(), ring}, n.fields()...)

@@ -219,7 +219,7 @@ func (s *Store) Create(ctx context.Context, r *Request, idemKey string, body []b
 		}
 		taskKey, taskList, taskFields = t.Key, t.List, t.Fields
 	}
-	keys := append([]string{k.req(r.ID), tk.all(), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell,
+	keys := append([]string{k.req(r.ID), tk.index(Pending), tk.idem(idemKey), k.spec(r.ID), ownerKey, bell,
 		taskKey, taskList}, staticIndexes(tk, hostOf(r.URL), r.Labels())...)
 	args := append([]any{r.ID, idemVal, IdempotencyWindow.Milliseconds(), r.spec(),
 		owner.Limit, (s.retention + 24*time.Hour).Milliseconds(), r.CreatedAt.UnixMilli(), ring, len(taskFields)},
@@ -477,10 +477,12 @@ func (s *Store) ListIn(ctx context.Context, scope tenant.Scope, statuses []Statu
 	}
 	var indexes []func(keys) string
 	for _, t := range tenants {
-		if statuses == nil {
-			indexes = append(indexes, func(k keys) string { return k.of(t).all() })
+		sts := statuses
+		if sts == nil {
+			// Every request is in one status index.
+			sts = Statuses
 		}
-		for _, st := range statuses {
+		for _, st := range sts {
 			indexes = append(indexes, func(k keys) string { return k.of(t).index(st) })
 		}
 	}
@@ -568,14 +570,18 @@ func (s *Store) loadPage(ctx context.Context, page *Page, scope tenant.Scope, st
 		return 0, err
 	}
 	loaded := 0
+	var gone redis.Pipeliner
 	for i, id := range ids {
 		h := hs[i]
 		loaded += storedSize(h, specs[i])
 		if len(h) == 0 {
 			// The record expired after its retention; its index entries
 			// are cleaned up lazily, here.
+			if gone == nil {
+				gone = s.rdb.Pipeline()
+			}
 			for _, index := range indexes {
-				s.rdb.ZRem(ctx, index(s.k(id)), id)
+				gone.ZRem(ctx, index(s.k(id)), id)
 			}
 			continue
 		}
@@ -587,6 +593,9 @@ func (s *Store) loadPage(ctx context.Context, page *Page, scope tenant.Scope, st
 			continue // an index entry of another tenant: a bug, never shown
 		}
 		page.Requests = append(page.Requests, r)
+	}
+	if gone != nil {
+		_, _ = gone.Exec(ctx) // best effort: a later list tries again
 	}
 	return loaded, nil
 }
@@ -600,22 +609,80 @@ func (s *Store) newest(ctx context.Context, cursor string, n int64, indexes ...f
 		start = "(" + cursor
 	}
 	parts := s.each()
-	if len(parts) == 1 && len(indexes) == 1 {
-		return s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: indexes[0](parts[0]), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n}).Result()
-	}
-	pipe := s.rdb.Pipeline()
-	var cmds []*redis.StringSliceCmd
-	for _, k := range parts {
+	byPart := make([][]string, len(parts))
+	for i, k := range parts {
 		for _, index := range indexes {
-			cmds = append(cmds, pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: index(k), Start: start, Stop: "-", ByLex: true, Rev: true, Count: n}))
+			byPart[i] = append(byPart[i], index(k))
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, err
+	return s.lexNewest(ctx, byPart, start, "-", n)
+}
+
+// lexNewest reads up to n members of each key, from hi down to lo (lex
+// bounds), and merges them: newest first, each once, at most n. The keys
+// come grouped by partition. A request is in one status index of its
+// partition at a time, and the scripts that change its status move it at
+// once: so where a partition has several keys they are read in one
+// transaction (MULTI/EXEC), and a request moving meanwhile (a redrive
+// moves one back to pending) is seen where it was or where it went, never
+// in neither. A request never changes partition, so the partitions need
+// no common snapshot: on a Redis Cluster, whose transactions stay in one
+// slot, each partition's is its own.
+func (s *Store) lexNewest(ctx context.Context, byPart [][]string, hi, lo string, n int64) ([]string, error) {
+	rangeOf := func(key string) redis.ZRangeArgs {
+		return redis.ZRangeArgs{Key: key, Start: hi, Stop: lo, ByLex: true, Rev: true, Count: n}
+	}
+	var flat []string
+	several := false
+	for _, ks := range byPart {
+		flat = append(flat, ks...)
+		several = several || len(ks) > 1
+	}
+	if len(flat) == 1 {
+		return s.rdb.ZRangeArgs(ctx, rangeOf(flat[0])).Result()
+	}
+	cmds := make([][]*redis.StringSliceCmd, len(byPart))
+	queue := func(pipe redis.Pipeliner, i int) {
+		for _, key := range byPart[i] {
+			cmds[i] = append(cmds[i], pipe.ZRangeArgs(ctx, rangeOf(key)))
+		}
+	}
+	if cluster, ok := s.rdb.(*redis.ClusterClient); ok && several {
+		// A transaction per partition, concurrently.
+		errs := make([]error, len(byPart))
+		var wg sync.WaitGroup
+		for i := range byPart {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pipe := cluster.TxPipeline()
+				queue(pipe, i)
+				_, errs[i] = pipe.Exec(ctx)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+	} else {
+		// One round trip: a plain pipeline when no partition has two
+		// keys, else one transaction over them all.
+		pipe := s.rdb.Pipeline()
+		if several {
+			pipe = s.rdb.TxPipeline()
+		}
+		for i := range byPart {
+			queue(pipe, i)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var all []string
-	for _, c := range cmds {
-		all = append(all, c.Val()...)
+	for _, cs := range cmds {
+		for _, c := range cs {
+			all = append(all, c.Val()...)
+		}
 	}
 	slices.Sort(all)
 	all = slices.Compact(all)

@@ -114,15 +114,15 @@ func TestTrimIndexesEndsRequestsPastTheirRetention(t *testing.T) {
 	again := finished(t, s, "", Completed, now)
 	rdb.ZAdd(ctx, d0.finished(), redis.Z{Score: float64(long.UnixMilli()), Member: finishedMember(again, "e.com", "server_error", "503", nil)})
 
-	// Each completed request: its all-requests, status, host and finished
-	// entries; a failed one, its failed-by-host entry too. A batch of 2:
-	// as many as the unfinished requests ahead.
-	want := 4 + 5 + 4 + 5 + 1
+	// Each completed request: its status, host and finished entries; a
+	// failed one, its failed-by-host entry too. A batch of 2: the trim
+	// goes on over several.
+	want := 3 + 4 + 3 + 4 + 1
 	if n := trimAll(t, s, now, 2); n != want {
 		t.Fatalf("TrimIndexes removed %d entries, want %d", n, want)
 	}
 	entries := func(id string) (in []string) {
-		for _, key := range []string{d0.all(), d0.index(Pending), d0.index(Completed), d0.index(Failed), d0.host("e.com"), d0.failedHost("e.com")} {
+		for _, key := range []string{d0.legacyAll(), d0.index(Pending), d0.index(Completed), d0.index(Failed), d0.host("e.com"), d0.failedHost("e.com")} {
 			if rdb.ZScore(ctx, key, id).Err() == nil {
 				in = append(in, key[len(d0):])
 			}
@@ -147,7 +147,7 @@ func TestTrimIndexesEndsRequestsPastTheirRetention(t *testing.T) {
 		}
 	}
 	for _, id := range []string{young, again} {
-		if got, want := entries(id), []string{"idx:all", "idx:completed", "idx:host:e.com", "idx:finished"}; !slices.Equal(got, want) {
+		if got, want := entries(id), []string{"idx:completed", "idx:host:e.com", "idx:finished"}; !slices.Equal(got, want) {
 			t.Errorf("%s: in %v, want %v", id, got, want)
 		}
 	}
@@ -159,14 +159,14 @@ func TestTrimIndexesEndsRequestsPastTheirRetention(t *testing.T) {
 		}
 	}
 	// Its failed-by-host entry is dropped when the DLQ reads it.
-	if got, want := entries(redriven), []string{"idx:all", "idx:pending", "idx:host:e.com", "idx:failed-host:e.com"}; !slices.Equal(got, want) {
+	if got, want := entries(redriven), []string{"idx:pending", "idx:host:e.com", "idx:failed-host:e.com"}; !slices.Equal(got, want) {
 		t.Errorf("redriven %s: in %v, want %v", redriven, got, want)
 	}
 	if n := rdb.Exists(ctx, k0.redrives(redriven)).Val(); n != 1 {
 		t.Errorf("redriven %s lost its redrives", redriven)
 	}
 	for _, id := range waiting {
-		if got, want := entries(id), []string{"idx:all", "idx:pending", "idx:host:e.com"}; !slices.Equal(got, want) {
+		if got, want := entries(id), []string{"idx:pending", "idx:host:e.com"}; !slices.Equal(got, want) {
 			t.Errorf("unfinished %s: in %v, want %v", id, got, want)
 		}
 	}
@@ -219,8 +219,8 @@ func TestAShortenedRetentionEndsRequestsAlreadyFinished(t *testing.T) {
 	if err := s.SetTenantRetention(ctx, "acme", Retention{Records: 10 * time.Minute}, now); err != nil {
 		t.Fatal(err)
 	}
-	if n := trimAll(t, s, now, 2); n != 4*len(older) {
-		t.Errorf("the trim removed %d entries, want the 4 of each of the %d requests finished over 11 minutes ago", n, len(older))
+	if n := trimAll(t, s, now, 2); n != 3*len(older) {
+		t.Errorf("the trim removed %d entries, want the 3 of each of the %d requests finished over 11 minutes ago", n, len(older))
 	}
 	for _, id := range older {
 		if present(t, s, id) {
@@ -275,33 +275,67 @@ func TestTrimGoesThroughRequestsOfOneMillisecond(t *testing.T) {
 	for _, id := range same[1:] {
 		expire(rdb, id)
 	}
-	if n := trimAll(t, s, time.Now(), 2); n != 4*len(same) {
-		t.Errorf("the trim removed %d entries, want the 4 of each of %d requests", n, len(same))
+	if n := trimAll(t, s, time.Now(), 2); n != 3*len(same) {
+		t.Errorf("the trim removed %d entries, want the 3 of each of %d requests", n, len(same))
 	}
 	for _, id := range same {
-		if rdb.ZScore(ctx, d0.all(), id).Err() == nil || present(t, s, id) {
+		if rdb.ZScore(ctx, d0.index(Completed), id).Err() == nil || present(t, s, id) {
 			t.Errorf("%s is still there", id)
 		}
 	}
 }
 
-// A request finished by an earlier version has no finished entry: once its
-// record has expired, the walk through the list's and the status indexes
-// drops its entries there.
+// A request finished by an earlier version has no finished entry, and an
+// entry in that version's all-requests index: once its record has
+// expired, the walk through that index and the status indexes drops its
+// entries there.
 func TestTrimDropsEntriesOfRequestsWithNoFinishedEntry(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStoreOn(t)
 	ctx := context.Background()
 	id := finished(t, s, "", Failed, time.Now().Add(-2*time.Hour))
 	rdb.Del(ctx, d0.finished())
+	rdb.ZAdd(ctx, d0.legacyAll(), redis.Z{Member: id})
 	expire(rdb, id)
 	if n := trimAll(t, s, time.Now(), 500); n != 2 {
 		t.Errorf("the trim removed %d entries, want its all-requests and failed entries", n)
 	}
-	for _, key := range []string{d0.all(), d0.index(Failed)} {
+	for _, key := range []string{d0.legacyAll(), d0.index(Failed)} {
 		if rdb.ZScore(ctx, key, id).Err() == nil {
 			t.Errorf("%s still holds %s", key, id)
 		}
+	}
+}
+
+// A deployment upgraded from a version that entered every request in an
+// all-requests index keeps that index, which nothing writes or lists any
+// more: the trim that ends its requests drains it, while the walk through
+// it waits for its next start.
+func TestTrimDrainsTheAllIndexOfEarlierVersions(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStoreOn(t) // retention: an hour
+	ctx := context.Background()
+	now := time.Now()
+	var old []string
+	for range 5 {
+		old = append(old, finished(t, s, "", Completed, now.Add(-30*time.Minute)))
+	}
+	waiting := newRequest(retryids.New(now.Add(-time.Hour)), now.Add(-time.Hour))
+	if _, err := s.Create(ctx, waiting, "", nil, CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(old, waiting.ID) {
+		rdb.ZAdd(ctx, d0.legacyAll(), redis.Z{Member: id})
+	}
+	if n := trimAll(t, s, now, 2); n != 0 {
+		t.Fatalf("within the retention the trim removed %d entries", n)
+	}
+	// Each request's legacy, status, host and finished entries.
+	if n := trimAll(t, s, now.Add(40*time.Minute), 2); n != 4*len(old) {
+		t.Errorf("the trim removed %d entries, want the 4 of each of %d requests", n, len(old))
+	}
+	if got := rdb.ZRange(ctx, d0.legacyAll(), 0, -1).Val(); !slices.Equal(got, []string{waiting.ID}) {
+		t.Errorf("the legacy all-requests index holds %v, want only the unfinished %s", got, waiting.ID)
 	}
 }
 

@@ -41,11 +41,11 @@ const (
 // older than the retention, oldest first, and ends each request still
 // finished at the time its entry says (one redriven since has lost that
 // entry, or left a stale one that goes alone). A second walk, through the
-// list's and the terminal statuses' indexes in id order, drops the entries
-// of the requests that expired with no finished entry (finished by an
-// earlier version); it passes over the unfinished requests of a backlog,
-// and looks at them again only when a walk starts over, TrimRevisit after
-// the last began.
+// terminal statuses' indexes and the all-requests index of earlier
+// versions in id order, drops the entries of the requests that expired
+// with no finished entry (finished by an earlier version); it passes over
+// the requests still there, and looks at them again only when a walk
+// starts over, TrimRevisit after the last began.
 func (s *Store) TrimIndexes(ctx context.Context, now time.Time, n int) (removed int, more bool, err error) {
 	rets, err := s.Retentions(ctx, now)
 	if err != nil {
@@ -94,7 +94,8 @@ func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, c *trimCurso
 	if err != nil || len(read) == 0 {
 		return 0, false, wrap(err)
 	}
-	keys := []string{key, tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled), tk.payloadDue()}
+	// legacyAll: earlier versions' all-requests index, no longer written or listed, kept drained (one ZREM a batch).
+	keys := []string{key, tk.legacyAll(), tk.index(Completed), tk.index(Failed), tk.index(Canceled), tk.payloadDue()}
 	args := make([]any, 0, 4*len(read))
 	for _, m := range read {
 		member, _ := m.Member.(string)
@@ -114,10 +115,11 @@ func (s *Store) trimFinished(ctx context.Context, k keys, tk tkeys, c *trimCurso
 	return int(res[0]), len(read) == n, nil
 }
 
-// trimListed removes the list's and the terminal statuses' entries, made
-// before the id before, whose record is gone.
+// trimListed removes the terminal statuses' entries, and those of the
+// all-requests index of earlier versions, made before the id before, whose
+// record is gone (expired by a TTL an earlier version set).
 func (s *Store) trimListed(ctx context.Context, k keys, tk tkeys, c *trimCursors, now time.Time, before string, n int) (removed int, more bool, err error) {
-	for _, key := range []string{tk.all(), tk.index(Completed), tk.index(Failed), tk.index(Canceled)} {
+	for _, key := range []string{tk.legacyAll(), tk.index(Completed), tk.index(Failed), tk.index(Canceled)} {
 		start := "-"
 		if cur, ok := c.at(key); ok {
 			if cur.ended {
@@ -169,10 +171,9 @@ func (s *Store) trimListed(ctx context.Context, k keys, tk tkeys, c *trimCursors
 	return removed, more, nil
 }
 
-// dropListed queues the removal of id from the list's index of tenant tk
-// and from its indexes of statuses (those id may be in).
+// dropListed queues the removal of id from tenant tk's indexes of
+// statuses (those id may be in).
 func dropListed(ctx context.Context, pipe redis.Pipeliner, tk tkeys, id string, statuses []Status) {
-	pipe.ZRem(ctx, tk.all(), id)
 	for _, st := range statuses {
 		pipe.ZRem(ctx, tk.index(st), id)
 	}

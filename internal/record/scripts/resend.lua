@@ -7,14 +7,13 @@
 -- KEYS[1]: the original's request hash
 -- KEYS[2]: the resend's idempotency key (unused when ARGV[3] is "")
 -- KEYS[3]: the new request's hash
--- KEYS[4]: all-requests index
--- KEYS[5]: pending index
--- KEYS[6]: the new request's spec
--- KEYS[7]: the owner's set of unfinished request ids, and "~ttl" (unused
+-- KEYS[4]: pending index
+-- KEYS[5]: the new request's spec
+-- KEYS[6]: the owner's set of unfinished request ids, and "~ttl" (unused
 --   when ARGV[6] is "0")
--- KEYS[8]: the workers' doorbell list (unused when ARGV[9] is "0")
--- KEYS[9]: the host index (the list's host filter)
--- KEYS[10..]: the label indexes, one per label of the new request
+-- KEYS[7]: the workers' doorbell list (unused when ARGV[9] is "0")
+-- KEYS[8]: the host index (the list's host filter)
+-- KEYS[9..]: the label indexes, one per label of the new request
 -- ARGV[1]: the original's id
 -- ARGV[2]: the new request's id
 -- ARGV[3]: idempotency value "originalId newId", or ""
@@ -40,26 +39,25 @@ if cur[2] == "1" then return {"expunged"} end
 if ARGV[6] ~= "0" then
   -- The owner set as create.lua keeps it: "~ttl" (uncounted) marks the
   -- minute of its last PEXPIRE.
-  if redis.call("ZCOUNT", KEYS[7], "0", "+inf") >= tonumber(ARGV[6]) then return {"full"} end
+  if redis.call("ZCOUNT", KEYS[6], "0", "+inf") >= tonumber(ARGV[6]) then return {"full"} end
   local minute = tostring(-math.floor(tonumber(ARGV[8]) / 60000))
-  if redis.call("ZADD", KEYS[7], "LT", "CH", ARGV[8], ARGV[2], minute, "~ttl") > 1 then
-    redis.call("PEXPIRE", KEYS[7], ARGV[7])
+  if redis.call("ZADD", KEYS[6], "LT", "CH", ARGV[8], ARGV[2], minute, "~ttl") > 1 then
+    redis.call("PEXPIRE", KEYS[6], ARGV[7])
   end
 end
 if ARGV[3] ~= "" then
   redis.call("SET", KEYS[2], ARGV[3], "PX", ARGV[4])
 end
-redis.call("SET", KEYS[6], ARGV[5])
+redis.call("SET", KEYS[5], ARGV[5])
 redis.call("HSET", KEYS[3], unpack(ARGV, 10))
 redis.call("ZADD", KEYS[4], "0", ARGV[2])
-redis.call("ZADD", KEYS[5], "0", ARGV[2])
-for i = 9, #KEYS do redis.call("ZADD", KEYS[i], "0", ARGV[2]) end
+for i = 8, #KEYS do redis.call("ZADD", KEYS[i], "0", ARGV[2]) end
 -- The original lists its resends, newest last, in its own hash: the
 -- list ends with the record, whatever its retention.
 local resends = redis.call("HGET", KEYS[1], "resends")
 if resends then resends = resends .. " " .. ARGV[2] else resends = ARGV[2] end
 redis.call("HSET", KEYS[1], "resends", resends)
-if ARGV[9] == "1" and redis.call("LLEN", KEYS[8]) == 0 then
-  redis.call("RPUSH", KEYS[8], "1")
+if ARGV[9] == "1" and redis.call("LLEN", KEYS[7]) == 0 then
+  redis.call("RPUSH", KEYS[7], "1")
 end
 return {"ok"}

@@ -7,7 +7,8 @@
 -- Removals are gathered per index, so a batch costs one HMGET a request
 -- and a few commands in all besides.
 -- KEYS[1]: the finished index
--- KEYS[2]: the list's index (all requests)
+-- KEYS[2]: the all-requests index of earlier versions (legacy: no longer
+--   written or read, kept drained here)
 -- KEYS[3..5]: the completed, failed and canceled status indexes
 -- KEYS[6]: the tenant's payload-expiry index
 -- KEYS[7..]: per entry, in ARGV's order: the request hash, its attempts
