@@ -142,7 +142,13 @@ func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter,
 	for _, t := range tenants {
 		indexes = append(indexes, func(k keys) string { return k.of(t).index(Failed) })
 	}
-	if f.Host != "" {
+	// byHost: the failed-by-host index, whose entries of requests redriven
+	// since are dropped when read. The failed status index is kept by the
+	// scripts that change a status: an entry read here while its request
+	// is not failed may be one a new failure just made, and goes only with
+	// its record.
+	byHost := f.Host != ""
+	if byHost {
 		// Only the requests that failed towards that host are read.
 		host := f.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -175,13 +181,13 @@ func (s *Store) ListFailed(ctx context.Context, scope tenant.Scope, f DLQFilter,
 				scan.use(1)
 				h := hs[i]
 				loaded += storedSize(h, specs[i])
-				if len(h) == 0 || Status(h[fStatus]) != Failed {
+				if len(h) == 0 || (byHost && Status(h[fStatus]) != Failed) {
 					// Expired, or redriven since: drop the entry (a request
 					// that fails again is indexed again).
 					for _, index := range indexes {
 						s.rdb.ZRem(ctx, index(s.k(id)), id)
 					}
-				} else if r := decode(id, h, specs[i]); f.Match(r) && scope.Has(r.Tenant) {
+				} else if r := decode(id, h, specs[i]); r.Status == Failed && f.Match(r) && scope.Has(r.Tenant) {
 					page.Requests = append(page.Requests, r)
 				}
 				if len(page.Requests) == limit || scan.Spent() || loaded >= ListBudget {
