@@ -421,8 +421,15 @@ func (s *Store) scan(ctx context.Context, scope tenant.Scope, f Filter, src sour
 	if f.needsSpec() {
 		chunk = listChunk
 	}
+	// Entries a filter may reject are read ahead, 200 at a time. With no
+	// filter every entry is a match (but for a record gone): a page's
+	// worth is enough, from each of the five status indexes it reads.
+	ahead := max(limit*2, 200)
+	if f.Empty() {
+		ahead = limit + 1
+	}
 	for {
-		want := min(max(limit*2, 200), sc.Left()+1)
+		want := min(ahead, sc.Left()+1)
 		batch, err := s.next(ctx, src, p, want)
 		if err != nil {
 			return nil, err
