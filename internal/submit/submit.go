@@ -103,6 +103,22 @@ func plainString(raw json.RawMessage) (string, bool) {
 	return string(raw[1 : n-1]), true
 }
 
+// plainHeaders is the headers member raw when every name and value in it
+// is a plainString; anything else is left to json.Unmarshal.
+func plainHeaders(raw json.RawMessage) (map[string]string, bool) {
+	f, ok := members(raw)
+	if !ok {
+		return nil, false
+	}
+	h := make(map[string]string, len(f))
+	for name, v := range f {
+		if h[name], ok = plainString(v); !ok {
+			return nil, false
+		}
+	}
+	return h, true
+}
+
 // integer reads an integer member; 2.5, "5" and 1e99 are refused rather
 // than silently converted.
 func (f fields) integer(name string, def, lo, hi int64) (int64, bool, error) {
@@ -204,6 +220,9 @@ func flowControl(raw json.RawMessage) (*record.FlowControl, error) {
 // as "mehtod" must not silently send a GET, and a document that is not a
 // submission (a callback aimed back at retryd) must not pass for one.
 func Parse(body []byte, now time.Time) (*record.Request, error) {
+	if f, ok := members(body); ok {
+		return parseFields(f, now)
+	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, &Error{Message: "request body is empty; send a JSON object"}
 	}
@@ -256,8 +275,8 @@ func parseFields(f fields, now time.Time) (*record.Request, error) {
 		r.Method = m
 	}
 	if raw, ok := f.raw("headers"); ok {
-		var h map[string]string
-		if json.Unmarshal(raw, &h) != nil {
+		h, ok := plainHeaders(raw)
+		if !ok && json.Unmarshal(raw, &h) != nil {
 			return nil, fieldErr("headers", "must be an object of string values")
 		}
 		if err := checkHeaders(h); err != nil {

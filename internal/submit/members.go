@@ -1,0 +1,273 @@
+package submit
+
+// members splits body into its members in one pass when body is exactly
+// one JSON object (whitespace around it allowed): each value is a slice of
+// body, not a copy. It answers ok=false for anything else, and for an
+// object nested deeper than maxDepth; Parse then hands body to
+// encoding/json, whose answer (and error text) stays the authority.
+// encoding/json reads a submission three times (the decoder's scan, the
+// map's, and a copy of every member); this reads it once.
+func members(body []byte) (fields, bool) {
+	s := scanner{b: body}
+	s.space()
+	if !s.is('{') {
+		return nil, false
+	}
+	f := fields{}
+	s.i++
+	s.space()
+	if s.is('}') {
+		s.i++
+		return f, s.end()
+	}
+	for {
+		start := s.i
+		if !s.is('"') || !s.str() {
+			return nil, false
+		}
+		name, ok := plainString(body[start:s.i])
+		if !ok {
+			return nil, false // an escaped or non-UTF-8 name: encoding/json's to decode
+		}
+		s.space()
+		if !s.is(':') {
+			return nil, false
+		}
+		s.i++
+		s.space()
+		start = s.i
+		if !s.value(1) {
+			return nil, false
+		}
+		f[name] = body[start:s.i:s.i]
+		s.space()
+		switch {
+		case s.is(','):
+			s.i++
+			s.space()
+		case s.is('}'):
+			s.i++
+			return f, s.end()
+		default:
+			return nil, false
+		}
+	}
+}
+
+// maxDepth bounds the nesting members walks itself: a submission's values
+// nest two deep (headers, flowControl); deeper ones are encoding/json's.
+const maxDepth = 32
+
+// scanner walks JSON text; each method consumes one production at i and
+// reports whether it was well formed.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) is(c byte) bool { return s.i < len(s.b) && s.b[s.i] == c }
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// end reports whether only whitespace is left.
+func (s *scanner) end() bool {
+	s.space()
+	return s.i == len(s.b)
+}
+
+// plain marks the bytes a string holds as they are: not a quote, a
+// backslash or a control character (which JSON refuses unescaped).
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// str consumes a string, s.b[s.i] being its opening quote.
+func (s *scanner) str() bool {
+	b, i := s.b, s.i+1
+	for {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i == len(b) {
+			return false
+		}
+		switch b[i] {
+		case '"':
+			s.i = i + 1
+			return true
+		case '\\':
+			if i+1 == len(b) {
+				return false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(b) || !hex(b[i+2]) || !hex(b[i+3]) || !hex(b[i+4]) || !hex(b[i+5]) {
+					return false
+				}
+				i += 6
+			default:
+				return false
+			}
+		default: // a control character
+			return false
+		}
+	}
+}
+
+func hex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func digit(c byte) bool { return '0' <= c && c <= '9' }
+
+// value consumes any JSON value at nesting depth.
+func (s *scanner) value(depth int) bool {
+	if s.i == len(s.b) {
+		return false
+	}
+	switch c := s.b[s.i]; {
+	case c == '"':
+		return s.str()
+	case c == '{':
+		return s.object(depth + 1)
+	case c == '[':
+		return s.array(depth + 1)
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || digit(c):
+		return s.number()
+	}
+	return false
+}
+
+func (s *scanner) literal(word string) bool {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return false
+	}
+	s.i += len(word)
+	return true
+}
+
+// number consumes -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *scanner) number() bool {
+	b, i := s.b, s.i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && digit(b[i]):
+		for i < len(b) && digit(b[i]) {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i == len(b) || !digit(b[i]) {
+			return false
+		}
+		for i < len(b) && digit(b[i]) {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i == len(b) || !digit(b[i]) {
+			return false
+		}
+		for i < len(b) && digit(b[i]) {
+			i++
+		}
+	}
+	s.i = i
+	return true
+}
+
+// object consumes an object, s.b[s.i] being its opening brace.
+func (s *scanner) object(depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	s.i++
+	s.space()
+	if s.is('}') {
+		s.i++
+		return true
+	}
+	for {
+		if !s.is('"') || !s.str() {
+			return false
+		}
+		s.space()
+		if !s.is(':') {
+			return false
+		}
+		s.i++
+		s.space()
+		if !s.value(depth) {
+			return false
+		}
+		s.space()
+		switch {
+		case s.is(','):
+			s.i++
+			s.space()
+		case s.is('}'):
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// array consumes an array, s.b[s.i] being its opening bracket.
+func (s *scanner) array(depth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	s.i++
+	s.space()
+	if s.is(']') {
+		s.i++
+		return true
+	}
+	for {
+		if !s.value(depth) {
+			return false
+		}
+		s.space()
+		switch {
+		case s.is(','):
+			s.i++
+			s.space()
+		case s.is(']'):
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
