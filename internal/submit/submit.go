@@ -13,11 +13,11 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/retryd/retryd/internal/egress"
+	"github.com/retryd/retryd/internal/jsonobj"
 	"github.com/retryd/retryd/internal/names"
 	"github.com/retryd/retryd/internal/record"
 )
@@ -80,7 +80,7 @@ func (f fields) str(name string) (*string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if s, ok := plainString(raw); ok {
+	if s, ok := jsonobj.PlainString(raw); ok {
 		return &s, nil
 	}
 	var s string
@@ -88,35 +88,6 @@ func (f fields) str(name string) (*string, error) {
 		return nil, fieldErr(name, "must be a string")
 	}
 	return &s, nil
-}
-
-// plainString is the value of raw, a member already checked as JSON by the
-// decoder, when it is a string with no escapes and valid UTF-8: its bytes
-// between the quotes, which json.Unmarshal would find after two more passes
-// over them (a 1 KiB body is most of a submission's decoding). Anything
-// else is left to json.Unmarshal.
-func plainString(raw json.RawMessage) (string, bool) {
-	n := len(raw)
-	if n < 2 || raw[0] != '"' || raw[n-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
-		return "", false
-	}
-	return string(raw[1 : n-1]), true
-}
-
-// plainHeaders is the headers member raw when every name and value in it
-// is a plainString; anything else is left to json.Unmarshal.
-func plainHeaders(raw json.RawMessage) (map[string]string, bool) {
-	f, ok := members(raw)
-	if !ok {
-		return nil, false
-	}
-	h := make(map[string]string, len(f))
-	for name, v := range f {
-		if h[name], ok = plainString(v); !ok {
-			return nil, false
-		}
-	}
-	return h, true
 }
 
 // integer reads an integer member; 2.5, "5" and 1e99 are refused rather
@@ -220,7 +191,7 @@ func flowControl(raw json.RawMessage) (*record.FlowControl, error) {
 // as "mehtod" must not silently send a GET, and a document that is not a
 // submission (a callback aimed back at retryd) must not pass for one.
 func Parse(body []byte, now time.Time) (*record.Request, error) {
-	if f, ok := members(body); ok {
+	if f, ok := jsonobj.Members(body); ok {
 		return parseFields(f, now)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -275,7 +246,7 @@ func parseFields(f fields, now time.Time) (*record.Request, error) {
 		r.Method = m
 	}
 	if raw, ok := f.raw("headers"); ok {
-		h, ok := plainHeaders(raw)
+		h, ok := jsonobj.PlainStrings(raw)
 		if !ok && json.Unmarshal(raw, &h) != nil {
 			return nil, fieldErr("headers", "must be an object of string values")
 		}

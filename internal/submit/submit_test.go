@@ -286,30 +286,6 @@ func TestParseRefusesUnknownMembersByName(t *testing.T) {
 	}
 }
 
-// plainString answers exactly what json.Unmarshal answers for every JSON
-// value it takes, and leaves escapes and invalid UTF-8 to it.
-func FuzzPlainString(f *testing.F) {
-	for _, s := range []string{`"x"`, `""`, `"a\"b"`, `"\u00e9"`, `"é"`, "\"\xff\"", `1`, `null`, `"a" `, `{"a":"b"}`, `["x"]`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		if !json.Valid(raw) {
-			return // the decoder refuses the submission before any member is read
-		}
-		got, ok := plainString(raw)
-		if !ok {
-			return
-		}
-		var want string
-		if err := json.Unmarshal(raw, &want); err != nil {
-			t.Fatalf("plainString took %q, which json.Unmarshal refuses: %v", raw, err)
-		}
-		if got != want {
-			t.Fatalf("plainString(%q) = %q, json.Unmarshal = %q", raw, got, want)
-		}
-	})
-}
-
 // The notBefore format error's example is a time the limit accepts.
 func TestNotBeforeErrorOffersATimeItTakes(t *testing.T) {
 	t.Parallel()

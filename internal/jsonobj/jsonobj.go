@@ -1,19 +1,29 @@
-package submit
+// Package jsonobj reads a JSON object's members in one pass, each value a
+// slice of the input rather than a copy, for the two hot decoders that
+// take objects apart member by member: a submission (internal/submit) and
+// a stored request's spec (internal/record). encoding/json reads the same
+// object about three times (its validity scan, the decode, a copy of each
+// member). What this does not take (escaped or non-UTF-8 member names,
+// deep nesting, anything malformed) it refuses with ok=false, and the
+// caller asks encoding/json, which stays the authority on errors.
+package jsonobj
 
-// members splits body into its members in one pass when body is exactly
-// one JSON object (whitespace around it allowed): each value is a slice of
-// body, not a copy. It answers ok=false for anything else, and for an
-// object nested deeper than maxDepth; Parse then hands body to
-// encoding/json, whose answer (and error text) stays the authority.
-// encoding/json reads a submission three times (the decoder's scan, the
-// map's, and a copy of every member); this reads it once.
-func members(body []byte) (fields, bool) {
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// Members splits body into its members when body is exactly one JSON
+// object (whitespace around it allowed). A repeated name keeps its last
+// value, as encoding/json does.
+func Members(body []byte) (map[string]json.RawMessage, bool) {
 	s := scanner{b: body}
 	s.space()
 	if !s.is('{') {
 		return nil, false
 	}
-	f := fields{}
+	f := map[string]json.RawMessage{}
 	s.i++
 	s.space()
 	if s.is('}') {
@@ -25,7 +35,7 @@ func members(body []byte) (fields, bool) {
 		if !s.is('"') || !s.str() {
 			return nil, false
 		}
-		name, ok := plainString(body[start:s.i])
+		name, ok := PlainString(body[start:s.i])
 		if !ok {
 			return nil, false // an escaped or non-UTF-8 name: encoding/json's to decode
 		}
@@ -54,9 +64,37 @@ func members(body []byte) (fields, bool) {
 	}
 }
 
-// maxDepth bounds the nesting members walks itself: a submission's values
-// nest two deep (headers, flowControl); deeper ones are encoding/json's.
+// maxDepth bounds the nesting Members walks itself: a submission's and a
+// spec's values nest two or three deep; deeper ones are encoding/json's.
 const maxDepth = 32
+
+// PlainString is the value of raw, a JSON value already checked as such,
+// when it is a string with no escapes and valid UTF-8: its bytes between
+// the quotes, which json.Unmarshal would find after two more passes over
+// them. Anything else is left to json.Unmarshal.
+func PlainString(raw []byte) (string, bool) {
+	n := len(raw)
+	if n < 2 || raw[0] != '"' || raw[n-1] != '"' || bytes.IndexByte(raw, '\\') >= 0 || !utf8.Valid(raw) {
+		return "", false
+	}
+	return string(raw[1 : n-1]), true
+}
+
+// PlainStrings is raw, an object, as a map when every value in it is a
+// PlainString (headers, say); anything else is left to json.Unmarshal.
+func PlainStrings(raw []byte) (map[string]string, bool) {
+	f, ok := Members(raw)
+	if !ok {
+		return nil, false
+	}
+	m := make(map[string]string, len(f))
+	for name, v := range f {
+		if m[name], ok = PlainString(v); !ok {
+			return nil, false
+		}
+	}
+	return m, true
+}
 
 // scanner walks JSON text; each method consumes one production at i and
 // reports whether it was well formed.
