@@ -15,8 +15,7 @@ import (
 )
 
 // Members splits body into its members when body is exactly one JSON
-// object (whitespace around it allowed). A repeated name keeps its last
-// value, as encoding/json does.
+// object (whitespace around it allowed) that names no member twice.
 func Members(body []byte) (map[string]json.RawMessage, bool) {
 	s := scanner{b: body}
 	s.space()
@@ -38,6 +37,11 @@ func Members(body []byte) (map[string]json.RawMessage, bool) {
 		name, ok := PlainString(body[start:s.i])
 		if !ok {
 			return nil, false // an escaped or non-UTF-8 name: encoding/json's to decode
+		}
+		if _, twice := f[name]; twice {
+			// encoding/json keeps the last of a string, but merges an
+			// object into the first: its to decode.
+			return nil, false
 		}
 		s.space()
 		if !s.is(':') {

@@ -59,10 +59,35 @@ func FuzzMembers(f *testing.F) {
 		// Escapes and invalid UTF-8 in a name are encoding/json's to
 		// decode; in a value they are Members' to walk
 		// (TestMembersTakesEscapesInValues).
-		if wantOK && !bytes.Contains(body, []byte(`\`)) && utf8.Valid(body) && depth(body) <= maxDepth {
+		if wantOK && !bytes.Contains(body, []byte(`\`)) && utf8.Valid(body) && depth(body) <= maxDepth && !twice(body) {
 			t.Fatalf("Members refused %q, which encoding/json takes", body)
 		}
 	})
+}
+
+// twice reports whether body, one JSON object, names a member twice.
+func twice(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	seen := map[string]bool{}
+	if _, err := dec.Token(); err != nil {
+		return false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		name, ok := tok.(string)
+		if err != nil || !ok {
+			return false
+		}
+		if seen[name] {
+			return true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // depth is the deepest nesting of brackets in body, outside strings.
@@ -134,6 +159,16 @@ func TestPlainStrings(t *testing.T) {
 	for _, raw := range []string{`{"A":1}`, `{"A":null}`, `{"A":"\u0031"}`, `["A"]`, `"A"`} {
 		if m, ok := PlainStrings([]byte(raw)); ok {
 			t.Errorf("PlainStrings(%s) = %v; want it left to json.Unmarshal", raw, m)
+		}
+	}
+}
+
+// A member named twice is left to encoding/json, which merges objects.
+func TestMembersLeavesNamesGivenTwice(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`{"a":1,"a":2}`, `{"h":{"A":"1"},"x":0,"h":{"B":"2"}}`} {
+		if f, ok := Members([]byte(body)); ok {
+			t.Errorf("Members(%s) = %q; want it left to encoding/json", body, f)
 		}
 	}
 }

@@ -12,8 +12,6 @@ package record
 
 import (
 	"encoding/json"
-	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,6 +126,9 @@ type Request struct {
 	Expunged   bool
 	ExpungedAt time.Time
 	ExpungedBy string
+
+	// at is URL taken apart when the record was read (see place).
+	at place
 }
 
 // ResentFrom is the audit of a resend, kept on the request it made.
@@ -246,6 +247,9 @@ const (
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 func fromMs(s string) time.Time {
+	if s == "" {
+		return time.Time{} // most of a record's times are unset: no error to build
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n == 0 {
 		return time.Time{}
@@ -254,28 +258,11 @@ func fromMs(s string) time.Time {
 }
 
 func atoi(s string) int {
+	if s == "" {
+		return 0
+	}
 	n, _ := strconv.Atoi(s)
 	return n
-}
-
-// spec is what the client sent: immutable, and stored as one JSON string
-// next to the hash.
-type spec struct {
-	URL            string            `json:"u"`
-	Method         string            `json:"m"`
-	Headers        map[string]string `json:"h,omitempty"`
-	Body           string            `json:"b,omitempty"`
-	IdempotencyKey string            `json:"k,omitempty"`
-	CallbackURL    string            `json:"c,omitempty"`
-	Dialect        string            `json:"d,omitempty"`
-	QStash         *QStash           `json:"q,omitempty"`
-	FlowControl    *FlowControl      `json:"fc,omitempty"`
-	Topic          string            `json:"t,omitempty"`
-	Publication    string            `json:"p,omitempty"`
-	TraceParent    string            `json:"tp,omitempty"`
-	ResentFrom     *ResentFrom       `json:"rf,omitempty"`
-	Credential     string            `json:"cr,omitempty"`
-	Proxy          string            `json:"px,omitempty"`
 }
 
 // FlowControl limits the requests that share its Key (by default their
@@ -310,22 +297,16 @@ func (r *Request) FlowKey() string {
 		// another limit.
 		return tenant.Qualify(r.Tenant, r.FlowControl.Key)
 	}
-	return hostPortOf(r.URL)
+	return r.place().hostPort
 }
 
 // HostPort is the host:port of r's destination (the port from the scheme
 // when the URL has none), the key of fairness between destinations.
-func (r *Request) HostPort() string { return hostPortOf(r.URL) }
+func (r *Request) HostPort() string { return r.place().hostPort }
 
 // Endpoint is r's destination as scheme://host:port (the port from the
 // scheme when the URL has none): what an endpoint's health is kept for.
-func (r *Request) Endpoint() string {
-	u, err := url.Parse(r.URL)
-	if err != nil || u.Scheme == "" {
-		return ""
-	}
-	return strings.ToLower(u.Scheme) + "://" + hostPortOf(r.URL)
-}
+func (r *Request) Endpoint() string { return r.place().endpoint }
 
 // DialectQStash marks a request made through the QStash-compatible API.
 const DialectQStash = "qstash"
@@ -416,14 +397,6 @@ func (r *Request) callbackOn() string {
 	return on
 }
 
-func (r *Request) spec() string {
-	b, _ := json.Marshal(spec{URL: r.URL, Method: r.Method, Headers: r.Headers, Body: r.Body,
-		IdempotencyKey: r.IdempotencyKey, CallbackURL: r.CallbackURL, Dialect: r.Dialect, QStash: r.QStash,
-		FlowControl: r.FlowControl, Topic: r.Topic, Publication: r.Publication, TraceParent: r.TraceParent, ResentFrom: r.ResentFrom,
-		Credential: r.Credential, Proxy: r.Proxy})
-	return string(b)
-}
-
 // fields encodes a new request's hash as HSET arguments.
 func (r *Request) fields() []any {
 	f := []any{
@@ -459,44 +432,16 @@ func clip(s string) string {
 	return s[:cut] + "…"
 }
 
-// hostOf is the lower-case host name of a URL, without port.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(u.Hostname())
-}
-
-// hostPortOf is the lower-case host:port of a URL, the port made explicit
-// from the scheme when the URL has none.
-func hostPortOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
-}
-
-// specFrom decodes a spec JSON.
-func specFrom(specJSON string) spec {
-	var sp spec
-	_ = json.Unmarshal([]byte(specJSON), &sp)
-	return sp
-}
-
 // decode fills a Request from HGETALL output and the spec JSON.
 func decode(id string, h map[string]string, specJSON string) *Request {
 	sp := specFrom(specJSON)
+	at := placeOf(sp.URL)
 	r := &Request{
+		at:              at,
 		ID:              id,
 		Tenant:          tenant.Of(h[fTenant]),
 		URL:             sp.URL,
-		Host:            hostOf(sp.URL),
+		Host:            at.host,
 		Method:          sp.Method,
 		Headers:         sp.Headers,
 		Body:            sp.Body,
