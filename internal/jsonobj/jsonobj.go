@@ -23,49 +23,23 @@ func Members(body []byte) (map[string]json.RawMessage, bool) {
 		return nil, false
 	}
 	f := map[string]json.RawMessage{}
-	s.i++
-	s.space()
-	if s.is('}') {
-		s.i++
-		return f, s.end()
-	}
-	for {
-		start := s.i
-		if !s.is('"') || !s.str() {
-			return nil, false
-		}
-		name, ok := PlainString(body[start:s.i])
+	ok := s.object(1, func(rawName, value []byte) bool {
+		name, ok := PlainString(rawName)
 		if !ok {
-			return nil, false // an escaped or non-UTF-8 name: encoding/json's to decode
+			return false // an escaped or non-UTF-8 name: encoding/json's to decode
 		}
 		if _, twice := f[name]; twice {
 			// encoding/json keeps the last of a string, but merges an
 			// object into the first: its to decode.
-			return nil, false
+			return false
 		}
-		s.space()
-		if !s.is(':') {
-			return nil, false
-		}
-		s.i++
-		s.space()
-		start = s.i
-		if !s.value(1) {
-			return nil, false
-		}
-		f[name] = body[start:s.i:s.i]
-		s.space()
-		switch {
-		case s.is(','):
-			s.i++
-			s.space()
-		case s.is('}'):
-			s.i++
-			return f, s.end()
-		default:
-			return nil, false
-		}
+		f[name] = value
+		return true
+	})
+	if !ok || !s.end() {
+		return nil, false
 	}
+	return f, true
 }
 
 // maxDepth bounds the nesting Members walks itself: a submission's and a
@@ -183,7 +157,7 @@ func (s *scanner) value(depth int) bool {
 	case c == '"':
 		return s.str()
 	case c == '{':
-		return s.object(depth + 1)
+		return s.object(depth+1, nil)
 	case c == '[':
 		return s.array(depth + 1)
 	case c == 't':
@@ -247,42 +221,31 @@ func (s *scanner) number() bool {
 	return true
 }
 
-// object consumes an object, s.b[s.i] being its opening brace.
-func (s *scanner) object(depth int) bool {
+// object consumes an object, s.b[s.i] being its opening brace, handing
+// each member's name (quoted) and value to member unless it is nil; a
+// member that answers false ends the walk, refused.
+func (s *scanner) object(depth int, member func(name, value []byte) bool) bool {
 	if depth > maxDepth {
 		return false
 	}
-	s.i++
-	s.space()
-	if s.is('}') {
-		s.i++
-		return true
-	}
-	for {
+	return s.list('}', func() bool {
+		start := s.i
 		if !s.is('"') || !s.str() {
 			return false
 		}
+		name := s.b[start:s.i]
 		s.space()
 		if !s.is(':') {
 			return false
 		}
 		s.i++
 		s.space()
+		start = s.i
 		if !s.value(depth) {
 			return false
 		}
-		s.space()
-		switch {
-		case s.is(','):
-			s.i++
-			s.space()
-		case s.is('}'):
-			s.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return member == nil || member(name, s.b[start:s.i:s.i])
+	})
 }
 
 // array consumes an array, s.b[s.i] being its opening bracket.
@@ -290,14 +253,20 @@ func (s *scanner) array(depth int) bool {
 	if depth > maxDepth {
 		return false
 	}
+	return s.list(']', func() bool { return s.value(depth) })
+}
+
+// list consumes the items of an object or array up to end, its closing
+// character, s.b[s.i] being its opening one; item consumes one.
+func (s *scanner) list(end byte, item func() bool) bool {
 	s.i++
 	s.space()
-	if s.is(']') {
+	if s.is(end) {
 		s.i++
 		return true
 	}
 	for {
-		if !s.value(depth) {
+		if !item() {
 			return false
 		}
 		s.space()
@@ -305,7 +274,7 @@ func (s *scanner) array(depth int) bool {
 		case s.is(','):
 			s.i++
 			s.space()
-		case s.is(']'):
+		case s.is(end):
 			s.i++
 			return true
 		default:
