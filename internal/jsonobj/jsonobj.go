@@ -29,8 +29,8 @@ func Members(body []byte) (map[string]json.RawMessage, bool) {
 			return false // an escaped or non-UTF-8 name: encoding/json's to decode
 		}
 		if _, twice := f[name]; twice {
-			// encoding/json keeps the last of a string, but merges an
-			// object into the first: its to decode.
+			// encoding/json keeps the last of a string, but merges a
+			// repeated object into the first: encoding/json's to decode.
 			return false
 		}
 		f[name] = value

@@ -150,8 +150,15 @@ func (r *Request) place() place {
 	return placeOf(r.URL)
 }
 
-// hostOf is the lower-case host name of a URL, without port.
-func hostOf(raw string) string { return placeOf(raw).host }
+// hostOf is the lower-case host name of a URL, without port (placeOf's
+// host, without the rest: lists and indexes ask only for it).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Hostname())
+}
 
 // hostPortOf is the lower-case host:port of a URL, the port made explicit
 // from the scheme when the URL has none.

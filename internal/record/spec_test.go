@@ -42,7 +42,7 @@ func FuzzSpecFrom(f *testing.F) {
 	for _, s := range []string{
 		everySpecField().spec(), (&Request{URL: "http://h/", Method: "GET"}).spec(),
 		`{"u":1}`, `{"u":null,"b":"x"}`, `{"U":"http://h/"}`, `{"h":{"A":"1"},"h":{"B":"2"}}`, `{"h":{"A":1}}`,
-		`{"q":{"rd":"1"},"q":{"l":"x"}}`, `{"x":1}`, `[]`, `not json`, ``, `{"b":"\u00e9\ud800"}`, "{\"b\":\"\xff\"}",
+		`{"q":{"rd":"1"},"q":{"l":"x"}}`, `{"u":"http://h/","h":{"A":"1","B":""}}`, `{"h":{}}`, `{"h":null}`, `{"x":1}`, `[]`, `not json`, ``, `{"b":"\u00e9\ud800"}`, "{\"b\":\"\xff\"}",
 	} {
 		f.Add(s)
 	}
@@ -76,6 +76,9 @@ func TestPlaceFollowsTheURL(t *testing.T) {
 	} {
 		if got := placeOf(raw); got != want {
 			t.Errorf("placeOf(%q) = %+v, want %+v", raw, got, want)
+		}
+		if got := hostOf(raw); got != want.host {
+			t.Errorf("hostOf(%q) = %q, want %q", raw, got, want.host)
 		}
 	}
 }
