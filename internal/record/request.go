@@ -127,7 +127,7 @@ type Request struct {
 	ExpungedAt time.Time
 	ExpungedBy string
 
-	// at is URL taken apart when the record was read (see place).
+	// at is the URL taken apart when the record was read (see place).
 	at place
 }
 

@@ -38,11 +38,12 @@ func (r *Request) spec() string {
 	return string(b)
 }
 
-// specFrom decodes a spec JSON, which every attempt's begin reads. The
-// members retryd writes are read in one pass (jsonobj), each string
-// without a copy of the whole; a spec that pass leaves (a member of
-// another name or shape) goes through json.Unmarshal whole, as it always
-// did. A spec that is not JSON decodes to what json.Unmarshal leaves.
+// specFrom decodes a spec JSON, which every attempt's begin reads: in one
+// walk (jsonobj), a string without escapes taken as it is, rather than
+// encoding/json's scan, decode and copy of each member. A spec that walk
+// leaves (a member of another name or shape) goes through json.Unmarshal
+// whole, as it always did; a spec that is not JSON decodes to what
+// json.Unmarshal leaves.
 func specFrom(specJSON string) spec {
 	raw := []byte(specJSON)
 	if sp, ok := specMembers(raw); ok {
